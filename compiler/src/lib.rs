@@ -1,0 +1,1 @@
+//! dcc-compiler: front (YAML) -> IR -> validate -> derive -> back.

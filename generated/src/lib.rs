@@ -1,0 +1,1 @@
+//! dcc-generated: committed output of `dcc compile` for every bundled spec.

@@ -1,0 +1,1 @@
+//! dcc-kernels: CUDA C sources under kernels/cuda and bit-faithful host twins.

@@ -1,0 +1,1 @@
+//! dcc-macros: thin proc-macro shim over dcc-compiler.

@@ -1,0 +1,1 @@
+//! dcc-models: decoder ports served by their native-clock contracts.

@@ -1,0 +1,1 @@
+//! dcc-tests: end-to-end tests live in tests/tests/.
