@@ -1,0 +1,332 @@
+//! Result types of the derivations (DESIGN.md §3, paper eqs. 1–7).
+//!
+//! Every derived number is a [`Derivation`]: the value, the formula it came from and the named
+//! inputs, so reports can print `402 = f_prompt 302 + f_retained 100` and code generation can
+//! use the value. All integers are exact (`u64`); ratios keep numerator and denominator.
+
+use std::fmt;
+
+use crate::ir::{
+    CacheOrder, DType, Effects, Granularity, Lifetime, Mutability, Placement, QueryLength, Verdict,
+};
+
+/// A derived integer with the formula and inputs that produced it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Derivation {
+    pub value: u64,
+    /// Symbolic formula, e.g. `f_prompt + f_retained`.
+    pub formula: String,
+    /// The named values the formula used, in order of first use.
+    pub inputs: Vec<(String, i64)>,
+}
+
+impl Derivation {
+    /// A derivation with no named inputs (a literal).
+    pub fn literal(value: u64) -> Self {
+        Derivation {
+            value,
+            formula: value.to_string(),
+            inputs: Vec::new(),
+        }
+    }
+
+    /// `402 = f_prompt 302 + f_retained 100`: the formula with each name followed by its value.
+    pub fn explain(&self) -> String {
+        let mut s = String::new();
+        let mut rest = self.formula.as_str();
+        // Annotate each identifier that is one of the inputs with its value.
+        while !rest.is_empty() {
+            let c = rest.chars().next().unwrap_or(' ');
+            if c.is_ascii_alphabetic() || c == '_' {
+                let end = rest
+                    .find(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_' || ch == '.'))
+                    .unwrap_or(rest.len());
+                let word = &rest[..end];
+                s.push_str(word);
+                if let Some((_, v)) = self.inputs.iter().find(|(n, _)| n == word) {
+                    s.push(' ');
+                    s.push_str(&v.to_string());
+                }
+                rest = &rest[end..];
+            } else {
+                s.push(c);
+                rest = &rest[c.len_utf8()..];
+            }
+        }
+        if self.inputs.is_empty() && s == self.value.to_string() {
+            s
+        } else {
+            format!("{} = {}", self.value, s)
+        }
+    }
+}
+
+impl fmt::Display for Derivation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.explain())
+    }
+}
+
+/// An exact ratio `num / den` (ρ, launch ratio).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Ratio {
+    pub num: u64,
+    pub den: u64,
+}
+
+impl Ratio {
+    pub fn as_f64(self) -> f64 {
+        if self.den == 0 {
+            f64::INFINITY
+        } else {
+            self.num as f64 / self.den as f64
+        }
+    }
+    /// Rounded to one decimal, as the paper prints ratios (`7.0`, `17.9`).
+    pub fn rounded1(self) -> f64 {
+        (self.as_f64() * 10.0).round() / 10.0
+    }
+}
+
+/// A clock with its rate expressed against its base clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DerivedClock {
+    pub name: String,
+    /// Base clock this one is ultimately derived from (itself for a base clock); empty for a
+    /// product clock.
+    pub base: String,
+    /// Ticks of this clock per tick of `base` (1 for a base clock).
+    pub per_base: u64,
+    /// Factors of a product clock.
+    pub factors: Vec<String>,
+}
+
+/// Catalog width of one region (eq. 7): `K_r = ceil(W_r / s_r) + 1`, pinned → 1.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CatalogWidth {
+    /// W_r = A_r − A_r⁻.
+    pub window: Derivation,
+    /// s_r, the advance per invocation (None when pinned).
+    pub stride: Option<Derivation>,
+    /// K_r.
+    pub width: Derivation,
+    /// Whether the retention pins the extent (W_r = 0).
+    pub pinned: bool,
+}
+
+/// One stock constant and the over-reservation it implies (eq. 3).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StockRatio {
+    pub name: String,
+    /// Stock extents along the clock axes.
+    pub extents: Vec<u64>,
+    /// Elements along the clock axes: ∏ stock.
+    pub reserved: Derivation,
+    pub reserved_bytes: u64,
+    /// ρ = reserved / declared live envelope.
+    pub rho: Ratio,
+}
+
+/// Everything derived for one region.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DerivedRegion {
+    pub name: String,
+    pub dtype: DType,
+    pub lifetime: Lifetime,
+    pub mutability: Mutability,
+    pub placement: Placement,
+    pub order: Option<CacheOrder>,
+    /// Clock axis names, outermost first.
+    pub axes: Vec<String>,
+    /// Index of the growing axis.
+    pub growing_axis: Option<usize>,
+    /// A_r along the growing axis (or the last axis when pinned): what consumers read.
+    pub attended_extent: Derivation,
+    /// A_r⁻: the lowest attended extent once the policy fires.
+    pub attended_min: Derivation,
+    /// Envelope per clock axis: what storage must hold before truncation.
+    pub envelope_axes: Vec<Derivation>,
+    /// ∏ envelope axes (e.g. `10 × 458 = 4580`).
+    pub envelope_extent: Derivation,
+    /// Per-tick element shape.
+    pub shape: Vec<u64>,
+    /// Bytes per tick: β × ∏ shape.
+    pub tick_bytes: Derivation,
+    /// Full envelope dims: clock axes then shape.
+    pub dims: Vec<u64>,
+    /// Bytes the demand-sized region holds (envelope).
+    pub live_bytes: u64,
+    /// Bytes at the attended extent (growing axis = A_r).
+    pub attended_bytes: u64,
+    /// The attended extents a consumer can see, ascending (the region's catalog).
+    pub catalog: Vec<u64>,
+    pub width: CatalogWidth,
+    /// Stock constants replaced; the first is the primary (`rho`).
+    pub stock: Vec<StockRatio>,
+}
+
+impl DerivedRegion {
+    /// Primary stock reservation in bytes (first stock constant), if any.
+    pub fn reserved_bytes(&self) -> Option<u64> {
+        self.stock.first().map(|s| s.reserved_bytes)
+    }
+    /// Primary ρ, if a stock constant is declared.
+    pub fn rho(&self) -> Option<Ratio> {
+        self.stock.first().map(|s| s.rho)
+    }
+}
+
+/// A constant, sized.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DerivedConstant {
+    pub name: String,
+    pub dtype: DType,
+    pub placement: Placement,
+    pub shape: Vec<u64>,
+    pub bytes: u64,
+}
+
+/// One tensor argument of one catalog class, fully specialized.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArgSig {
+    pub name: String,
+    pub dims: Vec<u64>,
+    pub dtype: DType,
+    /// Contract-owned and aliased by pointer (never staged).
+    pub aliased: bool,
+    /// Region or constant this argument is bound to.
+    pub bound_to: Option<String>,
+    pub bytes: u64,
+}
+
+/// One catalog class of a callable at one granularity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassSig {
+    pub index: usize,
+    /// Attended extent of each varying region read (`(region, extent)`), in read order.
+    pub extents: Vec<(String, u64)>,
+    pub args: Vec<ArgSig>,
+    /// Σ bytes of non-aliased args: this class's staging footprint.
+    pub staging_bytes: u64,
+}
+
+/// M_reserve (eq. 6) at one granularity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reserve {
+    pub granularity: Granularity,
+    /// Σ_classes Σ_non-aliased inputs bytes.
+    pub staging_bytes: u64,
+    /// Σ_write-through β ∏ A†.
+    pub write_through_bytes: u64,
+    /// staging + write-through.
+    pub total_bytes: u64,
+    /// Largest single input (bytes) at this granularity, e.g. the stacked carry at chunk.
+    pub largest_input: Option<(String, u64)>,
+    /// Host launches per chunk relative to step granularity (1/n_steps at chunk).
+    pub host_launches_per_chunk: u64,
+    /// Per-class signatures at this granularity.
+    pub classes: Vec<ClassSig>,
+}
+
+/// Width contribution of one region to a callable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RegionWidth {
+    pub region: String,
+    pub width: u64,
+    pub pinned: bool,
+}
+
+/// Everything derived for one callable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DerivedCallable {
+    pub name: String,
+    pub granularity: Granularity,
+    pub effects: Effects,
+    pub query: QueryLength,
+    /// Regions read, region inputs first.
+    pub reads: Vec<String>,
+    /// Write-through regions.
+    pub writes: Vec<String>,
+    /// 𝓛: attended extents of the specializing region (the first varying region read, or the
+    /// first region read when all are pinned), ascending.
+    pub attended_extents: Vec<u64>,
+    /// Region whose extents `attended_extents` lists.
+    pub specializing_region: Option<String>,
+    /// eq. 4 for a prompt + history region: `K = ceil(f_retained / f_chunk) + 1`.
+    pub catalog_size: Derivation,
+    /// K_r per region read.
+    pub region_widths: Vec<RegionWidth>,
+    /// ∏ K_r.
+    pub catalog_width: u64,
+    /// |𝒬_o|.
+    pub configs: u64,
+    /// |𝒬_o| ∏ K_r, or None when 𝒬_o is traffic-dependent (unbounded).
+    pub classes: Option<u64>,
+    /// Upper bound on extra classes from partial flushes at turn ends (≤ s_r, bounded by the
+    /// admission predicate), with its formula.
+    pub flush_classes: Option<Derivation>,
+    pub verdict: Verdict,
+    /// Why, in words a person can act on.
+    pub reason: String,
+    /// n_steps of the loop clock (1 if none).
+    pub steps: u64,
+    /// M_reserve at step granularity.
+    pub reserve_step: Reserve,
+    /// M_reserve at chunk granularity.
+    pub reserve_chunk: Reserve,
+    /// Host launches chunk / step = 1 / n_steps.
+    pub launch_ratio: Ratio,
+}
+
+impl DerivedCallable {
+    /// M_reserve at the callable's declared granularity.
+    pub fn reserve(&self) -> &Reserve {
+        match self.granularity {
+            Granularity::Step => &self.reserve_step,
+            Granularity::Chunk => &self.reserve_chunk,
+        }
+    }
+}
+
+/// A quantity's value and the expression that defined it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DerivedQuantity {
+    pub name: String,
+    pub value: i64,
+    pub derivation: Derivation,
+}
+
+/// Everything derived from a spec at one operating point.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Derived {
+    /// `base` or the operating point's name.
+    pub operating_point: String,
+    /// The overrides applied (`n_steps = 5`).
+    pub overrides: Vec<(String, i64)>,
+    pub quantities: Vec<DerivedQuantity>,
+    pub clocks: Vec<DerivedClock>,
+    pub regions: Vec<DerivedRegion>,
+    pub constants: Vec<DerivedConstant>,
+    pub callables: Vec<DerivedCallable>,
+    /// Σ live bytes of arena regions (demand-sized session arena, before alignment).
+    pub arena_bytes: u64,
+    /// Σ primary stock bytes of the regions that declare one.
+    pub stock_bytes: u64,
+    /// The capture limit used for `out: width`.
+    pub capture_limit: u64,
+}
+
+impl Derived {
+    pub fn quantity(&self, name: &str) -> Option<i64> {
+        self.quantities
+            .iter()
+            .find(|q| q.name == name)
+            .map(|q| q.value)
+    }
+    pub fn region(&self, name: &str) -> Option<&DerivedRegion> {
+        self.regions.iter().find(|r| r.name == name)
+    }
+    pub fn callable(&self, name: &str) -> Option<&DerivedCallable> {
+        self.callables.iter().find(|c| c.name == name)
+    }
+}

@@ -1,0 +1,1 @@
+//! DOT graph of clocks, regions and callables. (In progress.)

@@ -1,0 +1,708 @@
+//! Typed intermediate representation of a native-clock contract (paper §3, Definition 1).
+//!
+//! The IR is what `front` produces from YAML and what `validate`, `derive` and code generation
+//! consume. It knows nothing about YAML: every node carries a [`Span`] (byte range into the spec
+//! file) so later passes can point at the text that declared it. Names are kept in declaration
+//! order (`Vec`, not maps) so everything downstream is deterministic.
+//!
+//! Vocabulary mirrors `dcc_runtime::contract` (DType, Lifetime, CacheOrder, Verdict,
+//! Granularity, Effects) without depending on it: the compiler never depends on the runtime.
+
+use std::fmt;
+
+/// Byte range `[start, end)` into the spec file.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Span {
+    pub start: usize,
+    pub end: usize,
+}
+
+impl Span {
+    /// A span from `start` to `end` (bytes).
+    pub const fn new(start: usize, end: usize) -> Self {
+        Span { start, end }
+    }
+    /// The smallest span covering both.
+    pub fn to(self, other: Span) -> Span {
+        Span::new(self.start.min(other.start), self.end.max(other.end))
+    }
+}
+
+/// A value together with the span of the YAML node (or sub-expression) it came from.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Spanned<T> {
+    pub value: T,
+    pub span: Span,
+}
+
+impl<T> Spanned<T> {
+    pub fn new(value: T, span: Span) -> Self {
+        Spanned { value, span }
+    }
+}
+
+/// A declared name (clock, quantity, region, constant, callable, argument).
+pub type Ident = Spanned<String>;
+
+// ---------------------------------------------------------------------------------------------
+// Expressions
+// ---------------------------------------------------------------------------------------------
+
+/// Binary operators of the integer expression language.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum BinOp {
+    Add,
+    Sub,
+    Mul,
+    /// Exact division: evaluating `a / b` with `b ∤ a` is an error (use `ceil_div`/`floor_div`).
+    Div,
+}
+
+impl BinOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            BinOp::Add => "+",
+            BinOp::Sub => "-",
+            BinOp::Mul => "*",
+            BinOp::Div => "/",
+        }
+    }
+    /// Binding power (higher binds tighter).
+    pub fn precedence(self) -> u8 {
+        match self {
+            BinOp::Add | BinOp::Sub => 1,
+            BinOp::Mul | BinOp::Div => 2,
+        }
+    }
+}
+
+/// Built-in functions.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Func {
+    Min,
+    Max,
+    /// `ceil_div(a, b)` = ⌈a/b⌉ for positive b.
+    CeilDiv,
+    /// `floor_div(a, b)` = ⌊a/b⌋ for positive b.
+    FloorDiv,
+}
+
+impl Func {
+    pub fn name(self) -> &'static str {
+        match self {
+            Func::Min => "min",
+            Func::Max => "max",
+            Func::CeilDiv => "ceil_div",
+            Func::FloorDiv => "floor_div",
+        }
+    }
+}
+
+/// Shape of an integer expression over quantities.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ExprKind {
+    /// Integer literal.
+    Int(i64),
+    /// Reference to a quantity.
+    Name(String),
+    /// `extent(region)`: the attended extent of a region along its growing axis, bound per
+    /// catalog class (only meaningful inside callable argument shapes).
+    Extent(Ident),
+    Neg(Box<Expr>),
+    Binary(BinOp, Box<Expr>, Box<Expr>),
+    Call(Func, Vec<Expr>),
+}
+
+/// An integer expression with its span.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Expr {
+    pub kind: ExprKind,
+    pub span: Span,
+}
+
+impl Expr {
+    /// Every quantity name this expression mentions, with its span, in source order.
+    pub fn names(&self) -> Vec<(&str, Span)> {
+        let mut out = Vec::new();
+        self.collect_names(&mut out);
+        out
+    }
+
+    fn collect_names<'a>(&'a self, out: &mut Vec<(&'a str, Span)>) {
+        match &self.kind {
+            ExprKind::Int(_) | ExprKind::Extent(_) => {}
+            ExprKind::Name(n) => out.push((n.as_str(), self.span)),
+            ExprKind::Neg(e) => e.collect_names(out),
+            ExprKind::Binary(_, a, b) => {
+                a.collect_names(out);
+                b.collect_names(out);
+            }
+            ExprKind::Call(_, args) => args.iter().for_each(|a| a.collect_names(out)),
+        }
+    }
+
+    /// Every `extent(region)` this expression mentions.
+    pub fn extents(&self) -> Vec<&Ident> {
+        let mut out = Vec::new();
+        self.collect_extents(&mut out);
+        out
+    }
+
+    fn collect_extents<'a>(&'a self, out: &mut Vec<&'a Ident>) {
+        match &self.kind {
+            ExprKind::Int(_) | ExprKind::Name(_) => {}
+            ExprKind::Extent(r) => out.push(r),
+            ExprKind::Neg(e) => e.collect_extents(out),
+            ExprKind::Binary(_, a, b) => {
+                a.collect_extents(out);
+                b.collect_extents(out);
+            }
+            ExprKind::Call(_, args) => args.iter().for_each(|a| a.collect_extents(out)),
+        }
+    }
+
+    /// Whether the expression is a bare literal.
+    pub fn as_int(&self) -> Option<i64> {
+        match self.kind {
+            ExprKind::Int(v) => Some(v),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Expr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fn go(e: &Expr, parent: u8, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            match &e.kind {
+                ExprKind::Int(v) => write!(f, "{v}"),
+                ExprKind::Name(n) => f.write_str(n),
+                ExprKind::Extent(r) => write!(f, "extent({})", r.value),
+                ExprKind::Neg(x) => {
+                    f.write_str("-")?;
+                    go(x, 3, f)
+                }
+                ExprKind::Binary(op, a, b) => {
+                    let p = op.precedence();
+                    if p < parent {
+                        f.write_str("(")?;
+                    }
+                    go(a, p, f)?;
+                    write!(f, " {} ", op.symbol())?;
+                    go(b, p + 1, f)?;
+                    if p < parent {
+                        f.write_str(")")?;
+                    }
+                    Ok(())
+                }
+                ExprKind::Call(func, args) => {
+                    write!(f, "{}(", func.name())?;
+                    for (i, a) in args.iter().enumerate() {
+                        if i > 0 {
+                            f.write_str(", ")?;
+                        }
+                        go(a, 0, f)?;
+                    }
+                    f.write_str(")")
+                }
+            }
+        }
+        go(self, 0, f)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Vocabulary (mirrors dcc_runtime::contract)
+// ---------------------------------------------------------------------------------------------
+
+/// Element type (β_r is [`DType::size`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum DType {
+    F32,
+    F16,
+    BF16,
+    I32,
+    I64,
+    U8,
+    /// Boolean masks are stored one byte per element.
+    Bool,
+}
+
+impl DType {
+    /// Every dtype, in declaration order (for "expected one of" messages).
+    pub const ALL: [DType; 7] = [
+        DType::F32,
+        DType::F16,
+        DType::BF16,
+        DType::I32,
+        DType::I64,
+        DType::U8,
+        DType::Bool,
+    ];
+    /// Bytes per element.
+    pub const fn size(self) -> u64 {
+        match self {
+            DType::F32 | DType::I32 => 4,
+            DType::F16 | DType::BF16 => 2,
+            DType::I64 => 8,
+            DType::U8 | DType::Bool => 1,
+        }
+    }
+    /// Spelling in specs and reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            DType::F32 => "f32",
+            DType::F16 => "f16",
+            DType::BF16 => "bf16",
+            DType::I32 => "i32",
+            DType::I64 => "i64",
+            DType::U8 => "u8",
+            DType::Bool => "bool",
+        }
+    }
+}
+
+/// Lifetime ℓ_r of a region (Definition 1).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Lifetime {
+    Operator,
+    Unit,
+    Turn,
+    Session,
+    Process,
+}
+
+impl Lifetime {
+    pub const ALL: [Lifetime; 5] = [
+        Lifetime::Operator,
+        Lifetime::Unit,
+        Lifetime::Turn,
+        Lifetime::Session,
+        Lifetime::Process,
+    ];
+    pub const fn name(self) -> &'static str {
+        match self {
+            Lifetime::Operator => "operator",
+            Lifetime::Unit => "unit",
+            Lifetime::Turn => "turn",
+            Lifetime::Session => "session",
+            Lifetime::Process => "process",
+        }
+    }
+}
+
+/// Mutability class μ_r (Definition 1).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Mutability {
+    /// Never written after initialization (prompt state within a turn, constants).
+    Immutable,
+    /// Shared across turns, copied before the first write of a turn.
+    CopyOnWrite,
+    /// Written in place by callables (the carry).
+    Mutable,
+    /// Contents meaningless between calls (solver workspace).
+    Scratch,
+}
+
+impl Mutability {
+    pub const ALL: [Mutability; 4] = [
+        Mutability::Immutable,
+        Mutability::CopyOnWrite,
+        Mutability::Mutable,
+        Mutability::Scratch,
+    ];
+    pub const fn name(self) -> &'static str {
+        match self {
+            Mutability::Immutable => "immutable",
+            Mutability::CopyOnWrite => "copy_on_write",
+            Mutability::Mutable => "mutable",
+            Mutability::Scratch => "scratch",
+        }
+    }
+}
+
+/// Physical placement p_r (Definition 1).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Placement {
+    /// In the session's device arena at a fixed offset (contract-owned, aliasable).
+    Arena,
+    /// Its own device allocation (still address-stable, still contract-owned).
+    Device,
+    /// Host memory (not capturable as a graph input; never aliased).
+    Host,
+}
+
+impl Placement {
+    pub const ALL: [Placement; 3] = [Placement::Arena, Placement::Device, Placement::Host];
+    pub const fn name(self) -> &'static str {
+        match self {
+            Placement::Arena => "arena",
+            Placement::Device => "device",
+            Placement::Host => "host",
+        }
+    }
+}
+
+/// Order in which a prompt + retained-history cache stores frames.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum CacheOrder {
+    /// Newest frames first, prompt-derived frames at the tail.
+    Prepend,
+    /// Oldest first, newest appended at the end.
+    Append,
+}
+
+impl CacheOrder {
+    pub const fn name(self) -> &'static str {
+        match self {
+            CacheOrder::Prepend => "prepend",
+            CacheOrder::Append => "append",
+        }
+    }
+}
+
+/// Capture granularity of a callable (paper eq. 5).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Granularity {
+    /// One graph per solver step.
+    Step,
+    /// The whole solver loop in one graph.
+    Chunk,
+}
+
+impl Granularity {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Granularity::Step => "step",
+            Granularity::Chunk => "chunk",
+        }
+    }
+}
+
+/// Declared effects of a callable.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Effects {
+    None,
+    /// Draws from a device Philox stream advanced by a declared increment per call.
+    DeviceRng,
+    /// Draws from the host generator: never admissible to exact replay.
+    HostRng,
+}
+
+impl Effects {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Effects::None => "none",
+            Effects::DeviceRng => "device_rng",
+            Effects::HostRng => "host_rng",
+        }
+    }
+}
+
+/// Whether a callable's query length is fixed by the clocks or depends on traffic.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum QueryLength {
+    /// Fixed by the declared clocks (`query: fixed`).
+    Fixed,
+    /// Depends on how much input arrived (`query: traffic`): 𝒬_o is unbounded.
+    Traffic,
+}
+
+/// Scope verdict of a callable (paper §3.5, Criterion 1).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Verdict {
+    Captured,
+    /// Catalog too wide to capture exactly.
+    OutWidth,
+    /// Query length is traffic-dependent.
+    OutQo,
+}
+
+impl Verdict {
+    /// `captured`, `out: width`, `out: Q_o`.
+    pub const fn label(self) -> &'static str {
+        match self {
+            Verdict::Captured => "captured",
+            Verdict::OutWidth => "out: width",
+            Verdict::OutQo => "out: Q_o",
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Declarations
+// ---------------------------------------------------------------------------------------------
+
+/// A whole contract, as declared in one spec file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Spec {
+    /// Model family (`token2wav`); names the generated module.
+    pub family: Ident,
+    /// Free-text description.
+    pub description: Option<String>,
+    pub clocks: Vec<Clock>,
+    pub quantities: Vec<Quantity>,
+    /// Named overrides of quantities (e.g. `duplex: {n_steps: 5}`), each derived separately.
+    pub operating_points: Vec<OperatingPoint>,
+    pub regions: Vec<Region>,
+    pub constants: Vec<Constant>,
+    pub callables: Vec<Callable>,
+    /// Largest catalog the spec accepts as capturable (`capture_limit:`; default 64).
+    pub capture_limit: Option<Spanned<Expr>>,
+}
+
+impl Spec {
+    pub fn clock(&self, name: &str) -> Option<&Clock> {
+        self.clocks.iter().find(|c| c.name.value == name)
+    }
+    pub fn quantity(&self, name: &str) -> Option<&Quantity> {
+        self.quantities.iter().find(|q| q.name.value == name)
+    }
+    pub fn region(&self, name: &str) -> Option<&Region> {
+        self.regions.iter().find(|r| r.name.value == name)
+    }
+    pub fn constant(&self, name: &str) -> Option<&Constant> {
+        self.constants.iter().find(|c| c.name.value == name)
+    }
+    pub fn callable(&self, name: &str) -> Option<&Callable> {
+        self.callables.iter().find(|c| c.name.value == name)
+    }
+}
+
+/// A clock: base, derived at a rate from another, or a product of clocks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Clock {
+    pub name: Ident,
+    pub kind: ClockKind,
+    /// The whole declaration.
+    pub span: Span,
+}
+
+/// How a clock relates to the others.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ClockKind {
+    /// An independent clock (`token: base`).
+    Base,
+    /// `rate` ticks of this clock per tick of `per` (`frame: 2 per token`).
+    Rate { rate: Expr, per: Ident },
+    /// A product clock (`solver: [step, frame]`).
+    Product(Vec<Ident>),
+}
+
+/// A named integer quantity defined by an expression over other quantities.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Quantity {
+    pub name: Ident,
+    pub expr: Expr,
+}
+
+/// A named set of quantity overrides evaluated as its own operating point.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OperatingPoint {
+    pub name: Ident,
+    pub overrides: Vec<Quantity>,
+}
+
+/// Growth map g_r along one axis of a region's clock.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Growth {
+    /// The axis has a fixed extent (`step: n_steps`).
+    Fixed(Expr),
+    /// The axis grows: starts at `from`, advances by `by` per invocation; each call presents
+    /// `call` extra frames (lookahead included) that live in the envelope before truncation.
+    Grows {
+        from: Expr,
+        by: Expr,
+        call: Option<Expr>,
+    },
+}
+
+/// Extent declaration for one axis of a region.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AxisGrowth {
+    /// Clock that names the axis.
+    pub axis: Ident,
+    pub growth: Growth,
+    pub span: Span,
+}
+
+/// Retention policy π_r (Definition 1): what bounds the growing axis.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Retention {
+    /// Nothing grows; extents are the fixed axes.
+    Pinned,
+    /// Fixed-capacity ring: the attended extent is pinned at `capacity`.
+    Ring { capacity: Expr },
+    /// Sliding window of `size` along the growing axis; `steady: true` analyses only the
+    /// steady state (the window is full), so the extent is pinned at `size`.
+    Window { size: Expr, steady: bool },
+    /// Prompt + retained history: keeps `prompt` frames and the newest `retained` frames.
+    PromptHistory {
+        prompt: Expr,
+        retained: Expr,
+        order: CacheOrder,
+    },
+}
+
+impl Retention {
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            Retention::Pinned => "pinned",
+            Retention::Ring { .. } => "ring",
+            Retention::Window { .. } => "window",
+            Retention::PromptHistory { .. } => "prompt + history",
+        }
+    }
+}
+
+/// A stock implementation constant the region replaces, one extent per clock axis.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StockConstant {
+    /// `stock` for a single unnamed constant, else its name (`largest_bucket`).
+    pub name: Ident,
+    pub extents: Vec<Expr>,
+    pub span: Span,
+}
+
+/// A region contract R_r = (c_r, g_r, ℓ_r, μ_r, π_r, p_r) plus dtype, shape and stock constant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Region {
+    pub name: Ident,
+    pub doc: Option<String>,
+    /// Native clock c_r: one axis per clock (scalar clock = one axis).
+    pub clock: Vec<Ident>,
+    pub clock_span: Span,
+    /// Growth map g_r, one entry per clock axis, in clock order.
+    pub growth: Vec<AxisGrowth>,
+    pub growth_span: Span,
+    pub lifetime: Spanned<Lifetime>,
+    pub mutability: Spanned<Mutability>,
+    pub retention: Spanned<Retention>,
+    pub placement: Spanned<Placement>,
+    pub dtype: Spanned<DType>,
+    /// Per-tick element shape (appended after the clock axes).
+    pub shape: Vec<Expr>,
+    pub shape_span: Span,
+    /// Optional explicit storage bound along the growing axis.
+    pub envelope: Option<Expr>,
+    /// Stock constants replaced (first one is the primary for ρ).
+    pub stock: Vec<StockConstant>,
+    pub span: Span,
+}
+
+impl Region {
+    /// Index of the growing axis, if any.
+    pub fn growing_axis(&self) -> Option<usize> {
+        self.growth
+            .iter()
+            .position(|g| matches!(g.growth, Growth::Grows { .. }))
+    }
+}
+
+/// A device-resident constant (trivial clock, process lifetime, immutable).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Constant {
+    pub name: Ident,
+    pub doc: Option<String>,
+    pub dtype: Spanned<DType>,
+    pub shape: Vec<Expr>,
+    pub placement: Spanned<Placement>,
+    pub span: Span,
+}
+
+/// Where a callable's tensor argument comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ArgSource {
+    /// A contract region (contract-owned): shape = region dims at the class's attended extent.
+    Region(Ident),
+    /// A device-resident constant (contract-owned).
+    Constant(Ident),
+    /// A caller-provided tensor with an explicit shape.
+    Tensor {
+        dtype: Spanned<DType>,
+        shape: Vec<Expr>,
+    },
+}
+
+/// One explicit tensor argument of a callable.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TensorArg {
+    pub name: Ident,
+    pub source: ArgSource,
+    /// `alias:` as written; `None` = default (aliased iff contract-owned and device-resident).
+    pub alias: Option<Spanned<bool>>,
+    pub span: Span,
+}
+
+/// Comparison in an admission predicate.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum CmpOp {
+    Lt,
+    Le,
+    Eq,
+    Ge,
+    Gt,
+}
+
+impl CmpOp {
+    pub fn symbol(self) -> &'static str {
+        match self {
+            CmpOp::Lt => "<",
+            CmpOp::Le => "<=",
+            CmpOp::Eq => "==",
+            CmpOp::Ge => ">=",
+            CmpOp::Gt => ">",
+        }
+    }
+}
+
+/// Admission predicate: a conjunction `var OP expr [and var OP expr]...` over the per-call
+/// advance variable (`f <= f_chunk`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Predicate {
+    pub var: Ident,
+    pub clauses: Vec<(CmpOp, Expr)>,
+    pub span: Span,
+}
+
+/// A callable to capture.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Callable {
+    pub name: Ident,
+    pub doc: Option<String>,
+    /// Capture granularity (`step` or `chunk`).
+    pub granularity: Spanned<Granularity>,
+    /// Inner solver-loop clock (`loop: step`); its rate gives n_steps per call.
+    pub loop_clock: Option<Ident>,
+    pub admit: Option<Predicate>,
+    pub effects: Spanned<Effects>,
+    pub query: Spanned<QueryLength>,
+    /// |𝒬_o|: number of non-extent configurations (default 1).
+    pub configs: Option<Expr>,
+    /// Explicit tensor arguments, in call order.
+    pub inputs: Vec<TensorArg>,
+    /// Regions read without being passed as tensor arguments.
+    pub reads: Vec<Ident>,
+    /// Write-through regions 𝒲_o.
+    pub writes: Vec<Ident>,
+    pub span: Span,
+}
+
+impl Callable {
+    /// Regions this callable reads: region inputs then `reads:`, deduplicated, in order.
+    pub fn read_regions(&self) -> Vec<&Ident> {
+        let mut out: Vec<&Ident> = Vec::new();
+        for a in &self.inputs {
+            if let ArgSource::Region(r) = &a.source
+                && !out.iter().any(|o| o.value == r.value)
+            {
+                out.push(r);
+            }
+        }
+        for r in &self.reads {
+            if !out.iter().any(|o| o.value == r.value) {
+                out.push(r);
+            }
+        }
+        out
+    }
+}

@@ -1,0 +1,1 @@
+//! Human-readable and JSON reports of a [`crate::Checked`] spec. (In progress.)
