@@ -1,1 +1,196 @@
-//! dcc-kernels: CUDA C sources under kernels/cuda and bit-faithful host twins.
+//! dcc-kernels: CUDA C sources under `kernels/cuda` and their bit-faithful Rust host twins.
+//!
+//! # The kernel model
+//!
+//! A kernel is a [`KernelDef`]: a name, the CUDA C module ([`CudaSource`]) that defines it, the
+//! `extern "C"` entry symbol, its declared parameter kinds ([`Param`]) and a host twin
+//! ([`HostFn`]). The runtime's CUDA backend compiles each [`CudaSource`] once per process with
+//! NVRTC (options: [`NVRTC_OPTIONS`]), loads it once per context and launches the entry with raw
+//! device addresses and scalars ([`Arg`]). The Host backend calls the twin with the same
+//! arguments, where every [`DevPtr`] is a host address.
+//!
+//! Launch arguments are plain integers and floats, so a launch can be recorded on a tape (the
+//! Host backend's "graph") and replayed against the pointers it saw at capture.
+//!
+//! # Bit-faithfulness rules (what makes a twin equal to its CUDA kernel bit for bit)
+//!
+//! * NVRTC compiles with `--fmad=false`: `a*b + c` is a rounded multiply then a rounded add on
+//!   the device, exactly as in Rust. Where a kernel wants a fused multiply-add it writes
+//!   `__fmaf_rn(a, b, c)` and the twin writes `a.mul_add(b, c)`.
+//! * `--ftz=false --prec-div=true --prec-sqrt=true`: IEEE division and square root, denormals
+//!   kept; `x / y` and `x.sqrt()` in Rust match.
+//! * Transcendentals (`expf`, `tanhf`, `logf`, ...) of the CUDA math library are *not* bit-equal
+//!   to Rust's. A kernel that needs them implements the function from `+ - * /` (and
+//!   `__fmaf_rn`) in a `__device__` helper and the twin ports that helper line by line.
+//! * Reductions have one fixed order, the same in both (e.g. one thread walks a row, or a fixed
+//!   tree over a fixed block size); no atomics in reductions.
+//! * Integer arithmetic wraps (`wrapping_*` in Rust, unsigned overflow in C).
+//!
+//! # Adding a module (how `token2wav` plugs in)
+//!
+//! 1. Write `kernels/cuda/<module>.cu` with `extern "C" __global__` entries.
+//! 2. Write `kernels/src/<module>.rs` (or `<module>/mod.rs`) with
+//!    `pub static SOURCE: CudaSource = CudaSource { name: "<module>", code: include_str!("../cuda/<module>.cu") };`,
+//!    one `pub static FOO: KernelDef = KernelDef { .. }` per entry, its host twin, and
+//!    `pub static KERNELS: &[&KernelDef] = &[&FOO, ..];`.
+//! 3. Add `pub mod <module>;` below and `<module>::KERNELS` to [`MODULES`].
+//! 4. The runtime's tests compile every module in [`MODULES`] on the GPU machine
+//!    (`cuda_all_modules_compile`), and each twin should get a test against its kernel there.
+//!
+//! Kernel names are unique across the registry ([`registry`] checks it in a test).
+
+pub mod abi;
+pub mod carry;
+pub mod philox;
+pub mod rng;
+pub mod synthetic;
+
+pub use abi::{Arg, Args, DevPtr, KernelError, LaunchDims, Param};
+
+/// One CUDA C translation unit, compiled as a whole by NVRTC.
+#[derive(Debug)]
+pub struct CudaSource {
+    /// Module name; the runtime caches compiled PTX per process under this name.
+    pub name: &'static str,
+    /// CUDA C text (`include_str!` of `kernels/cuda/<name>.cu`).
+    pub code: &'static str,
+}
+
+/// Host twin of a kernel: performs the whole launch (every block and thread) on the CPU.
+///
+/// # Safety
+/// Every pointer argument must address host memory valid for everything the kernel reads and
+/// writes at these arguments (the Host backend only hands out addresses of its own buffers).
+pub type HostFn = unsafe fn(dims: &LaunchDims, args: &[Arg]) -> Result<(), KernelError>;
+
+/// A kernel: CUDA entry plus host twin.
+#[derive(Debug)]
+pub struct KernelDef {
+    /// Unique name across the registry (by convention `<module>.<entry>`).
+    pub name: &'static str,
+    pub source: &'static CudaSource,
+    /// The `extern "C"` symbol in `source`.
+    pub entry: &'static str,
+    /// Declared parameter kinds, in order; every launch is checked against them.
+    pub params: &'static [Param],
+    pub host: HostFn,
+}
+
+impl KernelDef {
+    /// Checks an argument list against the declared parameters.
+    pub fn check_args(&self, args: &[Arg]) -> Result<(), KernelError> {
+        if args.len() != self.params.len() {
+            return Err(KernelError::Args(format!(
+                "{}: {} arguments given, {} declared",
+                self.name,
+                args.len(),
+                self.params.len()
+            )));
+        }
+        for (i, (a, p)) in args.iter().zip(self.params).enumerate() {
+            if a.param() != *p {
+                return Err(KernelError::Args(format!(
+                    "{}: argument {i} is {:?}, declared {p:?}",
+                    self.name,
+                    a.param()
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs the host twin after checking the argument kinds.
+    ///
+    /// # Safety
+    /// See [`HostFn`].
+    pub unsafe fn run_host(&self, dims: &LaunchDims, args: &[Arg]) -> Result<(), KernelError> {
+        self.check_args(args)?;
+        // SAFETY: forwarded from the caller.
+        unsafe { (self.host)(dims, args) }
+    }
+}
+
+/// NVRTC options every module is compiled with (see the bit-faithfulness rules above). The
+/// runtime adds `--gpu-architecture` for the device it runs on.
+pub const NVRTC_OPTIONS: &[&str] = &[
+    "--fmad=false",
+    "--ftz=false",
+    "--prec-div=true",
+    "--prec-sqrt=true",
+    "--std=c++17",
+];
+
+/// Every module's kernel list. Extend with one line per module.
+pub static MODULES: &[&[&KernelDef]] = &[carry::KERNELS, rng::KERNELS, synthetic::KERNELS];
+
+/// All registered kernels.
+pub fn registry() -> impl Iterator<Item = &'static KernelDef> {
+    MODULES.iter().flat_map(|m| m.iter().copied())
+}
+
+/// Looks a kernel up by name.
+pub fn kernel(name: &str) -> Option<&'static KernelDef> {
+    registry().find(|k| k.name == name)
+}
+
+/// Every distinct CUDA source in the registry.
+pub fn sources() -> Vec<&'static CudaSource> {
+    let mut out: Vec<&'static CudaSource> = Vec::new();
+    for k in registry() {
+        if !out.iter().any(|s| s.name == k.source.name) {
+            out.push(k.source);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_entries_exist() {
+        let mut names: Vec<&str> = registry().map(|k| k.name).collect();
+        let n = names.len();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), n, "duplicate kernel names");
+        for k in registry() {
+            let sig = format!("void {}(", k.entry);
+            assert!(
+                k.source.code.contains(&sig),
+                "{}: entry `{}` not found in {}.cu",
+                k.name,
+                k.entry,
+                k.source.name
+            );
+            assert!(
+                k.source.code.contains("extern \"C\""),
+                "{}: no extern C",
+                k.source.name
+            );
+        }
+    }
+
+    #[test]
+    fn check_args_rejects_mismatch() {
+        let k = &synthetic::AFFINE;
+        assert!(k.check_args(&[Arg::Ptr(DevPtr(8))]).is_err());
+        let ok = [
+            Arg::Ptr(DevPtr(8)),
+            Arg::Ptr(DevPtr(16)),
+            Arg::I64(1),
+            Arg::F32(1.0),
+            Arg::F32(0.0),
+        ];
+        assert!(k.check_args(&ok).is_ok());
+        let bad = [
+            Arg::Ptr(DevPtr(8)),
+            Arg::Ptr(DevPtr(16)),
+            Arg::I32(1),
+            Arg::F32(1.0),
+            Arg::F32(0.0),
+        ];
+        assert!(k.check_args(&bad).is_err());
+    }
+}

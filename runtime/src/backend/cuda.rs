@@ -1,0 +1,488 @@
+//! The CUDA backend: cudarc 0.19 (driver, NVRTC, cuBLAS), loaded dynamically.
+//!
+//! One context (the primary context of the ordinal), one non-default stream that all work is
+//! ordered on, cudarc's per-buffer event tracking disabled (single stream: no cross-stream
+//! synchronization is needed, and tracking events must not leak into captures). Kernels are
+//! compiled by NVRTC once per process per module and architecture, loaded once per backend.
+//! cuBLAS gets a workspace the runtime allocates and counts, so capture never allocates, and
+//! `CUBLAS_DEFAULT_MATH` (no TF32) for exact float32.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+
+use cudarc::cublas::sys as blas_sys;
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
+};
+use cudarc::driver::{result as drv, sys as drv_sys};
+use cudarc::nvrtc::{CompileOptions, Ptx};
+use dcc_kernels::{Arg, DevPtr, KernelDef, LaunchDims};
+
+use super::{
+    AllocKind, Backend, BackendKind, DeviceBuffer, Gemm, Graph, GraphImpl, Marker, MarkerImpl,
+    MemCounter, MemoryReport, Owner,
+};
+use crate::error::{Error, Result};
+
+/// cuBLAS workspace the runtime owns (32 MiB, NVIDIA's recommendation for Hopper).
+pub const CUBLAS_WORKSPACE_BYTES: usize = 32 << 20;
+
+struct Blas {
+    handle: blas_sys::cublasHandle_t,
+    _workspace: DeviceBuffer,
+}
+
+// SAFETY: a cuBLAS handle may be used from any thread as long as calls are serialized; the
+// backend only touches it under its Mutex.
+unsafe impl Send for Blas {}
+
+impl Drop for Blas {
+    fn drop(&mut self) {
+        // SAFETY: the handle was created by cublasCreate and is destroyed once; the status is
+        // ignored (Drop never panics).
+        let _ = unsafe { cudarc::cublas::result::destroy_handle(self.handle) };
+    }
+}
+
+/// Process-wide PTX cache: (module, arch) → PTX.
+fn ptx_cache() -> MutexGuard<'static, HashMap<(&'static str, String), Ptx>> {
+    static CACHE: OnceLock<Mutex<HashMap<(&'static str, String), Ptx>>> = OnceLock::new();
+    CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+/// The CUDA backend.
+pub struct CudaBackend {
+    // Field order is drop order: cuBLAS handle and buffers before the stream and context.
+    blas: Result<Mutex<Blas>, String>,
+    functions: Mutex<HashMap<&'static str, CudaFunction>>,
+    modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
+    stream: Arc<CudaStream>,
+    ctx: Arc<CudaContext>,
+    name: String,
+    ordinal: u32,
+    arch: String,
+    counter: Arc<MemCounter>,
+    capturing: AtomicBool,
+    free_before_capture: Mutex<Option<usize>>,
+    launches: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl CudaBackend {
+    /// Opens device `ordinal`. Fails with [`Error::NoDevice`] when the driver library is absent,
+    /// no device exists, or NVRTC is missing.
+    pub fn new(ordinal: usize) -> Result<CudaBackend> {
+        // SAFETY: only tries to dlopen the driver library.
+        if !unsafe { drv_sys::is_culib_present() } {
+            return Err(Error::NoDevice(
+                "the CUDA driver library (libcuda) is not installed".into(),
+            ));
+        }
+        // SAFETY: only tries to dlopen the NVRTC library.
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(Error::NoDevice(
+                "the NVRTC library (libnvrtc) is not installed".into(),
+            ));
+        }
+        let count = CudaContext::device_count()
+            .map_err(|e| Error::NoDevice(format!("cuInit/cuDeviceGetCount: {e:?}")))?;
+        if ordinal >= count.max(0) as usize {
+            return Err(Error::NoDevice(format!(
+                "device {ordinal} requested, {count} present"
+            )));
+        }
+        let ctx = CudaContext::new(ordinal)
+            .map_err(|e| Error::NoDevice(format!("context on device {ordinal}: {e:?}")))?;
+        // SAFETY: every operation of this backend runs on the one stream created below, so the
+        // cross-stream events cudarc would record per buffer are not needed (and must not be
+        // recorded into captures).
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx.new_stream()?;
+        let name = ctx.name()?;
+        let (major, minor) = ctx.compute_capability()?;
+        let counter: Arc<MemCounter> = Arc::default();
+        let mut backend = CudaBackend {
+            blas: Err("not initialized".into()),
+            functions: Mutex::default(),
+            modules: Mutex::default(),
+            stream,
+            ctx,
+            name,
+            ordinal: ordinal as u32,
+            arch: format!("sm_{major}{minor}"),
+            counter,
+            capturing: AtomicBool::new(false),
+            free_before_capture: Mutex::new(None),
+            launches: AtomicU64::new(0),
+        };
+        backend.blas = backend
+            .init_blas()
+            .map(Mutex::new)
+            .map_err(|e| e.to_string());
+        Ok(backend)
+    }
+
+    fn init_blas(&self) -> Result<Blas> {
+        // SAFETY: only tries to dlopen cuBLAS.
+        if !unsafe { blas_sys::is_culib_present() } {
+            return Err(Error::Cublas("libcublas is not installed".into()));
+        }
+        self.ctx.bind_to_thread()?;
+        let handle = cudarc::cublas::result::create_handle()?;
+        let workspace = match self.alloc(CUBLAS_WORKSPACE_BYTES, AllocKind::Workspace) {
+            Ok(w) => w,
+            Err(e) => {
+                // SAFETY: handle just created, destroyed once.
+                let _ = unsafe { cudarc::cublas::result::destroy_handle(handle) };
+                return Err(e);
+            }
+        };
+        let blas = Blas {
+            handle,
+            _workspace: workspace,
+        };
+        // SAFETY: valid handle and stream of this context.
+        unsafe { cudarc::cublas::result::set_stream(handle, self.stream.cu_stream() as _) }?;
+        // SAFETY: the workspace is a live device allocation of the stated size, owned by `blas`
+        // for as long as the handle lives (dropped together).
+        unsafe {
+            blas_sys::cublasSetWorkspace_v2(
+                handle,
+                blas._workspace.ptr().0 as *mut _,
+                CUBLAS_WORKSPACE_BYTES,
+            )
+            .result()?;
+            blas_sys::cublasSetMathMode(handle, blas_sys::cublasMath_t::CUBLAS_DEFAULT_MATH)
+                .result()?;
+        }
+        Ok(blas)
+    }
+
+    /// The compute architecture NVRTC targets (`sm_90` on H100/H200).
+    pub fn arch(&self) -> &str {
+        &self.arch
+    }
+
+    fn refuse_if_capturing(&self, what: &'static str) -> Result<()> {
+        if self.capturing.load(Ordering::Relaxed) {
+            Err(Error::Capturing(what))
+        } else {
+            Ok(())
+        }
+    }
+
+    fn module(&self, k: &'static KernelDef) -> Result<Arc<CudaModule>> {
+        let name = k.source.name;
+        if let Some(m) = lock(&self.modules).get(name) {
+            return Ok(m.clone());
+        }
+        let ptx =
+            {
+                let key = (name, self.arch.clone());
+                let cached = ptx_cache().get(&key).cloned();
+                match cached {
+                    Some(p) => p,
+                    None => {
+                        let mut options: Vec<String> = dcc_kernels::NVRTC_OPTIONS
+                            .iter()
+                            .map(|s| s.to_string())
+                            .collect();
+                        options.push(format!("--gpu-architecture={}", self.arch));
+                        let opts = CompileOptions {
+                            options,
+                            name: Some(format!("{name}.cu")),
+                            ..Default::default()
+                        };
+                        let ptx = cudarc::nvrtc::compile_ptx_with_opts(k.source.code, opts)
+                            .map_err(|e| Error::Nvrtc {
+                                module: name.into(),
+                                log: format!("{e:?}"),
+                            })?;
+                        ptx_cache().insert(key, ptx.clone());
+                        ptx
+                    }
+                }
+            };
+        let m = self.ctx.load_module(ptx)?;
+        lock(&self.modules).insert(name, m.clone());
+        Ok(m)
+    }
+
+    fn function(&self, k: &'static KernelDef) -> Result<CudaFunction> {
+        if let Some(f) = lock(&self.functions).get(k.name) {
+            return Ok(f.clone());
+        }
+        if self.capturing.load(Ordering::Relaxed) {
+            // Module loading is not a stream operation, but compiling inside a capture would put
+            // NVRTC into capture time; preload instead.
+            return Err(Error::Capturing(
+                "first use of a kernel (call Backend::preload)",
+            ));
+        }
+        let f = self.module(k)?.load_function(k.entry)?;
+        lock(&self.functions).insert(k.name, f.clone());
+        Ok(f)
+    }
+
+    fn stream_ptr(&self) -> drv_sys::CUstream {
+        self.stream.cu_stream()
+    }
+}
+
+fn int(v: usize, what: &str) -> Result<i32> {
+    i32::try_from(v).map_err(|_| Error::Invalid(format!("gemm {what} = {v} exceeds i32")))
+}
+
+impl Backend for CudaBackend {
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cuda
+    }
+
+    fn device_name(&self) -> &str {
+        &self.name
+    }
+
+    fn device_ordinal(&self) -> u32 {
+        self.ordinal
+    }
+
+    fn alloc(&self, bytes: usize, kind: AllocKind) -> Result<DeviceBuffer> {
+        self.refuse_if_capturing("allocation")?;
+        let slice = self.stream.alloc_zeros::<u8>(bytes.max(1))?;
+        let ptr = {
+            let (p, _sync) = slice.device_ptr(&self.stream);
+            DevPtr(p)
+        };
+        self.counter.add(kind, bytes);
+        Ok(DeviceBuffer {
+            ptr,
+            bytes,
+            kind,
+            counter: self.counter.clone(),
+            _owner: Owner::Cuda(slice),
+        })
+    }
+
+    fn htod(&self, dst: DevPtr, src: &[u8]) -> Result<()> {
+        self.refuse_if_capturing("htod")?;
+        self.ctx.bind_to_thread()?;
+        // SAFETY: dst is a device address the caller owns for src.len() bytes; the copy is
+        // complete before `src` can be released because the stream is synchronized below.
+        unsafe { drv::memcpy_htod_async(dst.0, src, self.stream_ptr()) }?;
+        self.stream.synchronize()?;
+        Ok(())
+    }
+
+    fn dtoh(&self, dst: &mut [u8], src: DevPtr) -> Result<()> {
+        self.refuse_if_capturing("dtoh")?;
+        self.ctx.bind_to_thread()?;
+        // SAFETY: src is a device address valid for dst.len() bytes; the stream is synchronized
+        // before `dst` is handed back.
+        unsafe { drv::memcpy_dtoh_async(dst, src.0, self.stream_ptr()) }?;
+        self.stream.synchronize()?;
+        Ok(())
+    }
+
+    fn dtod(&self, dst: DevPtr, src: DevPtr, bytes: usize) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        self.ctx.bind_to_thread()?;
+        // SAFETY: both ranges are device memory the caller owns; stream-ordered.
+        unsafe { drv::memcpy_dtod_async(dst.0, src.0, bytes, self.stream_ptr()) }?;
+        Ok(())
+    }
+
+    fn memset_d32(&self, dst: DevPtr, value: u32, count: usize) -> Result<()> {
+        if count == 0 {
+            return Ok(());
+        }
+        self.ctx.bind_to_thread()?;
+        // SAFETY: dst addresses `count` 32-bit words of device memory the caller owns.
+        unsafe { drv_sys::cuMemsetD32Async(dst.0, value, count, self.stream_ptr()).result() }?;
+        Ok(())
+    }
+
+    fn launch(&self, kernel: &'static KernelDef, dims: LaunchDims, args: &[Arg]) -> Result<()> {
+        kernel.check_args(args)?;
+        let f = self.function(kernel)?;
+        let cfg = LaunchConfig {
+            grid_dim: dims.grid,
+            block_dim: dims.block,
+            shared_mem_bytes: dims.shared_bytes,
+        };
+        let mut b = self.stream.launch_builder(&f);
+        for a in args {
+            match a {
+                Arg::Ptr(p) => b.arg(&p.0),
+                Arg::I32(v) => b.arg(v),
+                Arg::U32(v) => b.arg(v),
+                Arg::I64(v) => b.arg(v),
+                Arg::U64(v) => b.arg(v),
+                Arg::F32(v) => b.arg(v),
+            };
+        }
+        // SAFETY: the argument kinds match the kernel's declared parameters (checked above), and
+        // every pointer is a device address the caller vouches for, as for any launch.
+        unsafe { b.launch(cfg) }?;
+        if !self.capturing.load(Ordering::Relaxed) {
+            self.launches.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn gemm(&self, g: &Gemm) -> Result<()> {
+        let blas = self.blas.as_ref().map_err(|e| Error::Cublas(e.clone()))?;
+        let blas = lock(blas);
+        let op = |t: bool| {
+            if t {
+                blas_sys::cublasOperation_t::CUBLAS_OP_T
+            } else {
+                blas_sys::cublasOperation_t::CUBLAS_OP_N
+            }
+        };
+        if g.batch == 0 {
+            return Err(Error::Invalid("gemm with batch 0".into()));
+        }
+        self.ctx.bind_to_thread()?;
+        // SAFETY: A, B, C are device addresses holding the operands the descriptor describes;
+        // the handle is bound to this backend's stream; alpha/beta are host scalars read during
+        // the call (host pointer mode).
+        unsafe {
+            cudarc::cublas::result::sgemm_strided_batched(
+                blas.handle,
+                op(g.trans_a),
+                op(g.trans_b),
+                int(g.m, "m")?,
+                int(g.n, "n")?,
+                int(g.k, "k")?,
+                &g.alpha,
+                g.a.0 as *const f32,
+                int(g.lda, "lda")?,
+                g.stride_a as i64,
+                g.b.0 as *const f32,
+                int(g.ldb, "ldb")?,
+                g.stride_b as i64,
+                &g.beta,
+                g.c.0 as *mut f32,
+                int(g.ldc, "ldc")?,
+                g.stride_c as i64,
+                int(g.batch, "batch")?,
+            )
+        }?;
+        if !self.capturing.load(Ordering::Relaxed) {
+            self.launches.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn synchronize(&self) -> Result<()> {
+        self.refuse_if_capturing("synchronize")?;
+        self.stream.synchronize()?;
+        Ok(())
+    }
+
+    fn begin_capture(&self) -> Result<()> {
+        if self.capturing.load(Ordering::Relaxed) {
+            return Err(Error::Capture("already capturing".into()));
+        }
+        self.stream.synchronize()?;
+        *lock(&self.free_before_capture) = self.ctx.mem_get_info().ok().map(|(free, _)| free);
+        self.stream
+            .begin_capture(drv_sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+        self.capturing.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn end_capture(&self) -> Result<Graph> {
+        if !self.capturing.swap(false, Ordering::Relaxed) {
+            return Err(Error::Capture("not capturing".into()));
+        }
+        let g = self
+            .stream
+            .end_capture(drv_sys::CUgraphInstantiate_flags(0))
+            .map_err(|e| Error::Capture(format!("end capture / instantiate: {e:?}")))?;
+        let Some(g) = g else {
+            return Ok(Graph::new(GraphImpl::Empty, 0, 0, self.counter.clone()));
+        };
+        let mut nodes: usize = 0;
+        // SAFETY: the graph is alive (owned by `g`); a null node array asks only for the count.
+        unsafe {
+            drv_sys::cuGraphGetNodes(g.cu_graph(), std::ptr::null_mut(), &mut nodes).result()
+        }?;
+        g.upload()?;
+        self.stream.synchronize()?;
+        let before = lock(&self.free_before_capture).take();
+        let after = self.ctx.mem_get_info().ok().map(|(free, _)| free);
+        let bytes = match (before, after) {
+            (Some(b), Some(a)) => b.saturating_sub(a),
+            _ => 0,
+        };
+        Ok(Graph::new(
+            GraphImpl::Cuda(g),
+            nodes,
+            bytes,
+            self.counter.clone(),
+        ))
+    }
+
+    fn is_capturing(&self) -> bool {
+        self.capturing.load(Ordering::Relaxed)
+    }
+
+    fn launch_graph(&self, graph: &Graph) -> Result<()> {
+        self.refuse_if_capturing("graph launch")?;
+        match &graph.imp {
+            GraphImpl::Cuda(g) => Ok(g.launch()?),
+            GraphImpl::Empty => Ok(()),
+            GraphImpl::Host(_) => Err(Error::Invalid(
+                "a Host tape cannot run on the CUDA backend".into(),
+            )),
+        }
+    }
+
+    fn marker(&self) -> Result<Marker> {
+        let e = self
+            .ctx
+            .new_event(Some(drv_sys::CUevent_flags::CU_EVENT_DEFAULT))?;
+        e.record(&self.stream)?;
+        Ok(Marker(MarkerImpl::Cuda(e)))
+    }
+
+    fn elapsed_ms(&self, start: &Marker, end: &Marker) -> Result<f64> {
+        match (&start.0, &end.0) {
+            (MarkerImpl::Cuda(a), MarkerImpl::Cuda(b)) => {
+                b.synchronize()?;
+                Ok(a.elapsed_ms(b)? as f64)
+            }
+            _ => Err(Error::Invalid("markers of another backend".into())),
+        }
+    }
+
+    fn preload(&self, kernels: &[&'static KernelDef]) -> Result<()> {
+        for k in kernels {
+            self.function(k)?;
+        }
+        Ok(())
+    }
+
+    fn memory(&self) -> MemoryReport {
+        let mut r = self.counter.report();
+        if let Ok((free, total)) = self.ctx.mem_get_info() {
+            r.device_free = Some(free);
+            r.device_total = Some(total);
+        }
+        r
+    }
+
+    fn eager_launches(&self) -> u64 {
+        self.launches.load(Ordering::Relaxed)
+    }
+}

@@ -1,0 +1,482 @@
+//! Backends: where buffers live and kernels run.
+//!
+//! [`Backend`] is the one interface the arena, the carry, the replay engine and the model ports
+//! program against. Two implementations:
+//!
+//! * [`CudaBackend`]: cudarc 0.19 (driver + NVRTC + cuBLAS, loaded dynamically). One context,
+//!   one stream; kernels compiled by NVRTC once per process; graphs by stream capture.
+//! * [`HostBackend`]: a CPU twin with the same semantics. Buffers live at fixed host addresses,
+//!   launches run the kernels' host twins synchronously, and a "graph" is a recorded tape of
+//!   launches bound to the raw pointers it saw at capture, so replaying it after a buffer moved
+//!   touches the old address exactly as a CUDA graph would (the Host twin refuses with
+//!   [`Error::Dangling`] when the old address is no longer owned by any live buffer, instead of
+//!   writing through it).
+//!
+//! Every device byte goes through [`Backend::alloc`] and is counted by kind ([`AllocKind`]);
+//! [`Backend::memory`] reports live and peak bytes (and `cuMemGetInfo` on CUDA).
+//!
+//! Stream semantics: all work is ordered on the backend's single stream. [`Backend::dtoh`]
+//! waits for the stream; [`Backend::htod`] is complete when it returns. During capture
+//! ([`Backend::begin_capture`]..[`Backend::end_capture`]) only stream work (launch, gemm, dtod,
+//! memset) is allowed; allocation, host copies and synchronization fail with
+//! [`Error::Capturing`] on both backends.
+
+mod cuda;
+mod host;
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::time::Instant;
+
+pub use cuda::CudaBackend;
+pub use dcc_kernels::{Arg, DevPtr, KernelDef, LaunchDims};
+pub use host::HostBackend;
+
+use crate::error::{Error, Result};
+
+/// Which implementation a backend is.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum BackendKind {
+    Host,
+    Cuda,
+}
+
+/// What an allocation is for; memory is reported per kind.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AllocKind {
+    /// A session's region arena (contract state).
+    Arena,
+    /// Per-session state snapshots (multi-session switching).
+    Session,
+    /// Per-class static staging buffers of the replay engine.
+    Staging,
+    /// Library workspaces (the cuBLAS workspace).
+    Workspace,
+    /// Memory held by instantiated graphs (CUDA: `cuMemGetInfo` delta at instantiation; Host:
+    /// the tape's size).
+    Graph,
+    /// Device RNG state.
+    Rng,
+    /// Shadow buffers of verify modes (auditor).
+    Audit,
+    /// Anything else the caller allocates through the backend (weights, inputs, outputs).
+    Other,
+}
+
+impl AllocKind {
+    pub const ALL: [AllocKind; 8] = [
+        AllocKind::Arena,
+        AllocKind::Session,
+        AllocKind::Staging,
+        AllocKind::Workspace,
+        AllocKind::Graph,
+        AllocKind::Rng,
+        AllocKind::Audit,
+        AllocKind::Other,
+    ];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            AllocKind::Arena => "arena",
+            AllocKind::Session => "session",
+            AllocKind::Staging => "staging",
+            AllocKind::Workspace => "workspace",
+            AllocKind::Graph => "graph",
+            AllocKind::Rng => "rng",
+            AllocKind::Audit => "audit",
+            AllocKind::Other => "other",
+        }
+    }
+
+    const fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Counts every byte a backend allocates, by kind, with the peak of the total.
+#[derive(Debug, Default)]
+pub struct MemCounter {
+    live: [AtomicUsize; 8],
+    peak: [AtomicUsize; 8],
+    live_total: AtomicUsize,
+    peak_total: AtomicUsize,
+    allocations: AtomicU64,
+}
+
+impl MemCounter {
+    pub(crate) fn add(&self, kind: AllocKind, bytes: usize) {
+        let i = kind.index();
+        let now = self.live[i].fetch_add(bytes, Ordering::Relaxed) + bytes;
+        self.peak[i].fetch_max(now, Ordering::Relaxed);
+        let total = self.live_total.fetch_add(bytes, Ordering::Relaxed) + bytes;
+        self.peak_total.fetch_max(total, Ordering::Relaxed);
+        self.allocations.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn sub(&self, kind: AllocKind, bytes: usize) {
+        self.live[kind.index()].fetch_sub(bytes, Ordering::Relaxed);
+        self.live_total.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    fn report(&self) -> MemoryReport {
+        let mut by_kind = BTreeMap::new();
+        for k in AllocKind::ALL {
+            let live = self.live[k.index()].load(Ordering::Relaxed);
+            let peak = self.peak[k.index()].load(Ordering::Relaxed);
+            if peak > 0 {
+                by_kind.insert(k, KindUsage { live, peak });
+            }
+        }
+        MemoryReport {
+            by_kind,
+            live_total: self.live_total.load(Ordering::Relaxed),
+            peak_total: self.peak_total.load(Ordering::Relaxed),
+            allocations: self.allocations.load(Ordering::Relaxed),
+            device_free: None,
+            device_total: None,
+        }
+    }
+}
+
+/// Live and peak bytes of one kind.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
+pub struct KindUsage {
+    pub live: usize,
+    pub peak: usize,
+}
+
+/// The runtime's memory ledger.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct MemoryReport {
+    pub by_kind: BTreeMap<AllocKind, KindUsage>,
+    pub live_total: usize,
+    pub peak_total: usize,
+    /// Number of allocations made (graph memory entries included).
+    pub allocations: u64,
+    /// `cuMemGetInfo` (free, total) on CUDA; `None` on Host.
+    pub device_free: Option<usize>,
+    pub device_total: Option<usize>,
+}
+
+impl MemoryReport {
+    pub fn live(&self, kind: AllocKind) -> usize {
+        self.by_kind.get(&kind).map_or(0, |u| u.live)
+    }
+}
+
+impl fmt::Display for MemoryReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const MIB: f64 = 1024.0 * 1024.0;
+        write!(
+            f,
+            "live {:.3} MiB, peak {:.3} MiB (",
+            self.live_total as f64 / MIB,
+            self.peak_total as f64 / MIB
+        )?;
+        for (i, (k, u)) in self.by_kind.iter().enumerate() {
+            if i > 0 {
+                write!(f, ", ")?;
+            }
+            write!(f, "{} {}/{} B", k.name(), u.live, u.peak)?;
+        }
+        write!(f, ")")?;
+        if let (Some(free), Some(total)) = (self.device_free, self.device_total) {
+            write!(
+                f,
+                "; cuMemGetInfo free {:.1} / total {:.1} MiB",
+                free as f64 / MIB,
+                total as f64 / MIB
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// What keeps an allocation alive; held only for its `Drop`.
+#[allow(dead_code)]
+pub(crate) enum Owner {
+    Host(host::HostAlloc),
+    Cuda(cudarc::driver::CudaSlice<u8>),
+}
+
+/// One device allocation at a fixed address for its whole life (no realloc exists). Zeroed at
+/// allocation. Freed (and uncounted) on drop.
+pub struct DeviceBuffer {
+    ptr: DevPtr,
+    bytes: usize,
+    kind: AllocKind,
+    counter: Arc<MemCounter>,
+    _owner: Owner,
+}
+
+impl DeviceBuffer {
+    pub fn ptr(&self) -> DevPtr {
+        self.ptr
+    }
+
+    /// Address `offset` bytes in, checked against the size.
+    pub fn at(&self, offset: usize) -> Result<DevPtr> {
+        if offset > self.bytes {
+            return Err(Error::OutOfBounds(format!(
+                "offset {offset} in a buffer of {} bytes",
+                self.bytes
+            )));
+        }
+        Ok(self.ptr.offset(offset))
+    }
+
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn kind(&self) -> AllocKind {
+        self.kind
+    }
+}
+
+impl fmt::Debug for DeviceBuffer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "DeviceBuffer({}, {} B, {:?})",
+            self.ptr, self.bytes, self.kind
+        )
+    }
+}
+
+impl Drop for DeviceBuffer {
+    fn drop(&mut self) {
+        self.counter.sub(self.kind, self.bytes);
+    }
+}
+
+/// One operation of a Host tape.
+#[derive(Clone, Debug)]
+pub(crate) enum TapeOp {
+    Launch {
+        kernel: &'static KernelDef,
+        dims: LaunchDims,
+        args: Vec<Arg>,
+    },
+    Dtod {
+        dst: DevPtr,
+        src: DevPtr,
+        bytes: usize,
+    },
+    Memset32 {
+        dst: DevPtr,
+        value: u32,
+        count: usize,
+    },
+    Gemm(Gemm),
+}
+
+pub(crate) enum GraphImpl {
+    Host(Vec<TapeOp>),
+    Cuda(cudarc::driver::CudaGraph),
+    /// Nothing was captured.
+    Empty,
+}
+
+/// An instantiated graph: replays the captured work against the addresses it saw at capture.
+pub struct Graph {
+    pub(crate) imp: GraphImpl,
+    nodes: usize,
+    bytes: usize,
+    counter: Arc<MemCounter>,
+}
+
+impl Graph {
+    pub(crate) fn new(
+        imp: GraphImpl,
+        nodes: usize,
+        bytes: usize,
+        counter: Arc<MemCounter>,
+    ) -> Graph {
+        counter.add(AllocKind::Graph, bytes);
+        Graph {
+            imp,
+            nodes,
+            bytes,
+            counter,
+        }
+    }
+
+    /// Operations recorded (kernel launches, copies, memsets, GEMMs).
+    pub fn nodes(&self) -> usize {
+        self.nodes
+    }
+
+    /// Device bytes attributed to this graph.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+impl fmt::Debug for Graph {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Graph({} nodes, {} B)", self.nodes, self.bytes)
+    }
+}
+
+impl Drop for Graph {
+    fn drop(&mut self) {
+        self.counter.sub(AllocKind::Graph, self.bytes);
+    }
+}
+
+/// A float32 GEMM in cuBLAS conventions (column-major), optionally strided-batched:
+/// `C_b = alpha * op(A_b) * op(B_b) + beta * C_b` for `b < batch`, with `op(A)` m×k, `op(B)` k×n,
+/// `C` m×n. With `beta == 0` C is not read. TF32 is off on CUDA.
+///
+/// The Host twin sums `p = 0..k` in order with separate multiply and add: deterministic, but not
+/// bit-equal to cuBLAS (whose reduction order is its own). Replay-equals-eager holds on each
+/// backend separately.
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub struct Gemm {
+    pub trans_a: bool,
+    pub trans_b: bool,
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub alpha: f32,
+    pub a: DevPtr,
+    pub lda: usize,
+    pub stride_a: usize,
+    pub b: DevPtr,
+    pub ldb: usize,
+    pub stride_b: usize,
+    pub beta: f32,
+    pub c: DevPtr,
+    pub ldc: usize,
+    pub stride_c: usize,
+    pub batch: usize,
+}
+
+/// A point on the stream's timeline.
+pub struct Marker(pub(crate) MarkerImpl);
+
+pub(crate) enum MarkerImpl {
+    Host(Instant),
+    Cuda(cudarc::driver::CudaEvent),
+}
+
+/// Plain-old-data element types that may be copied to and from device memory byte for byte.
+///
+/// # Safety
+/// Every bit pattern of `size_of::<T>()` bytes is a valid `T`, and `T` has no padding.
+pub unsafe trait Pod: Copy + Default + 'static {}
+// SAFETY: primitive numeric types: no padding, every bit pattern valid.
+unsafe impl Pod for u8 {}
+// SAFETY: as above.
+unsafe impl Pod for u16 {}
+// SAFETY: as above.
+unsafe impl Pod for u32 {}
+// SAFETY: as above.
+unsafe impl Pod for u64 {}
+// SAFETY: as above.
+unsafe impl Pod for i32 {}
+// SAFETY: as above.
+unsafe impl Pod for i64 {}
+// SAFETY: as above.
+unsafe impl Pod for f32 {}
+// SAFETY: as above.
+unsafe impl Pod for f64 {}
+
+/// Views a Pod slice as bytes.
+pub fn as_bytes<T: Pod>(v: &[T]) -> &[u8] {
+    // SAFETY: T is Pod (no padding), so every byte is initialized; the length covers v exactly.
+    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const u8, std::mem::size_of_val(v)) }
+}
+
+fn as_bytes_mut<T: Pod>(v: &mut [T]) -> &mut [u8] {
+    // SAFETY: T is Pod: any byte pattern written is a valid T.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v)) }
+}
+
+/// The device interface. Object safe: the runtime holds `Arc<dyn Backend>`.
+pub trait Backend: Send + Sync {
+    fn kind(&self) -> BackendKind;
+    /// Device name (`"host"` on Host).
+    fn device_name(&self) -> &str;
+    /// Device ordinal; part of every replay key.
+    fn device_ordinal(&self) -> u32;
+
+    /// Allocates `bytes` (zeroed) at an address that never changes until the buffer drops.
+    /// Fails during capture.
+    fn alloc(&self, bytes: usize, kind: AllocKind) -> Result<DeviceBuffer>;
+    /// Host → device; complete when it returns. Fails during capture.
+    fn htod(&self, dst: DevPtr, src: &[u8]) -> Result<()>;
+    /// Device → host after all prior stream work. Fails during capture.
+    fn dtoh(&self, dst: &mut [u8], src: DevPtr) -> Result<()>;
+    /// Device → device, stream-ordered, capturable. The ranges must not overlap.
+    fn dtod(&self, dst: DevPtr, src: DevPtr, bytes: usize) -> Result<()>;
+    /// Sets `count` 32-bit words to `value`, stream-ordered, capturable.
+    fn memset_d32(&self, dst: DevPtr, value: u32, count: usize) -> Result<()>;
+    /// Launches a registered kernel, stream-ordered, capturable. Arguments are checked against
+    /// the kernel's declared parameters.
+    fn launch(&self, kernel: &'static KernelDef, dims: LaunchDims, args: &[Arg]) -> Result<()>;
+    /// Float32 GEMM (cuBLAS, TF32 off, runtime-owned workspace; Host: ordered loops).
+    fn gemm(&self, g: &Gemm) -> Result<()>;
+    /// Waits for all stream work. Fails during capture.
+    fn synchronize(&self) -> Result<()>;
+
+    /// Starts recording stream work instead of executing it.
+    fn begin_capture(&self) -> Result<()>;
+    /// Stops recording and instantiates the graph. Ends the capture even when it fails.
+    fn end_capture(&self) -> Result<Graph>;
+    fn is_capturing(&self) -> bool;
+    /// Replays a graph on the stream.
+    fn launch_graph(&self, graph: &Graph) -> Result<()>;
+
+    /// Records a point on the stream.
+    fn marker(&self) -> Result<Marker>;
+    /// Milliseconds between two markers (waits for `end`).
+    fn elapsed_ms(&self, start: &Marker, end: &Marker) -> Result<f64>;
+
+    /// Compiles and loads the kernels' modules now (CUDA), so NVRTC stays out of timings.
+    fn preload(&self, kernels: &[&'static KernelDef]) -> Result<()>;
+    /// The memory ledger (with `cuMemGetInfo` on CUDA).
+    fn memory(&self) -> MemoryReport;
+    /// Kernel launches and GEMMs issued eagerly so far (graph replays not included).
+    fn eager_launches(&self) -> u64;
+}
+
+impl dyn Backend + '_ {
+    /// Copies a Pod slice to `dst`.
+    pub fn upload<T: Pod>(&self, dst: DevPtr, src: &[T]) -> Result<()> {
+        self.htod(dst, as_bytes(src))
+    }
+
+    /// Reads `n` elements at `src`.
+    pub fn download<T: Pod>(&self, src: DevPtr, n: usize) -> Result<Vec<T>> {
+        let mut v = vec![T::default(); n];
+        self.dtoh(as_bytes_mut(&mut v), src)?;
+        Ok(v)
+    }
+
+    /// Allocates a buffer holding `src`.
+    pub fn alloc_from<T: Pod>(&self, src: &[T], kind: AllocKind) -> Result<DeviceBuffer> {
+        let b = self.alloc(std::mem::size_of_val(src).max(1), kind)?;
+        self.upload(b.ptr(), src)?;
+        Ok(b)
+    }
+
+    /// SHA-256 (hex) of `bytes` bytes at `src`.
+    pub fn sha256(&self, src: DevPtr, bytes: usize) -> Result<String> {
+        let v: Vec<u8> = self.download(src, bytes)?;
+        Ok(crate::sha256_hex(&v))
+    }
+}
+
+/// The Host backend, shared.
+pub fn host() -> Arc<dyn Backend> {
+    Arc::new(HostBackend::new())
+}
+
+/// The CUDA backend on device `ordinal`, or why there is none.
+pub fn cuda(ordinal: usize) -> Result<Arc<dyn Backend>> {
+    Ok(Arc::new(CudaBackend::new(ordinal)?))
+}
