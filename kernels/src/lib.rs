@@ -44,6 +44,7 @@ pub mod carry;
 pub mod philox;
 pub mod rng;
 pub mod synthetic;
+pub mod token2wav;
 
 pub use abi::{Arg, Args, DevPtr, KernelError, LaunchDims, Param};
 

@@ -1,0 +1,199 @@
+//! Model dimensions: the released checkpoint's (`full`), the golden test's (`tiny`), or inferred
+//! from the weight shapes.
+
+use super::FlowError;
+use super::weights::WeightStore;
+
+/// UpsampleConformerEncoderV2 dimensions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EncoderConfig {
+    /// Model width (`output_size`; the token embedding has the same width).
+    pub dim: usize,
+    pub heads: usize,
+    /// Feed-forward hidden width (`linear_units`).
+    pub linear_units: usize,
+    /// Conformer blocks before upsampling.
+    pub blocks: usize,
+    /// Conformer blocks after upsampling.
+    pub up_blocks: usize,
+    /// Lookahead tokens consumed by the pre-lookahead conv (`pre_lookahead_len`).
+    pub pre_lookahead: usize,
+    /// Upsampling factor (token clock → frame clock).
+    pub up_stride: usize,
+}
+
+/// DiT estimator dimensions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DitConfig {
+    /// Input channels: `x ‖ mu ‖ spk ‖ cond` = 4 × mel bins.
+    pub in_channels: usize,
+    pub out_channels: usize,
+    pub hidden: usize,
+    pub depth: usize,
+    pub heads: usize,
+    pub head_dim: usize,
+    pub mlp_hidden: usize,
+    /// Sinusoidal timestep feature width.
+    pub freq_dim: usize,
+}
+
+impl DitConfig {
+    pub fn inner(&self) -> usize {
+        self.heads * self.head_dim
+    }
+}
+
+/// The whole flow (`CausalMaskedDiffWithXvec`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FlowConfig {
+    pub vocab: usize,
+    /// Mel bins (`output_size`).
+    pub mel: usize,
+    /// Speaker embedding width.
+    pub spk_dim: usize,
+    pub encoder: EncoderConfig,
+    pub dit: DitConfig,
+}
+
+impl FlowConfig {
+    /// Step-Audio2 token2wav flow (flow.yaml of the released checkpoint).
+    pub fn full() -> Self {
+        Self::with(512, 8, 2048, 6, 4, 16, 512, 8, 64)
+    }
+
+    /// The golden test's tiny configuration (same code paths).
+    pub fn tiny() -> Self {
+        Self::with(64, 2, 128, 2, 1, 2, 64, 2, 32)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn with(
+        enc_dim: usize,
+        enc_heads: usize,
+        enc_units: usize,
+        enc_blocks: usize,
+        enc_up_blocks: usize,
+        dit_depth: usize,
+        dit_hidden: usize,
+        dit_heads: usize,
+        dit_head_dim: usize,
+    ) -> Self {
+        Self {
+            vocab: 6561,
+            mel: 80,
+            spk_dim: 192,
+            encoder: EncoderConfig {
+                dim: enc_dim,
+                heads: enc_heads,
+                linear_units: enc_units,
+                blocks: enc_blocks,
+                up_blocks: enc_up_blocks,
+                pre_lookahead: 3,
+                up_stride: 2,
+            },
+            dit: DitConfig {
+                in_channels: 320,
+                out_channels: 80,
+                hidden: dit_hidden,
+                depth: dit_depth,
+                heads: dit_heads,
+                head_dim: dit_head_dim,
+                mlp_hidden: 4 * dit_hidden,
+                freq_dim: 256,
+            },
+        }
+    }
+
+    /// Infers every dimension from the shapes of a vendor state_dict.
+    pub fn from_weights(w: &WeightStore) -> Result<Self, FlowError> {
+        let bad = |what: &str| FlowError::Config(what.to_string());
+        let emb = w.shape("input_embedding.weight")?;
+        let (vocab, dim) = dims2(emb, "input_embedding.weight")?;
+        let proj = w.shape("encoder_proj.weight")?;
+        let (mel, _) = dims2(proj, "encoder_proj.weight")?;
+        let (_, spk_dim) = dims2(
+            w.shape("spk_embed_affine_layer.weight")?,
+            "spk_embed_affine_layer.weight",
+        )?;
+        let blocks = w.count_indexed("encoder.encoders", "norm_mha.weight");
+        let up_blocks = w.count_indexed("encoder.up_encoders", "norm_mha.weight");
+        if blocks == 0 || up_blocks == 0 {
+            return Err(bad("no conformer blocks found"));
+        }
+        let (heads, dk) = dims2(
+            w.shape("encoder.encoders.0.self_attn.pos_bias_u")?,
+            "pos_bias_u",
+        )?;
+        if heads * dk != dim {
+            return Err(bad("encoder heads × d_k != dim"));
+        }
+        let (linear_units, _) = dims2(
+            w.shape("encoder.encoders.0.feed_forward.w_1.weight")?,
+            "w_1",
+        )?;
+        let pre = w.shape("encoder.pre_lookahead_layer.conv1.weight")?;
+        let up = w.shape("encoder.up_layer.conv.weight")?;
+        if pre.len() != 3 || up.len() != 3 || pre[2] < 2 || up[2] % 2 == 0 || up[2] < 3 {
+            return Err(bad("unexpected pre-lookahead / upsample conv shapes"));
+        }
+        let d = "decoder.estimator";
+        let (hidden, in_channels) = dims2(w.shape(&format!("{d}.in_proj.weight"))?, "in_proj")?;
+        let depth = w.count_indexed(&format!("{d}.blocks"), "attn.to_q.weight");
+        if depth == 0 {
+            return Err(bad("no DiT blocks found"));
+        }
+        let head_dim = *w
+            .shape(&format!("{d}.blocks.0.attn.q_norm.weight"))?
+            .first()
+            .ok_or_else(|| bad("q_norm"))?;
+        let (inner, _) = dims2(w.shape(&format!("{d}.blocks.0.attn.to_q.weight"))?, "to_q")?;
+        if head_dim == 0 || inner % head_dim != 0 {
+            return Err(bad("DiT inner width is not a multiple of head_dim"));
+        }
+        let (mlp_hidden, _) = dims2(w.shape(&format!("{d}.blocks.0.mlp.fc1.weight"))?, "fc1")?;
+        let (out_channels, _) = dims2(
+            w.shape(&format!("{d}.final_layer.linear.weight"))?,
+            "final linear",
+        )?;
+        let (_, freq_dim) = dims2(
+            w.shape(&format!("{d}.t_embedder.mlp.0.weight"))?,
+            "t_embedder",
+        )?;
+        if in_channels != 3 * mel + out_channels || out_channels != mel {
+            return Err(bad("DiT input is not x ‖ mu ‖ spk ‖ cond of mel width"));
+        }
+        Ok(Self {
+            vocab,
+            mel,
+            spk_dim,
+            encoder: EncoderConfig {
+                dim,
+                heads,
+                linear_units,
+                blocks,
+                up_blocks,
+                pre_lookahead: pre[2] - 1,
+                up_stride: (up[2] - 1) / 2,
+            },
+            dit: DitConfig {
+                in_channels,
+                out_channels,
+                hidden,
+                depth,
+                heads: inner / head_dim,
+                head_dim,
+                mlp_hidden,
+                freq_dim,
+            },
+        })
+    }
+}
+
+fn dims2(s: &[usize], name: &str) -> Result<(usize, usize), FlowError> {
+    match s {
+        [a, b] => Ok((*a, *b)),
+        _ => Err(FlowError::Config(format!(
+            "{name}: expected 2 dimensions, found {s:?}"
+        ))),
+    }
+}

@@ -1,0 +1,189 @@
+//! Golden test: the tiny Token2Wav flow against the vendor's PyTorch outputs
+//! (testdata/token2wav_tiny, made by shared/peers/token2wav_stock.py on CPU).
+//!
+//! Primes with the 151-token prompt (+3 lookahead), streams six 25-token chunks (+3 lookahead),
+//! retains 302 prompt + 100 frames after each chunk, and compares every chunk's mel with the
+//! vendor's: relative L2 error < 1e-4, for both the paper's and the vendor's retention.
+
+use std::path::PathBuf;
+
+use dcc_models::token2wav::{
+    Flow, FlowConfig, Retention, RetentionOrder, SolverParams, WeightStore,
+};
+use safetensors::{Dtype, SafeTensors};
+
+const PROMPT_TOKENS: usize = 151;
+const CHUNK: usize = 25;
+const LOOKAHEAD: usize = 3;
+const PROMPT_FRAMES: usize = 302;
+const RETAINED: usize = 100;
+const CHUNKS: usize = 6;
+const TOLERANCE: f64 = 1e-4;
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/token2wav_tiny")
+}
+
+struct Io {
+    prompt_tokens: Vec<u32>,
+    prompt_mel: Vec<f32>,
+    spk: Vec<f32>,
+    stream_tokens: Vec<u32>,
+    feats: Vec<Vec<f32>>,
+    extents: Vec<usize>,
+}
+
+fn f32s(st: &SafeTensors<'_>, name: &str, shape: &[usize]) -> Vec<f32> {
+    let t = st.tensor(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(t.dtype(), Dtype::F32, "{name}");
+    assert_eq!(t.shape(), shape, "{name}");
+    t.data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+fn i32s(st: &SafeTensors<'_>, name: &str) -> Vec<i32> {
+    let t = st.tensor(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(t.dtype(), Dtype::I32, "{name}");
+    t.data()
+        .chunks_exact(4)
+        .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+fn load_io(file: &str) -> Io {
+    let bytes = std::fs::read(dir().join(file)).unwrap();
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let tokens = |n: &str| {
+        i32s(&st, n)
+            .into_iter()
+            .map(|v| u32::try_from(v).unwrap())
+            .collect::<Vec<_>>()
+    };
+    Io {
+        prompt_tokens: tokens("prompt_tokens"),
+        prompt_mel: f32s(&st, "prompt_mel", &[1, PROMPT_FRAMES, 80]),
+        spk: f32s(&st, "spk", &[1, 192]),
+        stream_tokens: tokens("stream_tokens"),
+        feats: (0..CHUNKS)
+            .map(|i| f32s(&st, &format!("feat_{i}"), &[1, 80, 2 * CHUNK]))
+            .collect(),
+        extents: (0..CHUNKS)
+            .map(|i| i32s(&st, &format!("att_extent_{i}"))[0] as usize)
+            .collect(),
+    }
+}
+
+fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
+    assert_eq!(got.len(), want.len());
+    let num: f64 = got
+        .iter()
+        .zip(want)
+        .map(|(a, b)| ((*a as f64) - (*b as f64)).powi(2))
+        .sum();
+    let den: f64 = want.iter().map(|b| (*b as f64).powi(2)).sum();
+    (num / den).sqrt()
+}
+
+/// Streams the six chunks from a primed cache under `retention`; returns per-chunk rel-L2 and
+/// the mels.
+fn stream(
+    flow: &Flow,
+    io: &Io,
+    mut cache: dcc_models::token2wav::FlowCache,
+    retention: Retention,
+) -> (Vec<f64>, Vec<Vec<f32>>) {
+    let solver = SolverParams::default();
+    let mut errs = Vec::new();
+    let mut feats = Vec::new();
+    for i in 0..CHUNKS {
+        let toks = &io.stream_tokens[i * CHUNK..i * CHUNK + CHUNK + LOOKAHEAD];
+        let feat = flow
+            .inference_chunk(toks, &io.spk, &mut cache, false, &solver)
+            .unwrap();
+        cache.retain(flow.config(), &retention);
+        assert_eq!(
+            cache.estimator.extent, io.extents[i],
+            "chunk {i}: estimator extent"
+        );
+        let e = rel_l2(&feat, &io.feats[i]);
+        println!(
+            "{:?} retention, chunk {i}: rel-L2 {e:.3e} (extent {})",
+            retention.order, cache.estimator.extent
+        );
+        errs.push(e);
+        feats.push(feat);
+    }
+    (errs, feats)
+}
+
+#[test]
+fn golden_tiny_both_retentions() {
+    let ws = WeightStore::load(dir().join("weights.safetensors")).unwrap();
+    assert_eq!(FlowConfig::from_weights(&ws).unwrap(), FlowConfig::tiny());
+    let flow = Flow::from_store(&ws).unwrap();
+    let paper = load_io("io.safetensors");
+    let vendor = load_io("io_vendor_retention.safetensors");
+    // both files share the inputs
+    assert_eq!(paper.prompt_tokens, vendor.prompt_tokens);
+    assert_eq!(paper.stream_tokens, vendor.stream_tokens);
+    assert_eq!(paper.spk, vendor.spk);
+    assert_eq!(paper.prompt_mel, vendor.prompt_mel);
+    assert_eq!(paper.prompt_tokens.len(), PROMPT_TOKENS);
+
+    let mut prompt = paper.prompt_tokens.clone();
+    prompt.extend_from_slice(&paper.prompt_tokens[..LOOKAHEAD]);
+    let t0 = std::time::Instant::now();
+    let cache = flow
+        .setup_cache(
+            &prompt,
+            &paper.prompt_mel,
+            &paper.spk,
+            &SolverParams::default(),
+        )
+        .unwrap();
+    println!("setup_cache: {:.1} s", t0.elapsed().as_secs_f64());
+    assert_eq!(cache.estimator.extent, PROMPT_FRAMES);
+
+    let t0 = std::time::Instant::now();
+    let (e_paper, f_paper) = stream(
+        &flow,
+        &paper,
+        cache.clone(),
+        Retention::paper(PROMPT_FRAMES, RETAINED),
+    );
+    let (e_vendor, f_vendor) = stream(
+        &flow,
+        &vendor,
+        cache,
+        Retention::vendor(PROMPT_FRAMES, RETAINED),
+    );
+    println!("12 chunks: {:.1} s", t0.elapsed().as_secs_f64());
+    for (name, errs) in [("paper", &e_paper), ("vendor", &e_vendor)] {
+        for (i, e) in errs.iter().enumerate() {
+            assert!(
+                *e < TOLERANCE,
+                "{name} retention, chunk {i}: rel-L2 {e:.3e} ≥ {TOLERANCE:e}"
+            );
+        }
+    }
+    // The tolerance tells the two retentions apart: from chunk 3 on, each retention's output
+    // misses the other retention's golden data (the comparison above can fail).
+    for i in 0..CHUNKS {
+        let cross = [
+            rel_l2(&f_paper[i], &vendor.feats[i]),
+            rel_l2(&f_vendor[i], &paper.feats[i]),
+        ];
+        println!(
+            "chunk {i}: paper port vs vendor golden {:.3e}, vendor port vs paper golden {:.3e}",
+            cross[0], cross[1]
+        );
+        if i < 3 {
+            assert!(cross.iter().all(|e| *e < TOLERANCE));
+        } else {
+            assert!(cross.iter().all(|e| *e > TOLERANCE));
+        }
+    }
+    assert_eq!(Retention::vendor(1, 1).order, RetentionOrder::Vendor);
+}
