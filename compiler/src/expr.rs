@@ -352,8 +352,20 @@ impl P {
     }
 }
 
+/// Most tokens accepted in one expression (bounds the depth of left-nested operator chains).
+pub const MAX_EXPR_TOKENS: usize = 256;
+
 fn parser(text: &str, base: usize) -> Result<P, Diagnostic> {
     let toks = Lexer::lex(text, base)?;
+    if toks.len() > MAX_EXPR_TOKENS {
+        return Err(Diagnostic::error(
+            Code::BadExpression,
+            Span::new(base, base + text.len()),
+            format!("expression longer than {MAX_EXPR_TOKENS} tokens"),
+        )
+        .label("too long")
+        .help("split it into named quantities"));
+    }
     Ok(P {
         toks,
         pos: 0,

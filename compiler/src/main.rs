@@ -1,1 +1,111 @@
-fn main() {}
+//! `dcc`: check native-clock contracts.
+//!
+//! Exit codes: 0 clean, 1 errors in a spec, 2 usage or I/O error.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use dcc_compiler::{LoadError, load_file, report};
+
+#[derive(Parser)]
+#[command(name = "dcc", version, about = "Compiler for native-clock contracts")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Copy, Clone, PartialEq, Eq, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Check specs and report every derived quantity and verdict.
+    Check {
+        /// Spec files (YAML).
+        #[arg(required = true)]
+        specs: Vec<PathBuf>,
+        /// Output format: a readable report, or one JSON object per spec (one per line).
+        #[arg(long, value_enum, default_value = "text")]
+        format: Format,
+    },
+    /// Print the region/callable/clock graph of a spec as Graphviz DOT.
+    Graph {
+        /// Spec file (YAML).
+        spec: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut code = 0u8;
+    match cli.cmd {
+        Cmd::Check { specs, format } => {
+            for (i, p) in specs.iter().enumerate() {
+                match load_file(p) {
+                    Ok(c) => {
+                        let s = match format {
+                            Format::Text => {
+                                let mut t = report::text(&c);
+                                if i + 1 < specs.len() {
+                                    t.push('\n');
+                                }
+                                t
+                            }
+                            Format::Json => format!("{}\n", report::json(&c)),
+                        };
+                        if out.write_all(s.as_bytes()).is_err() {
+                            return ExitCode::from(2);
+                        }
+                    }
+                    Err(LoadError::Spec(d)) => {
+                        eprint!("{}", d.render());
+                        if format == Format::Json {
+                            let _ = writeln!(out, "{}", report::json_errors(&d));
+                        }
+                        code = code.max(1);
+                    }
+                    Err(e @ LoadError::Io { .. }) => {
+                        eprintln!("{e}");
+                        code = 2;
+                    }
+                }
+            }
+        }
+        Cmd::Graph { spec } => match load_file(&spec) {
+            Ok(c) => {
+                if out
+                    .write_all(dcc_compiler::graph::dot(&c).as_bytes())
+                    .is_err()
+                {
+                    return ExitCode::from(2);
+                }
+            }
+            Err(LoadError::Spec(d)) => {
+                eprint!("{}", d.render());
+                code = 1;
+            }
+            Err(e @ LoadError::Io { .. }) => {
+                eprintln!("{e}");
+                code = 2;
+            }
+        },
+    }
+    ExitCode::from(code)
+}

@@ -220,11 +220,18 @@ pub struct Reserve {
     pub write_through_bytes: u64,
     /// staging + write-through.
     pub total_bytes: u64,
+    /// Σ_classes Σ_all inputs bytes: the staging term if nothing were aliased (replay without
+    /// the state rule, Table 5 arms R/Rc), at demand-sized extents.
+    pub staging_unaliased_bytes: u64,
+    /// False when the classes could not all be enumerated (traffic-dependent 𝒬_o, or more than
+    /// [`crate::derive::MAX_ENUMERATED_CLASSES`]): the sums then cover the extent catalog only.
+    pub complete: bool,
     /// Largest single input (bytes) at this granularity, e.g. the stacked carry at chunk.
     pub largest_input: Option<(String, u64)>,
     /// Host launches per chunk relative to step granularity (1/n_steps at chunk).
     pub host_launches_per_chunk: u64,
-    /// Per-class signatures at this granularity.
+    /// Per-class signatures at this granularity (empty when the catalog exceeds the capture
+    /// limit; the sums above still cover every enumerated class).
     pub classes: Vec<ClassSig>,
 }
 
