@@ -4,8 +4,12 @@
 
 pub mod arena;
 pub mod backend;
+pub mod carry;
 pub mod contract;
 pub mod error;
+pub mod replay;
+pub mod rng;
+pub mod session;
 
 pub use arena::{Arena, Region};
 pub use backend::{AllocKind, Backend, BackendKind, DeviceBuffer, Gemm, Graph, MemoryReport, Pod};

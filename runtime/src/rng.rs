@@ -1,0 +1,139 @@
+//! Randomness the replay engine can observe.
+//!
+//! * [`DeviceRng`]: counter-based Philox4x32-10 whose `[seed, offset]` live in device memory
+//!   (16 bytes: its own allocation, or an arena region so sessions each own a stream). Kernels
+//!   read the state from device memory and a captured `philox_advance` node moves the offset by
+//!   the call's declared increment, so a graph replay draws exactly what eager would. Host and
+//!   CUDA produce the same bits (`dcc_kernels::philox`).
+//! * [`HostRng`]: a host-side generator (SplitMix64) standing for any host randomness a callable
+//!   could read. Values drawn on the host during capture would be frozen into the graph, so the
+//!   engine rejects any callable observed drawing from it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use dcc_kernels::{Arg, LaunchDims, rng as k};
+
+use crate::DevPtr;
+use crate::backend::{AllocKind, Backend, DeviceBuffer};
+use crate::error::Result;
+
+/// Bytes of a device RNG state: `[seed: u64, offset: u64]`.
+pub const STATE_BYTES: usize = 16;
+
+/// The device generator state and the launches that use it.
+pub struct DeviceRng {
+    backend: Arc<dyn Backend>,
+    state: DevPtr,
+    _buf: Option<DeviceBuffer>,
+}
+
+impl DeviceRng {
+    /// Allocates a state (counted as [`AllocKind::Rng`]) holding `[seed, 0]`.
+    pub fn new(backend: Arc<dyn Backend>, seed: u64) -> Result<DeviceRng> {
+        let buf = backend.alloc(STATE_BYTES, AllocKind::Rng)?;
+        let rng = DeviceRng {
+            state: buf.ptr(),
+            backend,
+            _buf: Some(buf),
+        };
+        rng.write(seed, 0)?;
+        Ok(rng)
+    }
+
+    /// Uses 16 bytes at `state` (e.g. an arena region) as the generator state.
+    pub fn at(backend: Arc<dyn Backend>, state: DevPtr) -> DeviceRng {
+        DeviceRng {
+            backend,
+            state,
+            _buf: None,
+        }
+    }
+
+    pub fn state_ptr(&self) -> DevPtr {
+        self.state
+    }
+
+    /// Reads `(seed, offset)` (synchronizes).
+    pub fn read(&self) -> Result<(u64, u64)> {
+        let v: Vec<u64> = self.backend.download(self.state, 2)?;
+        Ok((v[0], v[1]))
+    }
+
+    pub fn write(&self, seed: u64, offset: u64) -> Result<()> {
+        self.backend.upload(self.state, &[seed, offset])
+    }
+
+    /// `out[0..n] = uniform[0, 1)` at the current offset; does not advance.
+    pub fn uniform(&self, out: DevPtr, n: usize) -> Result<()> {
+        self.backend.launch(
+            &k::UNIFORM_F32,
+            LaunchDims::linear(n.div_ceil(4), 256),
+            &[Arg::Ptr(self.state), Arg::Ptr(out), Arg::I64(n as i64)],
+        )
+    }
+
+    /// `out[i] = x[i] + scale * uniform_i` at the current offset; does not advance.
+    pub fn add_uniform(&self, out: DevPtr, x: DevPtr, n: usize, scale: f32) -> Result<()> {
+        self.backend.launch(
+            &k::ADD_UNIFORM_F32,
+            LaunchDims::linear(n, 256),
+            &[
+                Arg::Ptr(out),
+                Arg::Ptr(x),
+                Arg::Ptr(self.state),
+                Arg::I64(n as i64),
+                Arg::F32(scale),
+            ],
+        )
+    }
+
+    /// Advances the offset on the stream (a capturable kernel).
+    pub fn advance(&self, increment: u64) -> Result<()> {
+        self.backend.launch(
+            &k::ADVANCE,
+            LaunchDims::blocks(1, 1),
+            &[Arg::Ptr(self.state), Arg::U64(increment)],
+        )
+    }
+}
+
+/// Host randomness (SplitMix64) with an observable state.
+#[derive(Debug, Default)]
+pub struct HostRng {
+    state: AtomicU64,
+}
+
+impl HostRng {
+    pub fn new(seed: u64) -> HostRng {
+        HostRng {
+            state: AtomicU64::new(seed),
+        }
+    }
+
+    pub fn next_u64(&self) -> u64 {
+        let s = self
+            .state
+            .fetch_add(0x9E37_79B9_7F4A_7C15, Ordering::Relaxed)
+            .wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = s;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// A uniform f32 in `[0, 1)`.
+    pub fn next_f32(&self) -> f32 {
+        (self.next_u64() >> 40) as f32 * (1.0 / 16_777_216.0)
+    }
+
+    /// The generator state, for snapshots.
+    pub fn state(&self) -> u64 {
+        self.state.load(Ordering::Relaxed)
+    }
+
+    /// Rewinds to a snapshot.
+    pub fn restore(&self, state: u64) {
+        self.state.store(state, Ordering::Relaxed)
+    }
+}

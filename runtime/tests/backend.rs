@@ -1,0 +1,414 @@
+//! Backend semantics shared by Host and CUDA, kernel twins against the device, the arena.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::data;
+use dcc_runtime::arena::{Arena, validate_layout};
+use dcc_runtime::backend::{self, AllocKind, Backend, BackendKind, Gemm};
+use dcc_runtime::contract::{ArenaLayout, DType, Lifetime, RegionInfo};
+use dcc_runtime::kernels::{self, carry as kc, rng as kr, synthetic as ks};
+use dcc_runtime::{Arg, DevPtr, Error, LaunchDims};
+
+fn memory_is_counted(b: Arc<dyn Backend>) {
+    let m0 = b.memory();
+    let a = b.alloc(1 << 20, AllocKind::Arena).unwrap();
+    let s = b.alloc(4096, AllocKind::Staging).unwrap();
+    let m1 = b.memory();
+    assert_eq!(
+        m1.live(AllocKind::Arena) - m0.live(AllocKind::Arena),
+        1 << 20
+    );
+    assert_eq!(
+        m1.live(AllocKind::Staging) - m0.live(AllocKind::Staging),
+        4096
+    );
+    assert!(m1.peak_total >= m1.live_total);
+    drop((a, s));
+    let m2 = b.memory();
+    assert_eq!(m2.live_total, m0.live_total);
+    assert!(m2.peak_total >= m0.live_total + (1 << 20) + 4096);
+    if b.kind() == BackendKind::Cuda {
+        assert!(m2.device_total.is_some() && m2.device_free.is_some());
+        assert!(
+            m2.live(AllocKind::Workspace) >= 32 << 20,
+            "cuBLAS workspace is counted"
+        );
+    }
+    println!("{}: {m2}", b.device_name());
+}
+
+fn capture_refuses_host_work(b: Arc<dyn Backend>) {
+    let buf = b.alloc(64, AllocKind::Other).unwrap();
+    b.begin_capture().unwrap();
+    assert!(matches!(
+        b.alloc(64, AllocKind::Other),
+        Err(Error::Capturing(_))
+    ));
+    assert!(matches!(
+        b.upload(buf.ptr(), &[1u32]),
+        Err(Error::Capturing(_))
+    ));
+    assert!(matches!(
+        b.download::<u32>(buf.ptr(), 1),
+        Err(Error::Capturing(_))
+    ));
+    assert!(matches!(b.synchronize(), Err(Error::Capturing(_))));
+    b.memset_d32(buf.ptr(), 7, 16).unwrap();
+    let g = b.end_capture().unwrap();
+    assert!(!b.is_capturing());
+    assert_eq!(
+        b.download::<u32>(buf.ptr(), 16).unwrap(),
+        vec![0; 16],
+        "capture executes nothing"
+    );
+    b.launch_graph(&g).unwrap();
+    assert_eq!(b.download::<u32>(buf.ptr(), 16).unwrap(), vec![7; 16]);
+    assert!(matches!(b.end_capture(), Err(Error::Capture(_))));
+}
+
+/// A graph is bound to the addresses it saw: after the caller "moves" its buffer, replay still
+/// writes the old one (the hazard the engine's address check exists for).
+fn graph_is_bound_to_captured_pointers(b: Arc<dyn Backend>) {
+    let x = b.alloc_from(&[1.0f32; 256], AllocKind::Other).unwrap();
+    let old = b.alloc(1024, AllocKind::Other).unwrap();
+    let new = b.alloc(1024, AllocKind::Other).unwrap();
+    b.begin_capture().unwrap();
+    b.launch(
+        &ks::AFFINE,
+        LaunchDims::linear(256, 128),
+        &[
+            Arg::Ptr(old.ptr()),
+            Arg::Ptr(x.ptr()),
+            Arg::I64(256),
+            Arg::F32(2.0),
+            Arg::F32(1.0),
+        ],
+    )
+    .unwrap();
+    let g = b.end_capture().unwrap();
+    assert_eq!(g.nodes(), 1);
+    b.launch_graph(&g).unwrap();
+    assert_eq!(b.download::<f32>(old.ptr(), 256).unwrap(), vec![3.0; 256]);
+    assert_eq!(
+        b.download::<f32>(new.ptr(), 256).unwrap(),
+        vec![0.0; 256],
+        "replay never sees the new buffer"
+    );
+    if b.kind() == BackendKind::Host {
+        // Freed: the Host twin refuses rather than writing through a dangling pointer.
+        let addr = old.ptr().0;
+        drop(old);
+        assert_eq!(b.launch_graph(&g).unwrap_err(), Error::Dangling(addr));
+    }
+}
+
+fn gemm_replay_equals_eager(b: Arc<dyn Backend>) {
+    let (m, n, k, batch) = (33, 17, 29, 3);
+    let av = data(1, m * k * batch);
+    let bv = data(2, k * n * batch);
+    let a = b.alloc_from(&av, AllocKind::Other).unwrap();
+    let bb = b.alloc_from(&bv, AllocKind::Other).unwrap();
+    let c1 = b.alloc(m * n * batch * 4, AllocKind::Other).unwrap();
+    let c2 = b.alloc(m * n * batch * 4, AllocKind::Other).unwrap();
+    let desc = |c: DevPtr| Gemm {
+        trans_a: false,
+        trans_b: true,
+        m,
+        n,
+        k,
+        alpha: 1.0,
+        a: a.ptr(),
+        lda: m,
+        stride_a: m * k,
+        b: bb.ptr(),
+        ldb: n,
+        stride_b: k * n,
+        beta: 0.0,
+        c,
+        ldc: m,
+        stride_c: m * n,
+        batch,
+    };
+    b.gemm(&desc(c1.ptr())).unwrap();
+    b.begin_capture().unwrap();
+    b.gemm(&desc(c2.ptr())).unwrap();
+    let g = b.end_capture().unwrap();
+    b.launch_graph(&g).unwrap();
+    let (e, r) = (
+        b.download::<f32>(c1.ptr(), m * n * batch).unwrap(),
+        b.download::<f32>(c2.ptr(), m * n * batch).unwrap(),
+    );
+    assert_eq!(
+        e.iter().map(|x| x.to_bits()).collect::<Vec<_>>(),
+        r.iter().map(|x| x.to_bits()).collect::<Vec<_>>()
+    );
+    // Against a float64 reference (column-major, B transposed).
+    let (mut num, mut den) = (0.0f64, 0.0f64);
+    for t in 0..batch {
+        for j in 0..n {
+            for i in 0..m {
+                let want: f64 = (0..k)
+                    .map(|p| av[t * m * k + i + p * m] as f64 * bv[t * k * n + j + p * n] as f64)
+                    .sum();
+                let got = e[t * m * n + i + j * m] as f64;
+                num += (got - want).powi(2);
+                den += want * want;
+            }
+        }
+    }
+    let rel = (num / den).sqrt();
+    println!("{} gemm rel err {rel:e}", b.device_name());
+    assert!(rel < 1e-6, "float32 GEMM (TF32 off) rel err {rel}");
+}
+
+fn arena_layout_is_checked_and_stable(b: Arc<dyn Backend>) {
+    static OK: [RegionInfo; 2] = [
+        RegionInfo {
+            name: "a",
+            dtype: DType::F32,
+            dims: &[4, 8],
+            elems: 32,
+            bytes: 128,
+            align: 256,
+            offset: 0,
+            attended: 8,
+            lifetime: Lifetime::Session,
+            order: None,
+        },
+        RegionInfo {
+            name: "b",
+            dtype: DType::I32,
+            dims: &[16],
+            elems: 16,
+            bytes: 64,
+            align: 256,
+            offset: 256,
+            attended: 0,
+            lifetime: Lifetime::Unit,
+            order: None,
+        },
+    ];
+    static BAD: [RegionInfo; 2] = [
+        RegionInfo {
+            name: "a",
+            dtype: DType::F32,
+            dims: &[4, 8],
+            elems: 32,
+            bytes: 128,
+            align: 64,
+            offset: 0,
+            attended: 8,
+            lifetime: Lifetime::Session,
+            order: None,
+        },
+        RegionInfo {
+            name: "b",
+            dtype: DType::I32,
+            dims: &[16],
+            elems: 16,
+            bytes: 64,
+            align: 64,
+            offset: 64,
+            attended: 0,
+            lifetime: Lifetime::Unit,
+            order: None,
+        },
+    ];
+    let ok = ArenaLayout {
+        total_bytes: 320,
+        align: 256,
+        regions: &OK,
+    };
+    let bad = ArenaLayout {
+        total_bytes: 320,
+        align: 256,
+        regions: &BAD,
+    };
+    assert!(validate_layout(&ok).is_ok());
+    assert!(matches!(validate_layout(&bad), Err(Error::Layout(m)) if m.contains("overlap")));
+    let short = ArenaLayout {
+        total_bytes: 300,
+        ..ok
+    };
+    assert!(validate_layout(&short).is_err());
+    let arena = Arena::new(b.clone(), &ok).unwrap();
+    let pa = arena.ptr("a").unwrap();
+    assert_eq!(arena.ptr("b").unwrap(), arena.base().offset(256));
+    b.upload(pa, &[1.0f32; 32]).unwrap();
+    arena.zero("a").unwrap();
+    assert_eq!(b.download::<f32>(pa, 32).unwrap(), vec![0.0; 32]);
+    assert_eq!(arena.ptr("a").unwrap(), pa);
+    assert!(arena.ptr("zz").is_err());
+    assert_eq!(b.memory().live(AllocKind::Arena), 320);
+}
+
+both!(
+    memory_is_counted,
+    capture_refuses_host_work,
+    graph_is_bound_to_captured_pointers,
+    gemm_replay_equals_eager,
+    arena_layout_is_checked_and_stable,
+);
+
+/// Runs the same launch on Host and CUDA with the same initial buffers and compares every byte.
+fn same_on_both(
+    cuda: &Arc<dyn Backend>,
+    host: &Arc<dyn Backend>,
+    bufs: &[Vec<u32>],
+    launch: &dyn Fn(&dyn Backend, &[DevPtr]),
+) {
+    let mut outs = Vec::new();
+    for b in [cuda, host] {
+        let dev: Vec<_> = bufs
+            .iter()
+            .map(|v| b.alloc_from(v, AllocKind::Other).unwrap())
+            .collect();
+        let ptrs: Vec<DevPtr> = dev.iter().map(|d| d.ptr()).collect();
+        launch(&**b, &ptrs);
+        outs.push(
+            dev.iter()
+                .zip(bufs)
+                .map(|(d, v)| b.download::<u32>(d.ptr(), v.len()).unwrap())
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(outs[0], outs[1]);
+}
+
+#[test]
+fn cuda_kernels_match_host_twins() {
+    let Some(cuda) = common::cuda() else { return };
+    let host = backend::host();
+    let n = 10_007usize;
+    let f = |s| data(s, n).iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+    let l = |n: usize| LaunchDims::linear(n, 256);
+    same_on_both(&cuda, &host, &[f(1), f(2)], &|b, p| {
+        b.launch(
+            &ks::AFFINE,
+            l(n),
+            &[
+                Arg::Ptr(p[0]),
+                Arg::Ptr(p[1]),
+                Arg::I64(n as i64),
+                Arg::F32(1.37),
+                Arg::F32(-0.61),
+            ],
+        )
+        .unwrap()
+    });
+    same_on_both(&cuda, &host, &[f(1), f(2), f(3)], &|b, p| {
+        b.launch(
+            &ks::MIX,
+            l(n),
+            &[
+                Arg::Ptr(p[0]),
+                Arg::Ptr(p[1]),
+                Arg::Ptr(p[2]),
+                Arg::I64(n as i64),
+                Arg::F32(0.3),
+                Arg::F32(0.7),
+            ],
+        )
+        .unwrap()
+    });
+    same_on_both(&cuda, &host, &[f(1), f(2)], &|b, p| {
+        b.launch(
+            &ks::ROW_SUM,
+            l(97),
+            &[Arg::Ptr(p[0]), Arg::Ptr(p[1]), Arg::I64(97), Arg::I64(103)],
+        )
+        .unwrap()
+    });
+    same_on_both(&cuda, &host, &[f(4)], &|b, p| {
+        b.launch(
+            &ks::HASH,
+            l(n),
+            &[Arg::Ptr(p[0]), Arg::I64(n as i64), Arg::U32(99)],
+        )
+        .unwrap()
+    });
+    let state = vec![0xdead_beef, 0x1234, 77, 0]; // seed 0x00001234deadbeef, offset 77
+    same_on_both(&cuda, &host, &[state.clone(), f(5)], &|b, p| {
+        b.launch(
+            &kr::BITS_U32,
+            l(n / 4 + 1),
+            &[Arg::Ptr(p[0]), Arg::Ptr(p[1]), Arg::I64(n as i64)],
+        )
+        .unwrap()
+    });
+    same_on_both(&cuda, &host, &[state.clone(), f(5)], &|b, p| {
+        b.launch(
+            &kr::UNIFORM_F32,
+            l(n / 4 + 1),
+            &[Arg::Ptr(p[0]), Arg::Ptr(p[1]), Arg::I64(n as i64)],
+        )
+        .unwrap();
+        b.launch(
+            &kr::ADVANCE,
+            LaunchDims::blocks(1, 1),
+            &[Arg::Ptr(p[0]), Arg::U64(3)],
+        )
+        .unwrap();
+    });
+    same_on_both(&cuda, &host, &[f(6), f(7), state], &|b, p| {
+        b.launch(
+            &kr::ADD_UNIFORM_F32,
+            l(n),
+            &[
+                Arg::Ptr(p[0]),
+                Arg::Ptr(p[1]),
+                Arg::Ptr(p[2]),
+                Arg::I64(n as i64),
+                Arg::F32(0.25),
+            ],
+        )
+        .unwrap()
+    });
+    // Carry kernels, in place, every shift from 1 to past the window (one pass, many passes).
+    let (outer, inner, fp, fr, cap) = (5usize, 16usize, 30usize, 10usize, 90usize);
+    for ext in [fp + fr + 1, fp + fr + 3, fp + fr + 10, fp + fr + 31, cap] {
+        for k in [&kc::PREPEND, &kc::APPEND] {
+            same_on_both(
+                &cuda,
+                &host,
+                &[f(ext as u64)[..outer * cap * inner].to_vec()],
+                &|b, p| {
+                    let rs = (cap * inner) as i64;
+                    b.launch(
+                        k,
+                        LaunchDims::blocks(outer as u32, 256),
+                        &[
+                            Arg::Ptr(p[0]),
+                            Arg::Ptr(p[0]),
+                            Arg::I64(outer as i64),
+                            Arg::I64(rs),
+                            Arg::I64(rs),
+                            Arg::I64(inner as i64),
+                            Arg::I64(fp as i64),
+                            Arg::I64(fr as i64),
+                            Arg::I64(ext as i64),
+                        ],
+                    )
+                    .unwrap()
+                },
+            );
+        }
+    }
+}
+
+#[test]
+fn cuda_all_registered_modules_compile() {
+    let Some(cuda) = common::cuda() else { return };
+    let all: Vec<&'static kernels::KernelDef> = kernels::registry().collect();
+    let t = std::time::Instant::now();
+    cuda.preload(&all).unwrap();
+    println!(
+        "{}: {} kernels in {} modules compiled and loaded in {:.1} ms",
+        cuda.device_name(),
+        all.len(),
+        kernels::sources().len(),
+        t.elapsed().as_secs_f64() * 1e3
+    );
+}

@@ -1,0 +1,210 @@
+//! The carry against the stock concatenation, with the shadow auditor.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::data;
+use dcc_runtime::backend::{AllocKind, Backend};
+use dcc_runtime::carry::{Carry, CarrySpec, Slicing, stock_concat};
+use dcc_runtime::contract::CacheOrder;
+use dcc_runtime::kernels::carry as kc;
+
+const FP: usize = 302;
+const FR: usize = 100;
+const CHUNK: usize = 50;
+const CAP: usize = FP + FR + CHUNK;
+
+fn spec(order: CacheOrder, slicing: Slicing) -> CarrySpec {
+    CarrySpec {
+        order,
+        slicing,
+        f_prompt: FP,
+        f_retained: FR,
+        outer: 6,
+        inner: 8,
+        capacity: CAP,
+    }
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// Drives a carry like a streaming decoder: a prompt of FP frames, then chunks of CHUNK new
+/// frames written into the envelope's spare capacity, retention after each chunk, a turn reset
+/// every `turn` chunks. Keeps an independent host model (stock concatenation) and compares it
+/// with the device carry after every chunk. Returns the carry bytes after each chunk.
+fn drive(
+    b: &Arc<dyn Backend>,
+    carry: &mut Carry,
+    chunks: u64,
+    turn: u64,
+    seed: u64,
+) -> Vec<Vec<u32>> {
+    let s = *carry.spec();
+    let rs = s.capacity * s.inner;
+    let region = carry.live_ptr();
+    // Prompt: FP frames per row.
+    let mut model: Vec<u32> = vec![0; s.outer * rs];
+    let prompt = bits(&data(seed, s.outer * rs));
+    for r in 0..s.outer {
+        model[r * rs..r * rs + FP * s.inner]
+            .copy_from_slice(&prompt[r * rs..r * rs + FP * s.inner]);
+    }
+    b.upload(region, &model).unwrap();
+    carry.set_extent(FP).unwrap();
+    carry.save_base().unwrap();
+    let base = model.clone();
+    let mut extent = FP;
+    let mut out = Vec::new();
+    for c in 1..=chunks {
+        if c > 1 && (c - 1) % turn == 0 {
+            carry.reset_turn().unwrap();
+            model = base.clone();
+            extent = FP;
+        }
+        let fresh = bits(&data(seed * 1_000_003 + c, s.outer * CHUNK * s.inner));
+        for r in 0..s.outer {
+            let dst = r * rs + extent * s.inner;
+            model[dst..dst + CHUNK * s.inner]
+                .copy_from_slice(&fresh[r * CHUNK * s.inner..(r + 1) * CHUNK * s.inner]);
+            b.upload(
+                region.offset(dst * 4),
+                &fresh[r * CHUNK * s.inner..(r + 1) * CHUNK * s.inner],
+            )
+            .unwrap();
+        }
+        extent += CHUNK;
+        carry.set_extent(extent).unwrap();
+        let applied = carry.retain(c).unwrap();
+        assert_eq!(applied, extent > FP + FR, "chunk {c}");
+        if applied {
+            let kept = stock_concat(&s, &model, rs, extent).unwrap();
+            let kl = s.bound() * s.inner;
+            for r in 0..s.outer {
+                model[r * rs..r * rs + kl].copy_from_slice(&kept[r * kl..(r + 1) * kl]);
+            }
+            extent = s.bound();
+        }
+        assert_eq!(carry.extent(), extent);
+        assert_eq!(carry.ptr(), region, "the carry never moves");
+        let dev: Vec<u32> = b.download(region, s.outer * rs).unwrap();
+        out.push(dev.clone());
+        if carry.spec().kernel().name == "carry.prepend"
+            || s.slicing == Slicing::Vendor
+            || s.order == CacheOrder::Append
+        {
+            // Only compare against the model where the kernel matches the declaration.
+            if carry.audit().is_none_or(|a| a.first_divergence.is_none()) {
+                for r in 0..s.outer {
+                    assert_eq!(
+                        &dev[r * rs..r * rs + extent * s.inner],
+                        &model[r * rs..r * rs + extent * s.inner],
+                        "chunk {c} row {r}"
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
+fn carry_equals_stock_over_300_retentions(b: Arc<dyn Backend>) {
+    for order in [CacheOrder::Prepend, CacheOrder::Append] {
+        let s = spec(order, Slicing::Paper);
+        let region = b.alloc(s.live_bytes(), AllocKind::Arena).unwrap();
+        let mut carry = Carry::in_place(b.clone(), s, region.ptr())
+            .unwrap()
+            .with_audit();
+        drive(&b, &mut carry, 350, 25, 11);
+        let a = carry.audit().unwrap();
+        println!("{order:?}: {a}");
+        assert!(a.applications >= 300, "{a}");
+        assert_eq!(a.agreements, a.applications, "{a}");
+        assert_eq!(a.addresses.len(), 1, "{a}");
+        assert_eq!(*a.addresses.first().unwrap(), region.ptr().0);
+        assert_eq!(a.turn_resets, 13);
+        assert!(a.first_divergence.is_none());
+    }
+}
+
+fn separate_carry_region_equals_stock(b: Arc<dyn Backend>) {
+    let s = spec(CacheOrder::Prepend, Slicing::Paper);
+    let live = b.alloc(s.live_bytes(), AllocKind::Arena).unwrap();
+    let c = b
+        .alloc(s.outer * s.bound() * s.inner * 4, AllocKind::Arena)
+        .unwrap();
+    let h = bits(&data(5, s.outer * s.capacity * s.inner));
+    b.upload(live.ptr(), &h).unwrap();
+    let mut carry = Carry::separate(b.clone(), s, live.ptr(), c.ptr())
+        .unwrap()
+        .with_audit();
+    carry.set_extent(CAP).unwrap();
+    assert!(carry.retain(1).unwrap());
+    let got: Vec<u32> = b.download(c.ptr(), s.outer * s.bound() * s.inner).unwrap();
+    assert_eq!(
+        got,
+        stock_concat(&s, &h, s.capacity * s.inner, CAP).unwrap()
+    );
+    assert_eq!(carry.audit().unwrap().agreements, 1);
+}
+
+fn mixup_is_caught_at_first_divergent_chunk(b: Arc<dyn Backend>) {
+    // A prepend-ordered cache declared with the paper's slicing, retained by the append kernel
+    // (the development bug the paper reports): the auditor flags chunk 3, the first retention.
+    let s = spec(CacheOrder::Prepend, Slicing::Paper);
+    let region = b.alloc(s.live_bytes(), AllocKind::Arena).unwrap();
+    let mut carry = Carry::in_place(b.clone(), s, region.ptr())
+        .unwrap()
+        .with_kernel(&kc::APPEND)
+        .with_audit();
+    drive(&b, &mut carry, 10, 100, 3);
+    let a = carry.audit().unwrap();
+    println!("{a}");
+    let d = a
+        .first_divergence
+        .expect("the auditor must catch the mix-up");
+    assert_eq!((d.application, d.chunk), (1, 3));
+    assert_eq!(d.row, 0);
+    assert_eq!(a.agreements, 0);
+    // Position of the first difference: frame FR (where the prompt tail should begin) or
+    // earlier, never past L.
+    assert!(d.frame < FP + FR);
+}
+
+fn paper_and_vendor_slicing_differ_from_chunk_3(b: Arc<dyn Backend>) {
+    let sp = spec(CacheOrder::Prepend, Slicing::Paper);
+    let sv = spec(CacheOrder::Prepend, Slicing::Vendor);
+    let (rp, rv) = (
+        b.alloc(sp.live_bytes(), AllocKind::Arena).unwrap(),
+        b.alloc(sv.live_bytes(), AllocKind::Arena).unwrap(),
+    );
+    let mut cp = Carry::in_place(b.clone(), sp, rp.ptr())
+        .unwrap()
+        .with_audit();
+    let mut cv = Carry::in_place(b.clone(), sv, rv.ptr())
+        .unwrap()
+        .with_audit();
+    let op = drive(&b, &mut cp, 8, 100, 21);
+    let ov = drive(&b, &mut cv, 8, 100, 21);
+    let first = op.iter().zip(&ov).position(|(a, b)| a != b).map(|i| i + 1);
+    assert_eq!(
+        first,
+        Some(3),
+        "paper and vendor retention first differ at chunk 3"
+    );
+    // Each agrees with its own declared stock concatenation.
+    for c in [&cp, &cv] {
+        let a = c.audit().unwrap();
+        assert_eq!(a.agreements, a.applications);
+        assert_eq!(a.applications, 6);
+    }
+}
+
+both!(
+    carry_equals_stock_over_300_retentions,
+    separate_carry_region_equals_stock,
+    mixup_is_caught_at_first_divergent_chunk,
+    paper_and_vendor_slicing_differ_from_chunk_3,
+);
