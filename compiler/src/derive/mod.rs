@@ -563,7 +563,7 @@ impl<'s> Deriver<'s> {
                                     "retention of `{name}` needs {need} along `{a}`, but the declared envelope holds {declared}"
                                 ),
                             )
-                            .label(format!("needs {} = {}", need, d.explain()))
+                            .label(if d.inputs.is_empty() { format!("needs {need}") } else { format!("needs {}", d.explain()) })
                             .with_secondary(env.span, format!("envelope {declared} declared here"))
                             .help(format!(
                                 "raise `envelope:` to at least {need}, or shrink the retention (new frames must fit before truncation)"

@@ -118,7 +118,9 @@ pub fn parse(text: &str) -> Result<Option<Node>, Vec<Diagnostic>> {
                 }
                 let hint = if msg.contains("tab") {
                     "indent with spaces; YAML forbids tabs in indentation"
-                } else if msg.contains("depth") || msg.contains("nesting") || msg.contains("limit")
+                } else if msg.contains("depth")
+                    || msg.contains("nesting")
+                    || msg.contains("recursion")
                 {
                     "flatten the structure; specs never nest deeper than a few levels"
                 } else {
@@ -248,7 +250,7 @@ pub fn parse(text: &str) -> Result<Option<Node>, Vec<Diagnostic>> {
 fn classify_scan(msg: &str) -> Code {
     if msg.contains("tab") {
         Code::Tab
-    } else if msg.contains("nest") || msg.contains("depth") {
+    } else if msg.contains("nest") || msg.contains("depth") || msg.contains("recursion") {
         Code::TooDeep
     } else {
         Code::YamlSyntax
