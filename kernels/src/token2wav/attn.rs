@@ -108,8 +108,8 @@ pub fn attention(
 /// `out_i = Σ_j attn_ij · v_j`,
 ///
 /// with `q` `[tq, heads·d]` (row stride `ldq`), `u = pos_bias_u`, `w = pos_bias_v` `[heads, d]`,
-/// keys/values in the vendor cache layout `[heads, tk, 2d]` (append-ordered: the query `i` is
-/// the key `tk − tq + i`), `p = linear_pos(pos_emb)` `[2tk − 1, heads·d]` (row `r` ↔ relative
+/// keys/values in the vendor cache layout `[heads, cap, 2d]` of which frames `0..tk` are used
+/// (append-ordered: the query `i` is the key `tk − tq + i`), `p = linear_pos(pos_emb)` `[2tk − 1, heads·d]` (row `r` ↔ relative
 /// position `tk − 1 − r`), `out` `[tq, heads·d]`. The softmax multiplies by `1 / Σ` (torch's
 /// CPU softmax).
 pub fn rel_pos_attention(
@@ -117,6 +117,7 @@ pub fn rel_pos_attention(
     tq: usize,
     tk: usize,
     d: usize,
+    cap: usize,
     q: &[f32],
     ldq: usize,
     pos_bias_u: &[f32],
@@ -126,10 +127,10 @@ pub fn rel_pos_attention(
     out: &mut [f32],
     ldo: usize,
 ) {
-    assert!(tq <= tk && tq > 0);
+    assert!(tq <= tk && tq > 0 && tk <= cap);
     let hd = heads * d;
-    let kl = AttnLayout::kv_cache(heads, tk, d, false);
-    let vl = AttnLayout::kv_cache(heads, tk, d, true);
+    let kl = AttnLayout::kv_cache(heads, cap, d, false);
+    let vl = AttnLayout::kv_cache(heads, cap, d, true);
     let denom = (d as f64).sqrt() as f32;
     let mut qu = vec![0.0f32; d];
     let mut qv = vec![0.0f32; d];
@@ -259,7 +260,21 @@ mod tests {
         let u = vec![0.0; h * d];
         let w = pseudo(h * d, 7);
         let mut out = vec![0.0; tq * h * d];
-        rel_pos_attention(h, tq, tk, d, &q, h * d, &u, &w, &kv, &p, &mut out, h * d);
+        rel_pos_attention(
+            h,
+            tq,
+            tk,
+            d,
+            tk,
+            &q,
+            h * d,
+            &u,
+            &w,
+            &kv,
+            &p,
+            &mut out,
+            h * d,
+        );
         for hh in 0..h {
             let qh: Vec<f32> = (0..tq)
                 .flat_map(|i| q[i * h * d + hh * d..i * h * d + (hh + 1) * d].to_vec())
@@ -297,7 +312,21 @@ mod tests {
         let mut p = vec![0.0; 2 * tk - 1];
         p[tk - 1 - 1] = 30.0; // row r ↔ relative position tk-1-r = 1
         let mut out = vec![0.0; tq];
-        rel_pos_attention(1, tq, tk, 1, &q, 1, &[1.0], &[1.0], &kv, &p, &mut out, 1);
+        rel_pos_attention(
+            1,
+            tq,
+            tk,
+            1,
+            tk,
+            &q,
+            1,
+            &[1.0],
+            &[1.0],
+            &kv,
+            &p,
+            &mut out,
+            1,
+        );
         // query i has absolute position tk - tq + i; its predecessor is key tk - tq + i - 1
         for (i, o) in out.iter().enumerate() {
             assert!((o - (tk - tq + i - 1) as f32).abs() < 1e-6, "{i}: {o}");

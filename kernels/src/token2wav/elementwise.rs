@@ -19,7 +19,8 @@ pub fn mish_inplace(x: &mut [f32]) {
 /// `torch.nn.GELU(approximate="tanh")` in place:
 /// `0.5 · x · (1 + tanh(√(2/π) · (x + 0.044715 · x³)))`.
 pub fn gelu_tanh_inplace(x: &mut [f32]) {
-    const BETA: f32 = (std::f64::consts::SQRT_2 * std::f64::consts::FRAC_2_SQRT_PI * 0.5) as f32;
+    /// √(2/π) rounded to float (the CUDA kernel spells the same bits).
+    const BETA: f32 = f32::from_bits(0x3f4c_422a);
     const KAPPA: f32 = 0.044715;
     for v in x {
         let x = *v;
@@ -116,6 +117,32 @@ pub fn repeat_rows(rows: usize, cols: usize, factor: usize, x: &[f32], out: &mut
     }
 }
 
+/// Writes `t` new key/value rows into a `[batch, heads, cap, 2d]` cache at frames `t0..t0 + t`:
+/// `cache[b, h, t0 + i, 0..d] = k[(b·t + i)·ld + h·d ..]`, `cache[b, h, t0 + i, d..2d] = v[…]`.
+pub fn kv_pack(
+    cache: &mut [f32],
+    cap: usize,
+    t0: usize,
+    k: &[f32],
+    v: &[f32],
+    ld: usize,
+    batch: usize,
+    heads: usize,
+    t: usize,
+    d: usize,
+) {
+    for b in 0..batch {
+        for h in 0..heads {
+            for i in 0..t {
+                let dst = ((b * heads + h) * cap + t0 + i) * 2 * d;
+                let src = (b * t + i) * ld + h * d;
+                cache[dst..dst + d].copy_from_slice(&k[src..src + d]);
+                cache[dst + d..dst + 2 * d].copy_from_slice(&v[src..src + d]);
+            }
+        }
+    }
+}
+
 /// `nn.Embedding`: `out[t, :] = table[ids[t], :]`. Returns the first out-of-range id as an error.
 pub fn embedding_gather(
     table: &[f32],
@@ -163,6 +190,12 @@ pub fn gather_time_segments(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gelu_constant_is_sqrt_2_over_pi() {
+        let want = (std::f64::consts::SQRT_2 * std::f64::consts::FRAC_2_SQRT_PI * 0.5) as f32;
+        assert_eq!(want.to_bits(), 0x3f4c_422a);
+    }
 
     #[test]
     fn activations() {

@@ -237,3 +237,51 @@ mod tests {
         assert!((ln64(10.0) - std::f64::consts::LN_10).abs() < 1e-15);
     }
 }
+
+#[cfg(test)]
+mod cuda_cross_check {
+    //! Bits of the helpers and of the `ACT` / `TIMESTEP_EMBEDDING` twins over a fixed grid,
+    //! hashed (FNV-1a over the float bits). The expected values come from compiling
+    //! `kernels/cuda/token2wav.cu` as C++ on a CPU (`g++ -ffp-contract=off`, a shim defining the
+    //! CUDA builtins, one thread per launch): the CUDA source and the twins agree bit for bit.
+    use super::*;
+    use crate::token2wav::{elementwise as ew, pos};
+
+    struct Fnv(u64);
+    impl Fnv {
+        fn mix(&mut self, f: f32) {
+            self.0 = (self.0 ^ f.to_bits() as u64).wrapping_mul(1_099_511_628_211);
+        }
+    }
+
+    #[test]
+    fn twins_match_the_cuda_source_run_on_cpu() {
+        let mut h = Fnv(1_469_598_103_934_665_603);
+        let mut x = -30.0f32;
+        while x < 30.0 {
+            h.mix(exp_f32(x));
+            h.mix(tanh_f32(x));
+            h.mix(log1p_f32(exp_f32(x)));
+            h.mix(sin_f32(x * 40.0));
+            h.mix(cos_f32(x * 40.0));
+            x += 0.0137;
+        }
+        assert_eq!(h.0, 0x1812_3205_ad47_c253);
+        let xs = [-3.0f32, -1.0, -0.01, 0.0, 0.5, 2.0, 9.0];
+        for op in 0..5 {
+            let mut y = xs;
+            match op {
+                0 => ew::silu_inplace(&mut y),
+                1 => ew::mish_inplace(&mut y),
+                2 => ew::gelu_tanh_inplace(&mut y),
+                3 => ew::leaky_relu_inplace(&mut y, 0.25),
+                _ => ew::scale_inplace(&mut y, 0.25),
+            }
+            y.iter().for_each(|v| h.mix(*v));
+        }
+        let mut te = [0.0f32; 16];
+        pos::timestep_embedding(0.3, 1000.0, 16, 10000.0, &mut te);
+        te.iter().for_each(|v| h.mix(*v));
+        assert_eq!(h.0, 0xf76b_9bfe_2146_c009);
+    }
+}

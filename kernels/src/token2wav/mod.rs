@@ -17,6 +17,7 @@
 
 pub mod attn;
 pub mod conv;
+pub mod defs;
 pub mod elementwise;
 pub mod gemm;
 pub mod math;
@@ -25,6 +26,7 @@ pub mod pos;
 
 pub use attn::{AttnLayout, attention, rel_pos_attention};
 pub use conv::conv_weight_okc;
+pub use defs::{KERNELS, SOURCE};
 pub use elementwise::*;
 pub use gemm::{gemm, linear};
 pub use norm::{l2_normalize, layer_norm, layer_norm_modulate};

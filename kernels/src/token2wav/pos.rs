@@ -1,7 +1,7 @@
 //! Position and time encodings (computed on device by one thread per element; the host twin
 //! evaluates the same float32 expressions as the vendor's torch code).
 
-use super::math::{cos_f32, exp_f32, sin_f32};
+use super::math::{cos_f32, exp_f32, ln64, sin_f32};
 
 /// ESPnet relative positional encoding (`EspnetRelPositionalEncoding.position_encoding(size)`):
 /// a `(2·size − 1) × d_model` table whose row `r` encodes the relative position
@@ -31,7 +31,7 @@ pub fn espnet_rel_pos_table(size: usize, d_model: usize, out: &mut [f32]) {
 /// `out = [cos(t·scale·f_i) for i < dim/2] ‖ [sin(t·scale·f_i)]`, `f_i = exp(−ln(max_period)·i/(dim/2))`.
 pub fn timestep_embedding(t: f32, scale: f32, dim: usize, max_period: f32, out: &mut [f32]) {
     let half = dim / 2;
-    let c = -(max_period as f64).ln() as f32;
+    let c = -(ln64(max_period as f64) as f32);
     let ts = t * scale;
     for i in 0..half {
         let f = exp_f32(c * i as f32 / half as f32);

@@ -105,6 +105,7 @@ impl ConformerLayer {
             t,
             tk,
             dk,
+            tk,
             &q,
             d,
             &self.pos_bias_u,
