@@ -74,6 +74,25 @@ fn graph_is_bound_to_captured_pointers(b: Arc<dyn Backend>) {
     let x = b.alloc_from(&[1.0f32; 256], AllocKind::Other).unwrap();
     let old = b.alloc(1024, AllocKind::Other).unwrap();
     let new = b.alloc(1024, AllocKind::Other).unwrap();
+    // First use of a kernel inside a capture is refused on both backends (NVRTC/module load
+    // must stay out of capture): preload, or run the callable eagerly first (the engine's probe).
+    b.begin_capture().unwrap();
+    assert!(matches!(
+        b.launch(
+            &ks::AFFINE,
+            LaunchDims::linear(1, 1),
+            &[
+                Arg::Ptr(old.ptr()),
+                Arg::Ptr(x.ptr()),
+                Arg::I64(0),
+                Arg::F32(0.0),
+                Arg::F32(0.0)
+            ]
+        ),
+        Err(Error::Capturing(_))
+    ));
+    let _ = b.end_capture();
+    b.preload(&[&ks::AFFINE]).unwrap();
     b.begin_capture().unwrap();
     b.launch(
         &ks::AFFINE,

@@ -626,3 +626,125 @@ both!(
     host_rng_is_rejected,
     device_rng_replays_same_draws,
 );
+
+const STEPS: usize = 10;
+static STEP_CATALOG: [Signature; 1] = [Signature {
+    callable: "solver",
+    class: 0,
+    attended: 512,
+    inputs: &[TensorSig {
+        name: "v",
+        dims: &[512],
+        strides: &[1],
+        dtype: DType::F32,
+        aliased: true,
+    }],
+    scalars: &[],
+}];
+
+/// One solver step: x = x*0.5 + v*0.5; x = x*0.98 + 0.01.
+fn solver_step(call: &mut Call<'_>) -> Result<()> {
+    let b = call.backend();
+    let (x, v) = (call.write(0)?, call.input(0)?);
+    let d = LaunchDims::linear(512, 128);
+    b.launch(
+        &ks::MIX,
+        d,
+        &[
+            Arg::Ptr(x),
+            Arg::Ptr(x),
+            Arg::Ptr(v),
+            Arg::I64(512),
+            Arg::F32(0.5),
+            Arg::F32(0.5),
+        ],
+    )?;
+    b.launch(
+        &ks::AFFINE,
+        d,
+        &[
+            Arg::Ptr(x),
+            Arg::Ptr(x),
+            Arg::I64(512),
+            Arg::F32(0.98),
+            Arg::F32(0.01),
+        ],
+    )
+}
+
+/// The whole solver loop of a chunk.
+fn solver_chunk(call: &mut Call<'_>) -> Result<()> {
+    for _ in 0..STEPS {
+        solver_step(call)?;
+    }
+    Ok(())
+}
+
+/// Paper eq. 5: same catalog at step and chunk granularity, host launches divided by n_steps.
+fn step_and_chunk_granularity_agree(b: Arc<dyn Backend>) {
+    let mk = |g: Granularity, f: fn(&mut Call<'_>) -> Result<()>| {
+        let s = ReplaySpec {
+            name: "solver",
+            verdict: Verdict::Captured,
+            granularity: g,
+            effects: Effects::None,
+            rng_increment: 0,
+            writes: 1,
+            catalog: &STEP_CATALOG,
+        };
+        ExactShapeReplay::new(b.clone(), s, Arc::new(HostRng::new(0)), None, f).unwrap()
+    };
+    let (mut step, mut chunk) = (
+        mk(Granularity::Step, solver_step),
+        mk(Granularity::Chunk, solver_chunk),
+    );
+    let v = b.alloc_from(&data(3, 512), AllocKind::Arena).unwrap();
+    let (xs, xc) = (
+        b.alloc_from(&data(4, 512), AllocKind::Arena).unwrap(),
+        b.alloc_from(&data(4, 512), AllocKind::Arena).unwrap(),
+    );
+    let inputs = [TensorArg {
+        ptr: v.ptr(),
+        dims: &[512],
+        strides: &[1],
+        dtype: DType::F32,
+    }];
+    const CHUNKS: u64 = 6;
+    for c in 0..CHUNKS {
+        for _ in 0..STEPS {
+            step.call(&Invocation {
+                inputs: &inputs,
+                writes: &[xs.ptr()],
+                scalars: &[],
+            })
+            .unwrap();
+        }
+        chunk
+            .call(&Invocation {
+                inputs: &inputs,
+                writes: &[xc.ptr()],
+                scalars: &[],
+            })
+            .unwrap();
+        assert_eq!(
+            bytes_of(&*b, xs.ptr(), 2048),
+            bytes_of(&*b, xc.ptr(), 2048),
+            "chunk {c}"
+        );
+    }
+    let (rs, rc) = (step.report(), chunk.report());
+    println!("step:  {rs}\nchunk: {rc}");
+    assert_eq!(
+        (rs.classes_captured, rc.classes_captured),
+        (1, 1),
+        "same catalog at both clocks"
+    );
+    assert_eq!(rs.replays, CHUNKS * STEPS as u64 - 1);
+    assert_eq!(rc.replays, CHUNKS - 1);
+    assert_eq!((rs.graph_nodes, rc.graph_nodes), (2, 2 * STEPS));
+    // Steady state: n_steps host graph launches per chunk at step granularity, one at chunk.
+    // (the first chunk replays STEPS - 1 steps after the probe of its first step)
+    assert_eq!((rs.replays - (STEPS as u64 - 1)) / (CHUNKS - 1), STEPS as u64);
+}
+
+both!(step_and_chunk_granularity_agree);

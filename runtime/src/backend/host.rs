@@ -70,6 +70,9 @@ pub struct HostBackend {
     counter: Arc<MemCounter>,
     tape: Mutex<Option<Vec<TapeOp>>>,
     launches: AtomicU64,
+    /// Kernels "loaded" (preloaded or launched eagerly once). As on CUDA, the first use of a
+    /// kernel inside a capture is refused, so code that captures on Host captures on CUDA.
+    loaded: Mutex<std::collections::HashSet<&'static str>>,
 }
 
 impl Default for HostBackend {
@@ -85,6 +88,7 @@ impl HostBackend {
             counter: Arc::default(),
             tape: Mutex::new(None),
             launches: AtomicU64::new(0),
+            loaded: Mutex::default(),
         }
     }
 
@@ -280,6 +284,17 @@ impl Backend for HostBackend {
 
     fn launch(&self, kernel: &'static KernelDef, dims: LaunchDims, args: &[Arg]) -> Result<()> {
         kernel.check_args(args)?;
+        {
+            let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+            if !loaded.contains(kernel.name) {
+                if self.is_capturing() {
+                    return Err(Error::Capturing(
+                        "first use of a kernel (call Backend::preload)",
+                    ));
+                }
+                loaded.insert(kernel.name);
+            }
+        }
         self.submit(TapeOp::Launch {
             kernel,
             dims,
@@ -370,7 +385,9 @@ impl Backend for HostBackend {
         }
     }
 
-    fn preload(&self, _kernels: &[&'static KernelDef]) -> Result<()> {
+    fn preload(&self, kernels: &[&'static KernelDef]) -> Result<()> {
+        let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        loaded.extend(kernels.iter().map(|k| k.name));
         Ok(())
     }
 
