@@ -1,6 +1,17 @@
 //! dcc-runtime: backends (CUDA via cudarc, Host twin), region arena, carry, exact-shape replay.
 //!
-//! This crate never depends on `dcc-compiler`.
+//! This crate never depends on `dcc-compiler`; generated code and this crate meet in
+//! [`contract`].
+//!
+//! * [`backend`]: the [`Backend`] trait, [`backend::HostBackend`] (CPU twin, launch tapes as
+//!   graphs) and [`backend::CudaBackend`] (cudarc: driver, NVRTC, cuBLAS), the memory ledger.
+//! * [`arena`]: one allocation per session laid out by an [`contract::ArenaLayout`].
+//! * [`carry`]: retention written back in place (paper eq. 2) and the shadow auditor.
+//! * [`replay`]: `ExactShapeReplay`, one graph per exact catalog signature, fail-closed.
+//! * [`rng`]: device Philox state in device memory; observable host randomness.
+//! * [`session`]: N sessions over one binding; switching restores state into bound addresses.
+//!
+//! Kernels (CUDA C + host twins) live in `dcc-kernels`, re-exported as [`kernels`].
 
 pub mod arena;
 pub mod backend;
