@@ -744,7 +744,10 @@ fn step_and_chunk_granularity_agree(b: Arc<dyn Backend>) {
     assert_eq!((rs.graph_nodes, rc.graph_nodes), (2, 2 * STEPS));
     // Steady state: n_steps host graph launches per chunk at step granularity, one at chunk.
     // (the first chunk replays STEPS - 1 steps after the probe of its first step)
-    assert_eq!((rs.replays - (STEPS as u64 - 1)) / (CHUNKS - 1), STEPS as u64);
+    assert_eq!(
+        (rs.replays - (STEPS as u64 - 1)) / (CHUNKS - 1),
+        STEPS as u64
+    );
 }
 
 both!(step_and_chunk_granularity_agree);
