@@ -219,14 +219,26 @@ impl Diagnostic {
             Severity::Error => Level::ERROR,
             Severity::Warning => Level::WARNING,
         };
-        let text = source.text.as_str();
+        let full = source.text.as_str();
         let path = source.path.display().to_string();
+        // Render only the lines the spans touch (keeps rendering O(excerpt), not O(file)).
+        let mut lo = clamp_to_boundary(full, self.span.start);
+        let mut hi = clamp_to_boundary(full, self.span.end.max(self.span.start));
+        for l in &self.secondary {
+            lo = lo.min(clamp_to_boundary(full, l.span.start));
+            hi = hi.max(clamp_to_boundary(full, l.span.end.max(l.span.start)));
+        }
+        let line_lo = full[..lo].rfind('\n').map(|i| i + 1).unwrap_or(0);
+        let line_hi = full[hi..].find('\n').map(|i| hi + i).unwrap_or(full.len());
+        let text = &full[line_lo..line_hi];
+        let line_start = full[..line_lo].bytes().filter(|b| *b == b'\n').count() + 1;
         let fix = |s: Span| -> std::ops::Range<usize> {
-            let a = clamp_to_boundary(text, s.start);
-            let b = clamp_to_boundary(text, s.end.max(s.start)).max(a);
-            a..b
+            let a = clamp_to_boundary(full, s.start).clamp(line_lo, line_hi) - line_lo;
+            let b = clamp_to_boundary(full, s.end.max(s.start)).clamp(line_lo, line_hi) - line_lo;
+            a..b.max(a)
         };
         let mut snippet = Snippet::source(text)
+            .line_start(line_start)
             .path(path.as_str())
             .fold(true)
             .annotation(
@@ -252,6 +264,9 @@ impl Diagnostic {
         Renderer::plain().render(&report).to_string()
     }
 }
+
+/// Most diagnostics rendered (and kept) per file; the rest are counted.
+pub const MAX_RENDERED: usize = 50;
 
 /// Several diagnostics about one source file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -285,9 +300,15 @@ impl Diagnostics {
     /// Render all items, each followed by a blank line, then a summary line when there are errors.
     pub fn render(&self) -> String {
         let mut out = String::new();
-        for d in &self.items {
+        for d in self.items.iter().take(MAX_RENDERED) {
             out.push_str(&d.render(&self.source));
             out.push_str("\n\n");
+        }
+        if self.items.len() > MAX_RENDERED {
+            out.push_str(&format!(
+                "note: {} more diagnostics not shown\n\n",
+                self.items.len() - MAX_RENDERED
+            ));
         }
         let n = self.error_count();
         if n > 0 {
@@ -310,6 +331,7 @@ impl Diagnostics {
     pub fn to_json(&self) -> Vec<serde_json::Value> {
         self.items
             .iter()
+            .take(MAX_RENDERED)
             .map(|d| {
                 let (line, column) = self.source.line_col(d.span.start);
                 serde_json::json!({

@@ -16,6 +16,11 @@ pub fn validate(spec: &Spec) -> Vec<Diagnostic> {
     let mut v = V {
         spec,
         diags: Vec::new(),
+        qset: spec
+            .quantities
+            .iter()
+            .map(|q| q.name.value.as_str())
+            .collect(),
     };
     v.duplicates();
     v.clocks();
@@ -41,6 +46,8 @@ pub fn validate(spec: &Spec) -> Vec<Diagnostic> {
 struct V<'s> {
     spec: &'s Spec,
     diags: Vec<Diagnostic>,
+    /// Declared quantity names, for O(1) lookups.
+    qset: std::collections::HashSet<&'s str>,
 }
 
 fn undefined(kind: &str, name: &Ident, known: &[&str], declare_under: &str) -> Diagnostic {
@@ -50,9 +57,16 @@ fn undefined(kind: &str, name: &Ident, known: &[&str], declare_under: &str) -> D
         format!("{kind} `{}` is not declared", name.value),
     )
     .label(format!("unknown {kind}"));
-    d = match suggest(&name.value, known) {
+    let hint = if known.len() <= 500 {
+        suggest(&name.value, known)
+    } else {
+        None
+    };
+    d = match hint {
         Some(s) => d.help(format!("did you mean `{s}`?")),
-        None if known.is_empty() => d.help(format!("declare it under `{declare_under}:`")),
+        None if known.is_empty() || known.len() > 12 => {
+            d.help(format!("declare it under `{declare_under}:`"))
+        }
         None => d.help(format!(
             "declare it under `{declare_under}:`, or use one of: {}",
             known.join(", ")
@@ -131,9 +145,13 @@ impl<'s> V<'s> {
     /// Check every name in `e` is a quantity; `extent(r)` only where allowed (`extent_ok`), and
     /// only for regions in `readable`.
     fn expr_names(&mut self, e: &Expr, extent_ok: bool, readable: &[&str]) {
-        let known = self.quantity_names();
         for (n, span) in e.names() {
-            if !known.contains(&n) {
+            if !self.qset.contains(n) {
+                let known = if self.qset.len() <= 500 {
+                    self.quantity_names()
+                } else {
+                    Vec::new()
+                };
                 let id = Spanned::new(n.to_string(), span);
                 self.diags
                     .push(undefined("quantity", &id, &known, "quantities"));
@@ -325,9 +343,14 @@ impl<'s> V<'s> {
         let qs = &self.spec.quantities;
         let mut g: DiGraph<usize, Span> = DiGraph::new();
         let idx: Vec<NodeIndex> = (0..qs.len()).map(|i| g.add_node(i)).collect();
+        let pos: HashMap<&str, usize> = qs
+            .iter()
+            .enumerate()
+            .map(|(i, q)| (q.name.value.as_str(), i))
+            .collect();
         for (i, q) in qs.iter().enumerate() {
             for (n, span) in q.expr.names() {
-                if let Some(j) = qs.iter().position(|p| p.name.value == n) {
+                if let Some(&j) = pos.get(n) {
                     g.add_edge(idx[i], idx[j], span);
                 }
             }

@@ -111,3 +111,20 @@ fn many_quantities_chain_does_not_overflow_the_stack() {
     let c = check_source("chain.yaml", &text).expect("valid chain");
     assert_eq!(c.derived.quantity("q4999"), Some(5000));
 }
+
+#[test]
+fn thousands_of_errors_render_fast() {
+    let mut text = String::from("family: t\nclocks: {f: base}\nquantities:\n");
+    let mut i = 0;
+    while text.len() < 1_000_000 {
+        text.push_str(&format!("  q{i}: undefined_{i} + 1\n"));
+        i += 1;
+    }
+    text.push_str("regions: {}\ncallables: {}\n");
+    let t = Instant::now();
+    let d = rejected("many.yaml", &text);
+    let r = d.render();
+    let _ = d.to_json();
+    assert!(r.contains("more diagnostics not shown"));
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+}

@@ -148,7 +148,7 @@ impl<'s> Deriver<'s> {
 
     fn push(&mut self, mut d: Diagnostic) {
         d.message.push_str(&self.at());
-        if !self.diags.contains(&d) {
+        if self.diags.len() < 1000 && !self.diags.contains(&d) {
             self.diags.push(d);
         }
     }
@@ -221,10 +221,15 @@ impl<'s> Deriver<'s> {
             .iter()
             .map(|q| (&q.name, &q.expr))
             .collect();
+        let pos: HashMap<&str, usize> = defs
+            .iter()
+            .enumerate()
+            .map(|(i, (n, _))| (n.value.as_str(), i))
+            .collect();
         if let Some(op) = self.op {
             for o in &op.overrides {
-                if let Some(slot) = defs.iter_mut().find(|(n, _)| n.value == o.name.value) {
-                    slot.1 = &o.expr;
+                if let Some(&i) = pos.get(o.name.value.as_str()) {
+                    defs[i].1 = &o.expr;
                 }
             }
         }
@@ -232,7 +237,7 @@ impl<'s> Deriver<'s> {
         let idx: Vec<NodeIndex> = (0..defs.len()).map(|i| g.add_node(i)).collect();
         for (i, (_, e)) in defs.iter().enumerate() {
             for (n, _) in e.names() {
-                if let Some(j) = defs.iter().position(|(m, _)| m.value == n) {
+                if let Some(&j) = pos.get(n) {
                     // j must be evaluated before i.
                     g.add_edge(idx[j], idx[i], ());
                 }

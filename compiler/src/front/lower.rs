@@ -116,6 +116,7 @@ impl<'t> Lower<'t> {
             return None;
         };
         let mut out: Vec<(&'a str, &'a Node, &'a Node)> = Vec::new();
+        let mut seen: std::collections::HashMap<&'a str, usize> = std::collections::HashMap::new();
         for (k, v) in items {
             let NodeKind::Scalar { text, .. } = &k.kind else {
                 self.wrong_type(
@@ -125,7 +126,7 @@ impl<'t> Lower<'t> {
                 );
                 continue;
             };
-            if let Some((_, first, _)) = out.iter().find(|(name, _, _)| *name == text.as_str()) {
+            if let Some((_, first, _)) = seen.get(text.as_str()).and_then(|i| out.get(*i)) {
                 self.diags.push(
                     Diagnostic::error(
                         Code::DuplicateKey,
@@ -140,6 +141,7 @@ impl<'t> Lower<'t> {
                 );
                 continue;
             }
+            seen.insert(text.as_str(), out.len());
             out.push((text.as_str(), k, v));
         }
         Some(out)

@@ -70,18 +70,24 @@ fn is_null(text: &str) -> bool {
 /// Maps character offsets to byte offsets when the parser reports only characters.
 struct Offsets<'a> {
     text: &'a str,
+    /// Byte offset of every char (only for non-ASCII text; ASCII maps 1:1).
+    table: Option<Vec<usize>>,
 }
 
-impl Offsets<'_> {
+impl<'a> Offsets<'a> {
+    fn new(text: &'a str) -> Self {
+        let table = (!text.is_ascii()).then(|| text.char_indices().map(|(b, _)| b).collect());
+        Offsets { text, table }
+    }
+
     fn byte(&self, m: &serde_saphyr::granit_parser::Marker) -> usize {
         if let Some(b) = m.byte_offset() {
             return b.min(self.text.len());
         }
-        self.text
-            .char_indices()
-            .nth(m.index())
-            .map(|(b, _)| b)
-            .unwrap_or(self.text.len())
+        match &self.table {
+            None => m.index().min(self.text.len()),
+            Some(t) => t.get(m.index()).copied().unwrap_or(self.text.len()),
+        }
     }
 }
 
@@ -102,7 +108,7 @@ pub fn parse(text: &str) -> Result<Option<Node>, Vec<Diagnostic>> {
     opts.block_nesting_limit = MAX_DEPTH + 4;
     opts.flow_nesting_limit = MAX_DEPTH + 4;
     let parser = Parser::new_from_str_with_options(text, opts);
-    let off = Offsets { text };
+    let off = Offsets::new(text);
     let mut stack: Vec<Frame> = Vec::new();
     let mut root: Option<Node> = None;
     let mut docs = 0usize;
