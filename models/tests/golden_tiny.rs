@@ -8,7 +8,8 @@
 use std::path::PathBuf;
 
 use dcc_models::token2wav::{
-    Flow, FlowConfig, Retention, RetentionOrder, SolverParams, WeightStore,
+    DeviceFlow, DeviceLimits, Flow, FlowConfig, Retention, RetentionOrder, SolverParams,
+    WeightStore,
 };
 use safetensors::{Dtype, SafeTensors};
 
@@ -186,4 +187,68 @@ fn golden_tiny_both_retentions() {
         }
     }
     assert_eq!(Retention::vendor(1, 1).order, RetentionOrder::Vendor);
+}
+
+/// The same stream through the runtime's Host backend (every op a registered kernel launch or a
+/// `Backend::gemm`, caches in fixed device buffers, retention by the carry kernels): within
+/// tolerance of the vendor, and bit-identical to the slice port.
+#[test]
+fn golden_tiny_host_backend_both_retentions() {
+    let ws = WeightStore::load(dir().join("weights.safetensors")).unwrap();
+    let flow = Flow::from_store(&ws).unwrap();
+    let solver = SolverParams::default();
+    for (file, retention) in [
+        ("io.safetensors", Retention::paper(PROMPT_FRAMES, RETAINED)),
+        (
+            "io_vendor_retention.safetensors",
+            Retention::vendor(PROMPT_FRAMES, RETAINED),
+        ),
+    ] {
+        let io = load_io(file);
+        let limits = DeviceLimits {
+            max_call_tokens: PROMPT_TOKENS + LOOKAHEAD,
+            retention,
+        };
+        let dev = DeviceFlow::new(dcc_runtime::backend::host(), &flow, limits).unwrap();
+        let mut st = dev.new_state(solver).unwrap();
+        let mut prompt = io.prompt_tokens.clone();
+        prompt.extend_from_slice(&io.prompt_tokens[..LOOKAHEAD]);
+        let t0 = std::time::Instant::now();
+        dev.setup_cache(&mut st, &prompt, &io.prompt_mel, &io.spk)
+            .unwrap();
+        assert_eq!(st.estimator_extent(), PROMPT_FRAMES);
+        // the slice port, for the bitwise comparison
+        let mut cache = flow
+            .setup_cache(&prompt, &io.prompt_mel, &io.spk, &solver)
+            .unwrap();
+        for i in 0..CHUNKS {
+            let toks = &io.stream_tokens[i * CHUNK..i * CHUNK + CHUNK + LOOKAHEAD];
+            let feat = dev.inference_chunk(&mut st, toks, &io.spk, false).unwrap();
+            let want = flow
+                .inference_chunk(toks, &io.spk, &mut cache, false, &solver)
+                .unwrap();
+            cache.retain(flow.config(), &retention);
+            assert_eq!(
+                st.estimator_extent(),
+                io.extents[i],
+                "chunk {i}: estimator extent"
+            );
+            let e = rel_l2(&feat, &io.feats[i]);
+            let same = feat
+                .iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits());
+            println!(
+                "host backend, {:?} retention, chunk {i}: rel-L2 {e:.3e}, bit-identical to the slice port: {same}",
+                retention.order
+            );
+            assert!(e < TOLERANCE, "chunk {i}: rel-L2 {e:.3e}");
+            assert!(same, "chunk {i}: host backend differs from the slice port");
+        }
+        println!(
+            "host backend, {:?}: {:.1} s",
+            retention.order,
+            t0.elapsed().as_secs_f64()
+        );
+    }
 }

@@ -8,29 +8,29 @@ use super::layers::{Conv1d, LayerNorm, Linear};
 use super::weights::WeightStore;
 
 /// Non-affine LayerNorms of the block (norm1/2/3, norm_final).
-const ADALN_EPS: f32 = 1e-6;
+pub(crate) const ADALN_EPS: f32 = 1e-6;
 /// q/k LayerNorm and the conv block's LayerNorm (torch default).
 const NORM_EPS: f32 = 1e-5;
 /// Causal conv kernel of `CausalConvBlock` (cache = `CONV_K − 1` rows per conv).
 pub const CONV_K: usize = 3;
 /// `TimestepEmbedder.scale` and `max_period`.
-const T_SCALE: f32 = 1000.0;
-const MAX_PERIOD: f32 = 10000.0;
+pub(crate) const T_SCALE: f32 = 1000.0;
+pub(crate) const MAX_PERIOD: f32 = 10000.0;
 
 #[derive(Clone, Debug)]
-struct Block {
-    ada: Linear,
-    q: Linear,
-    k: Linear,
-    v: Linear,
-    q_norm: LayerNorm,
-    k_norm: LayerNorm,
-    proj: Linear,
-    conv1: Conv1d,
-    conv_norm: LayerNorm,
-    conv2: Conv1d,
-    fc1: Linear,
-    fc2: Linear,
+pub(crate) struct Block {
+    pub(crate) ada: Linear,
+    pub(crate) q: Linear,
+    pub(crate) k: Linear,
+    pub(crate) v: Linear,
+    pub(crate) q_norm: LayerNorm,
+    pub(crate) k_norm: LayerNorm,
+    pub(crate) proj: Linear,
+    pub(crate) conv1: Conv1d,
+    pub(crate) conv_norm: LayerNorm,
+    pub(crate) conv2: Conv1d,
+    pub(crate) fc1: Linear,
+    pub(crate) fc2: Linear,
 }
 
 impl Block {
@@ -56,13 +56,13 @@ impl Block {
 /// The estimator's weights.
 #[derive(Clone, Debug)]
 pub struct Dit {
-    cfg: DitConfig,
-    t_mlp0: Linear,
-    t_mlp2: Linear,
-    in_proj: Linear,
-    blocks: Vec<Block>,
-    final_ada: Linear,
-    final_linear: Linear,
+    pub(crate) cfg: DitConfig,
+    pub(crate) t_mlp0: Linear,
+    pub(crate) t_mlp2: Linear,
+    pub(crate) in_proj: Linear,
+    pub(crate) blocks: Vec<Block>,
+    pub(crate) final_ada: Linear,
+    pub(crate) final_linear: Linear,
 }
 
 /// Per-layer views of one solver step's estimator state for a CFG batch of `batch` rows.

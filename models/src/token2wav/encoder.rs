@@ -12,23 +12,23 @@ const EMBED_EPS: f32 = 1e-5;
 /// LayerNorm eps inside `ConformerEncoderLayer`.
 const LAYER_EPS: f32 = 1e-12;
 /// Pre-lookahead conv2 kernel (its causal cache is `CONV2_K − 1` rows).
-const CONV2_K: usize = 3;
+pub(crate) const CONV2_K: usize = 3;
 
 /// `RelPositionMultiHeadedAttention` + `PositionwiseFeedForward` (SiLU), pre-norm, no macaron,
 /// no conv module.
 #[derive(Clone, Debug)]
-struct ConformerLayer {
-    norm_mha: LayerNorm,
-    q: Linear,
-    k: Linear,
-    v: Linear,
-    out: Linear,
-    pos: Linear,
-    pos_bias_u: Vec<f32>,
-    pos_bias_v: Vec<f32>,
-    norm_ff: LayerNorm,
-    w1: Linear,
-    w2: Linear,
+pub(crate) struct ConformerLayer {
+    pub(crate) norm_mha: LayerNorm,
+    pub(crate) q: Linear,
+    pub(crate) k: Linear,
+    pub(crate) v: Linear,
+    pub(crate) out: Linear,
+    pub(crate) pos: Linear,
+    pub(crate) pos_bias_u: Vec<f32>,
+    pub(crate) pos_bias_v: Vec<f32>,
+    pub(crate) norm_ff: LayerNorm,
+    pub(crate) w1: Linear,
+    pub(crate) w2: Linear,
 }
 
 impl ConformerLayer {
@@ -129,10 +129,10 @@ impl ConformerLayer {
 
 /// `LinearNoSubsampling` + the positional-encoding input scale: `x ← LN(x·Wᵀ + b) · √dim`.
 #[derive(Clone, Debug)]
-struct Embed {
-    lin: Linear,
-    norm: LayerNorm,
-    xscale: f32,
+pub(crate) struct Embed {
+    pub(crate) lin: Linear,
+    pub(crate) norm: LayerNorm,
+    pub(crate) xscale: f32,
 }
 
 impl Embed {
@@ -155,15 +155,15 @@ impl Embed {
 /// The encoder's weights.
 #[derive(Clone, Debug)]
 pub struct Encoder {
-    cfg: EncoderConfig,
-    embed: Embed,
-    pre_conv1: Conv1d,
-    pre_conv2: Conv1d,
-    encoders: Vec<ConformerLayer>,
-    up_conv: Conv1d,
-    up_embed: Embed,
-    up_encoders: Vec<ConformerLayer>,
-    after_norm: LayerNorm,
+    pub(crate) cfg: EncoderConfig,
+    pub(crate) embed: Embed,
+    pub(crate) pre_conv1: Conv1d,
+    pub(crate) pre_conv2: Conv1d,
+    pub(crate) encoders: Vec<ConformerLayer>,
+    pub(crate) up_conv: Conv1d,
+    pub(crate) up_embed: Embed,
+    pub(crate) up_encoders: Vec<ConformerLayer>,
+    pub(crate) after_norm: LayerNorm,
 }
 
 /// The encoder's streaming state (the vendor's `conformer_cnn_cache` / `conformer_att_cache`).

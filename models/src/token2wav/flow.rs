@@ -99,15 +99,15 @@ impl FlowCache {
 /// The loaded flow.
 #[derive(Clone, Debug)]
 pub struct Flow {
-    cfg: FlowConfig,
-    embedding: Vec<f32>,
-    spk_affine: Linear,
-    encoder: Encoder,
-    encoder_proj: Linear,
-    dit: Dit,
+    pub(crate) cfg: FlowConfig,
+    pub(crate) embedding: Vec<f32>,
+    pub(crate) spk_affine: Linear,
+    pub(crate) encoder: Encoder,
+    pub(crate) encoder_proj: Linear,
+    pub(crate) dit: Dit,
     /// `decoder.rand_noise` `[mel, noise_frames]`.
-    noise: Vec<f32>,
-    noise_frames: usize,
+    pub(crate) noise: Vec<f32>,
+    pub(crate) noise_frames: usize,
 }
 
 impl Flow {

@@ -18,6 +18,7 @@
 //! ```
 
 mod config;
+mod device;
 mod dit;
 mod encoder;
 mod flow;
@@ -26,6 +27,7 @@ mod retention;
 mod weights;
 
 pub use config::{DitConfig, EncoderConfig, FlowConfig};
+pub use device::{DeviceFlow, DeviceLimits, DeviceState};
 pub use encoder::ConformerCache;
 pub use flow::{EstimatorCache, Flow, FlowCache, SolverParams, cosine_t_span};
 pub use retention::{Retention, RetentionOrder, Segments};
@@ -50,6 +52,14 @@ pub enum FlowError {
     Config(String),
     /// An input has the wrong length or an out-of-range value.
     Input(String),
+    /// The runtime backend refused an operation.
+    Device(String),
+}
+
+impl From<dcc_runtime::Error> for FlowError {
+    fn from(e: dcc_runtime::Error) -> Self {
+        FlowError::Device(e.to_string())
+    }
 }
 
 impl fmt::Display for FlowError {
@@ -70,6 +80,7 @@ impl fmt::Display for FlowError {
             }
             FlowError::Config(s) => write!(f, "unsupported weights: {s}"),
             FlowError::Input(s) => write!(f, "bad input: {s}"),
+            FlowError::Device(s) => write!(f, "device: {s}"),
         }
     }
 }
