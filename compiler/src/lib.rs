@@ -14,6 +14,7 @@
 //! [`Checked`]: the IR, the derived values at the base operating point and at every declared
 //! operating point, warnings, and the spec's SHA-256.
 
+pub mod back;
 pub mod derive;
 pub mod diag;
 pub mod expr;
@@ -26,6 +27,7 @@ pub mod validate;
 use std::path::Path;
 use std::sync::Arc;
 
+pub use back::{CompileError, Config, GenError, GenOptions, generate, generate_with};
 pub use derive::types::*;
 pub use diag::{Code, Diagnostic, Diagnostics, Severity, SourceFile};
 

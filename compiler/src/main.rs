@@ -1,4 +1,4 @@
-//! `dcc`: check native-clock contracts.
+//! `dcc`: check native-clock contracts and compile them to Rust.
 //!
 //! Exit codes: 0 clean, 1 errors in a spec, 2 usage or I/O error.
 
@@ -32,6 +32,14 @@ enum Cmd {
         /// Output format: a readable report, or one JSON object per spec (one per line).
         #[arg(long, value_enum, default_value = "text")]
         format: Format,
+    },
+    /// Generate the Rust module of a spec (`@generated`, deterministic byte for byte).
+    Compile {
+        /// Spec file (YAML).
+        spec: PathBuf,
+        /// Output file; `-` or absent writes to stdout.
+        #[arg(short = 'o', long = "out")]
+        out: Option<PathBuf>,
     },
     /// Print the region/callable/clock graph of a spec as Graphviz DOT.
     Graph {
@@ -88,6 +96,43 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Cmd::Compile {
+            spec,
+            out: out_path,
+        } => match load_file(&spec) {
+            Ok(c) => match dcc_compiler::generate(&c) {
+                Ok(files) => {
+                    let text: String = files.into_values().collect();
+                    let written = match out_path.as_deref() {
+                        Some(p) if p != std::path::Path::new("-") => {
+                            dcc_compiler::back::write_if_changed(p, &text).map(|_| ())
+                        }
+                        _ => out.write_all(text.as_bytes()).map_err(|error| {
+                            dcc_compiler::CompileError::Io {
+                                path: "<stdout>".into(),
+                                error,
+                            }
+                        }),
+                    };
+                    if let Err(e) = written {
+                        eprintln!("error: {e}");
+                        code = 2;
+                    }
+                }
+                Err(e) => {
+                    eprintln!("error: {}: {e}", spec.display());
+                    code = 1;
+                }
+            },
+            Err(LoadError::Spec(d)) => {
+                eprint!("{}", d.render());
+                code = 1;
+            }
+            Err(e @ LoadError::Io { .. }) => {
+                eprintln!("{e}");
+                code = 2;
+            }
+        },
         Cmd::Graph { spec } => match load_file(&spec) {
             Ok(c) => {
                 if out

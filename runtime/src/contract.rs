@@ -14,6 +14,8 @@ pub enum DType {
     I32,
     I64,
     U8,
+    /// Boolean masks, one byte per element.
+    Bool,
 }
 
 impl DType {
@@ -23,7 +25,7 @@ impl DType {
             DType::F32 | DType::I32 => 4,
             DType::F16 | DType::BF16 => 2,
             DType::I64 => 8,
-            DType::U8 => 1,
+            DType::U8 | DType::Bool => 1,
         }
     }
 
@@ -36,6 +38,7 @@ impl DType {
             DType::I32 => "i32",
             DType::I64 => "i64",
             DType::U8 => "u8",
+            DType::Bool => "bool",
         }
     }
 }
@@ -56,6 +59,26 @@ impl Element for i64 {
 impl Element for u8 {
     const DTYPE: DType = DType::U8;
 }
+impl Element for bool {
+    const DTYPE: DType = DType::Bool;
+}
+
+/// IEEE 754 binary16 storage element (bits only; the host never does arithmetic on it).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[repr(transparent)]
+pub struct F16(pub u16);
+
+/// bfloat16 storage element (bits only; the host never does arithmetic on it).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+#[repr(transparent)]
+pub struct Bf16(pub u16);
+
+impl Element for F16 {
+    const DTYPE: DType = DType::F16;
+}
+impl Element for Bf16 {
+    const DTYPE: DType = DType::BF16;
+}
 
 /// Lifetime of a region (Definition 1, ℓ_r).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -65,6 +88,30 @@ pub enum Lifetime {
     Turn,
     Session,
     Process,
+}
+
+/// Mutability class of a region (Definition 1, μ_r).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Mutability {
+    /// Never written after initialization.
+    Immutable,
+    /// Shared across turns, copied before the first write of a turn.
+    CopyOnWrite,
+    /// Written in place by callables (the carry).
+    Mutable,
+    /// Contents meaningless between calls (solver workspace).
+    Scratch,
+}
+
+/// Physical placement of a region (Definition 1, p_r).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Placement {
+    /// In the session arena at a fixed offset ([`RegionLayout::OFFSET`]).
+    Arena,
+    /// Its own device allocation (address-stable, contract-owned); not in the arena.
+    Device,
+    /// Host memory; not in the arena, never aliased by a captured graph.
+    Host,
 }
 
 /// Order in which a prompt + retained-history cache stores its frames.
@@ -116,6 +163,15 @@ pub trait RegionLayout {
     const OFFSET: usize;
     /// Attended extent along the frame clock (what consumers read).
     const ATTENDED: usize;
+    /// The attended extents a consumer can see, ascending (the region's catalog 𝓛_r); empty when
+    /// the catalog is wider than the spec's capture limit.
+    const CATALOG: &'static [usize];
+    const LIFETIME: Lifetime;
+    const MUTABILITY: Mutability;
+    const PLACEMENT: Placement;
+    const ORDER: Option<CacheOrder>;
+    /// The same description as data (the entry of [`ArenaLayout::regions`] for arena regions).
+    const INFO: RegionInfo;
 }
 
 /// One region of an arena, as data.
@@ -131,6 +187,20 @@ pub struct RegionInfo {
     pub attended: usize,
     pub lifetime: Lifetime,
     pub order: Option<CacheOrder>,
+}
+
+/// A device-resident constant (trivial clock, process lifetime, immutable), as data.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ConstantInfo {
+    pub name: &'static str,
+    pub dtype: DType,
+    pub dims: &'static [usize],
+    pub bytes: usize,
+}
+
+/// `n` rounded up to a multiple of `align` (a power of two); used by generated arena layouts.
+pub const fn align_up(n: usize, align: usize) -> usize {
+    n.div_ceil(align) * align
 }
 
 /// Layout of a whole session: one allocation, every region at a fixed, aligned offset.
@@ -168,6 +238,9 @@ pub struct Signature {
     /// Attended extent (frames) that specializes this class.
     pub attended: usize,
     pub inputs: &'static [TensorSig],
+    /// Scalar arguments that specialize the class. Generated catalogs put here the attended
+    /// extent of every varying region the callable reads, in read order (e.g. the carry extent,
+    /// which is also the noise-table offset of the Token2Wav flow); empty when nothing varies.
     pub scalars: &'static [i64],
 }
 
@@ -194,5 +267,188 @@ pub trait NativeClock {
 
     fn callable(name: &str) -> Option<&'static CallableInfo> {
         Self::CALLABLES.iter().find(|c| c.name == name)
+    }
+
+    /// The spec file the contract was generated from, as given to the generator (relative).
+    const SPEC_PATH: &'static str = "";
+
+    /// The admission predicate of `callable` for a call advancing `f` frames (`f <= f_chunk`);
+    /// `None` for an unknown callable. Generated code also exposes each predicate as a
+    /// `const fn <callable>_admit(f: usize) -> bool`.
+    fn admit(callable: &str, f: usize) -> Option<bool> {
+        let _ = (callable, f);
+        None
+    }
+
+    /// Checks the spec fingerprint at start-up: `spec_text` must hash to [`Self::SPEC_SHA256`].
+    fn verify_spec(spec_text: &[u8]) -> Result<(), FingerprintMismatch> {
+        let actual = crate::sha256_hex(spec_text);
+        if actual == Self::SPEC_SHA256 {
+            Ok(())
+        } else {
+            Err(FingerprintMismatch {
+                family: Self::FAMILY,
+                expected: Self::SPEC_SHA256,
+                actual,
+            })
+        }
+    }
+}
+
+/// The spec on disk is not the one the contract was generated from: regenerate.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FingerprintMismatch {
+    pub family: &'static str,
+    pub expected: &'static str,
+    pub actual: String,
+}
+
+impl std::fmt::Display for FingerprintMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "spec of contract `{}` has sha256 {} but the code was generated from {}; regenerate it \
+             (`dcc compile`) and rebuild",
+            self.family, self.actual, self.expected
+        )
+    }
+}
+
+impl std::error::Error for FingerprintMismatch {}
+
+// ---------------------------------------------------------------------------------------------
+// Typed region buffers and adapters (`#[native_clock]`)
+// ---------------------------------------------------------------------------------------------
+
+/// A typed handle to one contract region: exactly `N` elements of `T` at a fixed device
+/// address. The element type and count are part of the type, so binding a buffer of the wrong
+/// type or size to a region is a compile error (generated modules name the right one, e.g.
+/// `token2wav::CarryBuf`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct RegionBuf<T: Element, const N: usize> {
+    ptr: crate::DevPtr,
+    _elem: core::marker::PhantomData<T>,
+}
+
+impl<T: Element, const N: usize> RegionBuf<T, N> {
+    /// Elements the region holds.
+    pub const ELEMS: usize = N;
+    /// Bytes the region holds (β × N).
+    pub const BYTES: usize = N * T::DTYPE.size();
+
+    /// The handle for the region `L` names in an arena whose first byte is at `base`.
+    /// `L` must describe exactly this buffer type (checked at compile time).
+    pub const fn at<L: RegionLayout<Elem = T>>(base: crate::DevPtr) -> Self {
+        const {
+            assert!(
+                L::ELEMS == N,
+                "RegionBuf<T, N>::at::<L>: N differs from L::ELEMS"
+            )
+        };
+        RegionBuf {
+            ptr: base.offset(L::OFFSET),
+            _elem: core::marker::PhantomData,
+        }
+    }
+
+    /// The handle for region `name` of `arena`, checked against the arena's layout: the dtype
+    /// and element count must match this type.
+    pub fn bind(arena: &crate::arena::Arena, name: &str) -> crate::Result<Self> {
+        let r = arena.region(name)?;
+        if r.info.dtype != T::DTYPE || r.info.elems != N {
+            return Err(crate::Error::Layout(format!(
+                "region `{name}` holds {} x {} but the buffer type is {} x {}",
+                r.info.elems,
+                r.info.dtype.name(),
+                N,
+                T::DTYPE.name()
+            )));
+        }
+        Ok(RegionBuf {
+            ptr: r.ptr,
+            _elem: core::marker::PhantomData,
+        })
+    }
+
+    /// Address of the region's first element.
+    pub const fn ptr(&self) -> crate::DevPtr {
+        self.ptr
+    }
+}
+
+/// Field types `#[region(name)]` may be bound to: the element type and count are static.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot be bound to a contract region",
+    label = "not a statically sized region buffer",
+    note = "bind regions to `dcc_runtime::contract::RegionBuf<T, N>` with the region's element \
+            type and count (generated modules name it, e.g. `CarryBuf`)"
+)]
+pub trait RegionField {
+    type Elem: Element;
+    const ELEMS: usize;
+}
+
+impl<T: Element, const N: usize> RegionField for RegionBuf<T, N> {
+    type Elem = T;
+    const ELEMS: usize = N;
+}
+
+/// An adapter field bound to a contract region by `#[region(name)]`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct RegionBinding {
+    /// The struct field.
+    pub field: &'static str,
+    pub region: &'static RegionInfo,
+}
+
+/// An adapter field bound to a callable by `#[callable(name)]` (or `#[callable(name, eager)]`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct CallableBinding {
+    /// The struct field.
+    pub field: &'static str,
+    pub callable: &'static CallableInfo,
+    /// Whether the field asks for capture (`false` for `#[callable(name, eager)]`).
+    pub capture: bool,
+}
+
+/// Implemented by `#[native_clock(spec = "...")]` for an adapter struct: which fields hold which
+/// regions and callables of the contract, with the generated layout and catalog.
+pub trait NativeClockAdapter {
+    /// The contract generated from the spec (the same code `dcc compile` emits).
+    type Contract: NativeClock;
+    /// The spec path as written in the attribute.
+    const SPEC_PATH: &'static str;
+    /// Region fields, in field order (every region of the contract, each exactly once).
+    const REGION_FIELDS: &'static [RegionBinding];
+    /// Callable fields, in field order (every callable of the contract, each exactly once).
+    const CALLABLE_FIELDS: &'static [CallableBinding];
+
+    /// The session arena layout.
+    fn arena() -> ArenaLayout {
+        Self::Contract::ARENA
+    }
+
+    /// The region bound to `field`.
+    fn region_of(field: &str) -> Option<&'static RegionInfo> {
+        Self::REGION_FIELDS
+            .iter()
+            .find(|b| b.field == field)
+            .map(|b| b.region)
+    }
+
+    /// The callable bound to `field`.
+    fn callable_of(field: &str) -> Option<&'static CallableInfo> {
+        Self::CALLABLE_FIELDS
+            .iter()
+            .find(|b| b.field == field)
+            .map(|b| b.callable)
+    }
+
+    /// The captured catalog of the callable bound to `field` (empty for eager bindings).
+    fn catalog_of(field: &str) -> Option<&'static [Signature]> {
+        Self::CALLABLE_FIELDS
+            .iter()
+            .find(|b| b.field == field)
+            .map(|b| if b.capture { b.callable.catalog } else { &[] })
     }
 }

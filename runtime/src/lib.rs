@@ -33,3 +33,18 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     let d = sha2::Sha256::digest(bytes);
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
+
+/// Includes the module a build script generated with `dcc_compiler::Config` for the spec of
+/// family `$family` (`$OUT_DIR/dcc/$family.rs`), like `prost`'s `include_proto!`:
+///
+/// ```ignore
+/// pub mod token2wav {
+///     dcc_runtime::include_contracts!("token2wav");
+/// }
+/// ```
+#[macro_export]
+macro_rules! include_contracts {
+    ($family:literal) => {
+        include!(concat!(env!("OUT_DIR"), "/dcc/", $family, ".rs"));
+    };
+}
