@@ -49,8 +49,8 @@ fn n(v: usize) -> Arg {
 pub struct DeviceLimits {
     /// Largest token count of one call, lookahead included (the prompt call: 151 + 3).
     pub max_call_tokens: usize,
-    /// The retention every session uses (fixes the carry capacity `L`).
-    pub retention: Retention,
+    /// Carry capacity `L` in frames: every session's `prompt + retained` must fit.
+    pub carry_frames: usize,
 }
 
 struct DLin {
@@ -165,6 +165,7 @@ pub struct DeviceFlow {
 /// One session's streaming state on the device.
 pub struct DeviceState {
     solver: SolverParams,
+    retention: Retention,
     est_carry: DeviceBuffer,
     est_cnn: DeviceBuffer,
     est_extent: usize,
@@ -194,12 +195,9 @@ impl DeviceFlow {
         let cfg = flow.cfg.clone();
         let e = &cfg.encoder;
         let d = &cfg.dit;
-        let r = limits.retention;
-        if !r.prompt_frames.is_multiple_of(e.up_stride)
-            || !r.retained_frames.is_multiple_of(e.up_stride)
-        {
+        if !limits.carry_frames.is_multiple_of(e.up_stride) {
             return Err(FlowError::Config(
-                "retention frames must be multiples of the upsampling stride".into(),
+                "carry frames must be a multiple of the upsampling stride".into(),
             ));
         }
         if d.head_dim > 128 || e.dim / e.heads > 128 {
@@ -209,7 +207,7 @@ impl DeviceFlow {
         }
         let t_tok_cap = limits.max_call_tokens + e.pre_lookahead;
         let t_up_cap = t_tok_cap * e.up_stride;
-        let l = r.limit();
+        let l = limits.carry_frames;
         let pe_size = l + t_up_cap;
         let bed = be.as_ref();
         let up = |v: &[f32]| -> Result<DeviceBuffer, FlowError> {
@@ -363,10 +361,27 @@ impl DeviceFlow {
         &self.cfg
     }
 
-    /// A fresh (unprimed) session state.
-    pub fn new_state(&self, solver: SolverParams) -> Result<DeviceState, FlowError> {
+    /// A fresh (unprimed) session state streaming under `retention`.
+    pub fn new_state(
+        &self,
+        solver: SolverParams,
+        retention: Retention,
+    ) -> Result<DeviceState, FlowError> {
         let (e, d) = (&self.cfg.encoder, &self.cfg.dit);
-        let l = self.limits.retention.limit();
+        let l = self.limits.carry_frames;
+        if retention.limit() > l {
+            return Err(FlowError::Input(format!(
+                "retention keeps {} frames, the carry holds {l}",
+                retention.limit()
+            )));
+        }
+        if !retention.prompt_frames.is_multiple_of(e.up_stride)
+            || !retention.retained_frames.is_multiple_of(e.up_stride)
+        {
+            return Err(FlowError::Input(
+                "retention frames must be multiples of the upsampling stride".into(),
+            ));
+        }
         let dk2 = 2 * (e.dim / e.heads);
         let be = self.be.as_ref();
         let alloc = |floats: usize| -> Result<DeviceBuffer, FlowError> {
@@ -374,6 +389,7 @@ impl DeviceFlow {
         };
         Ok(DeviceState {
             solver,
+            retention,
             est_carry: alloc(solver.n_steps * d.depth * CFG_BATCH * d.heads * l * 2 * d.head_dim)?,
             est_cnn: alloc(solver.n_steps * d.depth * CFG_BATCH * 2 * (CONV_K - 1) * d.hidden)?,
             est_extent: 0,
@@ -384,6 +400,30 @@ impl DeviceFlow {
             t_tok: 0,
             primed: false,
         })
+    }
+
+    /// A copy of `src` (device to device) that continues under `retention` (a session
+    /// snapshot; the retention must be valid for `src`'s current extents).
+    pub fn clone_state(
+        &self,
+        src: &DeviceState,
+        retention: Retention,
+    ) -> Result<DeviceState, FlowError> {
+        let mut st = self.new_state(src.solver, retention)?;
+        for (d, s) in [
+            (&st.est_carry, &src.est_carry),
+            (&st.est_cnn, &src.est_cnn),
+            (&st.enc_carry, &src.enc_carry),
+            (&st.up_carry, &src.up_carry),
+            (&st.pre_cnn, &src.pre_cnn),
+            (&st.up_cnn, &src.up_cnn),
+        ] {
+            self.be.dtod(d.ptr(), s.ptr(), s.bytes())?;
+        }
+        st.est_extent = src.est_extent;
+        st.t_tok = src.t_tok;
+        st.primed = src.primed;
+        Ok(st)
     }
 
     // ---- launch helpers ------------------------------------------------------------------
@@ -628,7 +668,7 @@ impl DeviceFlow {
                 c.vocab
             )));
         }
-        let r = self.limits.retention;
+        let r = st.retention;
         let w = &self.w;
         let t = tokens.len();
         self.be.upload(w.ids.ptr(), tokens)?;
@@ -675,12 +715,12 @@ impl DeviceFlow {
 
         // first conformer stack (token clock)
         let l_tok = st.t_tok;
-        let cap_tok = r.limit() / s;
+        let cap_tok = self.limits.carry_frames / s;
         let work_tok = cap_tok + self.t_tok_cap;
         let mut kept = 0;
         for (i, layer) in self.encoders.iter().enumerate() {
             let carry = at(&st.enc_carry, i * e.heads * cap_tok * 2 * (d / e.heads));
-            kept = self.conformer_layer(layer, tn, l_tok, carry, cap_tok, work_tok, s)?;
+            kept = self.conformer_layer(layer, tn, l_tok, carry, cap_tok, work_tok, s, &r)?;
         }
         let new_tok = if self.encoders.is_empty() {
             l_tok + tn
@@ -702,11 +742,11 @@ impl DeviceFlow {
         self.act(w.x.ptr(), tu * d, act::SCALE, self.up_embed.xscale)?;
 
         // second conformer stack (frame clock)
-        let cap_up = r.limit();
+        let cap_up = self.limits.carry_frames;
         let work_up = cap_up + self.t_up_cap;
         for (i, layer) in self.up_encoders.iter().enumerate() {
             let carry = at(&st.up_carry, i * e.heads * cap_up * 2 * (d / e.heads));
-            self.conformer_layer(layer, tu, l_tok * s, carry, cap_up, work_up, 1)?;
+            self.conformer_layer(layer, tu, l_tok * s, carry, cap_up, work_up, 1, &r)?;
         }
         st.t_tok = new_tok;
         self.norm(&self.after_norm, tu, d, w.x.ptr(), w.a.ptr())?;
@@ -727,13 +767,13 @@ impl DeviceFlow {
         cap: usize,
         work: usize,
         div: usize,
+        r: &Retention,
     ) -> Result<usize, FlowError> {
         let e = &self.cfg.encoder;
         let (d, h) = (e.dim, e.heads);
         let dk = d / h;
         let w = &self.w;
         let tk = l + t;
-        let r = self.limits.retention;
         self.norm(&ly.norm_mha, t, d, w.x.ptr(), w.xn.ptr())?;
         self.lin(&ly.q, t, w.xn.ptr(), w.q.ptr())?;
         self.lin(&ly.k, t, w.xn.ptr(), w.k.ptr())?;
@@ -816,7 +856,7 @@ impl DeviceFlow {
                 mel.len()
             )));
         }
-        let fresh = self.new_state(st.solver)?;
+        let fresh = self.new_state(st.solver, st.retention)?;
         *st = fresh;
         let spk = self.speaker(spk)?;
         let frames = self.encode(st, tokens, false)?;
@@ -872,8 +912,8 @@ impl DeviceFlow {
         let inner = dc.inner();
         let w = &self.w;
         let sv = st.solver;
-        let r = self.limits.retention;
-        let l_cap = r.limit();
+        let r = st.retention;
+        let l_cap = self.limits.carry_frames;
         let work = l_cap + self.t_up_cap;
         let l_old = st.est_extent;
         let tk = l_old + frames;
