@@ -1,0 +1,9 @@
+use dcc_macros::native_clock;
+
+#[native_clock(path = "specs/freeze_omni.yaml")]
+struct Adapter {
+    #[callable(codec_decode)]
+    decode: (),
+}
+
+fn main() {}

@@ -1,0 +1,12 @@
+use dcc_macros::native_clock;
+use dcc_runtime::contract::RegionBuf;
+
+#[native_clock(spec = "specs/freeze_omni.yaml")]
+struct Adapter {
+    #[region(codec_contxt)]
+    context: RegionBuf<f32, 25_600>,
+    #[callable(codec_decode)]
+    decode: (),
+}
+
+fn main() {}

@@ -1,0 +1,27 @@
+use dcc_macros::native_clock;
+use dcc_runtime::contract::{NativeClock, NativeClockAdapter, RegionBuf};
+
+#[native_clock(spec = "specs/token2wav.yaml")]
+struct Adapter {
+    #[region(carry)]
+    carry: RegionBuf<f32, 131_727_360>,
+    #[region(solver_workspace)]
+    workspace: RegionBuf<f32, 150_077_440>,
+    #[region(attention_mask)]
+    mask: RegionBuf<bool, 112>,
+    #[region(conformer_cache)]
+    conformer: RegionBuf<f32, 4_116_480>,
+    #[callable(encoder)]
+    encoder: (),
+    #[callable(flow)]
+    flow: (),
+    #[callable(vocoder, eager)]
+    vocoder: (),
+}
+
+fn main() {
+    assert_eq!(<Adapter as NativeClockAdapter>::Contract::FAMILY, "token2wav");
+    assert_eq!(Adapter::region_of("carry").unwrap().attended, 402);
+    assert_eq!(Adapter::catalog_of("flow").unwrap().len(), 3);
+    assert!(Adapter::catalog_of("vocoder").unwrap().is_empty());
+}
