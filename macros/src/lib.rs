@@ -381,9 +381,21 @@ fn spanned_panic(tokens: &impl quote::ToTokens, msg: &str) -> TokenStream2 {
     let panic = Ident::new("panic", first);
     let mut bang = Punct::new('!', Spacing::Alone);
     bang.set_span(first);
+    // `panic!("{}", msg)`: the message may contain braces (a const-generic `{ expr }`).
+    let mut fmt = proc_macro2::Literal::string("{}");
+    fmt.set_span(first);
+    let mut comma = Punct::new(',', Spacing::Alone);
+    comma.set_span(first);
     let mut lit = proc_macro2::Literal::string(msg);
     lit.set_span(first);
-    let mut group = Group::new(Delimiter::Parenthesis, TokenTree::Literal(lit).into());
+    let args: TokenStream2 = [
+        TokenTree::Literal(fmt),
+        TokenTree::Punct(comma),
+        TokenTree::Literal(lit),
+    ]
+    .into_iter()
+    .collect();
+    let mut group = Group::new(Delimiter::Parenthesis, args);
     group.set_span(last);
     [
         TokenTree::Punct(colon1),

@@ -1,0 +1,287 @@
+//! End to end: spec → generated code (by `build.rs`, by `#[native_clock]` and committed in
+//! `dcc-generated`) → compiled into this test → run on the Host backend.
+//!
+//! * The three copies of a contract agree (same layout, same catalog, same fingerprint), and
+//!   the fingerprint matches the spec on disk today (so `build.rs` and the macro reran when it
+//!   changed).
+//! * An adapter built with `#[native_clock]` reads back its regions and catalogs.
+//! * An arena allocated from the generated layout hands out the addresses the layout promises,
+//!   bound through the typed `RegionBuf`s.
+//! * `ExactShapeReplay` driven by the generated catalog captures every class and replays it
+//!   bit-identically to eager.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use dcc_macros::native_clock;
+use dcc_runtime::contract::{
+    ArenaLayout, DType, NativeClock, NativeClockAdapter, RegionBuf, RegionLayout, Verdict,
+};
+use dcc_runtime::kernels::synthetic as ks;
+use dcc_runtime::replay::{
+    Call, ExactShapeReplay, Fallback, Invocation, Outcome, ReplaySpec, TensorArg,
+};
+use dcc_runtime::rng::HostRng;
+use dcc_runtime::{Arena, Arg, Backend, LaunchDims, backend};
+use dcc_tests::contracts;
+
+fn spec_bytes(name: &str) -> Vec<u8> {
+    std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../specs")
+            .join(name),
+    )
+    .unwrap()
+}
+
+/// The Token2Wav adapter, as the model crate writes it.
+#[native_clock(spec = "specs/token2wav.yaml")]
+#[allow(dead_code)]
+struct Token2WavAdapter {
+    #[region(carry)]
+    carry: contracts::token2wav::CarryBuf,
+    #[region(solver_workspace)]
+    workspace: RegionBuf<f32, { 10 * 458 * 16 * 2 * 8 * 128 }>,
+    #[region(attention_mask)]
+    mask: RegionBuf<bool, 112>,
+    #[region(conformer_cache)]
+    conformer: RegionBuf<f32, 4_116_480>,
+    #[callable(encoder)]
+    encoder: u8,
+    #[callable(flow)]
+    flow: u8,
+    #[callable(vocoder, eager)]
+    vocoder: u8,
+}
+
+#[test]
+fn token2wav_adapter_reads_back_layout_and_catalog() {
+    type C = <Token2WavAdapter as NativeClockAdapter>::Contract;
+    assert_eq!(C::FAMILY, "token2wav");
+    assert_eq!(Token2WavAdapter::SPEC_PATH, "specs/token2wav.yaml");
+    C::verify_spec(&spec_bytes("token2wav.yaml")).expect("macro saw today's spec");
+
+    // Regions: the carry holds 402 frames, the workspace 10 × 458.
+    let carry = Token2WavAdapter::region_of("carry").unwrap();
+    assert_eq!(carry.name, "carry");
+    assert_eq!(carry.attended, 402);
+    assert_eq!(carry.dims, &[10, 402, 16, 2, 8, 128]);
+    let ws = Token2WavAdapter::region_of("workspace").unwrap();
+    assert_eq!(ws.name, "solver_workspace");
+    assert_eq!(&ws.dims[..2], &[10, 458]);
+    assert_eq!(ws.bytes, 10 * 458 * 131_072);
+    assert_eq!(Token2WavAdapter::REGION_FIELDS.len(), 4);
+
+    // The arena: one allocation, every region at an aligned offset, total = Σ aligned sizes.
+    let arena = Token2WavAdapter::arena();
+    let mut offset = 0;
+    for r in arena.regions {
+        assert_eq!(r.offset, offset, "{}", r.name);
+        assert_eq!(r.offset % arena.align, 0);
+        offset += r.bytes.div_ceil(arena.align) * arena.align;
+    }
+    assert_eq!(arena.total_bytes, offset);
+    assert_eq!(arena.total_bytes, 1_143_685_376);
+
+    // Catalogs: the 3 attended extents of each captured callable; the eager binding has none.
+    for field in ["encoder", "flow"] {
+        let cat = Token2WavAdapter::catalog_of(field).unwrap();
+        let extents: Vec<usize> = cat.iter().map(|s| s.attended).collect();
+        assert_eq!(extents, [302, 352, 402], "{field}");
+        assert!(cat.iter().enumerate().all(|(i, s)| s.class as usize == i));
+    }
+    let flow = Token2WavAdapter::catalog_of("flow").unwrap();
+    let cache = flow[1].inputs.iter().find(|t| t.name == "cache").unwrap();
+    assert_eq!(cache.dims, &[10, 352, 16, 2, 8, 128]);
+    assert_eq!(
+        cache.strides[..2],
+        [402 * 32_768, 32_768],
+        "a view into the 402-frame carry"
+    );
+    assert!(cache.aliased);
+    assert_eq!(flow[1].scalars, &[352]);
+    assert!(Token2WavAdapter::catalog_of("vocoder").unwrap().is_empty());
+    assert_eq!(
+        Token2WavAdapter::callable_of("vocoder").unwrap().verdict,
+        Verdict::Captured
+    );
+    assert_eq!(C::admit("flow", 50), Some(true));
+    assert_eq!(C::admit("flow", 51), Some(false));
+    assert_eq!(C::admit("nope", 1), None);
+}
+
+#[test]
+fn build_script_macro_and_committed_modules_agree() {
+    use contracts::token2wav as built;
+    use dcc_generated::token2wav as committed;
+    type M = <Token2WavAdapter as NativeClockAdapter>::Contract;
+    built::Contract::verify_spec(&spec_bytes("token2wav.yaml")).expect("build.rs reran");
+    assert_eq!(built::SPEC_SHA256, committed::SPEC_SHA256);
+    assert_eq!(M::SPEC_SHA256, committed::SPEC_SHA256);
+    assert_eq!(built::ARENA, committed::ARENA);
+    assert_eq!(M::ARENA, committed::ARENA);
+    assert_eq!(built::CALLABLES, committed::CALLABLES);
+    assert_eq!(M::CALLABLES, &committed::CALLABLES[..]);
+    assert_eq!(built::Carry::ATTENDED, 402);
+    assert_eq!(built::SolverWorkspace::ENVELOPE_AXES, [10, 458]);
+    assert_eq!(built::Flow::ATTENDED_EXTENTS, [302, 352, 402]);
+    assert_eq!(
+        <built::Carry as RegionLayout>::INFO,
+        *built::ARENA.region("carry").unwrap()
+    );
+    for (b, c) in [
+        (
+            contracts::freeze_omni::ARENA,
+            dcc_generated::freeze_omni::ARENA,
+        ),
+        (
+            contracts::language_backbone::ARENA,
+            dcc_generated::language_backbone::ARENA,
+        ),
+    ] {
+        assert_eq!(b, c);
+    }
+}
+
+/// A small contract end to end on the Host backend.
+#[native_clock(spec = "specs/freeze_omni.yaml")]
+struct CodecAdapter {
+    #[region(codec_context)]
+    context: contracts::freeze_omni::CodecContextBuf,
+    #[callable(codec_decode)]
+    decode: u32,
+}
+
+/// One kernel over the context region: ctx = ctx * 0.5 + 0.25, over the attended frames.
+fn decode(call: &mut Call<'_>) -> dcc_runtime::Result<()> {
+    let ctx = call.write(0)?;
+    let frames = call.dims(1)?[0];
+    let n = frames * call.dims(1)?[1];
+    call.backend().launch(
+        &ks::AFFINE,
+        LaunchDims::linear(n, 128),
+        &[
+            Arg::Ptr(ctx),
+            Arg::Ptr(ctx),
+            Arg::I64(n as i64),
+            Arg::F32(0.5),
+            Arg::F32(0.25),
+        ],
+    )
+}
+
+#[test]
+fn host_arena_and_replay_follow_the_generated_contract() {
+    use contracts::freeze_omni as fo;
+    let b: Arc<dyn Backend> = backend::host();
+    b.preload(ks::KERNELS).unwrap();
+    let layout: ArenaLayout = CodecAdapter::arena();
+    assert_eq!(layout.total_bytes, fo::ARENA_BYTES);
+
+    // Two worlds: eager reference and replay, each with its own arena.
+    let (ea, ra) = (
+        Arena::new(b.clone(), &layout).unwrap(),
+        Arena::new(b.clone(), &layout).unwrap(),
+    );
+    let adapter = CodecAdapter {
+        context: RegionBuf::bind(&ra, "codec_context").unwrap(),
+        decode: 7,
+    };
+    assert_eq!(
+        adapter.context.ptr(),
+        ra.base().offset(fo::CodecContext::OFFSET)
+    );
+    assert_eq!(
+        adapter.context,
+        fo::CodecContextBuf::at::<fo::CodecContext>(ra.base())
+    );
+    // A buffer type of another size is refused at run time too.
+    assert!(RegionBuf::<f32, 100>::bind(&ra, "codec_context").is_err());
+    assert_eq!(adapter.decode, 7);
+
+    let info = CodecAdapter::callable_of("decode").unwrap();
+    assert_eq!(info.catalog.len(), 2);
+    let mut eager_spec = ReplaySpec::from_callable(info, 0);
+    eager_spec.verdict = Verdict::OutWidth; // never captures: the eager reference
+    let mut eager = ExactShapeReplay::new(
+        b.clone(),
+        eager_spec,
+        Arc::new(HostRng::new(1)),
+        None,
+        decode,
+    )
+    .unwrap();
+    let mut replay = ExactShapeReplay::new(
+        b.clone(),
+        ReplaySpec::from_callable(info, 0),
+        Arc::new(HostRng::new(1)),
+        None,
+        decode,
+    )
+    .unwrap();
+
+    let codes_e = b.alloc(40 * 8, dcc_runtime::AllocKind::Staging).unwrap();
+    let codes_r = b.alloc(40 * 8, dcc_runtime::AllocKind::Staging).unwrap();
+    let init: Vec<f32> = (0..fo::CodecContext::ELEMS)
+        .map(|i| i as f32 * 0.001)
+        .collect();
+    b.upload(ea.ptr("codec_context").unwrap(), &init).unwrap();
+    b.upload(ra.ptr("codec_context").unwrap(), &init).unwrap();
+
+    let mut replays = 0;
+    for call in 0..8usize {
+        // The generated catalog says which frames each class attends (40 then 50).
+        let sig = &info.catalog[usize::from(call > 0)];
+        let frames = sig.attended;
+        let run = |e: &mut ExactShapeReplay<_>, arena: &Arena, codes: dcc_runtime::DevPtr| {
+            let ctx = arena.ptr("codec_context").unwrap();
+            let codes_sig = &sig.inputs[0];
+            let ctx_sig = &sig.inputs[1];
+            assert_eq!(ctx_sig.dims, &[frames, 512]);
+            let inputs = [
+                TensorArg {
+                    ptr: codes,
+                    dims: codes_sig.dims,
+                    strides: codes_sig.strides,
+                    dtype: DType::I64,
+                },
+                TensorArg {
+                    ptr: ctx,
+                    dims: &[frames, 512],
+                    strides: &[512, 1],
+                    dtype: DType::F32,
+                },
+            ];
+            e.call(&Invocation {
+                inputs: &inputs,
+                writes: &[ctx],
+                scalars: &[frames as i64],
+            })
+            .unwrap()
+        };
+        assert_eq!(
+            run(&mut eager, &ea, codes_e.ptr()),
+            Outcome::Eager(Fallback::OutOfScope)
+        );
+        let out = run(&mut replay, &ra, codes_r.ptr());
+        if call < 2 {
+            assert_eq!(out, Outcome::Eager(Fallback::Probation), "call {call}");
+        } else {
+            assert_eq!(out, Outcome::Replayed { class: 1 }, "call {call}");
+            replays += 1;
+        }
+        let e: Vec<f32> = b
+            .download(ea.ptr("codec_context").unwrap(), fo::CodecContext::ELEMS)
+            .unwrap();
+        let r: Vec<f32> = b
+            .download(ra.ptr("codec_context").unwrap(), fo::CodecContext::ELEMS)
+            .unwrap();
+        assert!(
+            e.iter().zip(&r).all(|(a, b)| a.to_bits() == b.to_bits()),
+            "call {call}: replay differs from eager"
+        );
+    }
+    let report = replay.report();
+    assert_eq!(report.replays, replays);
+    assert_eq!(report.classes_captured, 2);
+}
