@@ -1,19 +1,28 @@
 //! The flow on a runtime [`Backend`]: every op is a registered kernel launch
 //! (`dcc_kernels::token2wav::defs`) or a `Backend::gemm`, over device buffers at fixed addresses.
 //!
-//! State layout (per session, [`DeviceState`]), all frame axes at a fixed capacity:
-//! * estimator carry `[n_steps, depth, 2, heads, L, 2·head_dim]` (prepend-ordered, `L = prompt +
-//!   retained`), estimator conv contexts `[n_steps, depth, 2, 4, hidden]`;
-//! * conformer carries `[blocks, heads, L / stride, 2·d_k]` and `[up_blocks, heads, L, 2·d_k]`
-//!   (append-ordered), pre-lookahead and upsample conv contexts.
+//! State (per session, [`DeviceState`]) lives in one of two stores ([`StateStore`]):
+//! * **state rule** (`Fixed`): the estimator carry `[n_steps, depth, 2, heads, L, 2·head_dim]`
+//!   (prepend-ordered, `L = prompt + retained`), the solver workspace `[steps, depth, 2, heads,
+//!   W, 2·head_dim]` and the conformer carries `[blocks, heads, L / stride, 2·d_k]` ‖
+//!   `[up_blocks, heads, L, 2·d_k]` (append-ordered) at fixed addresses for the session's life
+//!   (one region arena laid out by a contract, or buffers of the same shapes); every carry is
+//!   written back in place by the runtime's carry kernels (`carry.prepend` for the paper's
+//!   retention of the prepend-ordered estimator cache, `carry.append` for the vendor's slicing
+//!   and for the conformer caches) right after the layer (conformer) or solver step (estimator)
+//!   that reads it, which equals the vendor's trim after the call;
+//! * **stock** (`Stock`): the vendor's 16-step × 1000-frame estimator envelope; after every call
+//!   the kept frames are materialized into freshly allocated compact buffers (the vendor's
+//!   `torch.cat`, by the same carry kernels) and the old buffers freed, so carry addresses drift.
 //!
-//! Per call, each attention layer assembles `[new ‖ carry]` (estimator) or `[carry ‖ new]`
-//! (conformer) in a workspace of `L + max call frames` frames and attends over it; right after the
-//! layer (conformer) or the solver step (estimator) the carry is written back from the workspace:
-//! a plain copy while the extent is `≤ L`, else the runtime's carry kernel (`carry.prepend` for
-//! the paper's retention of the prepend-ordered estimator cache, `carry.append` for the vendor's
-//! slicing and for the conformer caches). Each region is read only by the layer/step that
-//! rewrites it, so writing back inside the call equals the vendor's trim after the call.
+//! The work of one chunk is split into the contract's callables: [`DeviceFlow::encoder_call`]
+//! (embedding, conformer encoder, `encoder_proj`) and [`DeviceFlow::flow_call`] (a range of CFM
+//! solver steps: the whole loop at chunk granularity, one step at step granularity). Both take
+//! every per-call address from an explicit I/O description and only launch stream work (no
+//! allocation, no host copy), so they can be recorded into a graph. Host inputs are uploaded
+//! into fixed input buffers first ([`DeviceFlow::set_inputs`]); the mel lands in a fixed output
+//! buffer ([`DeviceFlow::mel_out`]). The conv contexts (estimator conv cache, pre-lookahead and
+//! upsampling contexts) are session buffers at fixed addresses in both stores.
 
 use std::sync::Arc;
 
@@ -28,9 +37,15 @@ use super::encoder::{CONV2_K, ConformerLayer, Embed};
 use super::flow::{Flow, SolverParams, cosine_t_span};
 use super::layers::{Conv1d, LayerNorm, Linear};
 use super::retention::{Retention, RetentionOrder};
+use dcc_runtime::arena::Arena;
+use dcc_runtime::contract::ArenaLayout;
 
 const CFG_BATCH: usize = 2;
 const THREADS: u32 = 128;
+/// The vendor's estimator cache envelope (`flow_matching.py:36`, `att_cache_buffer = zeros(16,
+/// depth, 2, heads, 1000, 2·head_dim)`): solver steps × frames.
+pub const STOCK_STEPS: usize = 16;
+pub const STOCK_FRAMES: usize = 1000;
 
 fn at(b: &DeviceBuffer, floats: usize) -> DevPtr {
     b.ptr().offset(floats * 4)
@@ -119,12 +134,17 @@ struct Work {
     cat: DeviceBuffer,
     col: DeviceBuffer,
     pos: DeviceBuffer,
-    kv: DeviceBuffer,
+    /// Per-layer conformer attention workspaces `[carry ‖ new]`: token-clock blocks
+    /// `[blocks, heads, work_tok, 2·d_k]` then frame-clock up-blocks `[up_blocks, heads, work_up,
+    /// 2·d_k]` (the stock store materializes its fresh carries from here after the call).
+    conf_ws: DeviceBuffer,
     mu: DeviceBuffer,
     cond: DeviceBuffer,
     xin: DeviceBuffer,
     xs: DeviceBuffer,
     vel: DeviceBuffer,
+    /// The emitted mel `[mel, frames]` (channel-major).
+    mel_out: DeviceBuffer,
     /// `[freq ‖ t hidden ‖ cond ‖ 9 modulations ‖ spare]` then `[spk raw ‖ spk normed ‖ spk proj]`.
     small: DeviceBuffer,
 }
@@ -162,19 +182,58 @@ pub struct DeviceFlow {
     w: Work,
 }
 
+/// Where a session's carries and solver workspace live (see the module docs).
+pub enum StateStore {
+    /// The state rule: fixed addresses, carries written back in place.
+    Fixed {
+        est_carry: DevPtr,
+        /// Frame capacity `L` of the estimator carry.
+        est_cap: usize,
+        est_ws: DevPtr,
+        /// Frame capacity `W` and step capacity of the solver workspace.
+        ws_frames: usize,
+        ws_steps: usize,
+        conf: DevPtr,
+        /// Frame capacity of the conformer carry (token-clock blocks hold `conf_cap / stride`).
+        conf_cap: usize,
+        /// The attention-mask region (bound as the flow's `mask` input; the port attends every
+        /// frame, so it is not read).
+        mask: DevPtr,
+        /// What owns the memory: the session arena, or plain buffers.
+        _arena: Option<Arena>,
+        _bufs: Vec<DeviceBuffer>,
+    },
+    /// Stock: the 16 × 1000 envelope and fresh compact carries after every call.
+    Stock {
+        /// `[n_steps, depth, 2, heads, est_extent, 2·head_dim]`, reallocated after every call.
+        est_carry: DeviceBuffer,
+        /// `[STOCK_STEPS, depth, 2, heads, STOCK_FRAMES, 2·head_dim]`.
+        est_ws: DeviceBuffer,
+        /// `[blocks, heads, t_tok, 2·d_k]` ‖ `[up_blocks, heads, t_tok·stride, 2·d_k]`,
+        /// reallocated after every call.
+        conf: DeviceBuffer,
+        mask: DeviceBuffer,
+    },
+}
+
+impl StateStore {
+    /// Whether this is the state rule's store.
+    pub fn is_fixed(&self) -> bool {
+        matches!(self, StateStore::Fixed { .. })
+    }
+}
+
 /// One session's streaming state on the device.
 pub struct DeviceState {
-    solver: SolverParams,
-    retention: Retention,
-    est_carry: DeviceBuffer,
-    est_cnn: DeviceBuffer,
-    est_extent: usize,
-    enc_carry: DeviceBuffer,
-    up_carry: DeviceBuffer,
-    pre_cnn: DeviceBuffer,
-    up_cnn: DeviceBuffer,
-    t_tok: usize,
-    primed: bool,
+    pub(super) solver: SolverParams,
+    pub(super) retention: Retention,
+    pub(super) store: StateStore,
+    pub(super) est_cnn: DeviceBuffer,
+    pub(super) est_extent: usize,
+    pub(super) pre_cnn: DeviceBuffer,
+    pub(super) up_cnn: DeviceBuffer,
+    pub(super) t_tok: usize,
+    pub(super) primed: bool,
 }
 
 impl DeviceState {
@@ -187,6 +246,134 @@ impl DeviceState {
     pub fn conformer_tokens(&self) -> usize {
         self.t_tok
     }
+
+    pub fn retention(&self) -> Retention {
+        self.retention
+    }
+
+    pub fn solver(&self) -> SolverParams {
+        self.solver
+    }
+
+    pub fn store(&self) -> &StateStore {
+        &self.store
+    }
+
+    /// Address of the estimator carry now (fixed under the state rule, new after every call
+    /// under the stock store).
+    pub fn estimator_carry(&self) -> DevPtr {
+        match &self.store {
+            StateStore::Fixed { est_carry, .. } => *est_carry,
+            StateStore::Stock { est_carry, .. } => est_carry.ptr(),
+        }
+    }
+
+    /// Address of the conformer carry now.
+    pub fn conformer_carry(&self) -> DevPtr {
+        match &self.store {
+            StateStore::Fixed { conf, .. } => *conf,
+            StateStore::Stock { conf, .. } => conf.ptr(),
+        }
+    }
+
+    /// Address of the solver workspace (fixed in both stores).
+    pub fn solver_workspace(&self) -> DevPtr {
+        match &self.store {
+            StateStore::Fixed { est_ws, .. } => *est_ws,
+            StateStore::Stock { est_ws, .. } => est_ws.ptr(),
+        }
+    }
+
+    /// Address bound as the flow's attention-mask input.
+    pub fn mask(&self) -> DevPtr {
+        match &self.store {
+            StateStore::Fixed { mask, .. } => *mask,
+            StateStore::Stock { mask, .. } => mask.ptr(),
+        }
+    }
+
+    /// Estimator carry frame stride (capacity under the state rule, extent under stock).
+    pub fn estimator_cap(&self) -> usize {
+        match &self.store {
+            StateStore::Fixed { est_cap, .. } => *est_cap,
+            StateStore::Stock { .. } => self.est_extent,
+        }
+    }
+
+    /// Solver workspace frame stride.
+    pub fn workspace_frames(&self) -> usize {
+        match &self.store {
+            StateStore::Fixed { ws_frames, .. } => *ws_frames,
+            StateStore::Stock { .. } => STOCK_FRAMES,
+        }
+    }
+
+    /// Conformer carry frame stride on the frame clock.
+    pub fn conformer_cap(&self, stride: usize) -> usize {
+        match &self.store {
+            StateStore::Fixed { conf_cap, .. } => *conf_cap,
+            StateStore::Stock { .. } => self.t_tok * stride,
+        }
+    }
+
+    /// Fixed session addresses the callables bake in (conv contexts).
+    pub fn contexts(&self) -> Contexts {
+        Contexts {
+            est_cnn: self.est_cnn.ptr(),
+            pre_cnn: self.pre_cnn.ptr(),
+            up_cnn: self.up_cnn.ptr(),
+        }
+    }
+}
+
+/// The conv-context buffers of a session (fixed for its life in both stores).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Contexts {
+    pub est_cnn: DevPtr,
+    pub pre_cnn: DevPtr,
+    pub up_cnn: DevPtr,
+}
+
+/// Everything one encoder call reads and writes besides the model's own buffers.
+#[derive(Copy, Clone, Debug)]
+pub struct EncoderIo {
+    /// Token ids (`u32`), `n_tokens` of them.
+    pub ids: DevPtr,
+    pub n_tokens: usize,
+    pub last_chunk: bool,
+    /// Conformer extent before the call, token clock.
+    pub t_tok: usize,
+    /// Conformer carry and its frame stride on the frame clock.
+    pub carry: DevPtr,
+    pub carry_cap: usize,
+    /// Write the kept frames back into `carry` in place (state rule); otherwise the call leaves
+    /// `[carry ‖ new]` in the conformer workspace for [`DeviceFlow::retain_stock`].
+    pub write_back: bool,
+    pub ctx: Contexts,
+    pub retention: Retention,
+}
+
+/// Everything one flow call (a range of solver steps) reads and writes besides the model's
+/// own buffers.
+#[derive(Copy, Clone, Debug)]
+pub struct FlowIo {
+    /// Estimator extent before the call (the noise offset).
+    pub l_old: usize,
+    /// Frames the call presents.
+    pub frames: usize,
+    pub mu: DevPtr,
+    pub cond: DevPtr,
+    /// Estimator carry (step-major) and its frame stride.
+    pub carry: DevPtr,
+    pub carry_cap: usize,
+    /// Solver workspace (step-major) and its frame stride.
+    pub ws: DevPtr,
+    pub ws_frames: usize,
+    /// Write each step's kept frames back into `carry` in place (state rule).
+    pub write_back: bool,
+    pub ctx: Contexts,
+    pub retention: Retention,
+    pub solver: SolverParams,
 }
 
 impl DeviceFlow {
@@ -280,8 +467,9 @@ impl DeviceFlow {
             .max(CONV2_K)
             .max(CONV_K);
         let dk2 = 2 * (e.dim / e.heads);
-        let kv = (e.heads * (l + t_up_cap) * dk2)
-            .max(d.depth * CFG_BATCH * d.heads * (l + t_up_cap) * 2 * d.head_dim);
+        let work_tok = l / e.up_stride + t_tok_cap;
+        let work_up = l + t_up_cap;
+        let conf_ws = (e.blocks * work_tok + e.up_blocks * work_up) * e.heads * dk2;
         let w = Work {
             ids: bed.alloc(t_tok_cap * 4, AllocKind::Other)?,
             a: alloc(t_up_cap * e.dim)?,
@@ -299,12 +487,13 @@ impl DeviceFlow {
             cat: alloc((t_up_cap + 2 * kmax) * wide)?,
             col: alloc(rows * kmax * wide)?,
             pos: alloc((2 * pe_size - 1) * e.dim)?,
-            kv: alloc(kv)?,
+            conf_ws: alloc(conf_ws)?,
             mu: alloc(t_up_cap * cfg.mel)?,
             cond: alloc(t_up_cap * cfg.mel)?,
             xin: alloc(rows * d.in_channels)?,
             xs: alloc(t_up_cap * cfg.mel)?,
             vel: alloc(rows * cfg.mel)?,
+            mel_out: alloc(t_up_cap * cfg.mel)?,
             small: alloc(d.freq_dim + 13 * d.hidden + 2 * cfg.spk_dim + cfg.mel)?,
         };
         Ok(Self {
@@ -361,13 +550,21 @@ impl DeviceFlow {
         &self.cfg
     }
 
-    /// A fresh (unprimed) session state streaming under `retention`.
-    pub fn new_state(
-        &self,
-        solver: SolverParams,
-        retention: Retention,
-    ) -> Result<DeviceState, FlowError> {
-        let (e, d) = (&self.cfg.encoder, &self.cfg.dit);
+    /// Frames of one call at most (the prompt call: `stride · max_call_tokens`).
+    pub fn max_call_frames(&self) -> usize {
+        self.t_up_cap
+    }
+
+    pub fn limits(&self) -> DeviceLimits {
+        self.limits
+    }
+
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.be
+    }
+
+    fn check_retention(&self, retention: &Retention) -> Result<(), FlowError> {
+        let e = &self.cfg.encoder;
         let l = self.limits.carry_frames;
         if retention.limit() > l {
             return Err(FlowError::Input(format!(
@@ -382,39 +579,234 @@ impl DeviceFlow {
                 "retention frames must be multiples of the upsampling stride".into(),
             ));
         }
+        Ok(())
+    }
+
+    /// Floats of the estimator carry per frame of capacity (all steps).
+    fn est_floats_per_frame(&self, steps: usize) -> usize {
+        let d = &self.cfg.dit;
+        steps * d.depth * CFG_BATCH * d.heads * 2 * d.head_dim
+    }
+
+    /// Floats of the conformer carry for a frame capacity `cap` (token blocks hold `cap / s`).
+    fn conf_floats(&self, cap: usize) -> usize {
+        let e = &self.cfg.encoder;
         let dk2 = 2 * (e.dim / e.heads);
+        (e.blocks * (cap / e.up_stride) + e.up_blocks * cap) * e.heads * dk2
+    }
+
+    fn contexts_alloc(
+        &self,
+        solver: SolverParams,
+    ) -> Result<(DeviceBuffer, DeviceBuffer, DeviceBuffer), FlowError> {
+        let (e, d) = (&self.cfg.encoder, &self.cfg.dit);
         let be = self.be.as_ref();
         let alloc = |floats: usize| -> Result<DeviceBuffer, FlowError> {
-            Ok(be.alloc(floats.max(1) * 4, AllocKind::Arena)?)
+            Ok(be.alloc(floats.max(1) * 4, AllocKind::Session)?)
         };
+        Ok((
+            alloc(solver.n_steps * d.depth * CFG_BATCH * 2 * (CONV_K - 1) * d.hidden)?,
+            alloc((CONV2_K - 1) * e.dim)?,
+            alloc(2 * e.up_stride * e.dim)?,
+        ))
+    }
+
+    fn state_with(
+        &self,
+        solver: SolverParams,
+        retention: Retention,
+        store: StateStore,
+    ) -> Result<DeviceState, FlowError> {
+        let (est_cnn, pre_cnn, up_cnn) = self.contexts_alloc(solver)?;
         Ok(DeviceState {
             solver,
             retention,
-            est_carry: alloc(solver.n_steps * d.depth * CFG_BATCH * d.heads * l * 2 * d.head_dim)?,
-            est_cnn: alloc(solver.n_steps * d.depth * CFG_BATCH * 2 * (CONV_K - 1) * d.hidden)?,
+            store,
+            est_cnn,
             est_extent: 0,
-            enc_carry: alloc(e.blocks * e.heads * (l / e.up_stride) * dk2)?,
-            up_carry: alloc(e.up_blocks * e.heads * l * dk2)?,
-            pre_cnn: alloc((CONV2_K - 1) * e.dim)?,
-            up_cnn: alloc(2 * e.up_stride * e.dim)?,
+            pre_cnn,
+            up_cnn,
             t_tok: 0,
             primed: false,
         })
     }
 
+    /// A fresh (unprimed) session state streaming under `retention`, state rule, in buffers of
+    /// the [`DeviceLimits`] capacity (carry `L`, workspace `L + max call frames`).
+    pub fn new_state(
+        &self,
+        solver: SolverParams,
+        retention: Retention,
+    ) -> Result<DeviceState, FlowError> {
+        self.check_retention(&retention)?;
+        let l = self.limits.carry_frames;
+        let ws_frames = l + self.t_up_cap;
+        let be = self.be.as_ref();
+        let alloc = |floats: usize| -> Result<DeviceBuffer, FlowError> {
+            Ok(be.alloc(floats.max(1) * 4, AllocKind::Arena)?)
+        };
+        let carry = alloc(self.est_floats_per_frame(solver.n_steps) * l)?;
+        let ws = alloc(self.est_floats_per_frame(solver.n_steps) * ws_frames)?;
+        let conf = alloc(self.conf_floats(l))?;
+        let mask = be.alloc(CFG_BATCH * ws_frames, AllocKind::Arena)?;
+        let store = StateStore::Fixed {
+            est_carry: carry.ptr(),
+            est_cap: l,
+            est_ws: ws.ptr(),
+            ws_frames,
+            ws_steps: solver.n_steps,
+            conf: conf.ptr(),
+            conf_cap: l,
+            mask: mask.ptr(),
+            _arena: None,
+            _bufs: vec![carry, ws, conf, mask],
+        };
+        self.state_with(solver, retention, store)
+    }
+
+    /// A fresh session state under the state rule in one region arena laid out by a contract:
+    /// regions `carry` (`[n_steps, L, …]`), `solver_workspace` (`[steps, W, …]`),
+    /// `conformer_cache` (`[L, …]`) and `attention_mask`. The regions' element counts must hold
+    /// this model's carries (the port stores them `[step, layer, cfg, head, frame, k‖v]`).
+    pub fn new_state_in_arena(
+        &self,
+        solver: SolverParams,
+        retention: Retention,
+        layout: &ArenaLayout,
+    ) -> Result<DeviceState, FlowError> {
+        self.check_retention(&retention)?;
+        let arena = Arena::new(self.be.clone(), layout)?;
+        let region = |name: &str| arena.region(name).map_err(FlowError::from);
+        let (carry, ws, conf, mask) = (
+            region("carry")?,
+            region("solver_workspace")?,
+            region("conformer_cache")?,
+            region("attention_mask")?,
+        );
+        let dims2 = |r: &dcc_runtime::Region| -> Result<(usize, usize), FlowError> {
+            match r.dims() {
+                [s, f, ..] => Ok((*s, *f)),
+                _ => Err(FlowError::Config(format!(
+                    "region `{}` has no (step, frame) axes",
+                    r.name()
+                ))),
+            }
+        };
+        let (c_steps, est_cap) = dims2(&carry)?;
+        let (ws_steps, ws_frames) = dims2(&ws)?;
+        let conf_cap = conf.info.attended;
+        let fits = |r: &dcc_runtime::Region, floats: usize| -> Result<(), FlowError> {
+            if r.bytes() < floats * 4 {
+                return Err(FlowError::Config(format!(
+                    "region `{}` holds {} B, the model needs {} B",
+                    r.name(),
+                    r.bytes(),
+                    floats * 4
+                )));
+            }
+            Ok(())
+        };
+        if c_steps < solver.n_steps || ws_steps < solver.n_steps {
+            return Err(FlowError::Config(format!(
+                "the contract's regions hold {c_steps}/{ws_steps} solver steps, the solver takes {}",
+                solver.n_steps
+            )));
+        }
+        if est_cap < retention.limit() || conf_cap < retention.limit() {
+            return Err(FlowError::Config(format!(
+                "the contract's carries attend {est_cap}/{conf_cap} frames, the retention keeps {}",
+                retention.limit()
+            )));
+        }
+        fits(&carry, self.est_floats_per_frame(c_steps) * est_cap)?;
+        fits(&ws, self.est_floats_per_frame(ws_steps) * ws_frames)?;
+        fits(&conf, self.conf_floats(conf_cap))?;
+        let store = StateStore::Fixed {
+            est_carry: carry.ptr,
+            est_cap,
+            est_ws: ws.ptr,
+            ws_frames,
+            ws_steps,
+            conf: conf.ptr,
+            conf_cap,
+            mask: mask.ptr,
+            _arena: Some(arena),
+            _bufs: Vec::new(),
+        };
+        self.state_with(solver, retention, store)
+    }
+
+    /// A fresh session state with the stock store: the vendor's 16 × 1000 estimator envelope,
+    /// carries materialized into fresh buffers after every call.
+    pub fn new_state_stock(
+        &self,
+        solver: SolverParams,
+        retention: Retention,
+    ) -> Result<DeviceState, FlowError> {
+        self.check_retention(&retention)?;
+        if solver.n_steps > STOCK_STEPS {
+            return Err(FlowError::Input(format!(
+                "the stock envelope holds {STOCK_STEPS} solver steps"
+            )));
+        }
+        let be = self.be.as_ref();
+        let store = StateStore::Stock {
+            est_carry: be.alloc(4, AllocKind::Other)?,
+            est_ws: be.alloc(
+                self.est_floats_per_frame(STOCK_STEPS) * STOCK_FRAMES * 4,
+                AllocKind::Other,
+            )?,
+            conf: be.alloc(4, AllocKind::Other)?,
+            mask: be.alloc(CFG_BATCH * STOCK_FRAMES, AllocKind::Other)?,
+        };
+        self.state_with(solver, retention, store)
+    }
+
     /// A copy of `src` (device to device) that continues under `retention` (a session
-    /// snapshot; the retention must be valid for `src`'s current extents).
+    /// snapshot, state rule with plain buffers; the retention must be valid for `src`'s current
+    /// extents).
     pub fn clone_state(
         &self,
         src: &DeviceState,
         retention: Retention,
     ) -> Result<DeviceState, FlowError> {
+        let StateStore::Fixed {
+            est_carry,
+            est_cap,
+            conf,
+            conf_cap,
+            ..
+        } = &src.store
+        else {
+            return Err(FlowError::Input(
+                "snapshots of stock states are not supported".into(),
+            ));
+        };
         let mut st = self.new_state(src.solver, retention)?;
+        let StateStore::Fixed {
+            est_carry: d_carry,
+            est_cap: d_cap,
+            conf: d_conf,
+            conf_cap: d_conf_cap,
+            ..
+        } = &st.store
+        else {
+            unreachable!("new_state builds a fixed store")
+        };
+        if (est_cap, conf_cap) != (d_cap, d_conf_cap) {
+            return Err(FlowError::Input(
+                "snapshot of a state with other capacities".into(),
+            ));
+        }
+        self.be.dtod(
+            *d_carry,
+            *est_carry,
+            self.est_floats_per_frame(src.solver.n_steps) * est_cap * 4,
+        )?;
+        self.be
+            .dtod(*d_conf, *conf, self.conf_floats(*conf_cap) * 4)?;
         for (d, s) in [
-            (&st.est_carry, &src.est_carry),
             (&st.est_cnn, &src.est_cnn),
-            (&st.enc_carry, &src.enc_carry),
-            (&st.up_carry, &src.up_carry),
             (&st.pre_cnn, &src.pre_cnn),
             (&st.up_cnn, &src.up_cnn),
         ] {
@@ -513,7 +905,7 @@ impl DeviceFlow {
             n(dim),
             Arg::F32(nm.eps),
         ];
-        self.go(&kd::LAYER_NORM, rows, &args)
+        self.go(&kd::LAYER_NORM, kd::row_threads(rows), &args)
     }
 
     fn norm_mod(
@@ -527,7 +919,7 @@ impl DeviceFlow {
     ) -> Result<(), FlowError> {
         self.go(
             &kd::LAYER_NORM_MODULATE,
-            rows,
+            kd::row_threads(rows),
             &[
                 p(y),
                 p(x),
@@ -618,8 +1010,78 @@ impl DeviceFlow {
 
     // ---- the model -----------------------------------------------------------------------
 
-    fn speaker(&self, spk: &[f32]) -> Result<DevPtr, FlowError> {
+    /// `[freq ‖ t hidden ‖ cond ‖ 9 modulations ‖ spare]` then `[spk raw ‖ normed ‖ proj]`.
+    fn spk_slots(&self) -> (DevPtr, DevPtr, DevPtr) {
         let c = &self.cfg;
+        let s = &self.w.small;
+        let base = c.dit.freq_dim + 13 * c.dit.hidden;
+        (
+            at(s, base),
+            at(s, base + c.spk_dim),
+            at(s, base + 2 * c.spk_dim),
+        )
+    }
+
+    /// The fixed token-id input buffer (`u32`, `max_call_tokens + lookahead`).
+    pub fn ids(&self) -> DevPtr {
+        self.w.ids.ptr()
+    }
+
+    /// The encoder's output `mu` (`[frames, mel]`), the flow's `mu` input.
+    pub fn mu(&self) -> DevPtr {
+        self.w.mu.ptr()
+    }
+
+    /// The flow's `cond` input (`[frames, mel]`): the prompt mel during priming, zeros after.
+    pub fn cond(&self) -> DevPtr {
+        self.w.cond.ptr()
+    }
+
+    /// The solver state `x` (`[frames, mel]`), initialized from the noise table inside the flow.
+    pub fn x(&self) -> DevPtr {
+        self.w.xs.ptr()
+    }
+
+    /// The emitted mel `[mel, frames]` of the last flow call that ran the final step.
+    pub fn mel_out(&self) -> DevPtr {
+        self.w.mel_out.ptr()
+    }
+
+    /// Bytes of each of the fixed `mu`, `cond` and `x` buffers.
+    pub fn io_bytes(&self) -> usize {
+        self.w
+            .mu
+            .bytes()
+            .min(self.w.cond.bytes())
+            .min(self.w.xs.bytes())
+    }
+
+    /// Bytes of the fixed token-id buffer.
+    pub fn ids_bytes(&self) -> usize {
+        self.w.ids.bytes()
+    }
+
+    /// Frames one call of `n_tokens` tokens presents.
+    pub fn call_frames(&self, n_tokens: usize, last_chunk: bool) -> usize {
+        let e = &self.cfg.encoder;
+        let t = if last_chunk {
+            n_tokens + e.pre_lookahead
+        } else {
+            n_tokens
+        };
+        t.saturating_sub(e.pre_lookahead) * e.up_stride
+    }
+
+    /// Validates one call's host inputs and uploads them into the fixed input buffers (token
+    /// ids, speaker embedding). Host copies: never inside a capture.
+    pub fn set_inputs(
+        &self,
+        tokens: &[u32],
+        spk: &[f32],
+        last_chunk: bool,
+    ) -> Result<(), FlowError> {
+        let c = &self.cfg;
+        let la = c.encoder.pre_lookahead;
         if spk.len() != c.spk_dim {
             return Err(FlowError::Input(format!(
                 "speaker embedding has {} values, expected {}",
@@ -627,33 +1089,6 @@ impl DeviceFlow {
                 c.spk_dim
             )));
         }
-        let s = &self.w.small;
-        let base = c.dit.freq_dim + 13 * c.dit.hidden;
-        let (raw, normed, proj) = (
-            at(s, base),
-            at(s, base + c.spk_dim),
-            at(s, base + 2 * c.spk_dim),
-        );
-        self.be.upload(raw, spk)?;
-        self.go(
-            &kd::L2_NORMALIZE,
-            1,
-            &[p(normed), p(raw), n(1), n(c.spk_dim), Arg::F32(1e-12)],
-        )?;
-        self.lin(&self.spk_affine, 1, normed, proj)?;
-        Ok(proj)
-    }
-
-    /// Embedding, encoder and `encoder_proj`; returns the frame count (mu in `w.mu`).
-    fn encode(
-        &self,
-        st: &mut DeviceState,
-        tokens: &[u32],
-        last_chunk: bool,
-    ) -> Result<usize, FlowError> {
-        let c = &self.cfg;
-        let e = &c.encoder;
-        let (d, la, s) = (e.dim, e.pre_lookahead, e.up_stride);
         let min = if last_chunk { 2 } else { la + 2 };
         if tokens.len() < min || tokens.len() > self.limits.max_call_tokens {
             return Err(FlowError::Input(format!(
@@ -668,16 +1103,106 @@ impl DeviceFlow {
                 c.vocab
             )));
         }
-        let r = st.retention;
+        let (raw, _, _) = self.spk_slots();
+        self.be.upload(raw, spk)?;
+        self.be.upload(self.w.ids.ptr(), tokens)?;
+        Ok(())
+    }
+
+    /// Speaker normalization and projection from the uploaded embedding; returns the projection.
+    fn speaker(&self) -> Result<DevPtr, FlowError> {
+        let c = &self.cfg;
+        let (raw, normed, proj) = self.spk_slots();
+        self.go(
+            &kd::L2_NORMALIZE,
+            1,
+            &[p(normed), p(raw), n(1), n(c.spk_dim), Arg::F32(1e-12)],
+        )?;
+        self.lin(&self.spk_affine, 1, normed, proj)?;
+        Ok(proj)
+    }
+
+    /// Encoder I/O of `st` for a call of `n_tokens` tokens from the fixed id buffer.
+    pub fn encoder_io(&self, st: &DeviceState, n_tokens: usize, last_chunk: bool) -> EncoderIo {
+        EncoderIo {
+            ids: self.w.ids.ptr(),
+            n_tokens,
+            last_chunk,
+            t_tok: st.t_tok,
+            carry: st.conformer_carry(),
+            carry_cap: st.conformer_cap(self.cfg.encoder.up_stride),
+            write_back: st.store.is_fixed(),
+            ctx: st.contexts(),
+            retention: st.retention,
+        }
+    }
+
+    /// Flow I/O of `st` for a call presenting `frames` frames (mu/cond from the fixed buffers).
+    pub fn flow_io(&self, st: &DeviceState, frames: usize) -> FlowIo {
+        FlowIo {
+            l_old: st.est_extent,
+            frames,
+            mu: self.w.mu.ptr(),
+            cond: self.w.cond.ptr(),
+            carry: st.estimator_carry(),
+            carry_cap: st.estimator_cap(),
+            ws: st.solver_workspace(),
+            ws_frames: st.workspace_frames(),
+            write_back: st.store.is_fixed(),
+            ctx: st.contexts(),
+            retention: st.retention,
+            solver: st.solver,
+        }
+    }
+
+    /// Conformer carry and workspace addresses of token-clock block `i` / frame-clock up-block
+    /// `i`: `(carry, workspace)`.
+    fn conf_ptrs(&self, carry: DevPtr, cap_up: usize, up: bool, i: usize) -> (DevPtr, DevPtr) {
+        let e = &self.cfg.encoder;
+        let dk2 = 2 * (e.dim / e.heads);
+        let s = e.up_stride;
+        let l = self.limits.carry_frames;
+        let work_tok = l / s + self.t_tok_cap;
+        let work_up = l + self.t_up_cap;
+        let (cap_tok, ws_tok) = (cap_up / s, work_tok);
+        if up {
+            (
+                carry.offset(((e.blocks * cap_tok + i * cap_up) * e.heads * dk2) * 4),
+                at(
+                    &self.w.conf_ws,
+                    (e.blocks * ws_tok + i * work_up) * e.heads * dk2,
+                ),
+            )
+        } else {
+            (
+                carry.offset(i * e.heads * cap_tok * dk2 * 4),
+                at(&self.w.conf_ws, i * e.heads * ws_tok * dk2),
+            )
+        }
+    }
+
+    /// The `encoder` callable: embedding, encoder and `encoder_proj` of the tokens in `io.ids`
+    /// (mu lands in [`DeviceFlow::mu`]). Stream work only. Returns `(frames, conformer extent on
+    /// the token clock after retention)`.
+    pub fn encoder_call(&self, io: &EncoderIo) -> Result<(usize, usize), FlowError> {
+        let c = &self.cfg;
+        let e = &c.encoder;
+        let (d, la, s) = (e.dim, e.pre_lookahead, e.up_stride);
+        let r = io.retention;
         let w = &self.w;
-        let t = tokens.len();
-        self.be.upload(w.ids.ptr(), tokens)?;
+        let t = io.n_tokens;
+        if io.t_tok * s > io.carry_cap || t > self.limits.max_call_tokens {
+            return Err(FlowError::Input(format!(
+                "encoder call: {t} tokens over a conformer extent of {} tokens (capacity {} frames)",
+                io.t_tok, io.carry_cap
+            )));
+        }
         self.go(
             &kd::EMBEDDING,
             t * d,
             &[
                 p(w.a.ptr()),
-                p(w.ids.ptr()),
+                p(io.ids),
                 p(self.embedding.ptr()),
                 n(t),
                 n(d),
@@ -688,7 +1213,7 @@ impl DeviceFlow {
         self.lin(&self.embed.lin, t, w.a.ptr(), w.x.ptr())?;
         self.norm(&self.embed.norm, t, d, w.x.ptr(), w.b.ptr())?;
         self.act(w.b.ptr(), t * d, act::SCALE, self.embed.xscale)?;
-        let t = if last_chunk {
+        let t = if io.last_chunk {
             self.be.memset_d32(at(&w.b, t * d), 0, la * d)?;
             t + la
         } else {
@@ -697,7 +1222,8 @@ impl DeviceFlow {
         let tn = t - la;
         // pre-lookahead: conv1 (k = la+1) into cat after the 2-row context, leaky ReLU, conv2
         let ctx = CONV2_K - 1;
-        self.copy(w.cat.ptr(), d, st.pre_cnn.ptr(), d, ctx, d, 1)?;
+        let pre_cnn = io.ctx.pre_cnn;
+        self.copy(w.cat.ptr(), d, pre_cnn, d, ctx, d, 1)?;
         self.copy(w.col.ptr(), (la + 1) * d, w.b.ptr(), d, tn, (la + 1) * d, 1)?;
         self.linear(
             &self.pre_conv1,
@@ -708,19 +1234,30 @@ impl DeviceFlow {
             d,
         )?;
         self.act(at(&w.cat, ctx * d), tn * d, act::LEAKY_RELU, 0.01)?;
-        self.copy(st.pre_cnn.ptr(), d, at(&w.cat, tn * d), d, ctx, d, 1)?;
+        self.copy(pre_cnn, d, at(&w.cat, tn * d), d, ctx, d, 1)?;
         self.copy(w.col.ptr(), CONV2_K * d, w.cat.ptr(), d, tn, CONV2_K * d, 1)?;
         self.lin(&self.pre_conv2, tn, w.col.ptr(), w.x.ptr())?;
         self.add(w.x.ptr(), w.b.ptr(), tn * d)?;
 
         // first conformer stack (token clock)
-        let l_tok = st.t_tok;
-        let cap_tok = self.limits.carry_frames / s;
-        let work_tok = cap_tok + self.t_tok_cap;
+        let l_tok = io.t_tok;
+        let cap_up = io.carry_cap;
+        let cap_tok = cap_up / s;
+        let work_tok = self.limits.carry_frames / s + self.t_tok_cap;
         let mut kept = 0;
         for (i, layer) in self.encoders.iter().enumerate() {
-            let carry = at(&st.enc_carry, i * e.heads * cap_tok * 2 * (d / e.heads));
-            kept = self.conformer_layer(layer, tn, l_tok, carry, cap_tok, work_tok, s, &r)?;
+            let (carry, ws) = self.conf_ptrs(io.carry, cap_up, false, i);
+            let wb = io.write_back.then_some((carry, cap_tok));
+            kept = self.conformer_layer(
+                layer,
+                tn,
+                l_tok,
+                (carry, cap_tok),
+                (ws, work_tok),
+                wb,
+                s,
+                &r,
+            )?;
         }
         let new_tok = if self.encoders.is_empty() {
             l_tok + tn
@@ -731,9 +1268,10 @@ impl DeviceFlow {
         // upsample ×s (nearest) after the 2s-row context, conv k = 2s + 1
         let tu = tn * s;
         let uctx = 2 * s;
-        self.copy(w.cat.ptr(), d, st.up_cnn.ptr(), d, uctx, d, 1)?;
+        let up_cnn = io.ctx.up_cnn;
+        self.copy(w.cat.ptr(), d, up_cnn, d, uctx, d, 1)?;
         self.copy(at(&w.cat, uctx * d), d, w.x.ptr(), d, tu, d, s)?;
-        self.copy(st.up_cnn.ptr(), d, at(&w.cat, tu * d), d, uctx, d, 1)?;
+        self.copy(up_cnn, d, at(&w.cat, tu * d), d, uctx, d, 1)?;
         let ku = 2 * s + 1;
         self.copy(w.col.ptr(), ku * d, w.cat.ptr(), d, tu, ku * d, 1)?;
         self.lin(&self.up_conv, tu, w.col.ptr(), w.a.ptr())?;
@@ -742,30 +1280,39 @@ impl DeviceFlow {
         self.act(w.x.ptr(), tu * d, act::SCALE, self.up_embed.xscale)?;
 
         // second conformer stack (frame clock)
-        let cap_up = self.limits.carry_frames;
-        let work_up = cap_up + self.t_up_cap;
+        let work_up = self.limits.carry_frames + self.t_up_cap;
         for (i, layer) in self.up_encoders.iter().enumerate() {
-            let carry = at(&st.up_carry, i * e.heads * cap_up * 2 * (d / e.heads));
-            self.conformer_layer(layer, tu, l_tok * s, carry, cap_up, work_up, 1, &r)?;
+            let (carry, ws) = self.conf_ptrs(io.carry, cap_up, true, i);
+            let wb = io.write_back.then_some((carry, cap_up));
+            self.conformer_layer(
+                layer,
+                tu,
+                l_tok * s,
+                (carry, cap_up),
+                (ws, work_up),
+                wb,
+                1,
+                &r,
+            )?;
         }
-        st.t_tok = new_tok;
         self.norm(&self.after_norm, tu, d, w.x.ptr(), w.a.ptr())?;
         self.lin(&self.encoder_proj, tu, w.a.ptr(), w.mu.ptr())?;
-        Ok(tu)
+        Ok((tu, new_tok))
     }
 
-    /// One conformer layer over `t` rows in `w.x` (in place), cache `carry` (`[heads, cap, 2dk]`,
-    /// extent `l`), workspace frames `work`. `div` converts the retention's frames to this clock.
-    /// Returns the extent after write-back.
+    /// One conformer layer over `t` rows in `w.x` (in place): cache `carry` (`[heads, cap,
+    /// 2dk]`, extent `l`) copied into the layer's workspace `ws` (`[heads, work, 2dk]`) before
+    /// the new frames; with `write_back`, the kept frames are written back in place right after.
+    /// `div` converts the retention's frames to this clock. Returns the extent after retention.
     #[allow(clippy::too_many_arguments)]
     fn conformer_layer(
         &self,
         ly: &DConf,
         t: usize,
         l: usize,
-        carry: DevPtr,
-        cap: usize,
-        work: usize,
+        (carry, cap): (DevPtr, usize),
+        (kv, work): (DevPtr, usize),
+        write_back: Option<(DevPtr, usize)>,
         div: usize,
         r: &Retention,
     ) -> Result<usize, FlowError> {
@@ -779,17 +1326,9 @@ impl DeviceFlow {
         self.lin(&ly.k, t, w.xn.ptr(), w.k.ptr())?;
         self.lin(&ly.v, t, w.xn.ptr(), w.v.ptr())?;
         // [carry ‖ new] (append order)
-        self.copy(
-            w.kv.ptr(),
-            work * 2 * dk,
-            carry,
-            cap * 2 * dk,
-            h,
-            l * 2 * dk,
-            1,
-        )?;
+        self.copy(kv, work * 2 * dk, carry, cap * 2 * dk, h, l * 2 * dk, 1)?;
         let kv_args = [
-            p(w.kv.ptr()),
+            p(kv),
             n(work),
             n(l),
             p(w.k.ptr()),
@@ -809,7 +1348,7 @@ impl DeviceFlow {
             p(w.q.ptr()),
             p(ly.u.ptr()),
             p(ly.w.ptr()),
-            p(w.kv.ptr()),
+            p(kv),
             p(w.pos.ptr()),
             n(h),
             n(t),
@@ -826,129 +1365,87 @@ impl DeviceFlow {
         self.lin(&ly.w2, t, w.hidden.ptr(), w.o.ptr())?;
         self.add(w.x.ptr(), w.o.ptr(), t * d)?;
         // the conformer caches are append-ordered under both retentions
-        self.write_back(
-            carry,
-            cap,
-            w.kv.ptr(),
-            work,
-            h,
-            2 * dk,
-            tk,
-            r.prompt_frames / div,
-            r.retained_frames / div,
-            false,
-        )
-    }
-
-    /// `setup_cache` into `st` (see [`Flow::setup_cache`]).
-    pub fn setup_cache(
-        &self,
-        st: &mut DeviceState,
-        tokens: &[u32],
-        mel: &[f32],
-        spk: &[f32],
-    ) -> Result<(), FlowError> {
-        let e = &self.cfg.encoder;
-        let frames = tokens.len().saturating_sub(e.pre_lookahead) * e.up_stride;
-        if mel.len() != frames * self.cfg.mel {
-            return Err(FlowError::Input(format!(
-                "prompt mel has {} values, expected {frames} frames",
-                mel.len()
-            )));
+        let (p_, r_) = (r.prompt_frames / div, r.retained_frames / div);
+        match write_back {
+            Some((dst, dst_cap)) => {
+                self.write_back(dst, dst_cap, kv, work, h, 2 * dk, tk, p_, r_, false)
+            }
+            None => Ok(kept_extent(tk, p_, r_)),
         }
-        let fresh = self.new_state(st.solver, st.retention)?;
-        *st = fresh;
-        let spk = self.speaker(spk)?;
-        let frames = self.encode(st, tokens, false)?;
-        self.be.upload(self.w.cond.ptr(), mel)?;
-        self.solve(st, frames, spk, true)?;
-        st.primed = true;
-        Ok(())
     }
 
-    /// `inference_chunk` with the retention of [`DeviceLimits`] applied; returns `[mel, frames]`.
-    pub fn inference_chunk(
-        &self,
-        st: &mut DeviceState,
-        tokens: &[u32],
-        spk: &[f32],
-        last_chunk: bool,
-    ) -> Result<Vec<f32>, FlowError> {
-        if !st.primed {
-            return Err(FlowError::Input(
-                "session not primed (setup_cache first)".into(),
-            ));
+    /// `t` and `dt` of solver step `si` (0-based), accumulated exactly as the loop does.
+    fn step_time(&self, t_span: &[f32], si: usize) -> (f32, f32) {
+        let mut t = t_span[0];
+        let mut dt = t_span[1] - t_span[0];
+        for step in 1..=si {
+            t += dt;
+            dt = t_span[step + 1] - t;
         }
-        let spk = self.speaker(spk)?;
-        let frames = self.encode(st, tokens, last_chunk)?;
-        self.solve(st, frames, spk, false)?;
-        let mel = self.cfg.mel;
-        self.go(
-            &kd::TRANSPOSE,
-            frames * mel,
-            &[
-                p(self.w.cond.ptr()),
-                n(frames),
-                p(self.w.xs.ptr()),
-                n(mel),
-                n(frames),
-                n(mel),
-            ],
-        )?;
-        Ok(self.be.download(self.w.cond.ptr(), mel * frames)?)
+        (t, dt)
     }
 
-    /// The CFM Euler solver over the DiT estimator; `x` ends in `w.xs` (`[frames, mel]`).
-    fn solve(
+    /// The `flow` callable: solver steps `steps` of the CFM Euler loop over the DiT estimator.
+    /// The first step also normalizes the speaker, draws `x` from the noise table at offset
+    /// `io.l_old` and assembles `[x ‖ mu ‖ spk ‖ cond]`; the last step also writes the mel to
+    /// [`DeviceFlow::mel_out`]. Stream work only. Returns the estimator extent after retention.
+    pub fn flow_call(
         &self,
-        st: &mut DeviceState,
-        frames: usize,
-        spk: DevPtr,
-        with_cond: bool,
-    ) -> Result<(), FlowError> {
+        io: &FlowIo,
+        steps: std::ops::Range<usize>,
+    ) -> Result<usize, FlowError> {
         let c = &self.cfg;
         let dc = &c.dit;
         let (mel, cin, hid, heads, hd) = (c.mel, dc.in_channels, dc.hidden, dc.heads, dc.head_dim);
         let inner = dc.inner();
         let w = &self.w;
-        let sv = st.solver;
-        let r = st.retention;
-        let l_cap = self.limits.carry_frames;
-        let work = l_cap + self.t_up_cap;
-        let l_old = st.est_extent;
+        let sv = io.solver;
+        let r = io.retention;
+        let frames = io.frames;
+        let l_old = io.l_old;
         let tk = l_old + frames;
-        if l_old + frames > self.noise_frames {
+        if tk > self.noise_frames {
             return Err(FlowError::Input(format!(
                 "noise table has {} frames, the call needs {}",
                 self.noise_frames, tk
             )));
         }
-        if sv.n_steps == 0 {
-            return Err(FlowError::Input("zero solver steps".into()));
+        if sv.n_steps == 0 || steps.end > sv.n_steps || steps.start >= steps.end {
+            return Err(FlowError::Input(format!(
+                "solver steps {steps:?} of {}",
+                sv.n_steps
+            )));
+        }
+        if tk > io.ws_frames || l_old > io.carry_cap || frames > self.t_up_cap {
+            return Err(FlowError::Input(format!(
+                "flow call: {l_old} + {frames} frames exceed the workspace ({}) or carry ({})",
+                io.ws_frames, io.carry_cap
+            )));
         }
         let rows = CFG_BATCH * frames;
-        // z = noise[:, l_old : l_old + frames]ᵀ · temperature
-        self.go(
-            &kd::TRANSPOSE,
-            frames * mel,
-            &[
-                p(w.xs.ptr()),
-                n(mel),
-                p(at(&self.noise, l_old)),
-                n(self.noise_frames),
-                n(mel),
-                n(frames),
-            ],
-        )?;
-        self.act(w.xs.ptr(), frames * mel, act::SCALE, sv.temperature)?;
-        // x_in = [x ‖ mu ‖ spk ‖ cond] / [x ‖ 0 ‖ 0 ‖ 0]
-        self.be.memset_d32(w.xin.ptr(), 0, rows * cin)?;
-        self.copy(at(&w.xin, mel), cin, w.mu.ptr(), mel, frames, mel, 1)?;
-        self.copy(at(&w.xin, 2 * mel), cin, spk, 0, frames, mel, 1)?;
-        if with_cond {
-            self.copy(at(&w.xin, 3 * mel), cin, w.cond.ptr(), mel, frames, mel, 1)?;
-        }
         let s = &w.small;
+        if steps.start == 0 {
+            let spk = self.speaker()?;
+            // z = noise[:, l_old : l_old + frames]ᵀ · temperature
+            self.go(
+                &kd::TRANSPOSE,
+                frames * mel,
+                &[
+                    p(w.xs.ptr()),
+                    n(mel),
+                    p(at(&self.noise, l_old)),
+                    n(self.noise_frames),
+                    n(mel),
+                    n(frames),
+                ],
+            )?;
+            self.act(w.xs.ptr(), frames * mel, act::SCALE, sv.temperature)?;
+            // x_in = [x ‖ mu ‖ spk ‖ cond] / [x ‖ 0 ‖ 0 ‖ 0]
+            self.be.memset_d32(w.xin.ptr(), 0, rows * cin)?;
+            self.copy(at(&w.xin, mel), cin, io.mu, mel, frames, mel, 1)?;
+            self.copy(at(&w.xin, 2 * mel), cin, spk, 0, frames, mel, 1)?;
+            self.copy(at(&w.xin, 3 * mel), cin, io.cond, mel, frames, mel, 1)?;
+        }
         let (freq, th, cact, mods) = (
             at(s, 0),
             at(s, dc.freq_dim),
@@ -956,16 +1453,19 @@ impl DeviceFlow {
             at(s, dc.freq_dim + 2 * hid),
         );
         let t_span = cosine_t_span(sv.n_steps);
-        let mut t = t_span[0];
-        let mut dt = t_span[1] - t_span[0];
+        let (mut t, mut dt) = self.step_time(&t_span, steps.start);
+        let work = io.ws_frames;
+        let l_cap = io.carry_cap;
         let per_layer_work = CFG_BATCH * heads * work * 2 * hd;
         let per_layer_carry = CFG_BATCH * heads * l_cap * 2 * hd;
         let ctx = CONV_K - 1;
         let cnn_per_layer = CFG_BATCH * 2 * ctx * hid;
         let scale = (1.0 / (hd as f64).sqrt()) as f32;
-        let mut kept = tk;
-        for step in 1..=sv.n_steps {
+        let mut kept = kept_extent(tk, r.prompt_frames, r.retained_frames);
+        for step in steps.start + 1..=steps.end {
             let si = step - 1;
+            let ws = io.ws.offset(si * dc.depth * per_layer_work * 4);
+            let carry_step = io.carry.offset(si * dc.depth * per_layer_carry * 4);
             for b in 0..CFG_BATCH {
                 self.copy(
                     at(&w.xin, b * frames * cin),
@@ -997,8 +1497,8 @@ impl DeviceFlow {
                 let m = |i: usize| at(s, dc.freq_dim + 2 * hid + i * hid);
                 self.lin(&blk.ada, 1, cact, mods)?;
                 // attention over [new ‖ carry]
-                let kvw = at(&w.kv, li * per_layer_work);
-                let carry = at(&st.est_carry, (si * dc.depth + li) * per_layer_carry);
+                let kvw = ws.offset(li * per_layer_work * 4);
+                let carry = carry_step.offset(li * per_layer_carry * 4);
                 self.norm_mod(rows, hid, w.x.ptr(), m(0), m(1), w.xn.ptr())?;
                 self.lin(&blk.q, rows, w.xn.ptr(), w.q.ptr())?;
                 self.lin(&blk.k, rows, w.xn.ptr(), w.k.ptr())?;
@@ -1019,7 +1519,7 @@ impl DeviceFlow {
                 ];
                 self.go(&kd::KV_PACK, rows * inner, &kv_args)?;
                 self.copy(
-                    at(&w.kv, li * per_layer_work + frames * 2 * hd),
+                    kvw.offset(frames * 2 * hd * 4),
                     work * 2 * hd,
                     carry,
                     l_cap * 2 * hd,
@@ -1045,9 +1545,8 @@ impl DeviceFlow {
                 // causal conv block
                 self.norm_mod(rows, hid, w.x.ptr(), m(6), m(7), w.xn.ptr())?;
                 let cnn = |b: usize, which: usize| {
-                    at(
-                        &st.est_cnn,
-                        (si * dc.depth + li) * cnn_per_layer + (b * 2 + which) * ctx * hid,
+                    io.ctx.est_cnn.offset(
+                        ((si * dc.depth + li) * cnn_per_layer + (b * 2 + which) * ctx * hid) * 4,
                     )
                 };
                 for (src, which) in [(w.xn.ptr(), 0usize), (w.o.ptr(), 1)] {
@@ -1098,22 +1597,23 @@ impl DeviceFlow {
                 self.lin(&blk.fc2, rows, w.hidden.ptr(), w.o.ptr())?;
                 self.gated(w.x.ptr(), m(5), w.o.ptr(), rows, hid)?;
             }
-            // carry write-back for this step (every layer's [new ‖ old] → carry)
+            // carry write-back for this step (every layer's [new ‖ old] → carry), state rule
             // paper: carry.prepend keeps [:retained] ‖ [ℓ−prompt:]; vendor: carry.append keeps
             // [:prompt] ‖ [ℓ−retained:] of the same prepend-ordered cache
-            let prepend = r.order == RetentionOrder::Paper;
-            kept = self.write_back(
-                at(&st.est_carry, si * dc.depth * per_layer_carry),
-                l_cap,
-                w.kv.ptr(),
-                work,
-                dc.depth * CFG_BATCH * heads,
-                2 * hd,
-                tk,
-                r.prompt_frames,
-                r.retained_frames,
-                prepend,
-            )?;
+            if io.write_back {
+                kept = self.write_back(
+                    carry_step,
+                    l_cap,
+                    ws,
+                    work,
+                    dc.depth * CFG_BATCH * heads,
+                    2 * hd,
+                    tk,
+                    r.prompt_frames,
+                    r.retained_frames,
+                    r.order == RetentionOrder::Paper,
+                )?;
+            }
             // final layer, guidance, Euler step
             self.lin(&self.final_ada, 1, cact, mods)?;
             self.norm_mod(
@@ -1141,7 +1641,186 @@ impl DeviceFlow {
                 dt = t_span[step + 1] - t;
             }
         }
-        st.est_extent = kept;
+        if steps.end == sv.n_steps {
+            self.go(
+                &kd::TRANSPOSE,
+                frames * mel,
+                &[
+                    p(w.mel_out.ptr()),
+                    n(frames),
+                    p(w.xs.ptr()),
+                    n(mel),
+                    n(frames),
+                    n(mel),
+                ],
+            )?;
+        }
+        Ok(kept)
+    }
+
+    /// After the callables of one call: under the state rule only the extents advance (the
+    /// carries were written back in place); under the stock store the kept frames are
+    /// materialized into freshly allocated compact carries (the vendor's `torch.cat`) and the
+    /// old ones freed. `tn` tokens were presented.
+    pub fn finish_call(
+        &self,
+        st: &mut DeviceState,
+        tn: usize,
+        new_tok: usize,
+        est_kept: usize,
+    ) -> Result<(), FlowError> {
+        let e = &self.cfg.encoder;
+        let s = e.up_stride;
+        let r = st.retention;
+        let l_old = st.est_extent;
+        let l_tok = st.t_tok;
+        if let StateStore::Stock {
+            est_carry,
+            est_ws,
+            conf,
+            ..
+        } = &mut st.store
+        {
+            let be = self.be.as_ref();
+            let dk2 = 2 * (e.dim / e.heads);
+            // conformer: [carry ‖ new] of every layer → fresh compact carries
+            let kept_up = new_tok * s;
+            let fresh = be.alloc(self.conf_floats(kept_up).max(1) * 4, AllocKind::Other)?;
+            let (tk_tok, tk_up) = (l_tok + tn, (l_tok + tn) * s);
+            let work_tok = self.limits.carry_frames / s + self.t_tok_cap;
+            let work_up = self.limits.carry_frames + self.t_up_cap;
+            for i in 0..e.blocks {
+                let (dst, ws) = self.conf_ptrs(fresh.ptr(), kept_up, false, i);
+                self.write_back(
+                    dst,
+                    new_tok,
+                    ws,
+                    work_tok,
+                    e.heads,
+                    dk2,
+                    tk_tok,
+                    r.prompt_frames / s,
+                    r.retained_frames / s,
+                    false,
+                )?;
+            }
+            for i in 0..e.up_blocks {
+                let (dst, ws) = self.conf_ptrs(fresh.ptr(), kept_up, true, i);
+                self.write_back(
+                    dst,
+                    kept_up,
+                    ws,
+                    work_up,
+                    e.heads,
+                    dk2,
+                    tk_up,
+                    r.prompt_frames,
+                    r.retained_frames,
+                    false,
+                )?;
+            }
+            *conf = fresh;
+            // estimator: every step's [new ‖ old] → one fresh compact carry
+            let d = &self.cfg.dit;
+            let n_steps = st.solver.n_steps;
+            let tk = l_old + tn * s;
+            let fresh = be.alloc(
+                (self.est_floats_per_frame(n_steps) * est_kept).max(1) * 4,
+                AllocKind::Other,
+            )?;
+            self.write_back(
+                fresh.ptr(),
+                est_kept,
+                est_ws.ptr(),
+                STOCK_FRAMES,
+                n_steps * d.depth * CFG_BATCH * d.heads,
+                2 * d.head_dim,
+                tk,
+                r.prompt_frames,
+                r.retained_frames,
+                r.order == RetentionOrder::Paper,
+            )?;
+            *est_carry = fresh;
+        }
+        st.t_tok = new_tok;
+        st.est_extent = est_kept;
         Ok(())
     }
+
+    /// Zeroes a session's conv contexts and extents in place (addresses unchanged).
+    fn reset(&self, st: &mut DeviceState) -> Result<(), FlowError> {
+        for b in [&st.est_cnn, &st.pre_cnn, &st.up_cnn] {
+            self.be.memset_d32(b.ptr(), 0, b.bytes() / 4)?;
+        }
+        st.est_extent = 0;
+        st.t_tok = 0;
+        st.primed = false;
+        Ok(())
+    }
+
+    /// `setup_cache` into `st` (see [`Flow::setup_cache`]): the prompt-priming pass, eager by
+    /// construction. Resets `st` in place (its addresses do not change).
+    pub fn setup_cache(
+        &self,
+        st: &mut DeviceState,
+        tokens: &[u32],
+        mel: &[f32],
+        spk: &[f32],
+    ) -> Result<(), FlowError> {
+        let e = &self.cfg.encoder;
+        let frames = tokens.len().saturating_sub(e.pre_lookahead) * e.up_stride;
+        if mel.len() != frames * self.cfg.mel {
+            return Err(FlowError::Input(format!(
+                "prompt mel has {} values, expected {frames} frames",
+                mel.len()
+            )));
+        }
+        self.set_inputs(tokens, spk, false)?;
+        self.reset(st)?;
+        if let StateStore::Stock {
+            est_carry, conf, ..
+        } = &mut st.store
+        {
+            *est_carry = self.be.alloc(4, AllocKind::Other)?;
+            *conf = self.be.alloc(4, AllocKind::Other)?;
+        }
+        let (frames, new_tok) = self.encoder_call(&self.encoder_io(st, tokens.len(), false))?;
+        self.be.upload(self.w.cond.ptr(), mel)?;
+        let io = self.flow_io(st, frames);
+        let kept = self.flow_call(&io, 0..st.solver.n_steps)?;
+        // chunk calls see cond = 0
+        self.be
+            .memset_d32(self.w.cond.ptr(), 0, self.w.cond.bytes() / 4)?;
+        self.finish_call(st, frames / e.up_stride, new_tok, kept)?;
+        st.primed = true;
+        Ok(())
+    }
+
+    /// `inference_chunk` (eager) with the retention of `st` applied; returns `[mel, frames]`.
+    pub fn inference_chunk(
+        &self,
+        st: &mut DeviceState,
+        tokens: &[u32],
+        spk: &[f32],
+        last_chunk: bool,
+    ) -> Result<Vec<f32>, FlowError> {
+        if !st.primed {
+            return Err(FlowError::Input(
+                "session not primed (setup_cache first)".into(),
+            ));
+        }
+        self.set_inputs(tokens, spk, last_chunk)?;
+        let (frames, new_tok) =
+            self.encoder_call(&self.encoder_io(st, tokens.len(), last_chunk))?;
+        let kept = self.flow_call(&self.flow_io(st, frames), 0..st.solver.n_steps)?;
+        self.finish_call(st, frames / self.cfg.encoder.up_stride, new_tok, kept)?;
+        Ok(self
+            .be
+            .download(self.w.mel_out.ptr(), self.cfg.mel * frames)?)
+    }
+}
+
+/// Extent of a prompt + history cache of extent `tk` after retention.
+fn kept_extent(tk: usize, prompt: usize, retained: usize) -> usize {
+    tk.min(prompt + retained)
 }
