@@ -19,3 +19,7 @@ pub mod moshi;
 pub mod speech_token_kv;
 #[rustfmt::skip]
 pub mod token2wav;
+#[rustfmt::skip]
+pub mod token2wav_tiny;
+#[rustfmt::skip]
+pub mod token2wav_tiny_vendor;
