@@ -224,17 +224,51 @@ extern "C" __global__ void t2w_timestep_embedding(float* out, i64 dim, float t, 
     if ((dim & 1) && blockIdx.x == 0 && threadIdx.x == 0) out[dim - 1] = 0.0f;
 }
 
-// ---- norm.rs (one thread per row) ----------------------------------------------------------
+// ---- reductions (warp per row) --------------------------------------------------------------
+//
+// Every row reduction is one warp's: lane l sums the terms j = l, l + 32, l + 64, ... in ascending
+// order (starting from 0.0f), then the 32 lane partials meet in a fixed tree, offsets 16, 8, 4, 2, 1
+// (`v += shfl_down(v, off)`); lane 0's value is broadcast. The host twin (`math::warp_sum`) does
+// the same additions in the same order. A kernel using it needs blockDim.x to be a multiple of 32
+// (checked by the twin; the kernels trap otherwise).
 
-__device__ __forceinline__ void t2w_moments(const float* row, i64 n, float eps, float* mean, float* rstd) {
+#define T2W_WARP 32
+#define T2W_FULL_MASK 0xffffffffu
+
+__device__ __forceinline__ float t2w_warp_tree(float v) {
+    for (int off = T2W_WARP / 2; off > 0; off >>= 1) v = v + __shfl_down_sync(T2W_FULL_MASK, v, off);
+    return __shfl_sync(T2W_FULL_MASK, v, 0);
+}
+
+__device__ __forceinline__ float t2w_warp_max(float v) {
+    // max is exact and order-free (no NaN rows reach it unless the input has NaN; fmaxf drops NaN
+    // like Rust's f32::max)
+    for (int off = T2W_WARP / 2; off > 0; off >>= 1) v = fmaxf(v, __shfl_xor_sync(T2W_FULL_MASK, v, off));
+    return v;
+}
+
+__device__ __forceinline__ void t2w_require_warps() {
+    if (blockDim.x % T2W_WARP != 0 || blockDim.y != 1 || blockDim.z != 1) __trap();
+}
+
+// ---- norm.rs (warp per row, rows grid-strided over warps) -----------------------------------
+
+#define T2W_WARP_ROWS(r, rows)                                                                       \
+    for (i64 r = (blockIdx.x * (i64)blockDim.x + threadIdx.x) / T2W_WARP; r < (rows);                 \
+         r += ((i64)gridDim.x * blockDim.x) / T2W_WARP)
+
+__device__ __forceinline__ void t2w_moments(const float* row, i64 n, float eps, int lane, float* mean,
+                                            float* rstd) {
     float s = 0.0f;
-    for (i64 j = 0; j < n; ++j) s = s + row[j];
+    for (i64 j = lane; j < n; j += T2W_WARP) s = s + row[j];
+    s = t2w_warp_tree(s);
     const float m = s / (float)n;
     float q = 0.0f;
-    for (i64 j = 0; j < n; ++j) {
+    for (i64 j = lane; j < n; j += T2W_WARP) {
         const float d = row[j] - m;
         q = q + d * d;
     }
+    q = t2w_warp_tree(q);
     const float var = q / (float)n;
     *mean = m;
     *rstd = 1.0f / sqrtf(var + eps);
@@ -242,13 +276,15 @@ __device__ __forceinline__ void t2w_moments(const float* row, i64 n, float eps, 
 
 extern "C" __global__ void t2w_layer_norm(float* y, i64 ldy, const float* x, i64 ldx, const float* gamma,
                                           const float* beta, i64 rows, i64 dim, float eps) {
-    T2W_GRID_STRIDE(r, rows) {
+    t2w_require_warps();
+    const int lane = threadIdx.x % T2W_WARP;
+    T2W_WARP_ROWS(r, rows) {
         const float* xr = x + r * ldx;
         float* yr = y + r * ldy;
         float mean, rstd;
-        t2w_moments(xr, dim, eps, &mean, &rstd);
+        t2w_moments(xr, dim, eps, lane, &mean, &rstd);
         const float bias = -mean * rstd;
-        for (i64 j = 0; j < dim; ++j) {
+        for (i64 j = lane; j < dim; j += T2W_WARP) {
             float v = xr[j] * rstd + bias;
             if (gamma) v = v * gamma[j];
             if (beta) v = v + beta[j];
@@ -259,13 +295,15 @@ extern "C" __global__ void t2w_layer_norm(float* y, i64 ldy, const float* x, i64
 
 extern "C" __global__ void t2w_layer_norm_modulate(float* y, const float* x, const float* shift, const float* scale,
                                                    i64 rows, i64 dim, float eps) {
-    T2W_GRID_STRIDE(r, rows) {
+    t2w_require_warps();
+    const int lane = threadIdx.x % T2W_WARP;
+    T2W_WARP_ROWS(r, rows) {
         const float* xr = x + r * dim;
         float* yr = y + r * dim;
         float mean, rstd;
-        t2w_moments(xr, dim, eps, &mean, &rstd);
+        t2w_moments(xr, dim, eps, lane, &mean, &rstd);
         const float bias = -mean * rstd;
-        for (i64 j = 0; j < dim; ++j) {
+        for (i64 j = lane; j < dim; j += T2W_WARP) {
             const float n = xr[j] * rstd + bias;
             yr[j] = n * (1.0f + scale[j]) + shift[j];
         }
@@ -273,90 +311,215 @@ extern "C" __global__ void t2w_layer_norm_modulate(float* y, const float* x, con
 }
 
 extern "C" __global__ void t2w_l2_normalize(float* y, const float* x, i64 rows, i64 dim, float eps) {
-    T2W_GRID_STRIDE(r, rows) {
+    t2w_require_warps();
+    const int lane = threadIdx.x % T2W_WARP;
+    T2W_WARP_ROWS(r, rows) {
         const float* xr = x + r * dim;
         float s = 0.0f;
-        for (i64 j = 0; j < dim; ++j) s = s + xr[j] * xr[j];
+        for (i64 j = lane; j < dim; j += T2W_WARP) s = s + xr[j] * xr[j];
+        s = t2w_warp_tree(s);
         const float norm = fmaxf(sqrtf(s), eps);
-        for (i64 j = 0; j < dim; ++j) y[r * dim + j] = xr[j] / norm;
+        for (i64 j = lane; j < dim; j += T2W_WARP) y[r * dim + j] = xr[j] / norm;
     }
 }
 
-// ---- attn.rs (one thread per query row; scores recomputed per pass, identical values) -------
+// ---- attn.rs (warp per query row, W = blockDim.x / 32 query rows per block) -----------------
+//
+// A block takes W consecutive query rows of one (batch, head). Keys and values are staged in
+// shared memory 32 frames at a time (coalesced loads, rows padded to d + 1 floats). Warp w owns
+// query row i0 + w: lane l scores key j0 + l of each tile (dot product ascending over c, as the
+// twin), the row's scores live in shared memory, the softmax sum is the warp reduction above, and
+// lane l accumulates the output columns l, l + 32, ... over all keys in ascending order.
+//
+// Dynamic shared memory (launch's shared_bytes): floats [W·d (queries) | W·d (rel-pos: q + w) |
+// W·tk (scores) | 32·(d + 1) (key/value tile)], see `defs::attention_dims`. The kernel traps if
+// the launch gives less, or if d > 128.
 
 #define T2W_MAX_HEAD_DIM 128
+#define T2W_TILE 32
 
-__device__ __forceinline__ float t2w_dot(const float* a, const float* b, i64 d) {
-    float acc = 0.0f;
-    for (i64 c = 0; c < d; ++c) acc = acc + a[c] * b[c];
-    return acc;
+__device__ __forceinline__ unsigned t2w_dyn_smem_bytes() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+    return r;
+}
+
+extern __shared__ float t2w_smem[];
+
+// Stages frames j0 .. j0 + 32 of one (batch, head) cache slice (`base` + `off`: 0 keys, d values)
+// into tile[jj · (d + 1) + c]; frames ≥ tk read as 0.
+__device__ __forceinline__ void t2w_stage(float* tile, const float* base, i64 off, i64 j0, i64 tk, i64 d) {
+    for (i64 idx = threadIdx.x; idx < T2W_TILE * d; idx += blockDim.x) {
+        const i64 jj = idx / d, c = idx % d;
+        const i64 j = j0 + jj;
+        tile[jj * (d + 1) + c] = j < tk ? base[j * 2 * d + off + c] : 0.0f;
+    }
 }
 
 extern "C" __global__ void t2w_attention(float* out, const float* q, const float* kv, i64 batch, i64 heads, i64 tq,
                                          i64 tk, i64 d, i64 cap, float scale) {
-    T2W_GRID_STRIDE(idx, batch * heads * tq) {
-        if (d > T2W_MAX_HEAD_DIM) return;
-        const i64 i = idx % tq, h = (idx / tq) % heads, b = idx / (tq * heads);
-        const float* qi = q + (b * tq + i) * heads * d + h * d;
+    t2w_require_warps();
+    const i64 W = blockDim.x / T2W_WARP;
+    if (d > T2W_MAX_HEAD_DIM || (i64)t2w_dyn_smem_bytes() < (2 * W * d + W * tk + T2W_TILE * (d + 1)) * 4) __trap();
+    const int lane = threadIdx.x % T2W_WARP;
+    const i64 w = threadIdx.x / T2W_WARP;
+    float* qs = t2w_smem;                    // [W, d]
+    float* ss = qs + 2 * W * d;              // [W, tk]
+    float* tile = ss + W * tk;               // [32, d + 1]
+    const i64 tiles = (tq + W - 1) / W;
+    for (i64 unit = blockIdx.x; unit < batch * heads * tiles; unit += gridDim.x) {
+        const i64 i0 = (unit % tiles) * W, h = (unit / tiles) % heads, b = unit / (tiles * heads);
+        const i64 i = i0 + w;
+        const bool live = i < tq;
         const float* base = kv + (b * heads + h) * cap * 2 * d;
-        float m = -__int_as_float(0x7f800000);
-        for (i64 j = 0; j < tk; ++j) m = fmaxf(m, scale * t2w_dot(qi, base + j * 2 * d, d));
-        float acc[T2W_MAX_HEAD_DIM];
-        for (i64 c = 0; c < d; ++c) acc[c] = 0.0f;
-        float sum = 0.0f;
-        for (i64 j = 0; j < tk; ++j) {
-            const float s = scale * t2w_dot(qi, base + j * 2 * d, d);
-            const float e = t2w_expf(s - m);
-            sum = sum + e;
-            const float* vj = base + j * 2 * d + d;
-            for (i64 c = 0; c < d; ++c) acc[c] = acc[c] + e * vj[c];
+        float* qw = qs + w * d;
+        float* sw = ss + w * tk;
+        if (live) {
+            const float* qi = q + (b * tq + i) * heads * d + h * d;
+            for (i64 c = lane; c < d; c += T2W_WARP) qw[c] = qi[c];
         }
-        float* o = out + (b * tq + i) * heads * d + h * d;
-        for (i64 c = 0; c < d; ++c) o[c] = acc[c] / sum;
+        __syncwarp();
+        // scores
+        for (i64 j0 = 0; j0 < tk; j0 += T2W_TILE) {
+            __syncthreads();
+            t2w_stage(tile, base, 0, j0, tk, d);
+            __syncthreads();
+            const i64 j = j0 + lane;
+            if (live && j < tk) {
+                const float* kj = tile + lane * (d + 1);
+                float acc = 0.0f;
+                for (i64 c = 0; c < d; ++c) acc = acc + qw[c] * kj[c];
+                sw[j] = scale * acc;
+            }
+        }
+        __syncwarp();
+        // softmax numerators and their sum
+        float m = -__int_as_float(0x7f800000);
+        for (i64 j = lane; j < tk; j += T2W_WARP) m = fmaxf(m, sw[j]);
+        m = t2w_warp_max(m);
+        float sum = 0.0f;
+        for (i64 j = lane; j < tk; j += T2W_WARP) {
+            const float e = t2w_expf(sw[j] - m);
+            sw[j] = e;
+            sum = sum + e;
+        }
+        sum = t2w_warp_tree(sum);
+        __syncwarp();
+        // Σ_j e_j · v_j, ascending j
+        float acc[T2W_MAX_HEAD_DIM / T2W_WARP];
+        for (int k = 0; k < T2W_MAX_HEAD_DIM / T2W_WARP; ++k) acc[k] = 0.0f;
+        for (i64 j0 = 0; j0 < tk; j0 += T2W_TILE) {
+            __syncthreads();
+            t2w_stage(tile, base, d, j0, tk, d);
+            __syncthreads();
+            if (live) {
+                const i64 n = tk - j0 < T2W_TILE ? tk - j0 : T2W_TILE;
+                for (i64 jj = 0; jj < n; ++jj) {
+                    const float e = sw[j0 + jj];
+                    const float* vj = tile + jj * (d + 1);
+#pragma unroll
+                    for (int k = 0; k < T2W_MAX_HEAD_DIM / T2W_WARP; ++k) {
+                        const i64 c = lane + k * T2W_WARP;
+                        if (c < d) acc[k] = acc[k] + e * vj[c];
+                    }
+                }
+            }
+        }
+        if (live) {
+            float* o = out + (b * tq + i) * heads * d + h * d;
+#pragma unroll
+            for (int k = 0; k < T2W_MAX_HEAD_DIM / T2W_WARP; ++k) {
+                const i64 c = lane + k * T2W_WARP;
+                if (c < d) o[c] = acc[k] / sum;
+            }
+        }
     }
-}
-
-__device__ __forceinline__ float t2w_rel_score(const float* qi, const float* u, const float* w, const float* kj,
-                                               const float* pr, i64 d, float denom) {
-    float ac = 0.0f, bd = 0.0f;
-    for (i64 c = 0; c < d; ++c) ac = ac + (qi[c] + u[c]) * kj[c];
-    for (i64 c = 0; c < d; ++c) bd = bd + (qi[c] + w[c]) * pr[c];
-    return (ac + bd) / denom;
 }
 
 extern "C" __global__ void t2w_rel_pos_attention(float* out, const float* q, const float* pos_bias_u,
                                                  const float* pos_bias_v, const float* kv, const float* p, i64 heads,
                                                  i64 tq, i64 tk, i64 d, i64 cap) {
-    T2W_GRID_STRIDE(idx, heads * tq) {
-        if (d > T2W_MAX_HEAD_DIM) return;
-        const i64 i = idx % tq, h = idx / tq;
-        const i64 hd = heads * d;
-        const float denom = (float)sqrt((double)d);
-        const float* qi = q + i * hd + h * d;
-        const float* u = pos_bias_u + h * d;
-        const float* w = pos_bias_v + h * d;
+    t2w_require_warps();
+    const i64 W = blockDim.x / T2W_WARP;
+    if (d > T2W_MAX_HEAD_DIM || (i64)t2w_dyn_smem_bytes() < (2 * W * d + W * tk + T2W_TILE * (d + 1)) * 4) __trap();
+    const int lane = threadIdx.x % T2W_WARP;
+    const i64 w = threadIdx.x / T2W_WARP;
+    const i64 hd = heads * d;
+    const float denom = (float)sqrt((double)d);
+    float* qus = t2w_smem;                   // [W, d]: q + u
+    float* qvs = qus + W * d;                // [W, d]: q + w
+    float* ss = qus + 2 * W * d;             // [W, tk]
+    float* tile = ss + W * tk;               // [32, d + 1]
+    const i64 tiles = (tq + W - 1) / W;
+    for (i64 unit = blockIdx.x; unit < heads * tiles; unit += gridDim.x) {
+        const i64 i0 = (unit % tiles) * W, h = unit / tiles;
+        const i64 i = i0 + w;
+        const bool live = i < tq;
         const float* base = kv + h * cap * 2 * d;
+        float* qu = qus + w * d;
+        float* qv = qvs + w * d;
+        float* sw = ss + w * tk;
+        if (live) {
+            const float* qi = q + i * hd + h * d;
+            for (i64 c = lane; c < d; c += T2W_WARP) {
+                qu[c] = qi[c] + pos_bias_u[h * d + c];
+                qv[c] = qi[c] + pos_bias_v[h * d + c];
+            }
+        }
+        __syncwarp();
+        for (i64 j0 = 0; j0 < tk; j0 += T2W_TILE) {
+            __syncthreads();
+            t2w_stage(tile, base, 0, j0, tk, d);
+            __syncthreads();
+            const i64 j = j0 + lane;
+            if (live && j < tk) {
+                const float* kj = tile + lane * (d + 1);
+                const float* pr = p + (tq - 1 - i + j) * hd + h * d;
+                float ac = 0.0f, bd = 0.0f;
+                for (i64 c = 0; c < d; ++c) ac = ac + qu[c] * kj[c];
+                for (i64 c = 0; c < d; ++c) bd = bd + qv[c] * pr[c];
+                sw[j] = (ac + bd) / denom;
+            }
+        }
+        __syncwarp();
         float m = -__int_as_float(0x7f800000);
-        for (i64 j = 0; j < tk; ++j) {
-            const float* pr = p + (tq - 1 - i + j) * hd + h * d;
-            m = fmaxf(m, t2w_rel_score(qi, u, w, base + j * 2 * d, pr, d, denom));
-        }
+        for (i64 j = lane; j < tk; j += T2W_WARP) m = fmaxf(m, sw[j]);
+        m = t2w_warp_max(m);
         float sum = 0.0f;
-        for (i64 j = 0; j < tk; ++j) {
-            const float* pr = p + (tq - 1 - i + j) * hd + h * d;
-            sum = sum + t2w_expf(t2w_rel_score(qi, u, w, base + j * 2 * d, pr, d, denom) - m);
+        for (i64 j = lane; j < tk; j += T2W_WARP) {
+            const float e = t2w_expf(sw[j] - m);
+            sw[j] = e;
+            sum = sum + e;
         }
+        sum = t2w_warp_tree(sum);
         const float inv = 1.0f / sum;
-        float acc[T2W_MAX_HEAD_DIM];
-        for (i64 c = 0; c < d; ++c) acc[c] = 0.0f;
-        for (i64 j = 0; j < tk; ++j) {
-            const float* pr = p + (tq - 1 - i + j) * hd + h * d;
-            const float e = t2w_expf(t2w_rel_score(qi, u, w, base + j * 2 * d, pr, d, denom) - m);
-            const float pj = e * inv;
-            const float* vj = base + j * 2 * d + d;
-            for (i64 c = 0; c < d; ++c) acc[c] = acc[c] + pj * vj[c];
+        __syncwarp();
+        float acc[T2W_MAX_HEAD_DIM / T2W_WARP];
+        for (int k = 0; k < T2W_MAX_HEAD_DIM / T2W_WARP; ++k) acc[k] = 0.0f;
+        for (i64 j0 = 0; j0 < tk; j0 += T2W_TILE) {
+            __syncthreads();
+            t2w_stage(tile, base, d, j0, tk, d);
+            __syncthreads();
+            if (live) {
+                const i64 n = tk - j0 < T2W_TILE ? tk - j0 : T2W_TILE;
+                for (i64 jj = 0; jj < n; ++jj) {
+                    const float pj = sw[j0 + jj] * inv;
+                    const float* vj = tile + jj * (d + 1);
+#pragma unroll
+                    for (int k = 0; k < T2W_MAX_HEAD_DIM / T2W_WARP; ++k) {
+                        const i64 c = lane + k * T2W_WARP;
+                        if (c < d) acc[k] = acc[k] + pj * vj[c];
+                    }
+                }
+            }
         }
-        float* o = out + i * hd + h * d;
-        for (i64 c = 0; c < d; ++c) o[c] = acc[c];
+        if (live) {
+            float* o = out + i * hd + h * d;
+#pragma unroll
+            for (int k = 0; k < T2W_MAX_HEAD_DIM / T2W_WARP; ++k) {
+                const i64 c = lane + k * T2W_WARP;
+                if (c < d) o[c] = acc[k];
+            }
+        }
     }
 }

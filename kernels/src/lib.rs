@@ -122,7 +122,12 @@ pub const NVRTC_OPTIONS: &[&str] = &[
 ];
 
 /// Every module's kernel list. Extend with one line per module.
-pub static MODULES: &[&[&KernelDef]] = &[carry::KERNELS, rng::KERNELS, synthetic::KERNELS];
+pub static MODULES: &[&[&KernelDef]] = &[
+    carry::KERNELS,
+    rng::KERNELS,
+    synthetic::KERNELS,
+    token2wav::KERNELS,
+];
 
 /// All registered kernels.
 pub fn registry() -> impl Iterator<Item = &'static KernelDef> {

@@ -1,8 +1,10 @@
-//! Attention kernels. Launch: one block per `(batch, head, query row)`; the block computes the
-//! score row (sequential dot products), its max and exp-sum (sequential over keys), then the
-//! weighted value sum (sequential over keys). No atomics; the order is fixed.
+//! Attention kernels. Launch: one warp per `(batch, head, query row)` (several rows of one head
+//! per block, sharing key/value tiles in shared memory, see `defs::attention_dims`); the warp
+//! computes the score row (each dot product ascending over the head dimension), its max, the
+//! exp-sum in the warp order ([`warp_sum`]), then the weighted value sum (ascending over keys).
+//! No atomics; the order is fixed.
 
-use super::math::exp_f32;
+use super::math::{exp_f32, warp_sum};
 
 /// Strided view of a 4-D `(batch, head, time, d)` tensor with `d` contiguous:
 /// element `(b, h, t, j)` lives at `offset + b·batch + h·head + t·time + j`.
@@ -82,11 +84,12 @@ pub fn attention(
                     *sj = scale * dot(qi, kj);
                     m = m.max(*sj);
                 }
-                let mut sum = 0.0f32;
+                for sj in s.iter_mut() {
+                    *sj = exp_f32(*sj - m);
+                }
+                let sum = warp_sum(tk, |j| s[j]);
                 acc.fill(0.0);
-                for (j, sj) in s.iter().enumerate() {
-                    let e = exp_f32(sj - m);
-                    sum += e;
+                for (j, &e) in s.iter().enumerate() {
                     let vj = &v[vl.at(b, h, j)..vl.at(b, h, j) + d];
                     for (a, x) in acc.iter_mut().zip(vj) {
                         *a += e * x;
@@ -153,11 +156,10 @@ pub fn rel_pos_attention(
                 *sj = (dot(&qu, kj) + dot(&qv, pr)) / denom;
                 m = m.max(*sj);
             }
-            let mut sum = 0.0f32;
             for sj in s.iter_mut() {
                 *sj = exp_f32(*sj - m);
-                sum += *sj;
             }
+            let sum = warp_sum(tk, |j| s[j]);
             let inv = 1.0 / sum;
             acc.fill(0.0);
             for (j, sj) in s.iter().enumerate() {

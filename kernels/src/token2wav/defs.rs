@@ -61,21 +61,21 @@ kdef!(
     "layer_norm",
     [Ptr, I64, Ptr, I64, Ptr, Ptr, I64, I64, F32],
     host_layer_norm,
-    "`(y, ldy, x, ldx, gamma|null, beta|null, rows, dim, eps)`: LayerNorm per row (one thread per row)."
+    "`(y, ldy, x, ldx, gamma|null, beta|null, rows, dim, eps)`: LayerNorm per row (one warp per row: launch [`row_threads`]`(rows)` threads, blocks of a multiple of 32)."
 );
 kdef!(
     LAYER_NORM_MODULATE,
     "layer_norm_modulate",
     [Ptr, Ptr, Ptr, Ptr, I64, I64, F32],
     host_layer_norm_modulate,
-    "`(y, x, shift, scale, rows, dim, eps)`: non-affine LayerNorm then `· (1 + scale) + shift`."
+    "`(y, x, shift, scale, rows, dim, eps)`: non-affine LayerNorm then `· (1 + scale) + shift` (one warp per row, as [`LAYER_NORM`])."
 );
 kdef!(
     L2_NORMALIZE,
     "l2_normalize",
     [Ptr, Ptr, I64, I64, F32],
     host_l2_normalize,
-    "`(y, x, rows, dim, eps)`: `x / max(‖x‖₂, eps)` per row."
+    "`(y, x, rows, dim, eps)`: `x / max(‖x‖₂, eps)` per row (one warp per row, as [`LAYER_NORM`])."
 );
 kdef!(
     ACT,
@@ -124,14 +124,14 @@ kdef!(
     "attention",
     [Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, I64, F32],
     host_attention,
-    "`(out, q, kv, batch, heads, tq, tk, d, cap, scale)`: unmasked SDPA, `q`/`out` `[batch, tq, heads·d]`, keys/values frames `0..tk` of a `[batch, heads, cap, 2d]` cache; one thread per query row."
+    "`(out, q, kv, batch, heads, tq, tk, d, cap, scale)`: unmasked SDPA, `q`/`out` `[batch, tq, heads·d]`, keys/values frames `0..tk` of a `[batch, heads, cap, 2d]` cache, `d ≤ 128`; one warp per query row, launch with [`attention_dims`]."
 );
 kdef!(
     REL_POS_ATTENTION,
     "rel_pos_attention",
     [Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, I64, I64, I64, I64, I64],
     host_rel_pos_attention,
-    "`(out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, tk, d, cap)`: the conformer's relative-position attention (batch 1); one thread per query row."
+    "`(out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, tk, d, cap)`: the conformer's relative-position attention (batch 1), `d ≤ 128`; one warp per query row, launch with [`attention_dims`]."
 );
 
 /// Every Token2Wav kernel.
@@ -159,6 +159,110 @@ pub mod act {
     pub const GELU_TANH: i32 = 2;
     pub const LEAKY_RELU: i32 = 3;
     pub const SCALE: i32 = 4;
+}
+
+/// Lanes per row of the warp-per-row kernels ([`LAYER_NORM`], [`LAYER_NORM_MODULATE`],
+/// [`L2_NORMALIZE`], and per query row of [`ATTENTION`], [`REL_POS_ATTENTION`]).
+pub const WARP: usize = super::math::WARP;
+
+/// Threads to launch for the warp-per-row kernels over `rows` rows (any block size that is a
+/// multiple of 32; rows beyond the grid's warps are grid-strided).
+pub const fn row_threads(rows: usize) -> usize {
+    rows * WARP
+}
+
+/// Largest head dimension of the attention kernels.
+pub const MAX_HEAD_DIM: usize = 128;
+
+/// Query rows (warps) per block the attention kernels are launched with, at most.
+pub const ATTN_WARPS: usize = 8;
+
+/// Dynamic shared memory a block of `warps` query rows needs: queries `2·warps·d`, scores
+/// `warps·tk`, one key/value tile `32·(d + 1)` floats.
+pub const fn attention_shared_bytes(warps: usize, tk: usize, d: usize) -> usize {
+    (2 * warps * d + warps * tk + WARP * (d + 1)) * 4
+}
+
+/// Shared memory a block may take without an opt-in attribute.
+pub const MAX_SHARED_BYTES: usize = 48 * 1024;
+
+/// Launch shape of [`ATTENTION`] (`outer` = batch · heads) and [`REL_POS_ATTENTION`]
+/// (`outer` = heads) with `warps` query rows per block (`1..=8`; see [`attention_dims`]).
+pub fn attention_dims_with(
+    warps: usize,
+    outer: usize,
+    tq: usize,
+    tk: usize,
+    d: usize,
+) -> Result<LaunchDims, KernelError> {
+    if !(1..=ATTN_WARPS).contains(&warps) || d == 0 || d > MAX_HEAD_DIM {
+        return Err(invalid(format!(
+            "attention: {warps} warps per block (1..={ATTN_WARPS}) or head dim {d} (1..={MAX_HEAD_DIM})"
+        )));
+    }
+    let shared = attention_shared_bytes(warps, tk, d);
+    if shared > MAX_SHARED_BYTES {
+        return Err(invalid(format!(
+            "attention: {tk} keys of dim {d} need {shared} B of shared memory for {warps} rows per block (max {MAX_SHARED_BYTES})"
+        )));
+    }
+    let blocks = (outer * tq.div_ceil(warps)).clamp(1, u32::MAX as usize);
+    Ok(LaunchDims {
+        grid: (blocks as u32, 1, 1),
+        block: ((warps * WARP) as u32, 1, 1),
+        shared_bytes: shared as u32,
+    })
+}
+
+/// Launch shape of the attention kernels: [`ATTN_WARPS`] query rows per block, fewer where the
+/// score rows of `tk` keys would not fit in shared memory; an error when not even one fits
+/// (`tk` above about 11,000 keys at `d = 64`) or `d > 128`.
+pub fn attention_dims(
+    outer: usize,
+    tq: usize,
+    tk: usize,
+    d: usize,
+) -> Result<LaunchDims, KernelError> {
+    let mut w = ATTN_WARPS;
+    while w > 1 && attention_shared_bytes(w, tk, d) > MAX_SHARED_BYTES {
+        w /= 2;
+    }
+    attention_dims_with(w, outer, tq, tk, d)
+}
+
+/// Checks a warp-per-row launch: 1-D blocks of a multiple of 32 threads.
+fn check_warp_block(name: &str, dims: &LaunchDims) -> Result<usize, KernelError> {
+    let (x, y, z) = dims.block;
+    if x == 0 || !(x as usize).is_multiple_of(WARP) || y != 1 || z != 1 {
+        return Err(invalid(format!(
+            "{name}: block {:?} is not 1-D with a multiple of {WARP} threads",
+            dims.block
+        )));
+    }
+    Ok(x as usize / WARP)
+}
+
+/// Checks an attention launch against what the kernel needs (it traps otherwise).
+fn check_attention_launch(
+    name: &str,
+    dims: &LaunchDims,
+    tk: usize,
+    d: usize,
+) -> Result<(), KernelError> {
+    let warps = check_warp_block(name, dims)?;
+    if d == 0 || d > MAX_HEAD_DIM {
+        return Err(invalid(format!(
+            "{name}: head dim {d} outside 1..={MAX_HEAD_DIM}"
+        )));
+    }
+    let need = attention_shared_bytes(warps, tk, d);
+    if (dims.shared_bytes as usize) < need {
+        return Err(invalid(format!(
+            "{name}: {} B of shared memory given, {need} B needed ({warps} rows of {tk} keys, d = {d})",
+            dims.shared_bytes
+        )));
+    }
+    Ok(())
 }
 
 fn invalid(m: impl Into<String>) -> KernelError {
@@ -255,7 +359,8 @@ unsafe fn host_transpose(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> 
     Ok(())
 }
 
-unsafe fn host_layer_norm(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+unsafe fn host_layer_norm(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    check_warp_block("layer_norm", dims)?;
     let (ldy, ldx, rows, dim, eps) = (
         a.usize(1)?,
         a.usize(3)?,
@@ -283,7 +388,8 @@ unsafe fn host_layer_norm(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError>
     Ok(())
 }
 
-unsafe fn host_layer_norm_modulate(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+unsafe fn host_layer_norm_modulate(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    check_warp_block("layer_norm_modulate", dims)?;
     let (rows, dim, eps) = (a.usize(4)?, a.usize(5)?, a.f32(6)?);
     // SAFETY: HostFn contract.
     let (y, x, shift, scale) = unsafe {
@@ -298,7 +404,8 @@ unsafe fn host_layer_norm_modulate(_d: &LaunchDims, a: &[Arg]) -> Result<(), Ker
     Ok(())
 }
 
-unsafe fn host_l2_normalize(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+unsafe fn host_l2_normalize(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    check_warp_block("l2_normalize", dims)?;
     let (rows, dim, eps) = (a.usize(2)?, a.usize(3)?, a.f32(4)?);
     // SAFETY: HostFn contract.
     let (y, x) = unsafe { (wr(a.ptr(0)?, rows * dim)?, rd(a.ptr(1)?, rows * dim)?) };
@@ -379,7 +486,7 @@ unsafe fn host_kv_pack(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
     Ok(())
 }
 
-unsafe fn host_attention(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+unsafe fn host_attention(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
     let (batch, heads, tq, tk, d, cap, scale) = (
         a.usize(3)?,
         a.usize(4)?,
@@ -392,6 +499,7 @@ unsafe fn host_attention(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> 
     if tk > cap || tk == 0 {
         return Err(invalid("attention: tk outside 1..=cap"));
     }
+    check_attention_launch("attention", dims, tk, d)?;
     let n = batch * tq * heads * d;
     // SAFETY: HostFn contract.
     let (out, q, kv) = unsafe {
@@ -410,7 +518,7 @@ unsafe fn host_attention(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> 
     Ok(())
 }
 
-unsafe fn host_rel_pos_attention(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+unsafe fn host_rel_pos_attention(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
     let (heads, tq, tk, d, cap) = (
         a.usize(6)?,
         a.usize(7)?,
@@ -421,6 +529,7 @@ unsafe fn host_rel_pos_attention(_d: &LaunchDims, a: &[Arg]) -> Result<(), Kerne
     if tq == 0 || tq > tk || tk > cap {
         return Err(invalid("rel_pos_attention: need 0 < tq <= tk <= cap"));
     }
+    check_attention_launch("rel_pos_attention", dims, tk, d)?;
     let hd = heads * d;
     // SAFETY: HostFn contract.
     let (out, q, u, w, kv, p) = unsafe {

@@ -195,6 +195,29 @@ pub fn cos_f32(x: f32) -> f32 {
     sincos64(x as f64).1 as f32
 }
 
+/// Lanes of the kernels' row reductions (one warp per row).
+pub const WARP: usize = 32;
+
+/// `Σ_{j<n} term(j)` in the kernels' warp order: lane `l` sums the terms `j ≡ l (mod 32)` in
+/// ascending `j` from `0.0`, then the 32 lane partials are added in a fixed tree
+/// (`lane[l] += lane[l + off]` for `off` = 16, 8, 4, 2, 1), the result being lane 0's.
+/// `t2w_warp_tree` in `token2wav.cu` performs the same additions (`__shfl_down_sync`).
+#[inline]
+pub fn warp_sum(n: usize, term: impl Fn(usize) -> f32) -> f32 {
+    let mut lanes = [0.0f32; WARP];
+    for j in 0..n {
+        lanes[j % WARP] += term(j);
+    }
+    let mut off = WARP / 2;
+    while off > 0 {
+        for l in 0..off {
+            lanes[l] += lanes[l + off];
+        }
+        off /= 2;
+    }
+    lanes[0]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

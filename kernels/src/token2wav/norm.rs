@@ -1,20 +1,18 @@
-//! Row normalisations. Launch: one block per row; the row statistics are reduced sequentially
-//! (a CUDA twin reduces in a fixed tree order inside the block, no atomics).
+//! Row normalisations. Launch: one warp per row; the row statistics are reduced in the kernels'
+//! warp order ([`warp_sum`]: 32 lane-strided partial sums, then a fixed tree), no atomics.
+
+use super::math::warp_sum;
 
 /// Mean and `1 / sqrt(var + eps)` of one row (two passes: mean, then centred squares).
 #[inline]
 fn moments(row: &[f32], eps: f32) -> (f32, f32) {
     let n = row.len() as f32;
-    let mut s = 0.0f32;
-    for v in row {
-        s += v;
-    }
+    let s = warp_sum(row.len(), |j| row[j]);
     let mean = s / n;
-    let mut q = 0.0f32;
-    for v in row {
-        let d = v - mean;
-        q += d * d;
-    }
+    let q = warp_sum(row.len(), |j| {
+        let d = row[j] - mean;
+        d * d
+    });
     let var = q / n;
     (mean, 1.0 / (var + eps).sqrt())
 }
@@ -78,10 +76,7 @@ pub fn layer_norm_modulate(
 pub fn l2_normalize(rows: usize, dim: usize, x: &[f32], eps: f32, y: &mut [f32]) {
     for r in 0..rows {
         let xr = &x[r * dim..(r + 1) * dim];
-        let mut s = 0.0f32;
-        for v in xr {
-            s += v * v;
-        }
+        let s = warp_sum(dim, |j| xr[j] * xr[j]);
         let norm = s.sqrt().max(eps);
         for (o, v) in y[r * dim..(r + 1) * dim].iter_mut().zip(xr) {
             *o = v / norm;

@@ -1115,7 +1115,7 @@ impl DeviceFlow {
         let (raw, normed, proj) = self.spk_slots();
         self.go(
             &kd::L2_NORMALIZE,
-            1,
+            kd::row_threads(1),
             &[p(normed), p(raw), n(1), n(c.spk_dim), Arg::F32(1e-12)],
         )?;
         self.lin(&self.spk_affine, 1, normed, proj)?;
@@ -1356,7 +1356,8 @@ impl DeviceFlow {
             n(dk),
             n(work),
         ];
-        self.go(&kd::REL_POS_ATTENTION, h * t, &args)?;
+        let dims = kd::attention_dims(h, t, tk, dk).map_err(dcc_runtime::Error::from)?;
+        self.be.launch(&kd::REL_POS_ATTENTION, dims, &args)?;
         self.lin(&ly.out, t, w.att.ptr(), w.o.ptr())?;
         self.add(w.x.ptr(), w.o.ptr(), t * d)?;
         self.norm(&ly.norm_ff, t, d, w.x.ptr(), w.xn.ptr())?;
@@ -1539,7 +1540,9 @@ impl DeviceFlow {
                     n(work),
                     Arg::F32(scale),
                 ];
-                self.go(&kd::ATTENTION, CFG_BATCH * heads * frames, &args)?;
+                let dims = kd::attention_dims(CFG_BATCH * heads, frames, tk, hd)
+                    .map_err(dcc_runtime::Error::from)?;
+                self.be.launch(&kd::ATTENTION, dims, &args)?;
                 self.lin(&blk.proj, rows, w.att.ptr(), w.o.ptr())?;
                 self.gated(w.x.ptr(), m(2), w.o.ptr(), rows, hid)?;
                 // causal conv block
