@@ -11,6 +11,7 @@
 
 use std::path::PathBuf;
 
+use dcc_models::token2wav::serve::{ContractView, Token2WavTiny, Token2WavTinyVendor};
 use dcc_models::token2wav::{
     DeviceFlow, DeviceLimits, DeviceState, Flow, FlowCache, FlowConfig, Retention, RetentionOrder,
     SolverParams, WeightStore,
@@ -162,10 +163,14 @@ fn golden_tiny_both_retentions() {
     assert_eq!(paper.spk, vendor.spk);
     assert_eq!(paper.prompt_mel, vendor.prompt_mel);
     assert_eq!(paper.prompt_tokens.len(), PROMPT_TOKENS);
+    // Retention is selected by the contract: the tiny spec declares the paper's order, the
+    // vendor variant the vendor's slicing.
     let (r_paper, r_vendor) = (
-        Retention::paper(PROMPT_FRAMES, RETAINED),
-        Retention::vendor(PROMPT_FRAMES, RETAINED),
+        ContractView::of::<Token2WavTiny>().unwrap().retention,
+        ContractView::of::<Token2WavTinyVendor>().unwrap().retention,
     );
+    assert_eq!(r_paper, Retention::paper(PROMPT_FRAMES, RETAINED));
+    assert_eq!(r_vendor, Retention::vendor(PROMPT_FRAMES, RETAINED));
     let solver = SolverParams::default();
 
     let mut prompt = paper.prompt_tokens.clone();

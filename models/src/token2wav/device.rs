@@ -369,6 +369,9 @@ pub struct FlowIo {
     /// Solver workspace (step-major) and its frame stride.
     pub ws: DevPtr,
     pub ws_frames: usize,
+    /// `carry` is the slice of the (single) step of the call rather than the step-major base
+    /// (the stock store's step-clock replay stages one step's slice).
+    pub carry_slice: bool,
     /// Write each step's kept frames back into `carry` in place (state rule).
     pub write_back: bool,
     pub ctx: Contexts,
@@ -1056,6 +1059,16 @@ impl DeviceFlow {
             .min(self.w.xs.bytes())
     }
 
+    /// Floats of a compact conformer carry of `frames` frames (token blocks hold `frames / s`).
+    pub fn conformer_floats(&self, frames: usize) -> usize {
+        self.conf_floats(frames)
+    }
+
+    /// The per-layer conformer workspace (written by every encoder call).
+    pub fn conformer_workspace(&self) -> DevPtr {
+        self.w.conf_ws.ptr()
+    }
+
     /// Bytes of the fixed token-id buffer.
     pub fn ids_bytes(&self) -> usize {
         self.w.ids.bytes()
@@ -1148,6 +1161,7 @@ impl DeviceFlow {
             carry_cap: st.estimator_cap(),
             ws: st.solver_workspace(),
             ws_frames: st.workspace_frames(),
+            carry_slice: false,
             write_back: st.store.is_fixed(),
             ctx: st.contexts(),
             retention: st.retention,
@@ -1411,7 +1425,11 @@ impl DeviceFlow {
                 self.noise_frames, tk
             )));
         }
-        if sv.n_steps == 0 || steps.end > sv.n_steps || steps.start >= steps.end {
+        if sv.n_steps == 0
+            || steps.end > sv.n_steps
+            || steps.start >= steps.end
+            || (io.carry_slice && steps.len() != 1)
+        {
             return Err(FlowError::Input(format!(
                 "solver steps {steps:?} of {}",
                 sv.n_steps
@@ -1466,7 +1484,11 @@ impl DeviceFlow {
         for step in steps.start + 1..=steps.end {
             let si = step - 1;
             let ws = io.ws.offset(si * dc.depth * per_layer_work * 4);
-            let carry_step = io.carry.offset(si * dc.depth * per_layer_carry * 4);
+            let carry_step = if io.carry_slice {
+                io.carry
+            } else {
+                io.carry.offset(si * dc.depth * per_layer_carry * 4)
+            };
             for b in 0..CFG_BATCH {
                 self.copy(
                     at(&w.xin, b * frames * cin),

@@ -24,10 +24,14 @@ mod encoder;
 mod flow;
 mod layers;
 mod retention;
+pub mod serve;
 mod weights;
 
 pub use config::{DitConfig, EncoderConfig, FlowConfig};
-pub use device::{DeviceFlow, DeviceLimits, DeviceState};
+pub use device::{
+    Contexts, DeviceFlow, DeviceLimits, DeviceState, EncoderIo, FlowIo, STOCK_FRAMES, STOCK_STEPS,
+    StateStore,
+};
 pub use encoder::ConformerCache;
 pub use flow::{EstimatorCache, Flow, FlowCache, SolverParams, cosine_t_span};
 pub use retention::{Retention, RetentionOrder, Segments};

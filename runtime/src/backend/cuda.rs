@@ -485,4 +485,8 @@ impl Backend for CudaBackend {
     fn eager_launches(&self) -> u64 {
         self.launches.load(Ordering::Relaxed)
     }
+
+    fn reset_peak(&self) {
+        self.counter.reset_peak();
+    }
 }

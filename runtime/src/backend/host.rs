@@ -398,4 +398,8 @@ impl Backend for HostBackend {
     fn eager_launches(&self) -> u64 {
         self.launches.load(Ordering::Relaxed)
     }
+
+    fn reset_peak(&self) {
+        self.counter.reset_peak();
+    }
 }

@@ -115,6 +115,16 @@ impl MemCounter {
         self.allocations.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// Starts a new peak window: every peak becomes the live count now.
+    pub(crate) fn reset_peak(&self) {
+        for k in AllocKind::ALL {
+            let live = self.live[k.index()].load(Ordering::Relaxed);
+            self.peak[k.index()].store(live, Ordering::Relaxed);
+        }
+        let total = self.live_total.load(Ordering::Relaxed);
+        self.peak_total.store(total, Ordering::Relaxed);
+    }
+
     pub(crate) fn sub(&self, kind: AllocKind, bytes: usize) {
         self.live[kind.index()].fetch_sub(bytes, Ordering::Relaxed);
         self.live_total.fetch_sub(bytes, Ordering::Relaxed);
@@ -442,6 +452,9 @@ pub trait Backend: Send + Sync {
     fn memory(&self) -> MemoryReport;
     /// Kernel launches and GEMMs issued eagerly so far (graph replays not included).
     fn eager_launches(&self) -> u64;
+    /// Starts a new peak window of the memory ledger (peaks := live bytes now), so a benchmark
+    /// can report the peak of one phase.
+    fn reset_peak(&self);
 }
 
 impl dyn Backend + '_ {

@@ -1,0 +1,713 @@
+//! Serving the flow under its native-clock contract: the `#[native_clock]` adapters, the six
+//! arms of the paper's Table 5 factorial and a streaming [`Session`] that runs one arm.
+//!
+//! * **State rule** (arms S, SR, SRc): the carries, the solver workspace, the conformer cache and
+//!   the attention mask live in one region arena laid out by the contract ([`ArenaLayout`] of the
+//!   adapter); addresses never change, carries are written back in place.
+//! * **Stock** (arms B0, R, Rc): the vendor's 16 × 1000 estimator envelope; after every call the
+//!   kept frames are materialized into fresh buffers (`torch.cat`), so carry addresses drift and
+//!   replay must stage them: the catalog is the contract's with every region input staged
+//!   (`aliased: false`) and described by its real compact layout, so the staging copy is exact.
+//! * **Replay** (R, SR: step clock, one engine per solver step; Rc, SRc: chunk clock, one engine
+//!   for the whole loop): the contract's `encoder` and `flow` callables are wrapped by
+//!   [`ExactShapeReplay`]; the closures take every tensor address from the [`Call`]. The
+//!   prompt-priming pass and `last_chunk` calls run eager by construction.
+//!
+//! Retention (paper vs vendor slicing) is read from the contract: the `carry` region's declared
+//! order (`prepend`: paper eq. 2; `append`: minicpmo-utils 1.0.7's slices), its attended extent
+//! (`prompt + retained`) and the smallest attended extent of its catalog (`prompt`).
+
+use std::sync::Arc;
+
+use dcc_runtime::DevPtr;
+use dcc_runtime::backend::{AllocKind, DeviceBuffer};
+use dcc_runtime::contract::{
+    ArenaLayout, CacheOrder, CallableInfo, DType, Granularity, NativeClock, NativeClockAdapter,
+    RegionBuf, Signature, TensorSig,
+};
+use dcc_runtime::replay::{
+    Call, EngineReport, ExactShapeReplay, Fallback, Invocation, Outcome, ReplaySpec, TensorArg,
+};
+use dcc_runtime::rng::HostRng;
+
+use super::device::{DeviceFlow, DeviceState, EncoderIo, FlowIo};
+use super::dit::MAX_PERIOD;
+use super::retention::Retention;
+use super::{FlowError, SolverParams};
+
+macro_rules! adapter {
+    ($(#[$m:meta])* $name:ident, $spec:literal, $carry:literal, $ws:literal, $conf:literal) => {
+        $(#[$m])*
+        #[dcc_macros::native_clock(spec = $spec)]
+        pub struct $name {
+            #[region(carry)]
+            pub carry: RegionBuf<f32, $carry>,
+            #[region(solver_workspace)]
+            pub solver_workspace: RegionBuf<f32, $ws>,
+            #[region(attention_mask)]
+            pub attention_mask: RegionBuf<bool, 112>,
+            #[region(conformer_cache)]
+            pub conformer_cache: RegionBuf<f32, $conf>,
+            /// `UpsampleConformerEncoderV2.forward_chunk` ([`DeviceFlow::encoder_call`]).
+            #[callable(encoder)]
+            pub encoder: (),
+            /// The CFM solver loop ([`DeviceFlow::flow_call`]).
+            #[callable(flow)]
+            pub flow: (),
+            /// HiFT (a later issue): bound, never captured here.
+            #[callable(vocoder, eager)]
+            pub vocoder: (),
+        }
+
+        impl $name {
+            /// The region handles of a state-rule session's arena, checked against the layout.
+            pub fn bind(arena: &dcc_runtime::Arena) -> dcc_runtime::Result<Self> {
+                Ok(Self {
+                    carry: RegionBuf::bind(arena, "carry")?,
+                    solver_workspace: RegionBuf::bind(arena, "solver_workspace")?,
+                    attention_mask: RegionBuf::bind(arena, "attention_mask")?,
+                    conformer_cache: RegionBuf::bind(arena, "conformer_cache")?,
+                    encoder: (),
+                    flow: (),
+                    vocoder: (),
+                })
+            }
+        }
+    };
+}
+
+adapter!(
+    /// The full model's contract (`specs/token2wav.yaml`, paper retention).
+    Token2Wav,
+    "specs/token2wav.yaml",
+    131_727_360,
+    150_077_440,
+    4_116_480
+);
+adapter!(
+    /// The tiny golden model's contract (`specs/token2wav_tiny.yaml`, paper retention).
+    Token2WavTiny,
+    "specs/token2wav_tiny.yaml",
+    2_058_240,
+    2_344_960,
+    154_368
+);
+adapter!(
+    /// The tiny golden model under the vendor's slicing (`specs/token2wav_tiny_vendor.yaml`).
+    Token2WavTinyVendor,
+    "specs/token2wav_tiny_vendor.yaml",
+    2_058_240,
+    2_344_960,
+    154_368
+);
+
+/// What a session needs from a contract, as data.
+#[derive(Copy, Clone, Debug)]
+pub struct ContractView {
+    pub family: &'static str,
+    pub arena: ArenaLayout,
+    pub encoder: &'static CallableInfo,
+    pub flow: &'static CallableInfo,
+    /// Whether the adapter asks for capture of each (`#[callable(x, eager)]` → false).
+    pub capture_encoder: bool,
+    pub capture_flow: bool,
+    pub retention: Retention,
+    /// The generated admission predicates (`NativeClock::admit`).
+    pub admit: fn(&str, usize) -> Option<bool>,
+}
+
+impl ContractView {
+    /// From a `#[native_clock]` adapter.
+    pub fn of<A: NativeClockAdapter>() -> Result<Self, FlowError> {
+        let bad = |m: &str| FlowError::Config(format!("contract of the adapter: {m}"));
+        let callable = |name: &str| {
+            A::CALLABLE_FIELDS
+                .iter()
+                .find(|b| b.callable.name == name)
+                .ok_or_else(|| bad(&format!("no callable `{name}`")))
+        };
+        let (enc, flow) = (callable("encoder")?, callable("flow")?);
+        Ok(ContractView {
+            family: A::Contract::FAMILY,
+            arena: A::arena(),
+            encoder: enc.callable,
+            flow: flow.callable,
+            capture_encoder: enc.capture,
+            capture_flow: flow.capture,
+            retention: retention_of(&A::arena(), flow.callable)?,
+            admit: <A::Contract as NativeClock>::admit,
+        })
+    }
+}
+
+/// The retention a contract declares for the estimator carry: order from the `carry` region,
+/// `prompt + retained` from its attended extent, `prompt` from the smallest catalog extent.
+pub fn retention_of(arena: &ArenaLayout, flow: &CallableInfo) -> Result<Retention, FlowError> {
+    let carry = arena
+        .region("carry")
+        .ok_or_else(|| FlowError::Config("the contract has no `carry` region".into()))?;
+    let prompt = flow
+        .catalog
+        .iter()
+        .map(|s| s.attended)
+        .min()
+        .ok_or_else(|| FlowError::Config("the flow's catalog is empty".into()))?;
+    let limit = carry.attended;
+    if prompt > limit {
+        return Err(FlowError::Config(format!(
+            "catalog extent {prompt} above the carry's attended extent {limit}"
+        )));
+    }
+    Ok(match carry.order {
+        Some(CacheOrder::Prepend) => Retention::paper(prompt, limit - prompt),
+        Some(CacheOrder::Append) => Retention::vendor(prompt, limit - prompt),
+        None => {
+            return Err(FlowError::Config(
+                "the `carry` region declares no prompt + history order".into(),
+            ));
+        }
+    })
+}
+
+/// The six arms of Table 5.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Arm {
+    /// Stock: `torch.cat` retention into fresh buffers, the 16 × 1000 envelope, eager.
+    B0,
+    /// State rule only (arena, in-place carry), eager.
+    S,
+    /// Replay at the step clock without the state rule (carries staged).
+    R,
+    /// Replay at the chunk clock without the state rule (carries staged).
+    Rc,
+    /// State rule + replay at the step clock.
+    SR,
+    /// State rule + replay at the chunk clock.
+    SRc,
+}
+
+impl Arm {
+    pub const ALL: [Arm; 6] = [Arm::B0, Arm::S, Arm::R, Arm::Rc, Arm::SR, Arm::SRc];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Arm::B0 => "B0",
+            Arm::S => "S",
+            Arm::R => "R",
+            Arm::Rc => "Rc",
+            Arm::SR => "SR",
+            Arm::SRc => "SRc",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Arm> {
+        Arm::ALL.into_iter().find(|a| a.name() == s)
+    }
+
+    /// Whether the arm places state by the contract (arena, in-place carry).
+    pub fn state_rule(self) -> bool {
+        matches!(self, Arm::S | Arm::SR | Arm::SRc)
+    }
+
+    /// The capture granularity of the arm's flow, `None` for eager arms.
+    pub fn replay(self) -> Option<Granularity> {
+        match self {
+            Arm::B0 | Arm::S => None,
+            Arm::R | Arm::SR => Some(Granularity::Step),
+            Arm::Rc | Arm::SRc => Some(Granularity::Chunk),
+        }
+    }
+}
+
+type Callable = Box<dyn FnMut(&mut Call<'_>) -> dcc_runtime::Result<()> + Send>;
+type Engine = ExactShapeReplay<Callable>;
+
+fn rt(e: FlowError) -> dcc_runtime::Error {
+    match e {
+        FlowError::Device(s) => dcc_runtime::Error::Invalid(format!("device: {s}")),
+        e => dcc_runtime::Error::Invalid(e.to_string()),
+    }
+}
+
+fn leak<T>(v: Vec<T>) -> &'static [T] {
+    Box::leak(v.into_boxed_slice())
+}
+
+fn packed(dims: &[usize]) -> &'static [usize] {
+    leak(dcc_runtime::arena::packed_strides(dims))
+}
+
+/// The contract's catalog with every region input staged and described by the stock store's
+/// real compact layout (`cache` → `cache_dims(extent)`): what replay without the state rule
+/// keys on and copies. Constants stay aliased (fixed for the process).
+fn staged_catalog(
+    cat: &'static [Signature],
+    cache_dims: impl Fn(usize) -> Vec<usize>,
+    region_inputs: &[&str],
+) -> &'static [Signature] {
+    leak(
+        cat.iter()
+            .map(|s| {
+                let inputs = s
+                    .inputs
+                    .iter()
+                    .map(|t| {
+                        if t.name == "cache" {
+                            let dims = leak(cache_dims(s.attended));
+                            TensorSig {
+                                name: t.name,
+                                dims,
+                                strides: packed(dims),
+                                dtype: t.dtype,
+                                aliased: false,
+                            }
+                        } else if region_inputs.contains(&t.name) {
+                            TensorSig {
+                                aliased: false,
+                                ..*t
+                            }
+                        } else {
+                            *t
+                        }
+                    })
+                    .collect();
+                Signature {
+                    inputs: leak(inputs),
+                    ..*s
+                }
+            })
+            .collect(),
+    )
+}
+
+/// Per-session counters beyond the engines'.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SessionStats {
+    /// Calls run eagerly by construction (the prompt pass, last chunks).
+    pub eager_by_construction: u64,
+    /// Graph launches (replays) so far.
+    pub graph_launches: u64,
+    /// Graph nodes executed by replays so far.
+    pub graph_nodes: u64,
+    /// Staging copies issued before replays so far.
+    pub staging_copies: u64,
+}
+
+/// One stream served by one arm.
+pub struct Session {
+    dev: Arc<DeviceFlow>,
+    arm: Arm,
+    contract: ContractView,
+    st: DeviceState,
+    encoder: Option<Engine>,
+    flow: Vec<Engine>,
+    /// `sinusoid_freqs`, the contract's device-resident constant (the port's timestep
+    /// embedding computes the same table inline; bound as the flow's `freqs` input).
+    freqs: DeviceBuffer,
+    chunk_tokens: usize,
+    stats: SessionStats,
+}
+
+impl Session {
+    /// A fresh session of `arm` under `contract` (retention from the contract).
+    pub fn new(
+        dev: Arc<DeviceFlow>,
+        contract: ContractView,
+        arm: Arm,
+        solver: SolverParams,
+    ) -> Result<Session, FlowError> {
+        let r = contract.retention;
+        let st = if arm.state_rule() {
+            dev.new_state_in_arena(solver, r, &contract.arena)?
+        } else {
+            dev.new_state_stock(solver, r)?
+        };
+        let be = dev.backend().clone();
+        let half = 128usize;
+        let table: Vec<f32> = (0..half)
+            .map(|i| (-(MAX_PERIOD as f64).ln() * i as f64 / half as f64).exp() as f32)
+            .collect();
+        let freqs = be.alloc_from(&table, AllocKind::Other)?;
+        let chunk_tokens = contract
+            .encoder
+            .catalog
+            .first()
+            .and_then(|s| s.inputs.first())
+            .map(|t| t.dims.iter().product())
+            .unwrap_or(0);
+        let mut s = Session {
+            dev,
+            arm,
+            contract,
+            st,
+            encoder: None,
+            flow: Vec::new(),
+            freqs,
+            chunk_tokens,
+            stats: SessionStats::default(),
+        };
+        if let Some(g) = arm.replay() {
+            s.build_engines(g)?;
+        }
+        Ok(s)
+    }
+
+    pub fn arm(&self) -> Arm {
+        self.arm
+    }
+
+    pub fn state(&self) -> &DeviceState {
+        &self.st
+    }
+
+    pub fn stats(&self) -> &SessionStats {
+        &self.stats
+    }
+
+    pub fn device(&self) -> &Arc<DeviceFlow> {
+        &self.dev
+    }
+
+    /// Engine reports: the encoder's, then the flow's (one per step at step granularity).
+    pub fn reports(&self) -> Vec<EngineReport> {
+        self.encoder
+            .iter()
+            .chain(&self.flow)
+            .map(|e| e.report())
+            .collect()
+    }
+
+    fn build_engines(&mut self, g: Granularity) -> Result<(), FlowError> {
+        let dev = &self.dev;
+        let c = dev.config().clone();
+        let (e, d) = (&c.encoder, &c.dit);
+        let rule = self.arm.state_rule();
+        let be = dev.backend().clone();
+        let rng = Arc::new(HostRng::new(0));
+        let ctx = self.st.contexts();
+        let r = self.contract.retention;
+        let solver = self.st.solver();
+        let frames = dev.call_frames(self.chunk_tokens, false);
+        let (est_cap, conf_cap, ws_frames) = (
+            self.st.estimator_cap(),
+            self.st.conformer_cap(e.up_stride),
+            self.st.workspace_frames(),
+        );
+        let s = e.up_stride;
+        let dk2 = 2 * (e.dim / e.heads);
+
+        // encoder
+        let enc_info = self.contract.encoder;
+        let mut spec = ReplaySpec::from_callable(enc_info, 0);
+        if !rule {
+            spec.catalog = staged_catalog(
+                enc_info.catalog,
+                |l| vec![(e.blocks * (l / s) + e.up_blocks * l) * e.heads * dk2],
+                &[],
+            );
+        }
+        if !self.contract.capture_encoder {
+            spec.verdict = dcc_runtime::contract::Verdict::OutWidth;
+        }
+        let devc = dev.clone();
+        let f: Callable = Box::new(move |call: &mut Call<'_>| {
+            let ext = call.scalar(0)? as usize;
+            let io = EncoderIo {
+                ids: call.input(0)?,
+                n_tokens: call.dims(0)?.iter().product(),
+                last_chunk: false,
+                t_tok: ext / s,
+                carry: call.input(1)?,
+                carry_cap: if rule { conf_cap } else { ext },
+                write_back: rule,
+                ctx,
+                retention: r,
+            };
+            devc.encoder_call(&io).map(|_| ()).map_err(rt)
+        });
+        self.encoder = Some(ExactShapeReplay::new(
+            be.clone(),
+            spec,
+            rng.clone(),
+            None,
+            f,
+        )?);
+
+        // flow: the whole loop, or one engine per solver step
+        let flow_info = self.contract.flow;
+        let ranges: Vec<std::ops::Range<usize>> = match g {
+            Granularity::Chunk => std::iter::once(0..solver.n_steps).collect(),
+            Granularity::Step => (0..solver.n_steps).map(|i| i..i + 1).collect(),
+        };
+        let step_clock = g == Granularity::Step;
+        let catalog = if rule {
+            flow_info.catalog
+        } else {
+            staged_catalog(
+                flow_info.catalog,
+                |l| {
+                    if step_clock {
+                        vec![d.depth, 2, d.heads, l, 2 * d.head_dim]
+                    } else {
+                        vec![solver.n_steps, d.depth, 2, d.heads, l, 2 * d.head_dim]
+                    }
+                },
+                &["mask"],
+            )
+        };
+        for range in ranges {
+            let mut spec = ReplaySpec::from_callable(flow_info, 0);
+            spec.granularity = g;
+            spec.catalog = catalog;
+            if !rule {
+                spec.writes = 1;
+            }
+            if step_clock {
+                spec.name = Box::leak(format!("flow.step{}", range.start).into_boxed_str());
+            }
+            if !self.contract.capture_flow {
+                spec.verdict = dcc_runtime::contract::Verdict::OutWidth;
+            }
+            let devc = dev.clone();
+            let f: Callable = Box::new(move |call: &mut Call<'_>| {
+                let l_old = call.scalar(0)? as usize;
+                let io = FlowIo {
+                    l_old,
+                    frames,
+                    mu: call.input(1)?,
+                    cond: call.input(2)?,
+                    carry: call.input(4)?,
+                    carry_cap: if rule { est_cap } else { l_old },
+                    carry_slice: !rule && step_clock,
+                    ws: call.write(0)?,
+                    ws_frames,
+                    write_back: rule,
+                    ctx,
+                    retention: r,
+                    solver,
+                };
+                devc.flow_call(&io, range.clone()).map(|_| ()).map_err(rt)
+            });
+            self.flow.push(ExactShapeReplay::new(
+                be.clone(),
+                spec,
+                rng.clone(),
+                None,
+                f,
+            )?);
+        }
+        Ok(())
+    }
+
+    /// The prompt-priming pass (eager by construction; resets the session in place).
+    pub fn prime(&mut self, tokens: &[u32], mel: &[f32], spk: &[f32]) -> Result<(), FlowError> {
+        self.dev.setup_cache(&mut self.st, tokens, mel, spk)?;
+        self.stats.eager_by_construction += 1;
+        Ok(())
+    }
+
+    /// Queues one chunk's work (inputs uploaded first); the mel lands in
+    /// [`DeviceFlow::mel_out`]. Returns the frames emitted.
+    pub fn enqueue_chunk(
+        &mut self,
+        tokens: &[u32],
+        spk: &[f32],
+        last_chunk: bool,
+    ) -> Result<usize, FlowError> {
+        let dev = self.dev.clone();
+        let e = &dev.config().encoder;
+        let s = e.up_stride;
+        dev.set_inputs(tokens, spk, last_chunk)?;
+        let frames = dev.call_frames(tokens.len(), last_chunk);
+        let tn = frames / s;
+        let r = self.st.retention();
+        let new_tok = if e.blocks == 0 {
+            self.st.conformer_tokens() + tn
+        } else {
+            (self.st.conformer_tokens() + tn).min(r.limit() / s)
+        };
+        let est_kept = (self.st.estimator_extent() + frames).min(r.limit());
+        let admitted = !last_chunk
+            && tokens.len() == self.chunk_tokens
+            && (self.contract.admit)("flow", frames) == Some(true)
+            && (self.contract.admit)("encoder", frames) == Some(true);
+        if self.encoder.is_none() || !admitted {
+            // eager arms, or eager by construction (last chunk / outside the admission predicate)
+            if self.encoder.is_some() {
+                self.stats.eager_by_construction += 1;
+            }
+            let (f, nt) = dev.encoder_call(&dev.encoder_io(&self.st, tokens.len(), last_chunk))?;
+            let kept = dev.flow_call(&dev.flow_io(&self.st, f), 0..self.st.solver().n_steps)?;
+            debug_assert_eq!((f, nt, kept), (frames, new_tok, est_kept));
+            dev.finish_call(&mut self.st, tn, nt, kept)?;
+            return Ok(f);
+        }
+        let ext_conf = self.st.conformer_tokens() * s;
+        let l_old = self.st.estimator_extent();
+        let rule = self.arm.state_rule();
+        // encoder
+        let tok_dims = [1, tokens.len()];
+        let tok_strides = [tokens.len(), 1];
+        let conf_dims_rule: &[usize];
+        let conf_strides_rule: &[usize];
+        let enc_sig = self
+            .contract
+            .encoder
+            .catalog
+            .iter()
+            .find(|x| x.attended == ext_conf);
+        let conf_compact = [dev.conformer_floats(ext_conf)];
+        let conf_compact_strides = [1usize];
+        if let Some(sig) = enc_sig {
+            conf_dims_rule = sig.inputs[1].dims;
+            conf_strides_rule = sig.inputs[1].strides;
+        } else {
+            conf_dims_rule = &[];
+            conf_strides_rule = &[];
+        }
+        let (cdims, cstrides): (&[usize], &[usize]) = if rule {
+            (conf_dims_rule, conf_strides_rule)
+        } else {
+            (&conf_compact, &conf_compact_strides)
+        };
+        let enc_inputs = [
+            TensorArg {
+                ptr: dev.ids(),
+                dims: &tok_dims,
+                strides: &tok_strides,
+                dtype: DType::I32,
+            },
+            TensorArg {
+                ptr: self.st.conformer_carry(),
+                dims: cdims,
+                strides: cstrides,
+                dtype: DType::F32,
+            },
+        ];
+        let enc_writes = [if rule {
+            self.st.conformer_carry()
+        } else {
+            dev.conformer_workspace()
+        }];
+        let enc = self.encoder.as_mut().expect("replay arm");
+        let o = enc.call(&Invocation {
+            inputs: &enc_inputs,
+            writes: &enc_writes,
+            scalars: &[ext_conf as i64],
+        })?;
+        Self::count(&mut self.stats, enc, o, &enc_inputs);
+        // flow
+        let sig = self.flow[0]
+            .spec()
+            .catalog
+            .iter()
+            .find(|x| x.attended == l_old)
+            .copied();
+        let d = &dev.config().dit;
+        let n_steps = self.st.solver().n_steps;
+        let step_clock = self.flow.len() > 1;
+        let est_dims: Vec<usize> = match (&sig, rule) {
+            (Some(sig), true) => sig.inputs[4].dims.to_vec(),
+            (_, false) if step_clock => vec![d.depth, 2, d.heads, l_old, 2 * d.head_dim],
+            (_, false) => vec![n_steps, d.depth, 2, d.heads, l_old, 2 * d.head_dim],
+            (None, true) => vec![0],
+        };
+        let est_strides: Vec<usize> = match (&sig, rule) {
+            (Some(sig), true) => sig.inputs[4].strides.to_vec(),
+            _ => dcc_runtime::arena::packed_strides(&est_dims),
+        };
+        let io_dims: Vec<usize> = sig
+            .map(|s| s.inputs[0].dims.to_vec())
+            .unwrap_or_else(|| vec![frames, dev.config().mel]);
+        let io_strides = dcc_runtime::arena::packed_strides(&io_dims);
+        let mask_dims: Vec<usize> = sig
+            .map(|s| s.inputs[3].dims.to_vec())
+            .unwrap_or_else(|| vec![frames, 2]);
+        let mask_strides = dcc_runtime::arena::packed_strides(&mask_dims);
+        let step_floats = d.depth * 2 * d.heads * l_old * 2 * d.head_dim;
+        let writes_rule = [self.st.solver_workspace(), self.st.estimator_carry()];
+        let writes_stock = [self.st.solver_workspace()];
+        for si in 0..self.flow.len() {
+            let carry = if !rule && step_clock {
+                self.st.estimator_carry().offset(si * step_floats * 4)
+            } else {
+                self.st.estimator_carry()
+            };
+            fn t<'a>(
+                ptr: DevPtr,
+                dims: &'a [usize],
+                strides: &'a [usize],
+                dtype: DType,
+            ) -> TensorArg<'a> {
+                TensorArg {
+                    ptr,
+                    dims,
+                    strides,
+                    dtype,
+                }
+            }
+            let inputs = [
+                t(dev.x(), &io_dims, &io_strides, DType::F32),
+                t(dev.mu(), &io_dims, &io_strides, DType::F32),
+                t(dev.cond(), &io_dims, &io_strides, DType::F32),
+                t(self.st.mask(), &mask_dims, &mask_strides, DType::Bool),
+                t(carry, &est_dims, &est_strides, DType::F32),
+                t(self.freqs.ptr(), &[128], &[1], DType::F32),
+            ];
+            let writes: &[DevPtr] = if rule { &writes_rule } else { &writes_stock };
+            let eng = &mut self.flow[si];
+            let o = eng.call(&Invocation {
+                inputs: &inputs,
+                writes,
+                scalars: &[l_old as i64],
+            })?;
+            Self::count(&mut self.stats, eng, o, &inputs);
+        }
+        dev.finish_call(&mut self.st, tn, new_tok, est_kept)?;
+        Ok(frames)
+    }
+
+    fn count(stats: &mut SessionStats, e: &Engine, o: Outcome, inputs: &[TensorArg<'_>]) {
+        if let Outcome::Replayed { class } = o {
+            stats.graph_launches += 1;
+            if let Some(dcc_runtime::replay::ClassStatus::Captured { nodes }) =
+                e.classes().get(class as usize)
+            {
+                stats.graph_nodes += *nodes as u64;
+            }
+            let sig = &e.spec().catalog[class as usize];
+            stats.staging_copies += sig
+                .inputs
+                .iter()
+                .zip(inputs)
+                .filter(|(s, _)| !s.aliased)
+                .count() as u64;
+        }
+    }
+
+    /// One chunk: queue it and read the mel `[mel, frames]` back.
+    pub fn chunk(
+        &mut self,
+        tokens: &[u32],
+        spk: &[f32],
+        last_chunk: bool,
+    ) -> Result<Vec<f32>, FlowError> {
+        let frames = self.enqueue_chunk(tokens, spk, last_chunk)?;
+        let mel = self.dev.config().mel;
+        Ok(self
+            .dev
+            .backend()
+            .download(self.dev.mel_out(), mel * frames)?)
+    }
+
+    /// Eager fallbacks of all engines, by reason.
+    pub fn fallbacks(&self) -> std::collections::BTreeMap<Fallback, u64> {
+        let mut m = std::collections::BTreeMap::new();
+        for r in self.reports() {
+            for (k, v) in r.fallbacks {
+                *m.entry(k).or_insert(0) += v;
+            }
+        }
+        m
+    }
+}

@@ -1,0 +1,145 @@
+//! The six arms of Table 5 on the tiny model (Host backend): every arm emits the mel of B0 bit
+//! for bit, and once every catalog class is captured the replay arms replay every call (zero
+//! eager fallbacks in steady state). Retention comes from the contract (tiny, paper order).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use dcc_models::token2wav::serve::{Arm, ContractView, Session, Token2WavTiny};
+use dcc_models::token2wav::{DeviceFlow, DeviceLimits, Flow, SolverParams, WeightStore};
+use dcc_runtime::contract::Granularity;
+use dcc_runtime::replay::Fallback;
+use safetensors::SafeTensors;
+
+const CHUNKS: usize = 4;
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/token2wav_tiny")
+}
+
+fn floats(st: &SafeTensors<'_>, name: &str) -> Vec<f32> {
+    st.tensor(name)
+        .unwrap()
+        .data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+fn tokens(st: &SafeTensors<'_>, name: &str) -> Vec<u32> {
+    st.tensor(name)
+        .unwrap()
+        .data()
+        .chunks_exact(4)
+        .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u32)
+        .collect()
+}
+
+fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
+    assert_eq!(got.len(), want.len());
+    let num: f64 = got
+        .iter()
+        .zip(want)
+        .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
+        .sum();
+    let den: f64 = want.iter().map(|b| (*b as f64).powi(2)).sum();
+    (num / den).sqrt()
+}
+
+fn sha(mels: &[Vec<f32>]) -> String {
+    let mut v = Vec::new();
+    for m in mels {
+        for x in m {
+            v.extend_from_slice(&x.to_le_bytes());
+        }
+    }
+    dcc_runtime::sha256_hex(&v)
+}
+
+#[test]
+fn every_arm_emits_b0s_mel_and_replays_in_steady_state() {
+    let bytes = std::fs::read(dir().join("io.safetensors")).unwrap();
+    let io = SafeTensors::deserialize(&bytes).unwrap();
+    let mut prompt = tokens(&io, "prompt_tokens");
+    prompt.extend_from_within(..3);
+    let (mel, spk, stream) = (
+        floats(&io, "prompt_mel"),
+        floats(&io, "spk"),
+        tokens(&io, "stream_tokens"),
+    );
+    let flow =
+        Flow::from_store(&WeightStore::load(dir().join("weights.safetensors")).unwrap()).unwrap();
+    let contract = ContractView::of::<Token2WavTiny>().unwrap();
+    let r = contract.retention;
+    let dev = Arc::new(
+        DeviceFlow::new(
+            dcc_runtime::backend::host(),
+            &flow,
+            DeviceLimits {
+                max_call_tokens: prompt.len(),
+                carry_frames: r.limit(),
+            },
+        )
+        .unwrap(),
+    );
+    let mut b0: Option<String> = None;
+    for arm in Arm::ALL {
+        let mut s = Session::new(dev.clone(), contract, arm, SolverParams::default()).unwrap();
+        let carry0 = s.state().estimator_carry();
+        // pass 1 captures every class (302, 352, 402); pass 2 is steady state
+        let mut passes = Vec::new();
+        for pass in 0..2 {
+            s.prime(&prompt, &mel, &spk).unwrap();
+            let before = s.fallbacks();
+            let mut mels = Vec::new();
+            for i in 0..CHUNKS {
+                let toks = &stream[i * 25..i * 25 + 28];
+                mels.push(s.chunk(toks, &spk, false).unwrap());
+            }
+            let after = s.fallbacks();
+            let eager: u64 = after.values().sum::<u64>() - before.values().sum::<u64>();
+            if arm.replay().is_some() && pass == 1 {
+                assert_eq!(
+                    eager, 0,
+                    "{arm:?}: eager fallbacks in steady state: {after:?}"
+                );
+            }
+            passes.push(mels);
+        }
+        assert_eq!(sha(&passes[0]), sha(&passes[1]), "{arm:?}: passes differ");
+        for (i, m) in passes[1].iter().enumerate() {
+            let e = rel_l2(m, &floats(&io, &format!("feat_{i}")));
+            assert!(
+                e < 1e-4,
+                "{arm:?}, chunk {i}: rel-L2 {e:.3e} to the vendor's golden mel"
+            );
+        }
+        let h = sha(&passes[1]);
+        match &b0 {
+            None => b0 = Some(h.clone()),
+            Some(b) => assert_eq!(&h, b, "{arm:?} differs from B0"),
+        }
+        let reports = s.reports();
+        match arm.replay() {
+            None => assert!(reports.is_empty()),
+            Some(g) => {
+                let engines = if g == Granularity::Step { 11 } else { 2 };
+                assert_eq!(reports.len(), engines, "{arm:?}");
+                for rep in &reports {
+                    assert_eq!(rep.classes_captured, 3, "{arm:?}: {rep}");
+                    assert_eq!(rep.classes_dropped, 0, "{arm:?}: {rep}");
+                    assert_eq!(rep.fallback(Fallback::Probation), 3, "{arm:?}: {rep}");
+                    assert_eq!(rep.replays as usize, 2 * CHUNKS - 3, "{arm:?}: {rep}");
+                }
+                if !arm.state_rule() {
+                    // the carry is staged (copied) before every replay
+                    assert!(reports.iter().any(|r| r.staging_bytes > 0));
+                }
+            }
+        }
+        // the state rule keeps the carry at one address; stock reallocates it every chunk
+        let same = s.state().estimator_carry() == carry0;
+        assert_eq!(same, arm.state_rule(), "{arm:?}: carry address");
+        println!("{:>3}: mel sha256 {h}, stats {:?}", arm.name(), s.stats());
+    }
+}
