@@ -274,6 +274,39 @@ __device__ __forceinline__ void t2w_moments(const float* row, i64 n, float eps, 
     *rstd = 1.0f / sqrtf(var + eps);
 }
 
+// Rows of at most T2W_ROW_REGS · 32 elements are held in registers (one load batch; the same
+// additions in the same order as t2w_moments).
+#define T2W_ROW_REGS 16
+
+__device__ __forceinline__ void t2w_moments_regs(const float (&v)[T2W_ROW_REGS], i64 n, float eps, int lane,
+                                                 float* mean, float* rstd) {
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < T2W_ROW_REGS; ++k)
+        if (lane + k * T2W_WARP < n) s = s + v[k];
+    s = t2w_warp_tree(s);
+    const float m = s / (float)n;
+    float q = 0.0f;
+#pragma unroll
+    for (int k = 0; k < T2W_ROW_REGS; ++k)
+        if (lane + k * T2W_WARP < n) {
+            const float d = v[k] - m;
+            q = q + d * d;
+        }
+    q = t2w_warp_tree(q);
+    const float var = q / (float)n;
+    *mean = m;
+    *rstd = 1.0f / sqrtf(var + eps);
+}
+
+__device__ __forceinline__ void t2w_load_row(float (&v)[T2W_ROW_REGS], const float* row, i64 n, int lane) {
+#pragma unroll
+    for (int k = 0; k < T2W_ROW_REGS; ++k) {
+        const i64 j = lane + k * T2W_WARP;
+        v[k] = j < n ? row[j] : 0.0f;
+    }
+}
+
 extern "C" __global__ void t2w_layer_norm(float* y, i64 ldy, const float* x, i64 ldx, const float* gamma,
                                           const float* beta, i64 rows, i64 dim, float eps) {
     t2w_require_warps();
@@ -282,6 +315,23 @@ extern "C" __global__ void t2w_layer_norm(float* y, i64 ldy, const float* x, i64
         const float* xr = x + r * ldx;
         float* yr = y + r * ldy;
         float mean, rstd;
+        if (dim <= T2W_ROW_REGS * T2W_WARP) {
+            float v[T2W_ROW_REGS];
+            t2w_load_row(v, xr, dim, lane);
+            t2w_moments_regs(v, dim, eps, lane, &mean, &rstd);
+            const float bias = -mean * rstd;
+#pragma unroll
+            for (int k = 0; k < T2W_ROW_REGS; ++k) {
+                const i64 j = lane + k * T2W_WARP;
+                if (j < dim) {
+                    float o = v[k] * rstd + bias;
+                    if (gamma) o = o * gamma[j];
+                    if (beta) o = o + beta[j];
+                    yr[j] = o;
+                }
+            }
+            continue;
+        }
         t2w_moments(xr, dim, eps, lane, &mean, &rstd);
         const float bias = -mean * rstd;
         for (i64 j = lane; j < dim; j += T2W_WARP) {
@@ -301,6 +351,21 @@ extern "C" __global__ void t2w_layer_norm_modulate(float* y, const float* x, con
         const float* xr = x + r * dim;
         float* yr = y + r * dim;
         float mean, rstd;
+        if (dim <= T2W_ROW_REGS * T2W_WARP) {
+            float v[T2W_ROW_REGS];
+            t2w_load_row(v, xr, dim, lane);
+            t2w_moments_regs(v, dim, eps, lane, &mean, &rstd);
+            const float bias = -mean * rstd;
+#pragma unroll
+            for (int k = 0; k < T2W_ROW_REGS; ++k) {
+                const i64 j = lane + k * T2W_WARP;
+                if (j < dim) {
+                    const float n = v[k] * rstd + bias;
+                    yr[j] = n * (1.0f + scale[j]) + shift[j];
+                }
+            }
+            continue;
+        }
         t2w_moments(xr, dim, eps, lane, &mean, &rstd);
         const float bias = -mean * rstd;
         for (i64 j = lane; j < dim; j += T2W_WARP) {
@@ -326,17 +391,18 @@ extern "C" __global__ void t2w_l2_normalize(float* y, const float* x, i64 rows, 
 // ---- attn.rs (warp per query row, W = blockDim.x / 32 query rows per block) -----------------
 //
 // A block takes W consecutive query rows of one (batch, head). Keys and values are staged in
-// shared memory 32 frames at a time (coalesced loads, rows padded to d + 1 floats). Warp w owns
-// query row i0 + w: lane l scores key j0 + l of each tile (dot product ascending over c, as the
-// twin), the row's scores live in shared memory, the softmax sum is the warp reduction above, and
+// shared memory 64 frames at a time (coalesced loads, rows padded to d + 1 floats). Warp w owns
+// query row i0 + w: lane l scores keys j0 + l and j0 + 32 + l of each tile (two independent dot
+// products, each ascending over c, as the twin), the row's scores live in shared memory, the softmax sum is the warp reduction above, and
 // lane l accumulates the output columns l, l + 32, ... over all keys in ascending order.
 //
 // Dynamic shared memory (launch's shared_bytes): floats [W·d (queries) | W·d (rel-pos: q + w) |
-// W·tk (scores) | 32·(d + 1) (key/value tile)], see `defs::attention_dims`. The kernel traps if
-// the launch gives less, or if d > 128.
+// W·tk (scores) | 64·(d + 1) (key/value tile)], see `defs::attention_dims`. The kernel traps if
+// the launch gives less, or if d is outside 1..=128. The bodies are templated on the head
+// dimension (D = 32, 64, 128 unrolled; D = 0 any d): same operations in the same order.
 
 #define T2W_MAX_HEAD_DIM 128
-#define T2W_TILE 32
+#define T2W_TILE 64
 
 __device__ __forceinline__ unsigned t2w_dyn_smem_bytes() {
     unsigned r;
@@ -344,93 +410,210 @@ __device__ __forceinline__ unsigned t2w_dyn_smem_bytes() {
     return r;
 }
 
+__device__ __forceinline__ void t2w_check_attention_launch(i64 tk, i64 d) {
+    t2w_require_warps();
+    const i64 W = blockDim.x / T2W_WARP;
+    if (d < 1 || d > T2W_MAX_HEAD_DIM || tk < 1 ||
+        (i64)t2w_dyn_smem_bytes() < (2 * W * d + W * tk + T2W_TILE * (d + 1)) * 4)
+        __trap();
+}
+
 extern __shared__ float t2w_smem[];
 
-// Stages frames j0 .. j0 + 32 of one (batch, head) cache slice (`base` + `off`: 0 keys, d values)
-// into tile[jj · (d + 1) + c]; frames ≥ tk read as 0.
-__device__ __forceinline__ void t2w_stage(float* tile, const float* base, i64 off, i64 j0, i64 tk, i64 d) {
-    for (i64 idx = threadIdx.x; idx < T2W_TILE * d; idx += blockDim.x) {
-        const i64 jj = idx / d, c = idx % d;
-        const i64 j = j0 + jj;
-        tile[jj * (d + 1) + c] = j < tk ? base[j * 2 * d + off + c] : 0.0f;
+// Stages frames j0 .. j0 + 64 of one (batch, head) cache slice (`base` + `off`: 0 keys, d values)
+// into tile[jj · (d + 1) + c]; frames ≥ tk read as 0. Loads go out in batches of 16 per thread
+// before any store, so their latencies overlap.
+#define T2W_STAGE_BATCH 16
+template <int D>
+__device__ __forceinline__ void t2w_stage(float* tile, const float* base, int off, int j0, int tk, int d) {
+    const int dd = D ? D : d;
+    const int total = T2W_TILE * dd;
+    for (int i0 = 0; i0 < total; i0 += T2W_STAGE_BATCH * blockDim.x) {
+        float buf[T2W_STAGE_BATCH];
+#pragma unroll
+        for (int r = 0; r < T2W_STAGE_BATCH; ++r) {
+            const int idx = i0 + r * blockDim.x + threadIdx.x;
+            const int jj = idx / dd, c = idx - jj * dd;
+            const int j = j0 + jj;
+            buf[r] = (idx < total && j < tk) ? base[(i64)j * 2 * dd + off + c] : 0.0f;
+        }
+#pragma unroll
+        for (int r = 0; r < T2W_STAGE_BATCH; ++r) {
+            const int idx = i0 + r * blockDim.x + threadIdx.x;
+            const int jj = idx / dd, c = idx - jj * dd;
+            if (idx < total) tile[jj * (dd + 1) + c] = buf[r];
+        }
     }
 }
 
-extern "C" __global__ void t2w_attention(float* out, const float* q, const float* kv, i64 batch, i64 heads, i64 tq,
-                                         i64 tk, i64 d, i64 cap, float scale) {
-    t2w_require_warps();
-    const i64 W = blockDim.x / T2W_WARP;
-    if (d > T2W_MAX_HEAD_DIM || (i64)t2w_dyn_smem_bytes() < (2 * W * d + W * tk + T2W_TILE * (d + 1)) * 4) __trap();
-    const int lane = threadIdx.x % T2W_WARP;
-    const i64 w = threadIdx.x / T2W_WARP;
-    float* qs = t2w_smem;                    // [W, d]
-    float* ss = qs + 2 * W * d;              // [W, tk]
-    float* tile = ss + W * tk;               // [32, d + 1]
+// Softmax numerators e_j = exp(s_j − max) in place over the warp's score row; returns Σ e_j in
+// the warp order.
+__device__ __forceinline__ float t2w_softmax_row(float* sw, int tk, int lane) {
+    float m = -__int_as_float(0x7f800000);
+    for (int j = lane; j < tk; j += T2W_WARP) m = fmaxf(m, sw[j]);
+    m = t2w_warp_max(m);
+#pragma unroll 4
+    for (int j = lane; j < tk; j += T2W_WARP) sw[j] = t2w_expf(sw[j] - m);
+    float sum = 0.0f;
+    for (int j = lane; j < tk; j += T2W_WARP) sum = sum + sw[j];
+    sum = t2w_warp_tree(sum);
+    __syncwarp();
+    return sum;
+}
+
+// acc[k] (column lane + 32k) = Σ_j coef(sw[j]) · v_j[c], ascending j; `inv` = 0 means
+// coef(e) = e (attention), else coef(e) = e · inv (rel-pos attention).
+template <int D, bool SCALED>
+__device__ __forceinline__ void t2w_weighted_values(float* acc, const float* sw, float inv, float* tile,
+                                                    const float* base, int tk, int d, bool live, int lane) {
+    constexpr int K = (D ? D : T2W_MAX_HEAD_DIM) / T2W_WARP;
+    const int dd = D ? D : d;
+#pragma unroll
+    for (int k = 0; k < K; ++k) acc[k] = 0.0f;
+    for (int j0 = 0; j0 < tk; j0 += T2W_TILE) {
+        __syncthreads();
+        t2w_stage<D>(tile, base, dd, j0, tk, dd);
+        __syncthreads();
+        if (!live) continue;
+        const int n = tk - j0 < T2W_TILE ? tk - j0 : T2W_TILE;
+#pragma unroll 8
+        for (int jj = 0; jj < n; ++jj) {
+            const float e = SCALED ? sw[j0 + jj] * inv : sw[j0 + jj];
+            const float* vj = tile + jj * (dd + 1);
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                const int c = lane + k * T2W_WARP;
+                if (D || c < dd) acc[k] = acc[k] + e * vj[c];
+            }
+        }
+    }
+}
+
+template <int D>
+__device__ void t2w_attention_body(float* out, const float* q, const float* kv, i64 batch, i64 heads, i64 tq,
+                                   int tk, int d, i64 cap, float scale) {
+    constexpr int K = (D ? D : T2W_MAX_HEAD_DIM) / T2W_WARP;
+    const int dd = D ? D : d;
+    const int W = blockDim.x / T2W_WARP;
+    const int lane = threadIdx.x % T2W_WARP, w = threadIdx.x / T2W_WARP;
+    float* qw = t2w_smem + w * dd;                          // [W, d] queries
+    float* sw = t2w_smem + 2 * W * dd + w * tk;             // [W, tk] scores
+    float* tile = t2w_smem + 2 * W * dd + W * tk;           // [32, d + 1]
     const i64 tiles = (tq + W - 1) / W;
     for (i64 unit = blockIdx.x; unit < batch * heads * tiles; unit += gridDim.x) {
         const i64 i0 = (unit % tiles) * W, h = (unit / tiles) % heads, b = unit / (tiles * heads);
         const i64 i = i0 + w;
         const bool live = i < tq;
-        const float* base = kv + (b * heads + h) * cap * 2 * d;
-        float* qw = qs + w * d;
-        float* sw = ss + w * tk;
+        const float* base = kv + (b * heads + h) * cap * 2 * dd;
         if (live) {
-            const float* qi = q + (b * tq + i) * heads * d + h * d;
-            for (i64 c = lane; c < d; c += T2W_WARP) qw[c] = qi[c];
+            const float* qi = q + (b * tq + i) * heads * dd + h * dd;
+            for (int c = lane; c < dd; c += T2W_WARP) qw[c] = qi[c];
         }
         __syncwarp();
-        // scores
-        for (i64 j0 = 0; j0 < tk; j0 += T2W_TILE) {
+        for (int j0 = 0; j0 < tk; j0 += T2W_TILE) {
             __syncthreads();
-            t2w_stage(tile, base, 0, j0, tk, d);
+            t2w_stage<D>(tile, base, 0, j0, tk, dd);
             __syncthreads();
-            const i64 j = j0 + lane;
-            if (live && j < tk) {
-                const float* kj = tile + lane * (d + 1);
-                float acc = 0.0f;
-                for (i64 c = 0; c < d; ++c) acc = acc + qw[c] * kj[c];
-                sw[j] = scale * acc;
+            if (live) {
+                const float* k0 = tile + lane * (dd + 1);
+                const float* k1 = tile + (lane + T2W_WARP) * (dd + 1);
+                float a0 = 0.0f, a1 = 0.0f;
+#pragma unroll
+                for (int c = 0; c < dd; ++c) {
+                    const float qc = qw[c];
+                    a0 = a0 + qc * k0[c];
+                    a1 = a1 + qc * k1[c];
+                }
+                if (j0 + lane < tk) sw[j0 + lane] = scale * a0;
+                if (j0 + T2W_WARP + lane < tk) sw[j0 + T2W_WARP + lane] = scale * a1;
             }
         }
         __syncwarp();
-        // softmax numerators and their sum
-        float m = -__int_as_float(0x7f800000);
-        for (i64 j = lane; j < tk; j += T2W_WARP) m = fmaxf(m, sw[j]);
-        m = t2w_warp_max(m);
-        float sum = 0.0f;
-        for (i64 j = lane; j < tk; j += T2W_WARP) {
-            const float e = t2w_expf(sw[j] - m);
-            sw[j] = e;
-            sum = sum + e;
+        const float sum = t2w_softmax_row(sw, tk, lane);
+        float acc[K];
+        t2w_weighted_values<D, false>(acc, sw, 0.0f, tile, base, tk, dd, live, lane);
+        if (live) {
+            float* o = out + (b * tq + i) * heads * dd + h * dd;
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                const int c = lane + k * T2W_WARP;
+                if (D || c < dd) o[c] = acc[k] / sum;
+            }
         }
-        sum = t2w_warp_tree(sum);
+    }
+}
+
+extern "C" __global__ void t2w_attention(float* out, const float* q, const float* kv, i64 batch, i64 heads, i64 tq,
+                                         i64 tk, i64 d, i64 cap, float scale) {
+    t2w_check_attention_launch(tk, d);
+    switch (d) {
+        case 32: t2w_attention_body<32>(out, q, kv, batch, heads, tq, (int)tk, 32, cap, scale); break;
+        case 64: t2w_attention_body<64>(out, q, kv, batch, heads, tq, (int)tk, 64, cap, scale); break;
+        case 128: t2w_attention_body<128>(out, q, kv, batch, heads, tq, (int)tk, 128, cap, scale); break;
+        default: t2w_attention_body<0>(out, q, kv, batch, heads, tq, (int)tk, (int)d, cap, scale); break;
+    }
+}
+
+template <int D>
+__device__ void t2w_rel_pos_body(float* out, const float* q, const float* pos_bias_u, const float* pos_bias_v,
+                                 const float* kv, const float* p, i64 heads, i64 tq, int tk, int d, i64 cap) {
+    constexpr int K = (D ? D : T2W_MAX_HEAD_DIM) / T2W_WARP;
+    const int dd = D ? D : d;
+    const int W = blockDim.x / T2W_WARP;
+    const int lane = threadIdx.x % T2W_WARP, w = threadIdx.x / T2W_WARP;
+    const i64 hd = heads * dd;
+    const float denom = (float)sqrt((double)dd);
+    float* qu = t2w_smem + w * dd;                          // [W, d]: q + u
+    float* qv = t2w_smem + W * dd + w * dd;                 // [W, d]: q + w
+    float* sw = t2w_smem + 2 * W * dd + w * tk;             // [W, tk]
+    float* tile = t2w_smem + 2 * W * dd + W * tk;           // [32, d + 1]
+    const i64 tiles = (tq + W - 1) / W;
+    for (i64 unit = blockIdx.x; unit < heads * tiles; unit += gridDim.x) {
+        const i64 i0 = (unit % tiles) * W, h = unit / tiles;
+        const i64 i = i0 + w;
+        const bool live = i < tq;
+        const float* base = kv + h * cap * 2 * dd;
+        if (live) {
+            const float* qi = q + i * hd + h * dd;
+            for (int c = lane; c < dd; c += T2W_WARP) {
+                qu[c] = qi[c] + pos_bias_u[h * dd + c];
+                qv[c] = qi[c] + pos_bias_v[h * dd + c];
+            }
+        }
         __syncwarp();
-        // Σ_j e_j · v_j, ascending j
-        float acc[T2W_MAX_HEAD_DIM / T2W_WARP];
-        for (int k = 0; k < T2W_MAX_HEAD_DIM / T2W_WARP; ++k) acc[k] = 0.0f;
-        for (i64 j0 = 0; j0 < tk; j0 += T2W_TILE) {
+        for (int j0 = 0; j0 < tk; j0 += T2W_TILE) {
             __syncthreads();
-            t2w_stage(tile, base, d, j0, tk, d);
+            t2w_stage<D>(tile, base, 0, j0, tk, dd);
             __syncthreads();
             if (live) {
-                const i64 n = tk - j0 < T2W_TILE ? tk - j0 : T2W_TILE;
-                for (i64 jj = 0; jj < n; ++jj) {
-                    const float e = sw[j0 + jj];
-                    const float* vj = tile + jj * (d + 1);
 #pragma unroll
-                    for (int k = 0; k < T2W_MAX_HEAD_DIM / T2W_WARP; ++k) {
-                        const i64 c = lane + k * T2W_WARP;
-                        if (c < d) acc[k] = acc[k] + e * vj[c];
+                for (int t = 0; t < T2W_TILE / T2W_WARP; ++t) {
+                    const int j = j0 + t * T2W_WARP + lane;
+                    if (j < tk) {
+                        const float* kj = tile + (t * T2W_WARP + lane) * (dd + 1);
+                        const float* pr = p + (tq - 1 - i + j) * hd + h * dd;
+                        float ac = 0.0f, bd = 0.0f;
+#pragma unroll
+                        for (int c = 0; c < dd; ++c) {
+                            ac = ac + qu[c] * kj[c];
+                            bd = bd + qv[c] * pr[c];
+                        }
+                        sw[j] = (ac + bd) / denom;
                     }
                 }
             }
         }
+        __syncwarp();
+        const float sum = t2w_softmax_row(sw, tk, lane);
+        const float inv = 1.0f / sum;
+        float acc[K];
+        t2w_weighted_values<D, true>(acc, sw, inv, tile, base, tk, dd, live, lane);
         if (live) {
-            float* o = out + (b * tq + i) * heads * d + h * d;
+            float* o = out + i * hd + h * dd;
 #pragma unroll
-            for (int k = 0; k < T2W_MAX_HEAD_DIM / T2W_WARP; ++k) {
-                const i64 c = lane + k * T2W_WARP;
-                if (c < d) o[c] = acc[k] / sum;
+            for (int k = 0; k < K; ++k) {
+                const int c = lane + k * T2W_WARP;
+                if (D || c < dd) o[c] = acc[k];
             }
         }
     }
@@ -439,87 +622,11 @@ extern "C" __global__ void t2w_attention(float* out, const float* q, const float
 extern "C" __global__ void t2w_rel_pos_attention(float* out, const float* q, const float* pos_bias_u,
                                                  const float* pos_bias_v, const float* kv, const float* p, i64 heads,
                                                  i64 tq, i64 tk, i64 d, i64 cap) {
-    t2w_require_warps();
-    const i64 W = blockDim.x / T2W_WARP;
-    if (d > T2W_MAX_HEAD_DIM || (i64)t2w_dyn_smem_bytes() < (2 * W * d + W * tk + T2W_TILE * (d + 1)) * 4) __trap();
-    const int lane = threadIdx.x % T2W_WARP;
-    const i64 w = threadIdx.x / T2W_WARP;
-    const i64 hd = heads * d;
-    const float denom = (float)sqrt((double)d);
-    float* qus = t2w_smem;                   // [W, d]: q + u
-    float* qvs = qus + W * d;                // [W, d]: q + w
-    float* ss = qus + 2 * W * d;             // [W, tk]
-    float* tile = ss + W * tk;               // [32, d + 1]
-    const i64 tiles = (tq + W - 1) / W;
-    for (i64 unit = blockIdx.x; unit < heads * tiles; unit += gridDim.x) {
-        const i64 i0 = (unit % tiles) * W, h = unit / tiles;
-        const i64 i = i0 + w;
-        const bool live = i < tq;
-        const float* base = kv + h * cap * 2 * d;
-        float* qu = qus + w * d;
-        float* qv = qvs + w * d;
-        float* sw = ss + w * tk;
-        if (live) {
-            const float* qi = q + i * hd + h * d;
-            for (i64 c = lane; c < d; c += T2W_WARP) {
-                qu[c] = qi[c] + pos_bias_u[h * d + c];
-                qv[c] = qi[c] + pos_bias_v[h * d + c];
-            }
-        }
-        __syncwarp();
-        for (i64 j0 = 0; j0 < tk; j0 += T2W_TILE) {
-            __syncthreads();
-            t2w_stage(tile, base, 0, j0, tk, d);
-            __syncthreads();
-            const i64 j = j0 + lane;
-            if (live && j < tk) {
-                const float* kj = tile + lane * (d + 1);
-                const float* pr = p + (tq - 1 - i + j) * hd + h * d;
-                float ac = 0.0f, bd = 0.0f;
-                for (i64 c = 0; c < d; ++c) ac = ac + qu[c] * kj[c];
-                for (i64 c = 0; c < d; ++c) bd = bd + qv[c] * pr[c];
-                sw[j] = (ac + bd) / denom;
-            }
-        }
-        __syncwarp();
-        float m = -__int_as_float(0x7f800000);
-        for (i64 j = lane; j < tk; j += T2W_WARP) m = fmaxf(m, sw[j]);
-        m = t2w_warp_max(m);
-        float sum = 0.0f;
-        for (i64 j = lane; j < tk; j += T2W_WARP) {
-            const float e = t2w_expf(sw[j] - m);
-            sw[j] = e;
-            sum = sum + e;
-        }
-        sum = t2w_warp_tree(sum);
-        const float inv = 1.0f / sum;
-        __syncwarp();
-        float acc[T2W_MAX_HEAD_DIM / T2W_WARP];
-        for (int k = 0; k < T2W_MAX_HEAD_DIM / T2W_WARP; ++k) acc[k] = 0.0f;
-        for (i64 j0 = 0; j0 < tk; j0 += T2W_TILE) {
-            __syncthreads();
-            t2w_stage(tile, base, d, j0, tk, d);
-            __syncthreads();
-            if (live) {
-                const i64 n = tk - j0 < T2W_TILE ? tk - j0 : T2W_TILE;
-                for (i64 jj = 0; jj < n; ++jj) {
-                    const float pj = sw[j0 + jj] * inv;
-                    const float* vj = tile + jj * (d + 1);
-#pragma unroll
-                    for (int k = 0; k < T2W_MAX_HEAD_DIM / T2W_WARP; ++k) {
-                        const i64 c = lane + k * T2W_WARP;
-                        if (c < d) acc[k] = acc[k] + pj * vj[c];
-                    }
-                }
-            }
-        }
-        if (live) {
-            float* o = out + i * hd + h * d;
-#pragma unroll
-            for (int k = 0; k < T2W_MAX_HEAD_DIM / T2W_WARP; ++k) {
-                const i64 c = lane + k * T2W_WARP;
-                if (c < d) o[c] = acc[k];
-            }
-        }
+    t2w_check_attention_launch(tk, d);
+    switch (d) {
+        case 32: t2w_rel_pos_body<32>(out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, (int)tk, 32, cap); break;
+        case 64: t2w_rel_pos_body<64>(out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, (int)tk, 64, cap); break;
+        case 128: t2w_rel_pos_body<128>(out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, (int)tk, 128, cap); break;
+        default: t2w_rel_pos_body<0>(out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, (int)tk, (int)d, cap); break;
     }
 }

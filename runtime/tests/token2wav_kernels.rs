@@ -347,6 +347,8 @@ fn cases() -> Vec<Case> {
     c.push(layer_norm_modulate("full", 112, 512));
     c.push(layer_norm_modulate("tiny", 100, 64));
     c.push(layer_norm_modulate("odd", 3, 33));
+    c.push(layer_norm("wide", 5, 1030, 1030, 1031, 1e-5, 0.1));
+    c.push(layer_norm_modulate("wide", 3, 700));
     c.push(l2(1, 192));
     c.push(l2(5, 80));
     // elementwise
@@ -402,6 +404,7 @@ fn cases() -> Vec<Case> {
     c.push(attention("full 1-key", None, 2, 8, 5, 1, 64, 4));
     c.push(attention("tiny", None, 2, 2, 50, 452, 32, 460));
     c.push(attention("d128 odd", None, 1, 3, 9, 70, 128, 70));
+    c.push(attention("d40 generic", None, 1, 3, 9, 70, 40, 75));
     for w in [1, 2, 4, 8] {
         c.push(rel_pos("full up", Some(w), 8, 56, 514, 64));
     }
@@ -409,6 +412,7 @@ fn cases() -> Vec<Case> {
     c.push(rel_pos("full prompt", None, 8, 154, 154, 64));
     c.push(rel_pos("tiny", None, 2, 50, 250, 32));
     c.push(rel_pos("d40 odd", None, 3, 5, 33, 40));
+    c.push(rel_pos("d128", None, 2, 9, 40, 128));
     c
 }
 
@@ -572,7 +576,8 @@ fn malformed_launch_shapes_are_refused() {
     assert!(kd::attention_dims(2, 56, 514, 129).is_err());
     assert!(kd::attention_dims(2, 56, 20_000, 64).is_err());
     assert_eq!(kd::attention_dims(16, 56, 514, 64).unwrap().block.0, 256);
-    assert_eq!(kd::attention_dims(16, 56, 4000, 64).unwrap().block.0, 64);
+    assert_eq!(kd::attention_dims(16, 56, 3000, 64).unwrap().block.0, 64);
+    assert_eq!(kd::attention_dims(8, 56, 514, 64).unwrap().block.0, 128);
 }
 
 /// µs per launch of the hot kernels at full size (printed, never asserted).
@@ -593,6 +598,13 @@ fn cuda_token2wav_kernel_timings() {
     timed.push(layer_norm("full dit", 112, 512, 512, 512, 1e-6, 0.5));
     timed.push(layer_norm("full qk", 896, 64, 64, 64, 1e-6, 0.0));
     timed.push(layer_norm_modulate("full", 112, 512));
+    timed.push(case(
+        "add n1 (launch floor)",
+        &kd::ADD,
+        lin(1),
+        vec![f(1, 1), f(2, 1)],
+        vec![A::B(0), A::B(1), A::I(1)],
+    ));
     for c in &timed {
         println!("{}: {:.2} µs/launch", c.name, time(&cuda, c, reps));
     }

@@ -177,10 +177,13 @@ pub const MAX_HEAD_DIM: usize = 128;
 /// Query rows (warps) per block the attention kernels are launched with, at most.
 pub const ATTN_WARPS: usize = 8;
 
+/// Frames per key/value tile the attention kernels stage in shared memory.
+pub const ATTN_TILE: usize = 64;
+
 /// Dynamic shared memory a block of `warps` query rows needs: queries `2·warps·d`, scores
-/// `warps·tk`, one key/value tile `32·(d + 1)` floats.
+/// `warps·tk`, one key/value tile `64·(d + 1)` floats.
 pub const fn attention_shared_bytes(warps: usize, tk: usize, d: usize) -> usize {
-    (2 * warps * d + warps * tk + WARP * (d + 1)) * 4
+    (2 * warps * d + warps * tk + ATTN_TILE * (d + 1)) * 4
 }
 
 /// Shared memory a block may take without an opt-in attribute.
@@ -214,9 +217,16 @@ pub fn attention_dims_with(
     })
 }
 
-/// Launch shape of the attention kernels: [`ATTN_WARPS`] query rows per block, fewer where the
-/// score rows of `tk` keys would not fit in shared memory; an error when not even one fits
-/// (`tk` above about 11,000 keys at `d = 64`) or `d > 128`.
+/// Blocks below which [`attention_dims`] trades rows per block for more blocks (an H200 has 132
+/// SMs; one block of 8 rows per SM was measured slower than two of 4 for the conformer's
+/// 8 heads × 56 rows, and faster for the DiT's 16 × 56).
+pub const ATTN_MIN_BLOCKS: usize = 96;
+
+/// Launch shape of the attention kernels: [`ATTN_WARPS`] query rows per block, fewer (down to 2)
+/// while that leaves fewer than [`ATTN_MIN_BLOCKS`] blocks, and fewer still where the score rows
+/// of `tk` keys would not fit in shared memory; an error when not even one fits (`tk` above
+/// about 8,000 keys at `d = 64`) or `d > 128`. The result does not depend on the rows per block
+/// (each row's reductions are its own warp's).
 pub fn attention_dims(
     outer: usize,
     tq: usize,
@@ -224,6 +234,9 @@ pub fn attention_dims(
     d: usize,
 ) -> Result<LaunchDims, KernelError> {
     let mut w = ATTN_WARPS;
+    while w > 2 && outer * tq.div_ceil(w) < ATTN_MIN_BLOCKS {
+        w /= 2;
+    }
     while w > 1 && attention_shared_bytes(w, tk, d) > MAX_SHARED_BYTES {
         w /= 2;
     }
