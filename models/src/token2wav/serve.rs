@@ -514,11 +514,21 @@ impl Session {
         spk: &[f32],
         last_chunk: bool,
     ) -> Result<usize, FlowError> {
+        self.dev.set_inputs(tokens, spk, last_chunk)?;
+        self.enqueue_uploaded(tokens.len(), last_chunk)
+    }
+
+    /// Queues one chunk's work over inputs already uploaded by [`DeviceFlow::set_inputs`]
+    /// (`n_tokens` tokens). Returns the frames emitted.
+    pub fn enqueue_uploaded(
+        &mut self,
+        n_tokens: usize,
+        last_chunk: bool,
+    ) -> Result<usize, FlowError> {
         let dev = self.dev.clone();
         let e = &dev.config().encoder;
         let s = e.up_stride;
-        dev.set_inputs(tokens, spk, last_chunk)?;
-        let frames = dev.call_frames(tokens.len(), last_chunk);
+        let frames = dev.call_frames(n_tokens, last_chunk);
         let tn = frames / s;
         let r = self.st.retention();
         let new_tok = if e.blocks == 0 {
@@ -528,7 +538,7 @@ impl Session {
         };
         let est_kept = (self.st.estimator_extent() + frames).min(r.limit());
         let admitted = !last_chunk
-            && tokens.len() == self.chunk_tokens
+            && n_tokens == self.chunk_tokens
             && (self.contract.admit)("flow", frames) == Some(true)
             && (self.contract.admit)("encoder", frames) == Some(true);
         if self.encoder.is_none() || !admitted {
@@ -536,7 +546,7 @@ impl Session {
             if self.encoder.is_some() {
                 self.stats.eager_by_construction += 1;
             }
-            let (f, nt) = dev.encoder_call(&dev.encoder_io(&self.st, tokens.len(), last_chunk))?;
+            let (f, nt) = dev.encoder_call(&dev.encoder_io(&self.st, n_tokens, last_chunk))?;
             let kept = dev.flow_call(&dev.flow_io(&self.st, f), 0..self.st.solver().n_steps)?;
             debug_assert_eq!((f, nt, kept), (frames, new_tok, est_kept));
             dev.finish_call(&mut self.st, tn, nt, kept)?;
@@ -546,8 +556,8 @@ impl Session {
         let l_old = self.st.estimator_extent();
         let rule = self.arm.state_rule();
         // encoder
-        let tok_dims = [1, tokens.len()];
-        let tok_strides = [tokens.len(), 1];
+        let tok_dims = [1, n_tokens];
+        let tok_strides = [n_tokens, 1];
         let conf_dims_rule: &[usize];
         let conf_strides_rule: &[usize];
         let enc_sig = self
