@@ -358,6 +358,126 @@ impl CacheOrder {
             CacheOrder::Append => "append",
         }
     }
+    /// The other storage order.
+    pub const fn other(self) -> CacheOrder {
+        match self {
+            CacheOrder::Prepend => CacheOrder::Append,
+            CacheOrder::Append => CacheOrder::Prepend,
+        }
+    }
+    /// The natural keep rule of this order as `(head, tail)` names: `prepend` keeps the newest
+    /// `retained` frames at the head and the `prompt` frames at the tail; `append` the reverse.
+    pub const fn natural_keep(self) -> (&'static str, &'static str) {
+        match self {
+            CacheOrder::Prepend => ("retained", "prompt"),
+            CacheOrder::Append => ("prompt", "retained"),
+        }
+    }
+}
+
+/// Which rule a prompt + history retention's kept slices follow on its storage order.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum KeepRule {
+    /// The storage order's own rule (the default).
+    Natural,
+    /// The other order's rule applied to this storage (minicpmo-utils 1.0.7 on its
+    /// prepend-ordered estimator cache).
+    Swapped,
+    /// Head and tail counts that are neither (`head + tail` still equals the attended extent).
+    Split,
+}
+
+impl KeepRule {
+    pub const fn name(self) -> &'static str {
+        match self {
+            KeepRule::Natural => "natural",
+            KeepRule::Swapped => "swapped",
+            KeepRule::Split => "split",
+        }
+    }
+}
+
+/// One dim of a region's storage order (`layout:`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum LayoutDim {
+    /// Clock axis `i` (expanded clock order).
+    Axis(usize),
+    /// Shape entry `j`.
+    Shape(usize),
+}
+
+/// Why a `layout:` does not describe the region's dims.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LayoutError {
+    /// Entry `index` names clock axis `axis` a second time (first at `first`).
+    AxisTwice { index: usize, first: usize },
+    /// Entry `index` should be shape entry `expected` (shape entries keep their `shape:` order).
+    ShapeMismatch { index: usize, expected: usize },
+    /// Entry `index` is neither a clock axis nor a remaining shape entry (all are listed).
+    Extra { index: usize },
+    /// Clock axis `axis` is not listed.
+    MissingAxis { axis: usize },
+    /// Shape entries from `from` on are not listed.
+    MissingShape { from: usize },
+}
+
+/// Resolves a `layout:` against a region's (expanded) clock axes and shape: every clock axis
+/// once, by name, and every shape entry once, as written and in `shape:` order. Returns the
+/// storage order, outermost first, or every problem found.
+pub fn resolve_layout(
+    entries: &[Expr],
+    axes: &[&str],
+    shape: &[Expr],
+) -> Result<Vec<LayoutDim>, Vec<LayoutError>> {
+    let mut out = Vec::with_capacity(entries.len());
+    let mut errs = Vec::new();
+    let mut seen: Vec<Option<usize>> = vec![None; axes.len()];
+    let mut next = 0usize;
+    for (index, e) in entries.iter().enumerate() {
+        if let ExprKind::Name(n) = &e.kind
+            && let Some(k) = axes.iter().position(|a| a == n)
+        {
+            match seen[k] {
+                Some(first) => errs.push(LayoutError::AxisTwice { index, first }),
+                None => {
+                    seen[k] = Some(index);
+                    out.push(LayoutDim::Axis(k));
+                }
+            }
+            continue;
+        }
+        match shape.get(next) {
+            None => errs.push(LayoutError::Extra { index }),
+            Some(s) if s.to_string() != e.to_string() => {
+                errs.push(LayoutError::ShapeMismatch {
+                    index,
+                    expected: next,
+                });
+                next += 1;
+            }
+            Some(_) => {
+                out.push(LayoutDim::Shape(next));
+                next += 1;
+            }
+        }
+    }
+    for (axis, s) in seen.iter().enumerate() {
+        if s.is_none() {
+            errs.push(LayoutError::MissingAxis { axis });
+        }
+    }
+    if next < shape.len() {
+        errs.push(LayoutError::MissingShape { from: next });
+    }
+    if errs.is_empty() { Ok(out) } else { Err(errs) }
+}
+
+/// The default storage order: clock axes, then the shape.
+pub fn default_layout(axes: usize, shape: usize) -> Vec<LayoutDim> {
+    (0..axes)
+        .map(LayoutDim::Axis)
+        .chain((0..shape).map(LayoutDim::Shape))
+        .collect()
 }
 
 /// Capture granularity of a callable (paper eq. 5).
@@ -536,11 +656,31 @@ pub enum Retention {
     /// steady state (the window is full), so the extent is pinned at `size`.
     Window { size: Expr, steady: bool },
     /// Prompt + retained history: keeps `prompt` frames and the newest `retained` frames.
+    /// `order` is how the storage holds frames; `keep` is which slices survive, on that storage
+    /// (`None` = the order's natural rule, see [`Keep`]).
     PromptHistory {
         prompt: Expr,
         retained: Expr,
         order: CacheOrder,
+        keep: Option<Keep>,
     },
+}
+
+/// The slices a prompt + history retention keeps on its storage order (paper eq. 2):
+/// `H[0:head] ‖ H[ℓ−tail:ℓ]` once the extent ℓ exceeds `head + tail`.
+///
+/// Default (no `keep:`) is the order's natural rule: `prepend` (newest first, prompt at the
+/// tail) keeps `head = retained, tail = prompt`; `append` (oldest first) keeps `head = prompt,
+/// tail = retained`. minicpmo-utils 1.0.7 slices its prepend-ordered estimator cache with the
+/// append rule: `order: prepend, keep: {head: f_prompt, tail: f_retained}`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Keep {
+    /// Frames kept at the start of the storage order.
+    pub head: Expr,
+    /// Frames kept at the end of the storage order.
+    pub tail: Expr,
+    /// The whole `keep:` mapping.
+    pub span: Span,
 }
 
 impl Retention {
@@ -579,9 +719,12 @@ pub struct Region {
     pub retention: Spanned<Retention>,
     pub placement: Spanned<Placement>,
     pub dtype: Spanned<DType>,
-    /// Per-tick element shape (appended after the clock axes).
+    /// Per-tick element shape (appended after the clock axes unless `layout` says otherwise).
     pub shape: Vec<Expr>,
     pub shape_span: Span,
+    /// Storage order of the dims (`layout:`): every clock axis (by name) and every shape entry
+    /// (as written, in `shape:` order), outermost first. `None` = clock axes, then the shape.
+    pub layout: Option<Spanned<Vec<Expr>>>,
     /// Optional explicit storage bound along the growing axis.
     pub envelope: Option<Expr>,
     /// Stock constants replaced (first one is the primary for ρ).

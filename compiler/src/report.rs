@@ -223,7 +223,17 @@ fn point(d: &Derived, full: bool) -> String {
     ]];
     for r in &d.regions {
         let ret = match (r.width.pinned, r.order) {
-            (_, Some(ord)) => format!("prompt+history ({})", ord.name()),
+            (_, Some(ord)) => match &r.keep {
+                Some(k) if k.rule == crate::ir::KeepRule::Swapped => format!(
+                    "prompt+history ({}, {} rule)",
+                    ord.name(),
+                    ord.other().name()
+                ),
+                Some(k) if k.rule == crate::ir::KeepRule::Split => {
+                    format!("prompt+history ({}, split)", ord.name())
+                }
+                _ => format!("prompt+history ({})", ord.name()),
+            },
             (true, None) => "pinned".into(),
             (false, None) => "window".into(),
         };
@@ -378,6 +388,20 @@ fn point(d: &Derived, full: bool) -> String {
             axes.join(", ")
         );
         let _ = writeln!(o, "    bytes per tick β∏    {}", r.tick_bytes.explain());
+        let _ = writeln!(
+            o,
+            "    storage layout       [{}] = {:?}{}",
+            r.dim_names.join(", "),
+            r.dims,
+            if r.layout == crate::ir::default_layout(r.axes.len(), r.shape.len()) {
+                ""
+            } else {
+                "   (declared `layout:`)"
+            }
+        );
+        if let (Some(k), Some(ord)) = (&r.keep, r.order) {
+            let _ = writeln!(o, "    kept slices          {}", k.describe(ord));
+        }
         let _ = writeln!(
             o,
             "    live bytes           {} × {} = {}",
@@ -543,6 +567,17 @@ fn regions_json(d: &Derived) -> Vec<Value> {
                 "mutability": r.mutability.name(),
                 "placement": r.placement.name(),
                 "order": r.order.map(|o| o.name()),
+                "keep": r.keep.as_ref().map(|k| json!({
+                    "head": k.head.value,
+                    "tail": k.tail.value,
+                    "prompt": k.prompt,
+                    "retained": k.retained,
+                    "rule": k.rule.name(),
+                    "declared": k.declared,
+                    "slices": k.slices(),
+                    "describe": r.order.map(|o| k.describe(o)),
+                })),
+                "layout": r.dim_names,
                 "attended_extent": r.attended_extent.value,
                 "attended_min": r.attended_min.value,
                 "envelope_axes": r.envelope_axes.iter().map(|e| e.value).collect::<Vec<_>>(),

@@ -573,10 +573,17 @@ impl<'s> V<'s> {
                 }
             }
             Retention::PromptHistory {
-                prompt, retained, ..
+                prompt,
+                retained,
+                keep,
+                ..
             } => {
                 self.expr_names(prompt, false, &[]);
                 self.expr_names(retained, false, &[]);
+                if let Some(k) = keep {
+                    self.expr_names(&k.head, false, &[]);
+                    self.expr_names(&k.tail, false, &[]);
+                }
                 if growing.is_empty() {
                     self.growth_needed(r);
                 }
@@ -584,6 +591,11 @@ impl<'s> V<'s> {
         }
         for e in &r.shape {
             self.expr_names(e, false, &[]);
+        }
+        if let Some(l) = &r.layout
+            && axes_ok
+        {
+            self.layout(r, &axes, l);
         }
         if let Some(e) = &r.envelope {
             self.expr_names(e, false, &[]);
@@ -614,6 +626,86 @@ impl<'s> V<'s> {
         }
         if r.placement.value == Placement::Host && r.lifetime.value == Lifetime::Operator {
             // Harmless; nothing to report.
+        }
+    }
+
+    /// `layout:` lists every clock axis once and every shape entry once, in `shape:` order.
+    fn layout(&mut self, r: &Region, axes: &[Ident], l: &Spanned<Vec<Expr>>) {
+        let names: Vec<&str> = axes.iter().map(|a| a.value.as_str()).collect();
+        let Err(errs) = resolve_layout(&l.value, &names, &r.shape) else {
+            return;
+        };
+        let expected: Vec<String> = names
+            .iter()
+            .map(|a| a.to_string())
+            .chain(r.shape.iter().map(|e| e.to_string()))
+            .collect();
+        let help = format!(
+            "`layout:` lists the region's clock axes ({}) by name and its shape entries as written in `shape:`, in their `shape:` order, each exactly once, outermost first, e.g. `layout: [{}]`",
+            names.join(", "),
+            expected.join(", ")
+        );
+        let at = |i: usize| l.value.get(i).map(|e| e.span).unwrap_or(l.span);
+        for e in errs {
+            let d = match e {
+                LayoutError::AxisTwice { index, first } => Diagnostic::error(
+                    Code::Inconsistent,
+                    at(index),
+                    format!(
+                        "clock axis `{}` appears twice in the layout of `{}`",
+                        l.value[index], r.name.value
+                    ),
+                )
+                .label("repeated axis")
+                .with_secondary(at(first), "first listed here"),
+                LayoutError::ShapeMismatch { index, expected } => Diagnostic::error(
+                    Code::Inconsistent,
+                    at(index),
+                    format!(
+                        "layout entry `{}` of `{}` is not a clock axis, and the next shape entry is `{}`",
+                        l.value[index], r.name.value, r.shape[expected]
+                    ),
+                )
+                .label(format!("expected a clock axis or `{}`", r.shape[expected]))
+                .with_secondary(r.shape[expected].span, "the shape entry expected here"),
+                LayoutError::Extra { index } => Diagnostic::error(
+                    Code::Inconsistent,
+                    at(index),
+                    format!(
+                        "layout entry `{}` of `{}` is neither a clock axis nor a shape entry",
+                        l.value[index], r.name.value
+                    ),
+                )
+                .label("every clock axis and shape entry is already listed")
+                .with_secondary(r.shape_span, "the shape"),
+                LayoutError::MissingAxis { axis } => Diagnostic::error(
+                    Code::MissingKey,
+                    l.span,
+                    format!(
+                        "the layout of `{}` does not place clock axis `{}`",
+                        r.name.value, names[axis]
+                    ),
+                )
+                .label(format!("`{}` missing here", names[axis]))
+                .with_secondary(r.clock_span, "the region's clock"),
+                LayoutError::MissingShape { from } => Diagnostic::error(
+                    Code::MissingKey,
+                    l.span,
+                    format!(
+                        "the layout of `{}` does not place shape entr{} {}",
+                        r.name.value,
+                        if from + 1 == r.shape.len() { "y" } else { "ies" },
+                        r.shape[from..]
+                            .iter()
+                            .map(|e| format!("`{e}`"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                )
+                .label("shape entries missing here")
+                .with_secondary(r.shape_span, "the shape"),
+            };
+            self.diags.push(d.help(help.clone()));
         }
     }
 

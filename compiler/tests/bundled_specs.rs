@@ -166,3 +166,66 @@ fn cli_json_and_exit_codes() {
     assert_eq!(dot.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&dot.stdout).starts_with("digraph"));
 }
+
+/// Storage order and kept slices are declared separately: the estimator cache is prepend-ordered
+/// in both Token2Wav retentions; the paper keeps the order's natural rule, the vendor's contract
+/// declares the append rule on prepend storage. Layouts put the frame axis where the port keeps it.
+#[test]
+fn token2wav_keep_rules_and_layouts() {
+    use dcc_compiler::ir::{CacheOrder, KeepRule};
+    for (name, head, tail, rule) in [
+        ("token2wav", 100, 302, KeepRule::Natural),
+        ("token2wav_tiny", 100, 302, KeepRule::Natural),
+        ("token2wav_tiny_vendor", 302, 100, KeepRule::Swapped),
+    ] {
+        let c = spec(name);
+        for region in ["carry", "solver_workspace"] {
+            let r = c.derived.region(region).unwrap();
+            assert_eq!(r.order, Some(CacheOrder::Prepend), "{name}/{region}");
+            let k = r.keep.as_ref().unwrap();
+            assert_eq!((k.head.value, k.tail.value, k.rule), (head, tail, rule));
+            assert_eq!((k.prompt, k.retained), (302, 100));
+            assert_eq!(
+                r.dim_names,
+                ["step", "est_layers", "cfg", "est_heads", "frame", "kv_dim"]
+            );
+        }
+        let conf = c.derived.region("conformer_cache").unwrap();
+        assert_eq!(conf.order, Some(CacheOrder::Append));
+        assert_eq!(conf.keep.as_ref().unwrap().rule, KeepRule::Natural);
+        assert_eq!(
+            conf.dim_names,
+            ["conf_layers", "conf_heads", "frame", "kv_dim"]
+        );
+        // The numbers do not depend on the layout or the keep rule.
+        let carry = c.derived.region("carry").unwrap();
+        assert_eq!(carry.attended_extent.value, 402);
+        assert_eq!(carry.catalog, vec![302, 352, 402]);
+    }
+    let vendor = spec("token2wav_tiny_vendor");
+    let paper = spec("token2wav_tiny");
+    assert_eq!(vendor.derived.arena_bytes, paper.derived.arena_bytes);
+    let flow = vendor.derived.callable("flow").unwrap();
+    let names: Vec<&str> = flow.reserve_chunk.classes[0]
+        .args
+        .iter()
+        .map(|a| a.name.as_str())
+        .collect();
+    assert_eq!(names, ["mu", "cond", "cache"]);
+    assert_eq!(flow.reserve_chunk.classes[0].args[0].dims, vec![50, 80]);
+    assert_eq!(
+        flow.reserve_chunk.classes[1].args[2].dims,
+        vec![10, 2, 2, 2, 352, 64]
+    );
+    let json = dcc_compiler::report::json(&vendor);
+    let carry = json["regions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "carry")
+        .unwrap();
+    assert_eq!(carry["order"], "prepend");
+    assert_eq!(carry["keep"]["rule"], "swapped");
+    assert_eq!(carry["keep"]["slices"], "H[0:302] ‖ H[ℓ−100:ℓ]");
+    assert_eq!(carry["dims"], serde_json::json!([10, 2, 2, 2, 402, 64]));
+}

@@ -39,13 +39,15 @@ fn token2wav_exposes_the_papers_numbers() {
         "    /// 402 = f_prompt (302) + f_retained (100)\n    ///\n    /// Attended extent A_r: what consumers read along the growing axis.\n    pub const ATTENDED: usize = 402;",
     );
     has("pub struct Carry;");
-    has("pub const DIMS: [usize; 6] = [10, 402, 16, 2, 8, 128];");
+    // Storage order (`layout: [step, est_layers, cfg, est_heads, frame, kv_dim]`).
+    has("pub const DIMS: [usize; 6] = [10, 16, 2, 8, 402, 128];");
+    has("pub const STRIDES: [usize; 6] = [13_172_736, 823_296, 411_648, 51_456, 128, 1];");
     // The solver workspace: 10 × 458.
     has(
         "    /// `step`: 10 = n_steps (10); `frame`: 458 = f_prompt (302) + f_retained (100) + f_call (56)\n    pub const ENVELOPE_AXES: [usize; 2] = [10, 458];",
     );
     has("    /// 4580 = n_steps (10) × (f_prompt (302) + f_retained (100) + f_call (56))");
-    has("pub const DIMS: [usize; 6] = [10, 458, 16, 2, 8, 128];");
+    has("pub const DIMS: [usize; 6] = [10, 16, 2, 8, 458, 128];");
     has("pub const RHO: f64 = 3.493449781659389;");
     // The 3 attended extents per captured callable.
     assert_eq!(
@@ -56,7 +58,7 @@ fn token2wav_exposes_the_papers_numbers() {
     );
     has("pub static FLOW_CATALOG: [dcc::Signature; 3] = [");
     has(
-        "dims: &[10, 352, 16, 2, 8, 128],\n                strides: &[13_172_736, 32_768, 2048, 1024, 128, 1],",
+        "dims: &[10, 16, 2, 8, 352, 128],\n                strides: &[13_172_736, 823_296, 411_648, 51_456, 128, 1],",
     );
     // The arena: total = Σ aligned regions.
     has(
@@ -66,7 +68,7 @@ fn token2wav_exposes_the_papers_numbers() {
     // Admission predicate as a const fn.
     has("pub const fn admit(f: usize) -> bool {\n        f <= 50\n    }");
     // Duplex operating point: 5 × 458, ρ = 7.0×.
-    has("pub const SOLVER_WORKSPACE_DIMS: [usize; 6] = [5, 458, 16, 2, 8, 128];");
+    has("pub const SOLVER_WORKSPACE_DIMS: [usize; 6] = [5, 16, 2, 8, 458, 128];");
     has("≈ 7.0×");
 }
 

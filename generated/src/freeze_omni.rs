@@ -35,8 +35,14 @@ impl CodecContext {
     /// Element type `f32`.
     pub const DTYPE: dcc::DType = dcc::DType::F32;
 
-    /// Envelope dims: clock axes `frame` then the per-tick shape `[512]`.
+    /// Envelope dims in storage order `[frame, channels]` (clock axes, then the per-tick shape).
     pub const DIMS: [usize; 2] = [50, 512];
+
+    /// Element strides of the envelope storage (packed over `DIMS`).
+    pub const STRIDES: [usize; 2] = [512, 1];
+
+    /// Name of each storage dim: a clock axis or a shape entry as written.
+    pub const DIM_NAMES: [&'static str; 2] = ["frame", "channels"];
 
     /// 25600 = 50 × 512 (elements of the envelope).
     pub const ELEMS: usize = 25_600;
@@ -98,11 +104,15 @@ impl CodecContext {
     /// No prompt + history frame order.
     pub const ORDER: ::core::option::Option<dcc::CacheOrder> = ::core::option::Option::None;
 
+    /// No prompt + history retention.
+    pub const KEEP: ::core::option::Option<dcc::Keep> = ::core::option::Option::None;
+
     /// The region as data (its entry in `REGIONS` when in the arena).
     pub const INFO: dcc::RegionInfo = dcc::RegionInfo {
         name: CodecContext::NAME,
         dtype: CodecContext::DTYPE,
         dims: &CodecContext::DIMS,
+        dim_names: &CodecContext::DIM_NAMES,
         elems: CodecContext::ELEMS,
         bytes: CodecContext::BYTES,
         align: CodecContext::ALIGN,
@@ -110,6 +120,7 @@ impl CodecContext {
         attended: CodecContext::ATTENDED,
         lifetime: CodecContext::LIFETIME,
         order: CodecContext::ORDER,
+        keep: CodecContext::KEEP,
     };
 }
 
@@ -121,6 +132,10 @@ impl dcc::RegionLayout for CodecContext {
     const DTYPE: dcc::DType = CodecContext::DTYPE;
 
     const DIMS: &'static [usize] = &CodecContext::DIMS;
+
+    const STRIDES: &'static [usize] = &CodecContext::STRIDES;
+
+    const DIM_NAMES: &'static [&'static str] = &CodecContext::DIM_NAMES;
 
     const ELEMS: usize = CodecContext::ELEMS;
 
@@ -141,6 +156,8 @@ impl dcc::RegionLayout for CodecContext {
     const PLACEMENT: dcc::Placement = CodecContext::PLACEMENT;
 
     const ORDER: ::core::option::Option<dcc::CacheOrder> = CodecContext::ORDER;
+
+    const KEEP: ::core::option::Option<dcc::Keep> = CodecContext::KEEP;
 
     const INFO: dcc::RegionInfo = CodecContext::INFO;
 }

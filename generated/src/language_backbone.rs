@@ -43,8 +43,20 @@ impl KvCache {
     /// Element type `bf16`.
     pub const DTYPE: dcc::DType = dcc::DType::BF16;
 
-    /// Envelope dims: clock axes `token` then the per-tick shape `[28, 2, 4, 128]`.
+    /// Envelope dims in storage order `[token, layers, kv, kv_heads, head_dim]` (clock axes, then the per-tick shape).
     pub const DIMS: [usize; 5] = [2000, 28, 2, 4, 128];
+
+    /// Element strides of the envelope storage (packed over `DIMS`).
+    pub const STRIDES: [usize; 5] = [28_672, 1024, 512, 128, 1];
+
+    /// Name of each storage dim: a clock axis or a shape entry as written.
+    pub const DIM_NAMES: [&'static str; 5] = [
+        "token",
+        "layers",
+        "kv",
+        "kv_heads",
+        "head_dim",
+    ];
 
     /// 57344000 = 2000 × 28 × 2 × 4 × 128 (elements of the envelope).
     pub const ELEMS: usize = 57_344_000;
@@ -106,11 +118,15 @@ impl KvCache {
     /// No prompt + history frame order.
     pub const ORDER: ::core::option::Option<dcc::CacheOrder> = ::core::option::Option::None;
 
+    /// No prompt + history retention.
+    pub const KEEP: ::core::option::Option<dcc::Keep> = ::core::option::Option::None;
+
     /// The region as data (its entry in `REGIONS` when in the arena).
     pub const INFO: dcc::RegionInfo = dcc::RegionInfo {
         name: KvCache::NAME,
         dtype: KvCache::DTYPE,
         dims: &KvCache::DIMS,
+        dim_names: &KvCache::DIM_NAMES,
         elems: KvCache::ELEMS,
         bytes: KvCache::BYTES,
         align: KvCache::ALIGN,
@@ -118,6 +134,7 @@ impl KvCache {
         attended: KvCache::ATTENDED,
         lifetime: KvCache::LIFETIME,
         order: KvCache::ORDER,
+        keep: KvCache::KEEP,
     };
 }
 
@@ -129,6 +146,10 @@ impl dcc::RegionLayout for KvCache {
     const DTYPE: dcc::DType = KvCache::DTYPE;
 
     const DIMS: &'static [usize] = &KvCache::DIMS;
+
+    const STRIDES: &'static [usize] = &KvCache::STRIDES;
+
+    const DIM_NAMES: &'static [&'static str] = &KvCache::DIM_NAMES;
 
     const ELEMS: usize = KvCache::ELEMS;
 
@@ -149,6 +170,8 @@ impl dcc::RegionLayout for KvCache {
     const PLACEMENT: dcc::Placement = KvCache::PLACEMENT;
 
     const ORDER: ::core::option::Option<dcc::CacheOrder> = KvCache::ORDER;
+
+    const KEEP: ::core::option::Option<dcc::Keep> = KvCache::KEEP;
 
     const INFO: dcc::RegionInfo = KvCache::INFO;
 }

@@ -46,8 +46,20 @@ impl TemporalKv {
     /// Element type `bf16`.
     pub const DTYPE: dcc::DType = dcc::DType::BF16;
 
-    /// Envelope dims: clock axes `frame` then the per-tick shape `[32, 2, 32, 128]`.
+    /// Envelope dims in storage order `[frame, num_layers, kv, num_heads, head_dim]` (clock axes, then the per-tick shape).
     pub const DIMS: [usize; 5] = [3000, 32, 2, 32, 128];
+
+    /// Element strides of the envelope storage (packed over `DIMS`).
+    pub const STRIDES: [usize; 5] = [262_144, 8192, 4096, 128, 1];
+
+    /// Name of each storage dim: a clock axis or a shape entry as written.
+    pub const DIM_NAMES: [&'static str; 5] = [
+        "frame",
+        "num_layers",
+        "kv",
+        "num_heads",
+        "head_dim",
+    ];
 
     /// 786432000 = 3000 × 32 × 2 × 32 × 128 (elements of the envelope).
     pub const ELEMS: usize = 786_432_000;
@@ -120,11 +132,15 @@ impl TemporalKv {
     /// No prompt + history frame order.
     pub const ORDER: ::core::option::Option<dcc::CacheOrder> = ::core::option::Option::None;
 
+    /// No prompt + history retention.
+    pub const KEEP: ::core::option::Option<dcc::Keep> = ::core::option::Option::None;
+
     /// The region as data (its entry in `REGIONS` when in the arena).
     pub const INFO: dcc::RegionInfo = dcc::RegionInfo {
         name: TemporalKv::NAME,
         dtype: TemporalKv::DTYPE,
         dims: &TemporalKv::DIMS,
+        dim_names: &TemporalKv::DIM_NAMES,
         elems: TemporalKv::ELEMS,
         bytes: TemporalKv::BYTES,
         align: TemporalKv::ALIGN,
@@ -132,6 +148,7 @@ impl TemporalKv {
         attended: TemporalKv::ATTENDED,
         lifetime: TemporalKv::LIFETIME,
         order: TemporalKv::ORDER,
+        keep: TemporalKv::KEEP,
     };
 }
 
@@ -143,6 +160,10 @@ impl dcc::RegionLayout for TemporalKv {
     const DTYPE: dcc::DType = TemporalKv::DTYPE;
 
     const DIMS: &'static [usize] = &TemporalKv::DIMS;
+
+    const STRIDES: &'static [usize] = &TemporalKv::STRIDES;
+
+    const DIM_NAMES: &'static [&'static str] = &TemporalKv::DIM_NAMES;
 
     const ELEMS: usize = TemporalKv::ELEMS;
 
@@ -163,6 +184,8 @@ impl dcc::RegionLayout for TemporalKv {
     const PLACEMENT: dcc::Placement = TemporalKv::PLACEMENT;
 
     const ORDER: ::core::option::Option<dcc::CacheOrder> = TemporalKv::ORDER;
+
+    const KEEP: ::core::option::Option<dcc::Keep> = TemporalKv::KEEP;
 
     const INFO: dcc::RegionInfo = TemporalKv::INFO;
 }

@@ -28,7 +28,7 @@ use dcc_kernels::{Arg, KernelDef, LaunchDims};
 
 use crate::DevPtr;
 use crate::backend::{AllocKind, Backend, DeviceBuffer};
-use crate::contract::CacheOrder;
+use crate::contract::{CacheOrder, Keep};
 use crate::error::{Error, Result};
 
 /// Which slicing a contract declares for its retention.
@@ -39,6 +39,22 @@ pub enum Slicing {
     /// minicpmo-utils 1.0.7 on the prepend cache: `[:f_prompt] ‖ [-f_retained:]`
     /// (`--retention vendor`).
     Vendor,
+}
+
+impl Slicing {
+    /// The slicing a contract declares with a storage order and a keep rule
+    /// ([`crate::contract::RegionInfo::order`] and `keep`): the order's natural rule is
+    /// [`Slicing::Paper`]; on prepend storage the append rule (`head = prompt, tail = retained`)
+    /// is [`Slicing::Vendor`]. `None` for a split the carry kernels do not implement on that
+    /// order (e.g. newest frames at the head of append storage).
+    pub fn of(order: CacheOrder, keep: &Keep) -> Option<Slicing> {
+        if keep.is_natural(order) {
+            return Some(Slicing::Paper);
+        }
+        let append = Keep::natural(CacheOrder::Append, keep.prompt, keep.retained);
+        (order == CacheOrder::Prepend && (keep.head, keep.tail) == (append.head, append.tail))
+            .then_some(Slicing::Vendor)
+    }
 }
 
 /// Geometry and policy of one carried cache.
@@ -388,5 +404,37 @@ impl Carry {
             }
         }
         Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slicing_from_a_keep_rule() {
+        let (p, r) = (302, 100);
+        let pre = CacheOrder::Prepend;
+        let app = CacheOrder::Append;
+        assert_eq!(
+            Slicing::of(pre, &Keep::natural(pre, p, r)),
+            Some(Slicing::Paper)
+        );
+        assert_eq!(
+            Slicing::of(pre, &Keep::natural(app, p, r)),
+            Some(Slicing::Vendor)
+        );
+        assert_eq!(
+            Slicing::of(app, &Keep::natural(app, p, r)),
+            Some(Slicing::Paper)
+        );
+        assert_eq!(Slicing::of(app, &Keep::natural(pre, p, r)), None);
+        let split = Keep {
+            head: 200,
+            tail: 202,
+            prompt: p,
+            retained: r,
+        };
+        assert_eq!(Slicing::of(pre, &split), None);
     }
 }

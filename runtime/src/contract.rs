@@ -123,6 +123,54 @@ pub enum CacheOrder {
     Append,
 }
 
+/// The slices a prompt + retained-history retention keeps, on the region's storage order
+/// ([`CacheOrder`]): once the extent ℓ exceeds `head + tail`, `H[0:head] ‖ H[ℓ−tail:ℓ]`
+/// (paper eq. 2). The runtime's carry kernels take exactly these two counts.
+///
+/// Storage order and kept slices are declared separately: the Token2Wav estimator cache is
+/// prepend-ordered under both retentions; the paper keeps `head = retained, tail = prompt` (the
+/// prepend order's natural rule), minicpmo-utils 1.0.7 keeps `head = prompt, tail = retained`.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Keep {
+    /// Frames kept at the start of the storage order.
+    pub head: usize,
+    /// Frames kept at the end of the storage order.
+    pub tail: usize,
+    /// The retention's declared prompt frames (`prompt:`).
+    pub prompt: usize,
+    /// The retention's declared retained frames (`retained:`).
+    pub retained: usize,
+}
+
+impl Keep {
+    /// The natural rule of `order`: `prepend` keeps the newest `retained` frames at the head and
+    /// the `prompt` frames at the tail; `append` keeps the prompt at the head and the newest
+    /// `retained` frames at the tail.
+    pub const fn natural(order: CacheOrder, prompt: usize, retained: usize) -> Keep {
+        let (head, tail) = match order {
+            CacheOrder::Prepend => (retained, prompt),
+            CacheOrder::Append => (prompt, retained),
+        };
+        Keep {
+            head,
+            tail,
+            prompt,
+            retained,
+        }
+    }
+
+    /// Frames after retention, `head + tail` (= `prompt + retained`).
+    pub const fn bound(&self) -> usize {
+        self.head + self.tail
+    }
+
+    /// Whether this is `order`'s natural rule.
+    pub const fn is_natural(&self, order: CacheOrder) -> bool {
+        let n = Keep::natural(order, self.prompt, self.retained);
+        n.head == self.head && n.tail == self.tail
+    }
+}
+
 /// Scope verdict of a callable (paper §3.5).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Verdict {
@@ -154,8 +202,13 @@ pub trait RegionLayout {
     type Elem: Element;
     const NAME: &'static str;
     const DTYPE: DType;
-    /// Envelope extents, outermost first.
+    /// Envelope extents in storage order (the spec's `layout:`; default clock axes, then the
+    /// per-tick shape), outermost first.
     const DIMS: &'static [usize];
+    /// Element strides of the envelope storage (packed, row-major over [`Self::DIMS`]).
+    const STRIDES: &'static [usize] = &[];
+    /// Name of each storage dim: a clock axis (`step`, `frame`) or a shape entry as written.
+    const DIM_NAMES: &'static [&'static str] = &[];
     const ELEMS: usize;
     const BYTES: usize;
     const ALIGN: usize;
@@ -170,6 +223,8 @@ pub trait RegionLayout {
     const MUTABILITY: Mutability;
     const PLACEMENT: Placement;
     const ORDER: Option<CacheOrder>;
+    /// Kept slices of a prompt + history retention, on [`Self::ORDER`].
+    const KEEP: Option<Keep> = None;
     /// The same description as data (the entry of [`ArenaLayout::regions`] for arena regions).
     const INFO: RegionInfo;
 }
@@ -179,14 +234,61 @@ pub trait RegionLayout {
 pub struct RegionInfo {
     pub name: &'static str,
     pub dtype: DType,
+    /// Envelope extents in storage order (see [`RegionLayout::DIMS`]).
     pub dims: &'static [usize],
+    /// Name of each of `dims`: a clock axis (`step`, `frame`) or a shape entry as written
+    /// (empty when unknown).
+    pub dim_names: &'static [&'static str],
     pub elems: usize,
     pub bytes: usize,
     pub align: usize,
     pub offset: usize,
     pub attended: usize,
     pub lifetime: Lifetime,
+    /// Storage order of a prompt + history cache.
     pub order: Option<CacheOrder>,
+    /// Kept slices of a prompt + history retention, on `order`.
+    pub keep: Option<Keep>,
+}
+
+impl RegionInfo {
+    /// Position of the storage dim named `name` (a clock axis such as `frame`).
+    pub fn axis(&self, name: &str) -> Option<usize> {
+        self.dim_names.iter().position(|n| *n == name)
+    }
+
+    /// Element strides of the packed envelope storage (row-major over `dims`).
+    pub fn strides(&self) -> Vec<usize> {
+        let mut s = vec![1usize; self.dims.len()];
+        for i in (0..self.dims.len().saturating_sub(1)).rev() {
+            s[i] = s[i + 1] * self.dims[i + 1];
+        }
+        s
+    }
+
+    /// A view of the region at extent `extent` along clock axis `axis` (dims in storage order,
+    /// strides of the envelope storage), without the clock axes in `drop` (one slice of them).
+    /// `None` if `axis` or a dropped axis is not a dim of the region.
+    pub fn view(
+        &self,
+        axis: &str,
+        extent: usize,
+        drop: &[&str],
+    ) -> Option<(Vec<usize>, Vec<usize>)> {
+        let at = self.axis(axis)?;
+        let dropped: Vec<usize> = drop.iter().map(|d| self.axis(d)).collect::<Option<_>>()?;
+        let strides = self.strides();
+        let mut dims = Vec::with_capacity(self.dims.len());
+        let mut out = Vec::with_capacity(self.dims.len());
+        for (i, (&d, &s)) in self.dims.iter().zip(&strides).enumerate() {
+            if dropped.contains(&i) {
+                continue;
+            }
+            dims.push(if i == at { extent } else { d });
+            out.push(s);
+        }
+        Some((dims, out))
+    }
 }
 
 /// A device-resident constant (trivial clock, process lifetime, immutable), as data.

@@ -195,6 +195,8 @@ fn arena_layout_is_checked_and_stable(b: Arc<dyn Backend>) {
             attended: 8,
             lifetime: Lifetime::Session,
             order: None,
+            keep: None,
+            dim_names: &[],
         },
         RegionInfo {
             name: "b",
@@ -207,6 +209,8 @@ fn arena_layout_is_checked_and_stable(b: Arc<dyn Backend>) {
             attended: 0,
             lifetime: Lifetime::Unit,
             order: None,
+            keep: None,
+            dim_names: &[],
         },
     ];
     static BAD: [RegionInfo; 2] = [
@@ -221,6 +225,8 @@ fn arena_layout_is_checked_and_stable(b: Arc<dyn Backend>) {
             attended: 8,
             lifetime: Lifetime::Session,
             order: None,
+            keep: None,
+            dim_names: &[],
         },
         RegionInfo {
             name: "b",
@@ -233,6 +239,8 @@ fn arena_layout_is_checked_and_stable(b: Arc<dyn Backend>) {
             attended: 0,
             lifetime: Lifetime::Unit,
             order: None,
+            keep: None,
+            dim_names: &[],
         },
     ];
     let ok = ArenaLayout {

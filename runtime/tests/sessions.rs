@@ -30,6 +30,8 @@ static REGIONS: [RegionInfo; 4] = [
         attended: 0,
         lifetime: Lifetime::Session,
         order: None,
+        keep: None,
+        dim_names: &[],
     },
     RegionInfo {
         name: "out",
@@ -42,6 +44,8 @@ static REGIONS: [RegionInfo; 4] = [
         attended: 0,
         lifetime: Lifetime::Turn,
         order: None,
+        keep: None,
+        dim_names: &[],
     },
     RegionInfo {
         name: "rng",
@@ -54,6 +58,8 @@ static REGIONS: [RegionInfo; 4] = [
         attended: 0,
         lifetime: Lifetime::Session,
         order: None,
+        keep: None,
+        dim_names: &[],
     },
     RegionInfo {
         name: "scratch",
@@ -66,6 +72,8 @@ static REGIONS: [RegionInfo; 4] = [
         attended: 0,
         lifetime: Lifetime::Operator,
         order: None,
+        keep: None,
+        dim_names: &[],
     },
 ];
 static LAYOUT: ArenaLayout = ArenaLayout {

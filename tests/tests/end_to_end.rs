@@ -65,10 +65,21 @@ fn token2wav_adapter_reads_back_layout_and_catalog() {
     let carry = Token2WavAdapter::region_of("carry").unwrap();
     assert_eq!(carry.name, "carry");
     assert_eq!(carry.attended, 402);
-    assert_eq!(carry.dims, &[10, 402, 16, 2, 8, 128]);
+    // Storage order (`layout:`): [step, layer, cfg, head, frame, k‖v], as the port stores it.
+    assert_eq!(carry.dims, &[10, 16, 2, 8, 402, 128]);
+    assert_eq!(carry.axis("frame"), Some(4));
+    assert_eq!(
+        carry.strides(),
+        [13_172_736, 823_296, 411_648, 51_456, 128, 1]
+    );
+    assert_eq!(
+        carry.keep.map(|k| (k.head, k.tail)),
+        Some((100, 302)),
+        "the prepend order's natural rule: newest 100 at the head, the prompt at the tail"
+    );
     let ws = Token2WavAdapter::region_of("workspace").unwrap();
     assert_eq!(ws.name, "solver_workspace");
-    assert_eq!(&ws.dims[..2], &[10, 458]);
+    assert_eq!((ws.dims[0], ws.dims[4]), (10, 458));
     assert_eq!(ws.bytes, 10 * 458 * 131_072);
     assert_eq!(Token2WavAdapter::REGION_FIELDS.len(), 4);
 
@@ -92,10 +103,10 @@ fn token2wav_adapter_reads_back_layout_and_catalog() {
     }
     let flow = Token2WavAdapter::catalog_of("flow").unwrap();
     let cache = flow[1].inputs.iter().find(|t| t.name == "cache").unwrap();
-    assert_eq!(cache.dims, &[10, 352, 16, 2, 8, 128]);
+    assert_eq!(cache.dims, &[10, 16, 2, 8, 352, 128]);
     assert_eq!(
-        cache.strides[..2],
-        [402 * 32_768, 32_768],
+        cache.strides,
+        carry.strides().as_slice(),
         "a view into the 402-frame carry"
     );
     assert!(cache.aliased);

@@ -7,8 +7,8 @@ use crate::Checked;
 use crate::derive::types::{ArgSig, ClassSig, Derivation, Derived, DerivedRegion, Ratio};
 use crate::expr;
 use crate::ir::{
-    ArgSource, CacheOrder, CmpOp, DType, Effects, Granularity, Lifetime, Mutability, Placement,
-    Verdict,
+    ArgSource, CacheOrder, CmpOp, DType, Effects, Granularity, LayoutDim, Lifetime, Mutability,
+    Placement, Verdict, default_layout,
 };
 
 use super::GenError;
@@ -690,13 +690,36 @@ fn region_view(
         ),
         c(
             vec![format!(
-                "Envelope dims: clock axes `{}` then the per-tick shape `{:?}`.",
-                r.axes.join(" × "),
-                r.shape
+                "Envelope dims in storage order `[{}]`{}.",
+                r.dim_names.join(", "),
+                if r.layout == default_layout(r.axes.len(), r.shape.len()) {
+                    " (clock axes, then the per-tick shape)"
+                } else {
+                    " (the spec's `layout:`)"
+                }
             )],
             "DIMS",
             &format!("[usize; {}]", r.dims.len()),
             array(&r.dims),
+        ),
+        c(
+            vec!["Element strides of the envelope storage (packed over `DIMS`).".into()],
+            "STRIDES",
+            &format!("[usize; {}]", r.dims.len()),
+            array(&packed_strides(&r.dims)),
+        ),
+        c(
+            vec!["Name of each storage dim: a clock axis or a shape entry as written.".into()],
+            "DIM_NAMES",
+            &format!("[&'static str; {}]", r.dims.len()),
+            format!(
+                "[{}]",
+                r.dim_names
+                    .iter()
+                    .map(|n| rust_str(n))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         ),
         usize_c(
             vec![format!(
@@ -908,11 +931,29 @@ fn region_view(
         order_value(r.order),
     ));
     consts.push(c(
+        match (&r.keep, r.order) {
+            (Some(k), Some(o)) => vec![format!("Kept slices: {}.", k.describe(o))],
+            _ => vec!["No prompt + history retention.".into()],
+        },
+        "KEEP",
+        "::core::option::Option<dcc::Keep>",
+        match &r.keep {
+            None => "::core::option::Option::None".into(),
+            Some(k) => format!(
+                "::core::option::Option::Some(dcc::Keep {{ head: {}, tail: {}, prompt: {}, retained: {} }})",
+                lit(k.head.value),
+                lit(k.tail.value),
+                lit(k.prompt),
+                lit(k.retained)
+            ),
+        },
+    ));
+    consts.push(c(
         vec!["The region as data (its entry in `REGIONS` when in the arena).".into()],
         "INFO",
         "dcc::RegionInfo",
         format!(
-            "dcc::RegionInfo {{ name: {name}::NAME, dtype: {name}::DTYPE, dims: &{name}::DIMS, elems: {name}::ELEMS, bytes: {name}::BYTES, align: {name}::ALIGN, offset: {name}::OFFSET, attended: {name}::ATTENDED, lifetime: {name}::LIFETIME, order: {name}::ORDER }}",
+            "dcc::RegionInfo {{ name: {name}::NAME, dtype: {name}::DTYPE, dims: &{name}::DIMS, dim_names: &{name}::DIM_NAMES, elems: {name}::ELEMS, bytes: {name}::BYTES, align: {name}::ALIGN, offset: {name}::OFFSET, attended: {name}::ATTENDED, lifetime: {name}::LIFETIME, order: {name}::ORDER, keep: {name}::KEEP }}",
             name = ty
         ),
     ));
@@ -936,13 +977,14 @@ fn tensor_view(
     let strides = match source {
         Some(ArgSource::Region(rn)) => match checked.derived.region(&rn.value) {
             Some(reg) => {
-                // A view into the region's storage: the envelope's strides, minus the loop axis
-                // when one step's slice is passed.
+                // A view into the region's storage: the envelope's strides (storage order),
+                // minus the loop axis when one step's slice is passed.
                 let mut s = packed_strides(&reg.dims);
                 if a.dims.len() + 1 == reg.dims.len()
                     && let Some(i) = reg.axes.iter().position(|x| Some(x.as_str()) == loop_clock)
+                    && let Some(at) = reg.layout.iter().position(|l| *l == LayoutDim::Axis(i))
                 {
-                    s.remove(i);
+                    s.remove(at);
                 }
                 s
             }

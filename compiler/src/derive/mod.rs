@@ -409,6 +409,7 @@ impl<'s> Deriver<'s> {
         }
         let attended_axis = grow.map(|g| g.0).unwrap_or(axes.len().saturating_sub(1));
         // Retention bound A, lower bound A⁻, extra envelope, stride.
+        let mut keep: Option<DerivedKeep> = None;
         let (a_max, a_min, pinned, order): (Derivation, Derivation, bool, Option<CacheOrder>) =
             match (&r.retention.value, grow) {
                 (Retention::Pinned, _) => {
@@ -440,6 +441,7 @@ impl<'s> Deriver<'s> {
                         prompt,
                         retained,
                         order,
+                        keep: declared_keep,
                     },
                     Some((_, from, _, _, g)),
                 ) => {
@@ -463,6 +465,15 @@ impl<'s> Deriver<'s> {
                         return None;
                     };
                     let lo = self.derivation(from, fe.to_string(), &[fe]);
+                    keep = Some(self.keep(
+                        r,
+                        prompt,
+                        retained,
+                        p,
+                        k,
+                        *order,
+                        declared_keep.as_ref(),
+                    )?);
                     (d, lo, false, Some(*order))
                 }
                 (_, None) => return None, // validated: cannot happen
@@ -654,8 +665,26 @@ impl<'s> Deriver<'s> {
             self.overflow(r.span, "the region's attended bytes");
             return None;
         };
-        let mut dims: Vec<u64> = env_axes.iter().map(|d| d.value).collect();
-        dims.extend(&shape);
+        // Storage order (`layout:`), validated.
+        let axis_names: Vec<&str> = axes.iter().map(String::as_str).collect();
+        let layout = match &r.layout {
+            Some(l) => resolve_layout(&l.value, &axis_names, &r.shape).ok()?,
+            None => default_layout(axes.len(), shape.len()),
+        };
+        let mut dims: Vec<u64> = Vec::with_capacity(layout.len());
+        let mut dim_names: Vec<String> = Vec::with_capacity(layout.len());
+        for l in &layout {
+            match *l {
+                LayoutDim::Axis(i) => {
+                    dims.push(env_axes.get(i)?.value);
+                    dim_names.push(axes.get(i)?.clone());
+                }
+                LayoutDim::Shape(j) => {
+                    dims.push(*shape.get(j)?);
+                    dim_names.push(r.shape.get(j)?.to_string());
+                }
+            }
+        }
         // Stock constants (eq. 3).
         let mut stock = Vec::new();
         for s in &r.stock {
@@ -699,6 +728,7 @@ impl<'s> Deriver<'s> {
             mutability: r.mutability.value,
             placement: r.placement.value,
             order,
+            keep,
             axes,
             growing_axis: grow.map(|g| g.0),
             attended_extent: a_max,
@@ -707,6 +737,8 @@ impl<'s> Deriver<'s> {
             envelope_extent,
             shape,
             tick_bytes,
+            layout,
+            dim_names,
             dims,
             live_bytes,
             attended_bytes,
@@ -718,6 +750,85 @@ impl<'s> Deriver<'s> {
                 pinned,
             },
             stock,
+        })
+    }
+
+    /// The kept slices of a prompt + history retention: the declared `keep:` (whose head and
+    /// tail must add up to the attended extent) or the order's natural rule.
+    #[allow(clippy::too_many_arguments)]
+    fn keep(
+        &mut self,
+        r: &Region,
+        prompt: &Expr,
+        retained: &Expr,
+        p: u64,
+        k: u64,
+        order: CacheOrder,
+        declared: Option<&Keep>,
+    ) -> Option<DerivedKeep> {
+        let name = &r.name.value;
+        let pd = self.derivation(p, prompt.to_string(), &[prompt]);
+        let kd = self.derivation(k, retained.to_string(), &[retained]);
+        let (natural, swapped) = match order {
+            CacheOrder::Prepend => ((kd.clone(), pd.clone()), (pd, kd)),
+            CacheOrder::Append => ((pd.clone(), kd.clone()), (kd, pd)),
+        };
+        let Some(kp) = declared else {
+            return Some(DerivedKeep {
+                head: natural.0,
+                tail: natural.1,
+                prompt: p,
+                retained: k,
+                rule: KeepRule::Natural,
+                declared: false,
+            });
+        };
+        let h = self.eval_at_least(&kp.head, 0, &format!("the kept head of `{name}`"));
+        let t = self.eval_at_least(&kp.tail, 0, &format!("the kept tail of `{name}`"));
+        let (h, t) = (h?, t?);
+        let bound = p.checked_add(k)?;
+        if h.checked_add(t) != Some(bound) {
+            let sum = h
+                .checked_add(t)
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "more than 2^64".into());
+            let rule = |(a, b): (&Derivation, &Derivation)| {
+                format!("`keep: {{head: {}, tail: {}}}`", a.formula, b.formula)
+            };
+            self.push(
+                Diagnostic::error(
+                    Code::Inconsistent,
+                    kp.span,
+                    format!(
+                        "`{name}` keeps head {h} + tail {t} = {sum} frames, but its attended extent is prompt {p} + retained {k} = {bound}"
+                    ),
+                )
+                .label(format!("keeps {sum} frames"))
+                .with_secondary(prompt.span.to(retained.span), format!("attended extent {bound}"))
+                .help(format!(
+                    "`head` + `tail` must equal `prompt` + `retained`: on `order: {}` storage the natural rule is {} (the default when `keep:` is omitted), the `{}` rule is {}",
+                    order.name(),
+                    rule((&natural.0, &natural.1)),
+                    order.other().name(),
+                    rule((&swapped.0, &swapped.1)),
+                )),
+            );
+            return None;
+        }
+        let rule = if (h, t) == (natural.0.value, natural.1.value) {
+            KeepRule::Natural
+        } else if (h, t) == (swapped.0.value, swapped.1.value) {
+            KeepRule::Swapped
+        } else {
+            KeepRule::Split
+        };
+        Some(DerivedKeep {
+            head: self.derivation(h, kp.head.to_string(), &[&kp.head]),
+            tail: self.derivation(t, kp.tail.to_string(), &[&kp.tail]),
+            prompt: p,
+            retained: k,
+            rule,
+            declared: true,
         })
     }
 
@@ -1030,18 +1141,24 @@ impl<'s> Deriver<'s> {
                     .map(|(_, v)| *v)
                     .unwrap_or(d.attended_extent.value);
                 let attended_axis = d.growing_axis.unwrap_or(d.axes.len().saturating_sub(1));
+                // In storage order: a view of the region's envelope at the class's extent.
                 let mut dims = Vec::new();
-                for (i, ax) in d.axes.iter().enumerate() {
-                    if g == Granularity::Step && loop_axis == Some(ax.as_str()) {
-                        continue; // one step's slice
-                    }
-                    if i == attended_axis {
-                        dims.push(ext);
-                    } else {
-                        dims.push(d.envelope_axes.get(i).map(|e| e.value).unwrap_or(1));
+                for l in &d.layout {
+                    match *l {
+                        LayoutDim::Axis(i) => {
+                            let ax = d.axes.get(i)?;
+                            if g == Granularity::Step && loop_axis == Some(ax.as_str()) {
+                                continue; // one step's slice
+                            }
+                            if i == attended_axis {
+                                dims.push(ext);
+                            } else {
+                                dims.push(d.envelope_axes.get(i).map(|e| e.value).unwrap_or(1));
+                            }
+                        }
+                        LayoutDim::Shape(j) => dims.push(*d.shape.get(j)?),
                     }
                 }
-                dims.extend(&d.shape);
                 (dims, d.dtype, true, Some(r.value.clone()), d.placement)
             }
             ArgSource::Constant(k) => {

@@ -7,7 +7,8 @@
 use std::fmt;
 
 use crate::ir::{
-    CacheOrder, DType, Effects, Granularity, Lifetime, Mutability, Placement, QueryLength, Verdict,
+    CacheOrder, DType, Effects, Granularity, KeepRule, LayoutDim, Lifetime, Mutability, Placement,
+    QueryLength, Verdict,
 };
 
 /// A derived integer with the formula and inputs that produced it.
@@ -127,6 +128,57 @@ pub struct StockRatio {
     pub rho: Ratio,
 }
 
+/// The slices a prompt + history retention keeps on its storage order:
+/// `H[0:head] ‖ H[ℓ−tail:ℓ]` (paper eq. 2), `head + tail` = the attended extent.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DerivedKeep {
+    pub head: Derivation,
+    pub tail: Derivation,
+    /// The retention's `prompt` and `retained` frames.
+    pub prompt: u64,
+    pub retained: u64,
+    /// Which rule the slices follow on the storage order.
+    pub rule: KeepRule,
+    /// Whether `keep:` was written (false: the order's natural rule by default).
+    pub declared: bool,
+}
+
+impl DerivedKeep {
+    /// `H[0:100] ‖ H[ℓ−302:ℓ]`.
+    pub fn slices(&self) -> String {
+        format!("H[0:{}] ‖ H[ℓ−{}:ℓ]", self.head.value, self.tail.value)
+    }
+
+    /// What the rule is, in words: `prepend rule (default): newest f_retained at the head,
+    /// f_prompt at the tail`.
+    pub fn describe(&self, order: CacheOrder) -> String {
+        let part = |v: &Derivation| {
+            if v.formula.chars().all(|c| c.is_ascii_digit()) {
+                v.value.to_string()
+            } else {
+                format!("{} = {}", v.formula, v.value)
+            }
+        };
+        let what = match self.rule {
+            KeepRule::Natural => format!("the `{}` rule", order.name()),
+            KeepRule::Swapped => format!(
+                "the `{}` rule on `{}` storage",
+                order.other().name(),
+                order.name()
+            ),
+            KeepRule::Split => "a custom split".to_string(),
+        };
+        format!(
+            "{} — {}{}: head {}, tail {}",
+            self.slices(),
+            what,
+            if self.declared { "" } else { " (default)" },
+            part(&self.head),
+            part(&self.tail)
+        )
+    }
+}
+
 /// Everything derived for one region.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DerivedRegion {
@@ -136,6 +188,8 @@ pub struct DerivedRegion {
     pub mutability: Mutability,
     pub placement: Placement,
     pub order: Option<CacheOrder>,
+    /// Kept slices of a prompt + history retention (on `order`).
+    pub keep: Option<DerivedKeep>,
     /// Clock axis names, outermost first.
     pub axes: Vec<String>,
     /// Index of the growing axis.
@@ -152,7 +206,11 @@ pub struct DerivedRegion {
     pub shape: Vec<u64>,
     /// Bytes per tick: β × ∏ shape.
     pub tick_bytes: Derivation,
-    /// Full envelope dims: clock axes then shape.
+    /// Storage order of the dims (`layout:`; default clock axes then shape).
+    pub layout: Vec<LayoutDim>,
+    /// Name of each storage dim: the clock axis, or the shape entry as written.
+    pub dim_names: Vec<String>,
+    /// Full envelope dims in storage order (`layout`).
     pub dims: Vec<u64>,
     /// Bytes the demand-sized region holds (envelope).
     pub live_bytes: u64,

@@ -49,9 +49,11 @@ const REGION_KEYS: &[&str] = &[
     "placement",
     "dtype",
     "shape",
+    "layout",
     "envelope",
     "stock",
 ];
+const KEEP_KEYS: &[&str] = &["head", "tail"];
 const GROWS_KEYS: &[&str] = &["from", "by", "call"];
 const CONSTANT_KEYS: &[&str] = &["doc", "dtype", "shape", "placement"];
 const CALLABLE_KEYS: &[&str] = &[
@@ -583,6 +585,10 @@ impl<'t> Lower<'t> {
         let shape_node = f.get("shape");
         let shape = shape_node.and_then(|n| self.expr_list(n, "per-tick element shape"));
         let shape_span = shape_node.map(|n| n.span).unwrap_or(k.span);
+        let layout = f.get("layout").map(|n| {
+            self.expr_list(n, "storage order of the dims")
+                .map(|v| Spanned::new(v, n.span))
+        });
         let envelope = f.get("envelope").and_then(|n| self.expr(n));
         let stock = match f.get("stock") {
             Some(n) => self.stock(n)?,
@@ -603,6 +609,10 @@ impl<'t> Lower<'t> {
             dtype: dtype?,
             shape: shape?,
             shape_span,
+            layout: match layout {
+                Some(l) => Some(l?),
+                None => None,
+            },
             envelope,
             stock,
         })
@@ -657,7 +667,7 @@ impl<'t> Lower<'t> {
     }
 
     fn retention(&mut self, node: &Node) -> Option<Spanned<Retention>> {
-        let help = "retention is `pinned`, `{ring: CAPACITY}`, `{window: SIZE}` (optionally `steady: true`) or `{prompt: P, retained: R, order: prepend|append}`";
+        let help = "retention is `pinned`, `{ring: CAPACITY}`, `{window: SIZE}` (optionally `steady: true`) or `{prompt: P, retained: R, order: prepend|append}` (optionally `keep: {head: H, tail: T}`)";
         if let NodeKind::Scalar { text, .. } = &node.kind {
             if text == "pinned" {
                 return Some(Spanned::new(Retention::Pinned, node.span));
@@ -703,7 +713,7 @@ impl<'t> Lower<'t> {
                 node,
                 "a prompt + history retention",
                 owner,
-                &["prompt", "retained", "order"],
+                &["prompt", "retained", "order", "keep"],
                 &["prompt", "retained", "order"],
             )?;
             let prompt = f.get("prompt").and_then(|n| self.expr(n));
@@ -718,10 +728,15 @@ impl<'t> Lower<'t> {
                     ],
                 )
             });
+            let keep = match f.get("keep") {
+                Some(n) => Some(self.keep(n)?),
+                None => None,
+            };
             Retention::PromptHistory {
                 prompt: prompt?,
                 retained: retained?,
                 order: order?.value,
+                keep,
             }
         } else {
             self.diags.push(
@@ -732,6 +747,18 @@ impl<'t> Lower<'t> {
             return None;
         };
         Some(Spanned::new(r, node.span))
+    }
+
+    /// `keep: {head: H, tail: T}`.
+    fn keep(&mut self, node: &Node) -> Option<Keep> {
+        let f = self.fields(node, "`keep`", node.span, KEEP_KEYS, KEEP_KEYS)?;
+        let head = f.get("head").and_then(|n| self.expr(n));
+        let tail = f.get("tail").and_then(|n| self.expr(n));
+        Some(Keep {
+            head: head?,
+            tail: tail?,
+            span: node.span,
+        })
     }
 
     fn stock(&mut self, node: &Node) -> Option<Vec<StockConstant>> {
@@ -1011,6 +1038,8 @@ fn key_hint(key: &str) -> &'static str {
         "prompt" => "frames of prompt kept",
         "retained" => "newest frames kept",
         "order" => "`prepend` or `append`",
+        "head" => "frames kept at the start of the storage order, e.g. `head: f_prompt`",
+        "tail" => "frames kept at the end of the storage order, e.g. `tail: f_retained`",
         _ => "see specs/ for examples",
     }
 }

@@ -3,6 +3,9 @@
 
 use std::ops::Range;
 
+use dcc_runtime::carry::Slicing;
+use dcc_runtime::contract::{CacheOrder, RegionInfo};
+
 /// Two kept segments along one time axis, in output order.
 pub type Segments = [Range<usize>; 2];
 
@@ -43,6 +46,60 @@ impl Retention {
             retained_frames,
             order: RetentionOrder::Vendor,
         }
+    }
+
+    /// The retention a native-clock contract declares for the port's caches: the estimator
+    /// carry `carry` (prepend storage, as the port keeps it) with its keep rule — the prepend
+    /// order's natural rule is the paper's eq. 2, the append rule on prepend storage is the
+    /// vendor's slicing — and the append-ordered conformer cache `conformer` (natural rule,
+    /// the same prompt and retained frames: the port trims both caches with one retention).
+    pub fn from_contract(
+        carry: &RegionInfo,
+        conformer: Option<&RegionInfo>,
+    ) -> Result<Self, String> {
+        let name = carry.name;
+        let keep = carry
+            .keep
+            .ok_or_else(|| format!("region `{name}` declares no prompt + history retention"))?;
+        if carry.order != Some(CacheOrder::Prepend) {
+            return Err(format!(
+                "region `{name}` is declared {:?}, but the port stores the estimator cache \
+                 prepend-ordered (newest frames first)",
+                carry.order
+            ));
+        }
+        let r = match Slicing::of(CacheOrder::Prepend, &keep) {
+            Some(Slicing::Paper) => Retention::paper(keep.prompt, keep.retained),
+            Some(Slicing::Vendor) => Retention::vendor(keep.prompt, keep.retained),
+            None => {
+                return Err(format!(
+                    "region `{name}` keeps head {} ‖ tail {} of prepend storage: the port \
+                     implements head = retained ‖ tail = prompt (paper) and head = prompt ‖ \
+                     tail = retained (vendor)",
+                    keep.head, keep.tail
+                ));
+            }
+        };
+        if let Some(c) = conformer {
+            let ck = c.keep.ok_or_else(|| {
+                format!("region `{}` declares no prompt + history retention", c.name)
+            })?;
+            if c.order != Some(CacheOrder::Append) || !ck.is_natural(CacheOrder::Append) {
+                return Err(format!(
+                    "region `{}` must be append-ordered with the append rule (the port's \
+                     conformer caches), found {:?} keeping head {} ‖ tail {}",
+                    c.name, c.order, ck.head, ck.tail
+                ));
+            }
+            if (ck.prompt, ck.retained) != (keep.prompt, keep.retained) {
+                return Err(format!(
+                    "regions `{name}` and `{}` keep {} + {} and {} + {} frames: the port trims \
+                     both caches with one retention",
+                    c.name, keep.prompt, keep.retained, ck.prompt, ck.retained
+                ));
+            }
+        }
+        Ok(r)
     }
 
     /// The attended extent bound `L = prompt + retained`: a cache longer than this is trimmed.
@@ -96,5 +153,44 @@ mod tests {
         );
         assert_eq!(v.conformer_segments(452, 2), p.conformer_segments(452, 2));
         assert_eq!(p.conformer_segments(400, 2), None);
+    }
+
+    #[test]
+    fn retention_from_a_contract() {
+        use dcc_runtime::contract::{Keep, Lifetime};
+        let region = |name, order, keep| RegionInfo {
+            name,
+            dtype: dcc_runtime::contract::DType::F32,
+            dims: &[],
+            dim_names: &[],
+            elems: 0,
+            bytes: 0,
+            align: 256,
+            offset: 0,
+            attended: 402,
+            lifetime: Lifetime::Session,
+            order: Some(order),
+            keep: Some(keep),
+        };
+        let (pre, app) = (CacheOrder::Prepend, CacheOrder::Append);
+        let conf = region("conformer_cache", app, Keep::natural(app, 302, 100));
+        let paper = region("carry", pre, Keep::natural(pre, 302, 100));
+        let vendor = region("carry", pre, Keep::natural(app, 302, 100));
+        assert_eq!(
+            Retention::from_contract(&paper, Some(&conf)),
+            Ok(Retention::paper(302, 100))
+        );
+        assert_eq!(
+            Retention::from_contract(&vendor, Some(&conf)),
+            Ok(Retention::vendor(302, 100))
+        );
+        // append storage is not how the port keeps the estimator cache
+        assert!(
+            Retention::from_contract(&region("carry", app, Keep::natural(app, 302, 100)), None)
+                .is_err()
+        );
+        // the conformer cache must share the estimator's prompt and retained frames
+        let short = region("conformer_cache", app, Keep::natural(app, 302, 50));
+        assert!(Retention::from_contract(&paper, Some(&short)).is_err());
     }
 }

@@ -13,17 +13,22 @@
 //!   [`ExactShapeReplay`]; the closures take every tensor address from the [`Call`]. The
 //!   prompt-priming pass and `last_chunk` calls run eager by construction.
 //!
-//! Retention (paper vs vendor slicing) is read from the contract: the `carry` region's declared
-//! order (`prepend`: paper eq. 2; `append`: minicpmo-utils 1.0.7's slices), its attended extent
-//! (`prompt + retained`) and the smallest attended extent of its catalog (`prompt`).
+//! Retention (paper vs vendor slicing) is read from the contract: the `carry` region's storage
+//! order (`prepend`) and keep rule (`head = retained, tail = prompt`: paper eq. 2; `head =
+//! prompt, tail = retained`: minicpmo-utils 1.0.7's slices), checked against the
+//! `conformer_cache` region's (append order, natural rule).
+//!
+//! Signature keys are built from the contract's regions as the port stores them (the spec's
+//! `layout:`, e.g. `carry` = `[step, layer, cfg, head, frame, k‖v]`) and from the tensors the
+//! callables really read (`tokens`; `mu`, `cond` as `[frames, mel]`), so they equal the
+//! generated catalog's with no special case.
 
 use std::sync::Arc;
 
 use dcc_runtime::DevPtr;
-use dcc_runtime::backend::{AllocKind, DeviceBuffer};
 use dcc_runtime::contract::{
-    ArenaLayout, CacheOrder, CallableInfo, DType, Granularity, NativeClock, NativeClockAdapter,
-    RegionBuf, Signature, TensorSig,
+    ArenaLayout, CallableInfo, DType, Granularity, NativeClock, NativeClockAdapter, RegionBuf,
+    RegionInfo, Signature, TensorSig,
 };
 use dcc_runtime::replay::{
     Call, EngineReport, ExactShapeReplay, Fallback, Invocation, Outcome, ReplaySpec, TensorArg,
@@ -31,7 +36,6 @@ use dcc_runtime::replay::{
 use dcc_runtime::rng::HostRng;
 
 use super::device::{DeviceFlow, DeviceState, EncoderIo, FlowIo};
-use super::dit::MAX_PERIOD;
 use super::retention::Retention;
 use super::{FlowError, SolverParams};
 
@@ -106,6 +110,13 @@ adapter!(
 pub struct ContractView {
     pub family: &'static str,
     pub arena: ArenaLayout,
+    /// The same arena as [`DeviceFlow::new_state_in_arena`] reads it: identical offsets and
+    /// bytes, with each region's `step` and `frame` dims listed first (it takes `(steps,
+    /// frames)` from the first two dims; the contract's dims are in storage order).
+    pub device_arena: ArenaLayout,
+    /// The regions the signatures are keyed on, as the contract lays them out.
+    pub carry: &'static RegionInfo,
+    pub conformer: &'static RegionInfo,
     pub encoder: &'static CallableInfo,
     pub flow: &'static CallableInfo,
     /// Whether the adapter asks for capture of each (`#[callable(x, eager)]` → false).
@@ -127,46 +138,75 @@ impl ContractView {
                 .ok_or_else(|| bad(&format!("no callable `{name}`")))
         };
         let (enc, flow) = (callable("encoder")?, callable("flow")?);
+        let arena = A::arena();
+        let region = |name: &str| {
+            arena
+                .region(name)
+                .ok_or_else(|| bad(&format!("no region `{name}`")))
+        };
         Ok(ContractView {
             family: A::Contract::FAMILY,
-            arena: A::arena(),
+            arena,
+            device_arena: clock_major(&arena),
+            carry: region("carry")?,
+            conformer: region("conformer_cache")?,
             encoder: enc.callable,
             flow: flow.callable,
             capture_encoder: enc.capture,
             capture_flow: flow.capture,
-            retention: retention_of(&A::arena(), flow.callable)?,
+            retention: retention_of(&arena)?,
             admit: <A::Contract as NativeClock>::admit,
         })
     }
 }
 
-/// The retention a contract declares for the estimator carry: order from the `carry` region,
-/// `prompt + retained` from its attended extent, `prompt` from the smallest catalog extent.
-pub fn retention_of(arena: &ArenaLayout, flow: &CallableInfo) -> Result<Retention, FlowError> {
+/// The retention a contract declares: the `carry` region's storage order and keep rule (paper
+/// or vendor slicing), checked against the `conformer_cache` region's.
+pub fn retention_of(arena: &ArenaLayout) -> Result<Retention, FlowError> {
     let carry = arena
         .region("carry")
         .ok_or_else(|| FlowError::Config("the contract has no `carry` region".into()))?;
-    let prompt = flow
-        .catalog
+    Retention::from_contract(carry, arena.region("conformer_cache"))
+        .map_err(|m| FlowError::Config(format!("contract retention: {m}")))
+}
+
+/// `arena` with every region's `step` and `frame` dims moved to the front (offsets, bytes and
+/// everything else unchanged): the view [`DeviceFlow::new_state_in_arena`] reads.
+fn clock_major(arena: &ArenaLayout) -> ArenaLayout {
+    let regions = arena
+        .regions
         .iter()
-        .map(|s| s.attended)
-        .min()
-        .ok_or_else(|| FlowError::Config("the flow's catalog is empty".into()))?;
-    let limit = carry.attended;
-    if prompt > limit {
-        return Err(FlowError::Config(format!(
-            "catalog extent {prompt} above the carry's attended extent {limit}"
-        )));
+        .map(|r| {
+            let front: Vec<usize> = ["step", "frame"].iter().filter_map(|a| r.axis(a)).collect();
+            let order: Vec<usize> = front
+                .iter()
+                .copied()
+                .chain((0..r.dims.len()).filter(|i| !front.contains(i)))
+                .collect();
+            RegionInfo {
+                dims: leak(order.iter().map(|&i| r.dims[i]).collect()),
+                dim_names: leak(
+                    order
+                        .iter()
+                        .filter_map(|&i| r.dim_names.get(i).copied())
+                        .collect(),
+                ),
+                ..*r
+            }
+        })
+        .collect();
+    ArenaLayout {
+        regions: leak(regions),
+        ..*arena
     }
-    Ok(match carry.order {
-        Some(CacheOrder::Prepend) => Retention::paper(prompt, limit - prompt),
-        Some(CacheOrder::Append) => Retention::vendor(prompt, limit - prompt),
-        None => {
-            return Err(FlowError::Config(
-                "the `carry` region declares no prompt + history order".into(),
-            ));
-        }
-    })
+}
+
+/// A view of `region` at extent `extent` along its `frame` axis, in storage order with the
+/// envelope's strides (what the contract's catalog keys on).
+fn region_view(region: &RegionInfo, extent: usize) -> Result<(Vec<usize>, Vec<usize>), FlowError> {
+    region
+        .view("frame", extent, &[])
+        .ok_or_else(|| FlowError::Config(format!("region `{}` has no `frame` axis", region.name)))
 }
 
 /// The six arms of Table 5.
@@ -280,6 +320,28 @@ fn staged_catalog(
     )
 }
 
+/// Checks that the contract's `carry` layout is how the port stores the estimator carry in
+/// `st`: `[step, layer, cfg, head, frame, k‖v]` at the state's capacity (device.rs).
+fn check_carry_layout(
+    dev: &DeviceFlow,
+    st: &DeviceState,
+    carry: &RegionInfo,
+) -> Result<(), FlowError> {
+    let d = &dev.config().dit;
+    let cap = st.estimator_cap();
+    let (dims, strides) = region_view(carry, cap)?;
+    let steps = dims.first().copied().unwrap_or(0);
+    let port = [steps, d.depth, 2, d.heads, cap, 2 * d.head_dim];
+    if dims != port || strides != dcc_runtime::arena::packed_strides(&port) {
+        return Err(FlowError::Config(format!(
+            "the contract lays `carry` out as {:?} = {dims:?}, the port stores it as \
+             [step, layer, cfg, head, frame, k‖v] = {port:?}",
+            carry.dim_names
+        )));
+    }
+    Ok(())
+}
+
 /// Per-session counters beyond the engines'.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SessionStats {
@@ -301,9 +363,6 @@ pub struct Session {
     st: DeviceState,
     encoder: Option<Engine>,
     flow: Vec<Engine>,
-    /// `sinusoid_freqs`, the contract's device-resident constant (the port's timestep
-    /// embedding computes the same table inline; bound as the flow's `freqs` input).
-    freqs: DeviceBuffer,
     chunk_tokens: usize,
     stats: SessionStats,
 }
@@ -318,16 +377,12 @@ impl Session {
     ) -> Result<Session, FlowError> {
         let r = contract.retention;
         let st = if arm.state_rule() {
-            dev.new_state_in_arena(solver, r, &contract.arena)?
+            let st = dev.new_state_in_arena(solver, r, &contract.device_arena)?;
+            check_carry_layout(&dev, &st, contract.carry)?;
+            st
         } else {
             dev.new_state_stock(solver, r)?
         };
-        let be = dev.backend().clone();
-        let half = 128usize;
-        let table: Vec<f32> = (0..half)
-            .map(|i| (-(MAX_PERIOD as f64).ln() * i as f64 / half as f64).exp() as f32)
-            .collect();
-        let freqs = be.alloc_from(&table, AllocKind::Other)?;
         let chunk_tokens = contract
             .encoder
             .catalog
@@ -342,7 +397,6 @@ impl Session {
             st,
             encoder: None,
             flow: Vec::new(),
-            freqs,
             chunk_tokens,
             stats: SessionStats::default(),
         };
@@ -452,7 +506,7 @@ impl Session {
                         vec![solver.n_steps, d.depth, 2, d.heads, l, 2 * d.head_dim]
                     }
                 },
-                &["mask"],
+                &[],
             )
         };
         for range in ranges {
@@ -474,9 +528,9 @@ impl Session {
                 let io = FlowIo {
                     l_old,
                     frames,
-                    mu: call.input(1)?,
-                    cond: call.input(2)?,
-                    carry: call.input(4)?,
+                    mu: call.input(0)?,
+                    cond: call.input(1)?,
+                    carry: call.input(2)?,
                     carry_cap: if rule { est_cap } else { l_old },
                     carry_slice: !rule && step_clock,
                     ws: call.write(0)?,
@@ -558,27 +612,12 @@ impl Session {
         // encoder
         let tok_dims = [1, n_tokens];
         let tok_strides = [n_tokens, 1];
-        let conf_dims_rule: &[usize];
-        let conf_strides_rule: &[usize];
-        let enc_sig = self
-            .contract
-            .encoder
-            .catalog
-            .iter()
-            .find(|x| x.attended == ext_conf);
-        let conf_compact = [dev.conformer_floats(ext_conf)];
-        let conf_compact_strides = [1usize];
-        if let Some(sig) = enc_sig {
-            conf_dims_rule = sig.inputs[1].dims;
-            conf_strides_rule = sig.inputs[1].strides;
+        // the conformer cache: the contract region at its extent (state rule), or the stock
+        // store's compact carry
+        let (cdims, cstrides) = if rule {
+            region_view(self.contract.conformer, ext_conf)?
         } else {
-            conf_dims_rule = &[];
-            conf_strides_rule = &[];
-        }
-        let (cdims, cstrides): (&[usize], &[usize]) = if rule {
-            (conf_dims_rule, conf_strides_rule)
-        } else {
-            (&conf_compact, &conf_compact_strides)
+            (vec![dev.conformer_floats(ext_conf)], vec![1])
         };
         let enc_inputs = [
             TensorArg {
@@ -589,8 +628,8 @@ impl Session {
             },
             TensorArg {
                 ptr: self.st.conformer_carry(),
-                dims: cdims,
-                strides: cstrides,
+                dims: &cdims,
+                strides: &cstrides,
                 dtype: DType::F32,
             },
         ];
@@ -606,34 +645,25 @@ impl Session {
             scalars: &[ext_conf as i64],
         })?;
         Self::count(&mut self.stats, enc, o, &enc_inputs);
-        // flow
-        let sig = self.flow[0]
-            .spec()
-            .catalog
-            .iter()
-            .find(|x| x.attended == l_old)
-            .copied();
+        // flow: `mu` and `cond` as `[frames, mel]`; the carry as the contract region at its extent
+        // (state rule: the whole step-major carry, also at the step clock) or the stock store's
+        // compact carry (one step's slice at the step clock)
         let d = &dev.config().dit;
         let n_steps = self.st.solver().n_steps;
         let step_clock = self.flow.len() > 1;
-        let est_dims: Vec<usize> = match (&sig, rule) {
-            (Some(sig), true) => sig.inputs[4].dims.to_vec(),
-            (_, false) if step_clock => vec![d.depth, 2, d.heads, l_old, 2 * d.head_dim],
-            (_, false) => vec![n_steps, d.depth, 2, d.heads, l_old, 2 * d.head_dim],
-            (None, true) => vec![0],
+        let (est_dims, est_strides) = if rule {
+            region_view(self.contract.carry, l_old)?
+        } else {
+            let dims = if step_clock {
+                vec![d.depth, 2, d.heads, l_old, 2 * d.head_dim]
+            } else {
+                vec![n_steps, d.depth, 2, d.heads, l_old, 2 * d.head_dim]
+            };
+            let strides = dcc_runtime::arena::packed_strides(&dims);
+            (dims, strides)
         };
-        let est_strides: Vec<usize> = match (&sig, rule) {
-            (Some(sig), true) => sig.inputs[4].strides.to_vec(),
-            _ => dcc_runtime::arena::packed_strides(&est_dims),
-        };
-        let io_dims: Vec<usize> = sig
-            .map(|s| s.inputs[0].dims.to_vec())
-            .unwrap_or_else(|| vec![frames, dev.config().mel]);
-        let io_strides = dcc_runtime::arena::packed_strides(&io_dims);
-        let mask_dims: Vec<usize> = sig
-            .map(|s| s.inputs[3].dims.to_vec())
-            .unwrap_or_else(|| vec![frames, 2]);
-        let mask_strides = dcc_runtime::arena::packed_strides(&mask_dims);
+        let io_dims = [frames, dev.config().mel];
+        let io_strides = [dev.config().mel, 1];
         let step_floats = d.depth * 2 * d.heads * l_old * 2 * d.head_dim;
         let writes_rule = [self.st.solver_workspace(), self.st.estimator_carry()];
         let writes_stock = [self.st.solver_workspace()];
@@ -657,12 +687,9 @@ impl Session {
                 }
             }
             let inputs = [
-                t(dev.x(), &io_dims, &io_strides, DType::F32),
                 t(dev.mu(), &io_dims, &io_strides, DType::F32),
                 t(dev.cond(), &io_dims, &io_strides, DType::F32),
-                t(self.st.mask(), &mask_dims, &mask_strides, DType::Bool),
                 t(carry, &est_dims, &est_strides, DType::F32),
-                t(self.freqs.ptr(), &[128], &[1], DType::F32),
             ];
             let writes: &[DevPtr] = if rule { &writes_rule } else { &writes_stock };
             let eng = &mut self.flow[si];
