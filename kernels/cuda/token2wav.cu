@@ -630,3 +630,196 @@ extern "C" __global__ void t2w_rel_pos_attention(float* out, const float* q, con
         default: t2w_rel_pos_body<0>(out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, (int)tk, (int)d, cap); break;
     }
 }
+
+// ---- fused.rs (DiT: one launch for a sequence of the ops above, same arithmetic) -----------
+
+// LayerNorm of one row by one warp, exactly t2w_layer_norm's row body.
+__device__ __forceinline__ void t2w_ln_row(float* yr, const float* xr, i64 dim, const float* gamma,
+                                           const float* beta, float eps, int lane) {
+    float mean, rstd;
+    if (dim <= T2W_ROW_REGS * T2W_WARP) {
+        float v[T2W_ROW_REGS];
+        t2w_load_row(v, xr, dim, lane);
+        t2w_moments_regs(v, dim, eps, lane, &mean, &rstd);
+        const float bias = -mean * rstd;
+#pragma unroll
+        for (int k = 0; k < T2W_ROW_REGS; ++k) {
+            const i64 j = lane + k * T2W_WARP;
+            if (j < dim) {
+                float o = v[k] * rstd + bias;
+                if (gamma) o = o * gamma[j];
+                if (beta) o = o + beta[j];
+                yr[j] = o;
+            }
+        }
+        return;
+    }
+    t2w_moments(xr, dim, eps, lane, &mean, &rstd);
+    const float bias = -mean * rstd;
+    for (i64 j = lane; j < dim; j += T2W_WARP) {
+        float v = xr[j] * rstd + bias;
+        if (gamma) v = v * gamma[j];
+        if (beta) v = v + beta[j];
+        yr[j] = v;
+    }
+}
+
+// One element of t2w_act.
+__device__ __forceinline__ float t2w_act1(float v, int op, float alpha) {
+    const float BETA = __int_as_float(0x3f4c422a);  // sqrt(2/pi)
+    const float KAPPA = 0.044715f;
+    switch (op) {
+        case 0: return v / (1.0f + t2w_expf(-v));
+        case 1: return v * t2w_tanhf(t2w_log1pf(t2w_expf(v)));
+        case 2: {
+            const float cube = v * v * v;
+            const float inner = BETA * (v + KAPPA * cube);
+            return 0.5f * v * (1.0f + t2w_tanhf(inner));
+        }
+        case 3: return v <= 0.0f ? v * alpha : v;
+        default: return v * alpha;
+    }
+}
+
+extern "C" __global__ void t2w_qk_norm_pack(float* qn, float* cache, i64 cap, i64 t0, const float* qkv, i64 ld,
+                                            const float* gq, const float* bq, const float* gk, const float* bk,
+                                            i64 batch, i64 heads, i64 t, i64 d, float eps) {
+    t2w_require_warps();
+    const int lane = threadIdx.x % T2W_WARP;
+    const i64 units = batch * t * heads, inner = heads * d;
+    T2W_WARP_ROWS(u, 2 * units) {
+        const bool is_k = u >= units;
+        const i64 uu = is_k ? u - units : u;
+        const i64 h = uu % heads, row = uu / heads;
+        const i64 b = row / t, i = row % t;
+        const float* src = qkv + row * ld + h * d;
+        if (!is_k) {
+            t2w_ln_row(qn + row * inner + h * d, src, d, gq, bq, eps, lane);
+        } else {
+            float* dst = cache + ((b * heads + h) * cap + t0 + i) * 2 * d;
+            t2w_ln_row(dst, src + inner, d, gk, bk, eps, lane);
+            for (i64 c = lane; c < d; c += T2W_WARP) dst[d + c] = src[2 * inner + c];
+        }
+    }
+}
+
+extern "C" __global__ void t2w_gated_norm_modulate(float* x, const float* gate, const float* y, float* xn,
+                                                   const float* shift, const float* scale, i64 rows, i64 dim,
+                                                   float eps) {
+    t2w_require_warps();
+    const int lane = threadIdx.x % T2W_WARP;
+    T2W_WARP_ROWS(r, rows) {
+        float* xr = x + r * dim;
+        const float* yr = y + r * dim;
+        float* nr = xn + r * dim;
+        float mean, rstd;
+        if (dim <= T2W_ROW_REGS * T2W_WARP) {
+            float v[T2W_ROW_REGS];
+#pragma unroll
+            for (int k = 0; k < T2W_ROW_REGS; ++k) {
+                const i64 j = lane + k * T2W_WARP;
+                if (j < dim) {
+                    v[k] = xr[j] + gate[j] * yr[j];
+                    xr[j] = v[k];
+                } else {
+                    v[k] = 0.0f;
+                }
+            }
+            t2w_moments_regs(v, dim, eps, lane, &mean, &rstd);
+            const float bias = -mean * rstd;
+#pragma unroll
+            for (int k = 0; k < T2W_ROW_REGS; ++k) {
+                const i64 j = lane + k * T2W_WARP;
+                if (j < dim) {
+                    const float n = v[k] * rstd + bias;
+                    nr[j] = n * (1.0f + scale[j]) + shift[j];
+                }
+            }
+            continue;
+        }
+        for (i64 j = lane; j < dim; j += T2W_WARP) xr[j] = xr[j] + gate[j] * yr[j];
+        __syncwarp();
+        t2w_moments(xr, dim, eps, lane, &mean, &rstd);
+        const float bias = -mean * rstd;
+        for (i64 j = lane; j < dim; j += T2W_WARP) {
+            const float n = xr[j] * rstd + bias;
+            nr[j] = n * (1.0f + scale[j]) + shift[j];
+        }
+        __syncwarp();
+    }
+}
+
+extern "C" __global__ void t2w_conv_im2col(float* col, const float* src, i64 src_b, const float* ctx, i64 ctx_b,
+                                           i64 batch, i64 frames, i64 k, i64 dim) {
+    const i64 c0 = k - 1;
+    T2W_GRID_STRIDE(i, batch * frames * k * dim) {
+        const i64 c = i % dim, s = (i / dim) % k, f = (i / (dim * k)) % frames, b = i / (dim * k * frames);
+        const i64 r = f + s;
+        col[i] = r < c0 ? ctx[b * ctx_b + r * dim + c] : src[b * src_b + (r - c0) * dim + c];
+    }
+}
+
+// One block per row r of cat_b = ctx_b ‖ act(LN(x_b)) (frames + k − 1 rows per batch, blocks
+// grid-strided over rows): the row is written to every im2col slot that reads it,
+// col[(b·frames + f)·k + s] with f + s = r. Every warp of the block reduces the whole row (the
+// same warp-order sums, so the same statistics), then applies LayerNorm + activation to its
+// share of the columns (register k of lane l, column l + 32k, goes to warp k mod W): the
+// transcendental-heavy activation is spread over W warps instead of one.
+extern "C" __global__ void t2w_layer_norm_act_im2col(float* col, const float* x, const float* gamma,
+                                                     const float* beta, float eps, int op, float alpha,
+                                                     const float* ctx, i64 ctx_b, i64 batch, i64 frames, i64 k,
+                                                     i64 dim) {
+    t2w_require_warps();
+    const int lane = threadIdx.x % T2W_WARP, w = threadIdx.x / T2W_WARP, W = blockDim.x / T2W_WARP;
+    const i64 c0 = k - 1, per = frames + c0;
+    for (i64 u = blockIdx.x; u < batch * per; u += gridDim.x) {
+        const i64 b = u / per, r = u % per;
+        const i64 s_lo = r - (frames - 1) > 0 ? r - (frames - 1) : 0;
+        const i64 s_hi = r < k - 1 ? r : k - 1;
+        if (r < c0) {
+            const float* cr = ctx + b * ctx_b + r * dim;
+            for (i64 s = s_lo; s <= s_hi; ++s) {
+                float* o = col + ((b * frames + r - s) * k + s) * dim;
+                for (i64 j = threadIdx.x; j < dim; j += blockDim.x) o[j] = cr[j];
+            }
+            continue;
+        }
+        const float* xr = x + (b * frames + r - c0) * dim;
+        float mean, rstd;
+        if (dim <= T2W_ROW_REGS * T2W_WARP) {
+            float v[T2W_ROW_REGS];
+            t2w_load_row(v, xr, dim, lane);
+            t2w_moments_regs(v, dim, eps, lane, &mean, &rstd);
+            const float bias = -mean * rstd;
+#pragma unroll
+            for (int kk = 0; kk < T2W_ROW_REGS; ++kk) {
+                const i64 j = lane + kk * T2W_WARP;
+                if (kk % W == w && j < dim) {
+                    float o = v[kk] * rstd + bias;
+                    o = o * gamma[j];
+                    o = o + beta[j];
+                    o = t2w_act1(o, op, alpha);
+                    for (i64 s = s_lo; s <= s_hi; ++s) col[((b * frames + r - s) * k + s) * dim + j] = o;
+                }
+            }
+            continue;
+        }
+        t2w_moments(xr, dim, eps, lane, &mean, &rstd);
+        const float bias = -mean * rstd;
+        for (i64 j = threadIdx.x; j < dim; j += blockDim.x) {
+            float v = xr[j] * rstd + bias;
+            v = v * gamma[j];
+            v = v + beta[j];
+            v = t2w_act1(v, op, alpha);
+            for (i64 s = s_lo; s <= s_hi; ++s) col[((b * frames + r - s) * k + s) * dim + j] = v;
+        }
+    }
+}
+
+extern "C" __global__ void t2w_copy_batched(float* dst, i64 dst_b, i64 ldd, const float* src, i64 src_b, i64 lds,
+                                            i64 batch, i64 rows, i64 cols) {
+    T2W_GRID_STRIDE(i, batch * rows * cols) {
+        const i64 j = i % cols, r = (i / cols) % rows, b = i / (cols * rows);
+        dst[b * dst_b + r * ldd + j] = src[b * src_b + r * lds + j];
+    }
+}

@@ -413,6 +413,203 @@ fn cases() -> Vec<Case> {
     c.push(rel_pos("tiny", None, 2, 50, 250, 32));
     c.push(rel_pos("d40 odd", None, 3, 5, 33, 40));
     c.push(rel_pos("d128", None, 2, 9, 40, 128));
+    // fused DiT ops
+    for (tag, batch, heads, t, d, cap, t0) in [
+        ("full", 2usize, 8usize, 56usize, 64usize, 520usize, 0usize),
+        ("tiny", 2, 2, 50, 32, 460, 3),
+    ] {
+        let inner = heads * d;
+        let ld = 3 * inner + 5;
+        c.push(case(
+            format!("qk_norm_pack {tag} b{batch} h{heads} t{t} d{d} cap{cap} t0{t0}"),
+            &kd::QK_NORM_PACK,
+            rows(2 * batch * t * heads),
+            vec![
+                zeros(batch * t * inner),
+                f(81, batch * heads * cap * 2 * d),
+                scaled(82, (batch * t - 1) * ld + 3 * inner, 4.0, 0.5),
+                scaled(83, d, 1.0, 1.0),
+                f(84, d),
+                scaled(85, d, 1.0, 1.0),
+                f(86, d),
+            ],
+            vec![
+                A::B(0),
+                A::B(1),
+                A::I(cap),
+                A::I(t0),
+                A::B(2),
+                A::I(ld),
+                A::B(3),
+                A::B(4),
+                A::B(5),
+                A::B(6),
+                A::I(batch),
+                A::I(heads),
+                A::I(t),
+                A::I(d),
+                A::F(1e-5),
+            ],
+        ));
+    }
+    for (r, dim) in [(112usize, 512usize), (100, 64), (3, 700)] {
+        c.push(case(
+            format!("gated_norm_modulate rows{r} dim{dim}"),
+            &kd::GATED_NORM_MODULATE,
+            rows(r),
+            vec![
+                scaled(91, r * dim, 3.0, 0.2),
+                f(92, dim),
+                scaled(93, r * dim, 2.0, 0.0),
+                zeros(r * dim),
+                f(94, dim),
+                f(95, dim),
+            ],
+            vec![
+                A::B(0),
+                A::B(1),
+                A::B(2),
+                A::B(3),
+                A::B(4),
+                A::B(5),
+                A::I(r),
+                A::I(dim),
+                A::F(1e-6),
+            ],
+        ));
+    }
+    for (frames, k, dim) in [(56usize, 3usize, 512usize), (1, 3, 64), (50, 5, 32)] {
+        let (batch, src_b, ctx_b) = (2, frames * dim + 7, 2 * (k - 1) * dim);
+        c.push(case(
+            format!("conv_im2col b{batch} frames{frames} k{k} dim{dim}"),
+            &kd::CONV_IM2COL,
+            lin(batch * frames * k * dim),
+            vec![
+                zeros(batch * frames * k * dim),
+                f(101, src_b + frames * dim),
+                f(102, ctx_b + (k - 1) * dim),
+            ],
+            vec![
+                A::B(0),
+                A::B(1),
+                A::I(src_b),
+                A::B(2),
+                A::I(ctx_b),
+                A::I(batch),
+                A::I(frames),
+                A::I(k),
+                A::I(dim),
+            ],
+        ));
+        for op in [1, 0] {
+            c.push(case(
+                format!("layer_norm_act_im2col op{op} b{batch} frames{frames} k{k} dim{dim}"),
+                &kd::LAYER_NORM_ACT_IM2COL,
+                rows(batch * (frames + k - 1)),
+                vec![
+                    zeros(batch * frames * k * dim),
+                    scaled(103, batch * frames * dim, 5.0, 0.1),
+                    scaled(104, dim, 1.0, 1.0),
+                    f(105, dim),
+                    f(106, ctx_b + (k - 1) * dim),
+                ],
+                vec![
+                    A::B(0),
+                    A::B(1),
+                    A::B(2),
+                    A::B(3),
+                    A::F(1e-5),
+                    A::I32(op),
+                    A::F(0.0),
+                    A::B(4),
+                    A::I(ctx_b),
+                    A::I(batch),
+                    A::I(frames),
+                    A::I(k),
+                    A::I(dim),
+                ],
+            ));
+        }
+    }
+    // the launch DeviceFlow uses: one 256-thread block per row
+    for (frames, k, dim) in [(56usize, 3usize, 512usize), (50, 3, 64)] {
+        let (batch, ctx_b) = (2usize, 2 * (k - 1) * dim);
+        let mut x = case(
+            format!(
+                "layer_norm_act_im2col op1 b{batch} frames{frames} k{k} dim{dim} (block per row)"
+            ),
+            &kd::LAYER_NORM_ACT_IM2COL,
+            LaunchDims::blocks((batch * (frames + k - 1)) as u32, kd::LN_ACT_BLOCK),
+            vec![
+                zeros(batch * frames * k * dim),
+                scaled(113, batch * frames * dim, 5.0, 0.1),
+                scaled(114, dim, 1.0, 1.0),
+                f(115, dim),
+                f(116, ctx_b + (k - 1) * dim),
+            ],
+            vec![
+                A::B(0),
+                A::B(1),
+                A::B(2),
+                A::B(3),
+                A::F(1e-5),
+                A::I32(1),
+                A::F(0.0),
+                A::B(4),
+                A::I(ctx_b),
+                A::I(batch),
+                A::I(frames),
+                A::I(k),
+                A::I(dim),
+            ],
+        );
+        x.variant = true;
+        c.push(x);
+    }
+    c.push(case(
+        "layer_norm_act_im2col wide b1 frames3 k3 dim700",
+        &kd::LAYER_NORM_ACT_IM2COL,
+        rows(5),
+        vec![
+            zeros(3 * 3 * 700),
+            scaled(107, 3 * 700, 5.0, 0.1),
+            scaled(108, 700, 1.0, 1.0),
+            f(109, 700),
+            f(110, 2 * 700),
+        ],
+        vec![
+            A::B(0),
+            A::B(1),
+            A::B(2),
+            A::B(3),
+            A::F(1e-5),
+            A::I32(1),
+            A::F(0.0),
+            A::B(4),
+            A::I(0),
+            A::I(1),
+            A::I(3),
+            A::I(3),
+            A::I(700),
+        ],
+    ));
+    c.push(case(
+        "copy_batched b2 rows2 cols1024",
+        &kd::COPY_BATCHED,
+        lin(2 * 2 * 1024),
+        vec![f(111, 2 * 2048 + 1024), f(112, 3 * 4000)],
+        vec![
+            A::B(0),
+            A::I(2048),
+            A::I(1024),
+            A::B(1),
+            A::I(1500),
+            A::I(4000),
+            A::I(2),
+            A::I(2),
+            A::I(1024),
+        ],
+    ));
     c
 }
 
@@ -598,6 +795,23 @@ fn cuda_token2wav_kernel_timings() {
     timed.push(layer_norm("full dit", 112, 512, 512, 512, 1e-6, 0.5));
     timed.push(layer_norm("full qk", 896, 64, 64, 64, 1e-6, 0.0));
     timed.push(layer_norm_modulate("full", 112, 512));
+    let fused = cases();
+    for name in [
+        "qk_norm_pack full",
+        "gated_norm_modulate rows112 dim512",
+        "conv_im2col b2 frames56 k3 dim512",
+        "layer_norm_act_im2col op1 b2 frames56 k3 dim512 (block per row)",
+    ] {
+        if let Some(c) = fused.iter().find(|c| c.name.starts_with(name)) {
+            timed.push(case(
+                c.name.clone(),
+                c.kernel,
+                c.dims,
+                c.bufs.clone(),
+                c.args.clone(),
+            ));
+        }
+    }
     timed.push(case(
         "add n1 (launch floor)",
         &kd::ADD,
@@ -607,6 +821,75 @@ fn cuda_token2wav_kernel_timings() {
     ));
     for c in &timed {
         println!("{}: {:.2} µs/launch", c.name, time(&cuda, c, reps));
+    }
+}
+
+/// µs per DiT GEMM at full size (`Linear` layout, 112 rows = 2 × 56 frames): cuBLAS `gemm`
+/// without bias and cuBLASLt `gemm_bias` (printed, never asserted).
+#[test]
+fn cuda_token2wav_gemm_timings() {
+    let Some(cuda) = common::cuda() else { return };
+    let rows = 112;
+    for (name, o, i) in [
+        ("qkv", 1536usize, 512usize),
+        ("proj", 512, 512),
+        ("conv", 512, 1536),
+        ("fc1", 2048, 512),
+        ("fc2", 512, 2048),
+        ("ada_all", 16 * 9 * 512 + 1024, 512),
+    ] {
+        let n = if name == "ada_all" { 1 } else { rows };
+        let w = cuda.alloc_from(&data(1, o * i), AllocKind::Other).unwrap();
+        let x = cuda.alloc_from(&data(2, n * i), AllocKind::Other).unwrap();
+        let bias = cuda.alloc_from(&data(3, o), AllocKind::Other).unwrap();
+        let y = cuda.alloc(n * o * 4, AllocKind::Other).unwrap();
+        let g = dcc_runtime::backend::Gemm {
+            trans_a: true,
+            trans_b: false,
+            m: o,
+            n,
+            k: i,
+            alpha: 1.0,
+            a: w.ptr(),
+            lda: i,
+            stride_a: 0,
+            b: x.ptr(),
+            ldb: i,
+            stride_b: 0,
+            beta: 0.0,
+            c: y.ptr(),
+            ldc: o,
+            stride_c: 0,
+            batch: 1,
+        };
+        let reps = 50;
+        let mut us = [0.0f64; 2];
+        for (v, u) in us.iter_mut().enumerate() {
+            let run = || {
+                if v == 0 {
+                    cuda.gemm(&g).unwrap()
+                } else {
+                    cuda.gemm_bias(&g, bias.ptr()).unwrap()
+                }
+            };
+            for _ in 0..3 {
+                run();
+            }
+            cuda.synchronize().unwrap();
+            let m0 = cuda.marker().unwrap();
+            for _ in 0..reps {
+                run();
+            }
+            let m1 = cuda.marker().unwrap();
+            *u = cuda.elapsed_ms(&m0, &m1).unwrap() * 1e3 / reps as f64;
+        }
+        let gflop = 2.0 * (o * n * i) as f64 / 1e9;
+        println!(
+            "gemm {name} m{o} n{n} k{i}: cublas {:.2} µs, cublasLt+bias {:.2} µs ({:.1} TFLOP/s)",
+            us[0],
+            us[1],
+            gflop / us[1] * 1e3
+        );
     }
 }
 

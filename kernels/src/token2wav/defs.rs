@@ -13,7 +13,7 @@
 use crate::abi::{Arg, Args, DevPtr, KernelError, LaunchDims, Param};
 use crate::{CudaSource, KernelDef};
 
-use super::{attn, elementwise as ew, norm, pos};
+use super::{attn, elementwise as ew, fused, norm, pos};
 
 pub static SOURCE: CudaSource = CudaSource {
     name: "token2wav",
@@ -134,6 +134,49 @@ kdef!(
     "`(out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, tk, d, cap)`: the conformer's relative-position attention (batch 1), `d ≤ 128`; one warp per query row, launch with [`attention_dims`]."
 );
 
+kdef!(
+    QK_NORM_PACK,
+    "qk_norm_pack",
+    [
+        Ptr, Ptr, I64, I64, Ptr, I64, Ptr, Ptr, Ptr, Ptr, I64, I64, I64, I64, F32
+    ],
+    host_qk_norm_pack,
+    "`(qn, cache, cap, t0, qkv, ld, gamma_q, beta_q, gamma_k, beta_k, batch, heads, t, d, eps)`: q/k LayerNorm per head of a fused `[batch·t, ld]` q‖k‖v projection, `qn` `[batch·t, heads·d]`, `LN(k) ‖ v` into frames `t0..t0+t` of a `[batch, heads, cap, 2d]` cache (one warp per (row, head) of q then of k, as [`LAYER_NORM`])."
+);
+kdef!(
+    GATED_NORM_MODULATE,
+    "gated_norm_modulate",
+    [Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, I64, I64, F32],
+    host_gated_norm_modulate,
+    "`(x, gate, y, xn, shift, scale, rows, dim, eps)`: [`GATED_ADD`] in place then [`LAYER_NORM_MODULATE`] of the result into `xn` (one warp per row)."
+);
+kdef!(
+    CONV_IM2COL,
+    "conv_im2col",
+    [Ptr, Ptr, I64, Ptr, I64, I64, I64, I64, I64],
+    host_conv_im2col,
+    "`(col, src, src_b, ctx, ctx_b, batch, frames, k, dim)`: im2col rows of a causal conv of kernel `k` over `ctx_b ‖ src_b` per batch (`k − 1` context rows)."
+);
+kdef!(
+    LAYER_NORM_ACT_IM2COL,
+    "layer_norm_act_im2col",
+    [
+        Ptr, Ptr, Ptr, Ptr, F32, I32, F32, Ptr, I64, I64, I64, I64, I64
+    ],
+    host_layer_norm_act_im2col,
+    "`(col, x, gamma, beta, eps, op, alpha, ctx, ctx_b, batch, frames, k, dim)`: affine LayerNorm and activation `op` (as [`ACT`]) of `batch·frames` rows, written as [`CONV_IM2COL`] rows (one block per context or input row, blocks of a multiple of 32 threads: every warp reduces the row, the block's warps share its columns; launch [`LN_ACT_BLOCK`]-thread blocks, one per row)."
+);
+kdef!(
+    COPY_BATCHED,
+    "copy_batched",
+    [Ptr, I64, I64, Ptr, I64, I64, I64, I64, I64],
+    host_copy_batched,
+    "`(dst, dst_b, ldd, src, src_b, lds, batch, rows, cols)`: `dst[b·dst_b + r·ldd + j] = src[b·src_b + r·lds + j]`."
+);
+
+/// Threads per block of [`LAYER_NORM_ACT_IM2COL`] (8 warps share a row's activations).
+pub const LN_ACT_BLOCK: u32 = 256;
+
 /// Every Token2Wav kernel.
 pub static KERNELS: &[&KernelDef] = &[
     &EMBEDDING,
@@ -150,6 +193,11 @@ pub static KERNELS: &[&KernelDef] = &[
     &KV_PACK,
     &ATTENTION,
     &REL_POS_ATTENTION,
+    &QK_NORM_PACK,
+    &GATED_NORM_MODULATE,
+    &CONV_IM2COL,
+    &LAYER_NORM_ACT_IM2COL,
+    &COPY_BATCHED,
 ];
 
 /// `ACT` op codes.
@@ -556,6 +604,148 @@ unsafe fn host_rel_pos_attention(dims: &LaunchDims, a: &[Arg]) -> Result<(), Ker
         )
     };
     attn::rel_pos_attention(heads, tq, tk, d, cap, q, hd, u, w, kv, p, out, hd);
+    Ok(())
+}
+
+unsafe fn host_qk_norm_pack(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    check_warp_block("qk_norm_pack", dims)?;
+    let (cap, t0, ld) = (a.usize(2)?, a.usize(3)?, a.usize(5)?);
+    let (batch, heads, t, d, eps) = (
+        a.usize(10)?,
+        a.usize(11)?,
+        a.usize(12)?,
+        a.usize(13)?,
+        a.f32(14)?,
+    );
+    let inner = heads * d;
+    if t0 + t > cap || 3 * inner > ld {
+        return Err(invalid(
+            "qk_norm_pack: frames past the cache capacity or q/k/v columns past ld",
+        ));
+    }
+    // SAFETY: HostFn contract (qn, cache and qkv do not overlap).
+    let (qn, cache, qkv, gq, bq, gk, bk) = unsafe {
+        (
+            wr(a.ptr(0)?, batch * t * inner)?,
+            wr(a.ptr(1)?, batch * heads * cap * 2 * d)?,
+            rd(a.ptr(4)?, span(batch * t, 3 * inner, ld))?,
+            rd(a.ptr(6)?, d)?,
+            rd(a.ptr(7)?, d)?,
+            rd(a.ptr(8)?, d)?,
+            rd(a.ptr(9)?, d)?,
+        )
+    };
+    fused::qk_norm_pack(
+        qn,
+        cache,
+        cap,
+        t0,
+        qkv,
+        ld,
+        (gq, bq),
+        (gk, bk),
+        batch,
+        heads,
+        t,
+        d,
+        eps,
+    );
+    Ok(())
+}
+
+unsafe fn host_gated_norm_modulate(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    check_warp_block("gated_norm_modulate", dims)?;
+    let (rows, dim, eps) = (a.usize(6)?, a.usize(7)?, a.f32(8)?);
+    // SAFETY: HostFn contract (x, y and xn do not overlap).
+    let (x, gate, y, xn, shift, scale) = unsafe {
+        (
+            wr(a.ptr(0)?, rows * dim)?,
+            rd(a.ptr(1)?, dim)?,
+            rd(a.ptr(2)?, rows * dim)?,
+            wr(a.ptr(3)?, rows * dim)?,
+            rd(a.ptr(4)?, dim)?,
+            rd(a.ptr(5)?, dim)?,
+        )
+    };
+    fused::gated_norm_modulate(rows, dim, x, gate, y, xn, shift, scale, eps);
+    Ok(())
+}
+
+unsafe fn host_conv_im2col(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    let (src_b, ctx_b) = (a.usize(2)?, a.usize(4)?);
+    let (batch, frames, k, dim) = (a.usize(5)?, a.usize(6)?, a.usize(7)?, a.usize(8)?);
+    if k == 0 {
+        return Err(invalid("conv_im2col: k = 0"));
+    }
+    let c0 = k - 1;
+    // SAFETY: HostFn contract.
+    let (col, src, ctx) = unsafe {
+        (
+            wr(a.ptr(0)?, batch * frames * k * dim)?,
+            rd(a.ptr(1)?, span(batch, frames * dim, src_b))?,
+            rd(a.ptr(3)?, span(batch, c0 * dim, ctx_b))?,
+        )
+    };
+    fused::conv_im2col(col, src, src_b, ctx, ctx_b, batch, frames, k, dim);
+    Ok(())
+}
+
+unsafe fn host_layer_norm_act_im2col(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    check_warp_block("layer_norm_act_im2col", dims)?;
+    let (eps, op, alpha) = (a.f32(4)?, a.i32(5)?, a.f32(6)?);
+    let ctx_b = a.usize(8)?;
+    let (batch, frames, k, dim) = (a.usize(9)?, a.usize(10)?, a.usize(11)?, a.usize(12)?);
+    if k == 0 {
+        return Err(invalid("layer_norm_act_im2col: k = 0"));
+    }
+    // SAFETY: HostFn contract.
+    let (col, x, g, b, ctx) = unsafe {
+        (
+            wr(a.ptr(0)?, batch * frames * k * dim)?,
+            rd(a.ptr(1)?, batch * frames * dim)?,
+            rd(a.ptr(2)?, dim)?,
+            rd(a.ptr(3)?, dim)?,
+            rd(a.ptr(7)?, span(batch, (k - 1) * dim, ctx_b))?,
+        )
+    };
+    fused::layer_norm_act_im2col(
+        col,
+        x,
+        (g, b),
+        eps,
+        op,
+        alpha,
+        ctx,
+        ctx_b,
+        batch,
+        frames,
+        k,
+        dim,
+    )
+    .map_err(invalid)
+}
+
+unsafe fn host_copy_batched(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    let (dst_b, ldd, src_b, lds) = (a.usize(1)?, a.usize(2)?, a.usize(4)?, a.usize(5)?);
+    let (batch, rows, cols) = (a.usize(6)?, a.usize(7)?, a.usize(8)?);
+    let ext = |bs: usize, ld: usize| {
+        if batch == 0 {
+            0
+        } else {
+            (batch - 1) * bs + span(rows, cols, ld)
+        }
+    };
+    // SAFETY: HostFn contract; dst and src do not overlap.
+    let (dst, src) = unsafe {
+        (
+            wr(a.ptr(0)?, ext(dst_b, ldd))?,
+            rd(a.ptr(3)?, ext(src_b, lds))?,
+        )
+    };
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    fused::copy_batched(dst, dst_b, ldd, src, src_b, lds, batch, rows, cols);
     Ok(())
 }
 

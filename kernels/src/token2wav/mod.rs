@@ -19,6 +19,7 @@ pub mod attn;
 pub mod conv;
 pub mod defs;
 pub mod elementwise;
+pub mod fused;
 pub mod gemm;
 pub mod math;
 pub mod norm;

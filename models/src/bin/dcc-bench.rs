@@ -4,7 +4,7 @@
 //! dcc-bench token2wav --weights W.safetensors [--io IO.safetensors] [--arms B0,S,R,Rc,SR,SRc]
 //!           [--chunks 24] [--warmup 4] [--busy-reps 3] [--backend cuda|host]
 //!           [--contract auto|token2wav|token2wav_tiny|token2wav_tiny_vendor] [--format table|json]
-//!           [--json-out PATH]
+//!           [--json-out PATH] [--profile]
 //! dcc-bench check --weights W.safetensors --io IO.safetensors [--arms B0,SRc] [--chunks N]
 //!           [--tol 1e-3] [--backend cuda|host] [--contract ...] [--format table|json]
 //! ```
@@ -18,6 +18,11 @@
 //! steady-state chunk (its work queued behind a spin kernel, CUDA events around it, median of
 //! `--busy-reps`), and the SHA-256 of the measured pass's mel. Inputs come from `--io` (the
 //! peer's `io.safetensors`) or, without it, from a fixed pseudo-random sequence.
+//!
+//! `--profile` (token2wav): after the arms, one steady-state eager chunk (arm B0's code path)
+//! queued behind a spin kernel with a CUDA event before every op; prints device µs per op
+//! category (kernel, GEMM, GEMV, memset) and launches, on stderr (opt-in: the markers slow the
+//! chunk down; the table attributes device time, it is not a latency).
 //!
 //! `check`: streams `--io`'s chunks and compares each chunk's mel with its `feat_i` (relative L2
 //! error ≤ `--tol`). Retention comes from the contract.
@@ -61,13 +66,14 @@ struct Opts {
     json: bool,
     json_out: Option<String>,
     tol: f64,
+    profile: bool,
 }
 
 fn usage() -> String {
     "usage: dcc-bench token2wav|check --weights W.safetensors [--io IO.safetensors] \
      [--arms B0,S,R,Rc,SR,SRc] [--chunks N] [--warmup N] [--busy-reps N] [--backend cuda|host] \
      [--contract auto|token2wav|token2wav_tiny|token2wav_tiny_vendor] [--format table|json] \
-     [--json-out PATH] [--tol X]"
+     [--json-out PATH] [--tol X] [--profile]"
         .into()
 }
 
@@ -97,6 +103,7 @@ fn parse() -> Res<Opts> {
         json: false,
         json_out: None,
         tol: 1e-3,
+        profile: false,
     };
     while let Some(k) = a.next() {
         let mut v = || a.next().ok_or_else(|| format!("{k} needs a value"));
@@ -116,6 +123,7 @@ fn parse() -> Res<Opts> {
             "--backend" => o.backend = v()?,
             "--contract" => o.contract = v()?,
             "--json-out" => o.json_out = Some(v()?),
+            "--profile" => o.profile = true,
             "--tol" => o.tol = v()?.parse().map_err(|e| format!("--tol: {e}"))?,
             "--format" => {
                 o.json = match v()?.as_str() {
@@ -434,6 +442,58 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
     Ok(r)
 }
 
+/// One eager steady-state chunk with a marker before every op, behind a spin kernel.
+fn profile(s: &Setup) -> Res<()> {
+    let be = &s.be;
+    let e = |x: dcc_models::token2wav::FlowError| x.to_string();
+    let io = &s.io;
+    let mut ses =
+        Session::new(s.dev.clone(), s.contract, Arm::B0, SolverParams::default()).map_err(e)?;
+    ses.prime(&s.prompt, &io.mel, &io.spk).map_err(e)?;
+    for i in 0..2 {
+        ses.chunk(tokens_of(io, i)?, &io.spk, false).map_err(e)?;
+    }
+    let toks = tokens_of(io, 2)?;
+    s.dev.set_inputs(toks, &io.spk, false).map_err(e)?;
+    be.synchronize().map_err(|x| x.to_string())?;
+    if be.kind() == BackendKind::Cuda {
+        be.launch(
+            &ks::SPIN,
+            LaunchDims::blocks(1, 32),
+            &[Arg::I64(1_000_000_000)],
+        )
+        .map_err(|x| x.to_string())?;
+    }
+    s.dev.profile_begin();
+    let t = Instant::now();
+    let r = ses.enqueue_uploaded(toks.len(), false);
+    let host_ms = t.elapsed().as_secs_f64() * 1e3;
+    let rows = s.dev.profile_end().map_err(e)?;
+    r.map_err(e)?;
+    let total: f64 = rows.iter().map(|r| r.ms).sum();
+    let launches: usize = rows.iter().map(|r| r.launches).sum();
+    eprintln!(
+        "profile: one eager chunk on {} ({} ops, {total:.3} ms device between markers, host enqueue {host_ms:.1} ms; where the host enqueued slower than the device ran, the gaps count too)",
+        be.device_name(),
+        launches,
+    );
+    eprintln!(
+        "{:<36} {:>8} {:>10} {:>9} {:>7}",
+        "category", "launches", "total µs", "µs/launch", "share"
+    );
+    for r in &rows {
+        eprintln!(
+            "{:<36} {:>8} {:>10.1} {:>9.2} {:>6.1}%",
+            r.category,
+            r.launches,
+            r.ms * 1e3,
+            r.ms * 1e3 / r.launches as f64,
+            100.0 * r.ms / total
+        );
+    }
+    Ok(())
+}
+
 fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
     if got.len() != want.len() {
         return f64::INFINITY;
@@ -510,6 +570,9 @@ fn run(o: &Opts) -> Res<bool> {
         res.push(run_arm(&s, &oo, arm, &pb)?);
     }
     pb.finish_and_clear();
+    if o.profile && o.cmd == "token2wav" {
+        profile(&s)?;
+    }
     let device = s.be.device_name().to_string();
     let b0 = res
         .iter()
@@ -595,6 +658,7 @@ fn clone_opts(o: &Opts) -> Opts {
         json: o.json,
         json_out: o.json_out.clone(),
         tol: o.tol,
+        profile: o.profile,
     }
 }
 

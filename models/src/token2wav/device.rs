@@ -27,7 +27,7 @@
 use std::sync::Arc;
 
 use dcc_kernels::token2wav::defs::{self as kd, act};
-use dcc_runtime::backend::{AllocKind, Backend, DeviceBuffer, Gemm};
+use dcc_runtime::backend::{AllocKind, Backend, DeviceBuffer, Gemm, Marker};
 use dcc_runtime::{Arg, DevPtr, KernelDef, LaunchDims};
 
 use super::FlowError;
@@ -102,10 +102,8 @@ struct DEmbed {
 }
 
 struct DBlock {
-    ada: DLin,
-    q: DLin,
-    k: DLin,
-    v: DLin,
+    /// `to_q ‖ to_k ‖ to_v` stacked (`[3·inner, hidden]`, biases likewise): one GEMM.
+    qkv: DLin,
     q_norm: DNorm,
     k_norm: DNorm,
     proj: DLin,
@@ -127,7 +125,13 @@ struct Work {
     k: DeviceBuffer,
     v: DeviceBuffer,
     qn: DeviceBuffer,
-    kn: DeviceBuffer,
+    /// The DiT's fused q‖k‖v projection `[rows, 3·inner]`.
+    qkv: DeviceBuffer,
+    /// Every adaLN modulation of a solver step: `[depth, 9, hidden]` then the final layer's
+    /// `[2, hidden]` (one GEMM of the step's time condition).
+    mods: DeviceBuffer,
+    /// im2col rows of the DiT conv block: conv1 `[rows, CONV_K·hidden]` then conv2 (same).
+    ccol: DeviceBuffer,
     att: DeviceBuffer,
     o: DeviceBuffer,
     hidden: DeviceBuffer,
@@ -145,7 +149,7 @@ struct Work {
     vel: DeviceBuffer,
     /// The emitted mel `[mel, frames]` (channel-major).
     mel_out: DeviceBuffer,
-    /// `[freq ‖ t hidden ‖ cond ‖ 9 modulations ‖ spare]` then `[spk raw ‖ spk normed ‖ spk proj]`.
+    /// `[freq ‖ t hidden ‖ cond ‖ 11·hidden spare]` then `[spk raw ‖ spk normed ‖ spk proj]` (the modulations live in `mods`).
     small: DeviceBuffer,
 }
 
@@ -172,7 +176,9 @@ pub struct DeviceFlow {
     t_mlp2: DLin,
     in_proj: DLin,
     blocks: Vec<DBlock>,
-    final_ada: DLin,
+    /// Every block's `adaLN_modulation.1` then the final layer's, stacked
+    /// (`[depth·9·hidden + 2·hidden, hidden]`): one GEMM per solver step.
+    ada_all: DLin,
     final_linear: DLin,
     noise: DeviceBuffer,
     noise_frames: usize,
@@ -180,6 +186,18 @@ pub struct DeviceFlow {
     pe: DeviceBuffer,
     pe_size: usize,
     w: Work,
+    /// Per-op markers of an eager profile ([`DeviceFlow::profile_begin`]), `None` when off.
+    prof: std::sync::Mutex<Option<Vec<(&'static str, Marker)>>>,
+}
+
+/// One row of [`DeviceFlow::profile_end`]: an op category (kernel name, `gemm`, `gemv (rows =
+/// 1)`, `memset`), its launches and the device milliseconds between each launch's marker and
+/// the next.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ProfileRow {
+    pub category: &'static str,
+    pub launches: usize,
+    pub ms: f64,
 }
 
 /// Where a session's carries and solver workspace live (see the module docs).
@@ -419,6 +437,30 @@ impl DeviceFlow {
                 o: x.c_out,
             })
         };
+        // Linears reading the same input, stacked along the output (rows of W, bias entries).
+        let stack = |xs: &[&Linear]| -> Result<DLin, FlowError> {
+            let i = xs[0].in_dim;
+            if xs
+                .iter()
+                .any(|x| x.in_dim != i || x.b.is_some() != xs[0].b.is_some())
+            {
+                return Err(FlowError::Config(
+                    "stacked linears differ in input or bias".into(),
+                ));
+            }
+            let w: Vec<f32> = xs.iter().flat_map(|x| x.w.iter().copied()).collect();
+            let b: Option<Vec<f32>> = xs[0].b.is_some().then(|| {
+                xs.iter()
+                    .flat_map(|x| x.b.as_deref().unwrap_or(&[]).iter().copied())
+                    .collect()
+            });
+            Ok(DLin {
+                w: up(&w)?,
+                b: b.as_deref().map(up).transpose()?,
+                i,
+                o: xs.iter().map(|x| x.out_dim).sum(),
+            })
+        };
         let norm = |x: &LayerNorm| -> Result<DNorm, FlowError> {
             Ok(DNorm {
                 g: up(&x.g)?,
@@ -483,7 +525,9 @@ impl DeviceFlow {
             k: alloc(rows * wide)?,
             v: alloc(rows * wide)?,
             qn: alloc(rows * wide)?,
-            kn: alloc(rows * wide)?,
+            qkv: alloc(rows * 3 * d.inner())?,
+            mods: alloc((d.depth * 9 + 2) * d.hidden)?,
+            ccol: alloc(2 * rows * CONV_K * d.hidden)?,
             att: alloc(rows * wide)?,
             o: alloc(rows * wide)?,
             hidden: alloc(rows * ff)?,
@@ -519,10 +563,7 @@ impl DeviceFlow {
                 .iter()
                 .map(|b| {
                     Ok(DBlock {
-                        ada: lin(&b.ada)?,
-                        q: lin(&b.q)?,
-                        k: lin(&b.k)?,
-                        v: lin(&b.v)?,
+                        qkv: stack(&[&b.q, &b.k, &b.v])?,
                         q_norm: norm(&b.q_norm)?,
                         k_norm: norm(&b.k_norm)?,
                         proj: lin(&b.proj)?,
@@ -534,13 +575,20 @@ impl DeviceFlow {
                     })
                 })
                 .collect::<Result<_, FlowError>>()?,
-            final_ada: lin(&dit.final_ada)?,
+            ada_all: stack(
+                &dit.blocks
+                    .iter()
+                    .map(|b| &b.ada)
+                    .chain([&dit.final_ada])
+                    .collect::<Vec<_>>(),
+            )?,
             final_linear: lin(&dit.final_linear)?,
             noise: up(&flow.noise)?,
             noise_frames: flow.noise_frames,
             pe: up(&pe)?,
             pe_size,
             w,
+            prof: std::sync::Mutex::new(None),
             be,
             cfg,
             limits,
@@ -821,9 +869,60 @@ impl DeviceFlow {
         Ok(st)
     }
 
+    // ---- profiling (opt-in, eager only) --------------------------------------------------
+
+    /// Starts an eager op profile: until [`DeviceFlow::profile_end`], every op this flow
+    /// enqueues outside a capture is preceded by a stream marker (a CUDA event). Queue the
+    /// profiled work behind a long kernel so that the gaps between markers are device time,
+    /// not host launch time.
+    pub fn profile_begin(&self) {
+        *self.prof.lock().unwrap_or_else(|p| p.into_inner()) = Some(Vec::new());
+    }
+
+    /// Ends the profile: device ms from each op's marker to the next (the last op's to a
+    /// marker recorded now), summed per category, largest first. Waits for the stream.
+    pub fn profile_end(&self) -> Result<Vec<ProfileRow>, FlowError> {
+        let marks = self
+            .prof
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take()
+            .unwrap_or_default();
+        let end = self.be.marker()?;
+        let mut rows: Vec<ProfileRow> = Vec::new();
+        for (i, (cat, m)) in marks.iter().enumerate() {
+            let next = marks.get(i + 1).map_or(&end, |x| &x.1);
+            let ms = self.be.elapsed_ms(m, next)?;
+            match rows.iter_mut().find(|r| r.category == *cat) {
+                Some(r) => {
+                    r.launches += 1;
+                    r.ms += ms;
+                }
+                None => rows.push(ProfileRow {
+                    category: cat,
+                    launches: 1,
+                    ms,
+                }),
+            }
+        }
+        rows.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+        Ok(rows)
+    }
+
+    fn mark(&self, category: &'static str) -> Result<(), FlowError> {
+        let mut g = self.prof.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(v) = g.as_mut()
+            && !self.be.is_capturing()
+        {
+            v.push((category, self.be.marker()?));
+        }
+        Ok(())
+    }
+
     // ---- launch helpers ------------------------------------------------------------------
 
     fn go(&self, k: &'static KernelDef, threads: usize, args: &[Arg]) -> Result<(), FlowError> {
+        self.mark(k.name)?;
         self.be
             .launch(k, LaunchDims::linear(threads, THREADS), args)?;
         Ok(())
@@ -860,10 +959,7 @@ impl DeviceFlow {
         y: DevPtr,
         ldy: usize,
     ) -> Result<(), FlowError> {
-        if let Some(b) = &l.b {
-            self.copy(y, ldy, b.ptr(), 0, rows, l.o, 1)?;
-        }
-        self.be.gemm(&Gemm {
+        let g = Gemm {
             trans_a: true,
             trans_b: false,
             m: l.o,
@@ -876,12 +972,22 @@ impl DeviceFlow {
             b: x,
             ldb: ldx,
             stride_b: 0,
-            beta: if l.b.is_some() { 1.0 } else { 0.0 },
+            beta: 0.0,
             c: y,
             ldc: ldy,
             stride_c: 0,
             batch: 1,
+        };
+        // bias in the GEMM's epilogue: `acc + bias[o]`, as `addmm` (no separate broadcast)
+        self.mark(if l.o > 16 * l.i || rows == 1 {
+            "gemv (rows = 1)"
+        } else {
+            "gemm"
         })?;
+        match &l.b {
+            Some(b) => self.be.gemm_bias(&g, b.ptr())?,
+            None => self.be.gemm(&g)?,
+        }
         Ok(())
     }
 
@@ -935,6 +1041,34 @@ impl DeviceFlow {
         )
     }
 
+    /// DiT residual + next modulated norm over the `rows` rows of `w.x`: `x += gate · y`, then
+    /// `w.xn = LN(x) · (1 + scale) + shift` (one launch).
+    fn gated_norm(
+        &self,
+        rows: usize,
+        y: DevPtr,
+        gate: DevPtr,
+        shift: DevPtr,
+        scale: DevPtr,
+    ) -> Result<(), FlowError> {
+        let hid = self.cfg.dit.hidden;
+        self.go(
+            &kd::GATED_NORM_MODULATE,
+            kd::row_threads(rows),
+            &[
+                p(self.w.x.ptr()),
+                p(gate),
+                p(y),
+                p(self.w.xn.ptr()),
+                p(shift),
+                p(scale),
+                n(rows),
+                n(hid),
+                Arg::F32(ADALN_EPS),
+            ],
+        )
+    }
+
     fn act(&self, x: DevPtr, count: usize, op: i32, alpha: f32) -> Result<(), FlowError> {
         self.go(
             &kd::ACT,
@@ -945,21 +1079,6 @@ impl DeviceFlow {
 
     fn add(&self, x: DevPtr, y: DevPtr, count: usize) -> Result<(), FlowError> {
         self.go(&kd::ADD, count, &[p(x), p(y), n(count)])
-    }
-
-    fn gated(
-        &self,
-        x: DevPtr,
-        gate: DevPtr,
-        y: DevPtr,
-        rows: usize,
-        dim: usize,
-    ) -> Result<(), FlowError> {
-        self.go(
-            &kd::GATED_ADD,
-            rows * dim,
-            &[p(x), p(gate), p(y), n(rows), n(dim)],
-        )
     }
 
     /// Writes a cache back from a workspace: plain copy while `extent ≤ L`, else the carry
@@ -1006,6 +1125,7 @@ impl DeviceFlow {
             n(retained),
             n(extent),
         ];
+        self.mark(k.name)?;
         self.be
             .launch(k, LaunchDims::blocks(outer.max(1) as u32, THREADS), &args)?;
         Ok(prompt + retained)
@@ -1013,7 +1133,7 @@ impl DeviceFlow {
 
     // ---- the model -----------------------------------------------------------------------
 
-    /// `[freq ‖ t hidden ‖ cond ‖ 9 modulations ‖ spare]` then `[spk raw ‖ normed ‖ proj]`.
+    /// `[freq ‖ t hidden ‖ cond ‖ 11·hidden spare]` then `[spk raw ‖ normed ‖ proj]`.
     fn spk_slots(&self) -> (DevPtr, DevPtr, DevPtr) {
         let c = &self.cfg;
         let s = &self.w.small;
@@ -1228,6 +1348,7 @@ impl DeviceFlow {
         self.norm(&self.embed.norm, t, d, w.x.ptr(), w.b.ptr())?;
         self.act(w.b.ptr(), t * d, act::SCALE, self.embed.xscale)?;
         let t = if io.last_chunk {
+            self.mark("memset")?;
             self.be.memset_d32(at(&w.b, t * d), 0, la * d)?;
             t + la
         } else {
@@ -1371,6 +1492,7 @@ impl DeviceFlow {
             n(work),
         ];
         let dims = kd::attention_dims(h, t, tk, dk).map_err(dcc_runtime::Error::from)?;
+        self.mark(kd::REL_POS_ATTENTION.name)?;
         self.be.launch(&kd::REL_POS_ATTENTION, dims, &args)?;
         self.lin(&ly.out, t, w.att.ptr(), w.o.ptr())?;
         self.add(w.x.ptr(), w.o.ptr(), t * d)?;
@@ -1460,17 +1582,17 @@ impl DeviceFlow {
             )?;
             self.act(w.xs.ptr(), frames * mel, act::SCALE, sv.temperature)?;
             // x_in = [x ‖ mu ‖ spk ‖ cond] / [x ‖ 0 ‖ 0 ‖ 0]
+            self.mark("memset")?;
             self.be.memset_d32(w.xin.ptr(), 0, rows * cin)?;
             self.copy(at(&w.xin, mel), cin, io.mu, mel, frames, mel, 1)?;
             self.copy(at(&w.xin, 2 * mel), cin, spk, 0, frames, mel, 1)?;
             self.copy(at(&w.xin, 3 * mel), cin, io.cond, mel, frames, mel, 1)?;
         }
-        let (freq, th, cact, mods) = (
-            at(s, 0),
-            at(s, dc.freq_dim),
-            at(s, dc.freq_dim + hid),
-            at(s, dc.freq_dim + 2 * hid),
-        );
+        let (freq, th, cact) = (at(s, 0), at(s, dc.freq_dim), at(s, dc.freq_dim + hid));
+        // adaLN modulation i of layer li (`[depth, 9, hidden]`), then the final layer's
+        // shift ‖ scale
+        let m = |li: usize, i: usize| at(&w.mods, (li * 9 + i) * hid);
+        let (fin_shift, fin_scale) = (m(dc.depth, 0), m(dc.depth, 1));
         let t_span = cosine_t_span(sv.n_steps);
         let (mut t, mut dt) = self.step_time(&t_span, steps.start);
         let work = io.ws_frames;
@@ -1480,6 +1602,8 @@ impl DeviceFlow {
         let ctx = CONV_K - 1;
         let cnn_per_layer = CFG_BATCH * 2 * ctx * hid;
         let scale = (1.0 / (hd as f64).sqrt()) as f32;
+        let col_rows = rows * CONV_K * hid;
+        let (col1, col2) = (w.ccol.ptr(), at(&w.ccol, col_rows));
         let mut kept = kept_extent(tk, r.prompt_frames, r.retained_frames);
         for step in steps.start + 1..=steps.end {
             let si = step - 1;
@@ -1489,17 +1613,22 @@ impl DeviceFlow {
             } else {
                 io.carry.offset(si * dc.depth * per_layer_carry * 4)
             };
-            for b in 0..CFG_BATCH {
-                self.copy(
-                    at(&w.xin, b * frames * cin),
-                    cin,
-                    w.xs.ptr(),
-                    mel,
-                    frames,
-                    mel,
-                    1,
-                )?;
-            }
+            // x_in[b] ← x for both CFG rows
+            self.go(
+                &kd::COPY_BATCHED,
+                rows * mel,
+                &[
+                    p(w.xin.ptr()),
+                    n(frames * cin),
+                    n(cin),
+                    p(w.xs.ptr()),
+                    n(0),
+                    n(mel),
+                    n(CFG_BATCH),
+                    n(frames),
+                    n(mel),
+                ],
+            )?;
             self.go(
                 &kd::TIMESTEP_EMBEDDING,
                 dc.freq_dim / 2,
@@ -1515,32 +1644,40 @@ impl DeviceFlow {
             self.act(th, hid, act::SILU, 0.0)?;
             self.lin(&self.t_mlp2, 1, th, cact)?;
             self.act(cact, hid, act::SILU, 0.0)?;
+            // every block's modulations and the final layer's, one GEMM
+            self.lin(&self.ada_all, 1, cact, w.mods.ptr())?;
             self.lin(&self.in_proj, rows, w.xin.ptr(), w.x.ptr())?;
+            self.norm_mod(rows, hid, w.x.ptr(), m(0, 0), m(0, 1), w.xn.ptr())?;
             for (li, blk) in self.blocks.iter().enumerate() {
-                let m = |i: usize| at(s, dc.freq_dim + 2 * hid + i * hid);
-                self.lin(&blk.ada, 1, cact, mods)?;
-                // attention over [new ‖ carry]
+                // attention over [new ‖ carry]; w.xn holds modulate(norm1(x)) here
                 let kvw = ws.offset(li * per_layer_work * 4);
                 let carry = carry_step.offset(li * per_layer_carry * 4);
-                self.norm_mod(rows, hid, w.x.ptr(), m(0), m(1), w.xn.ptr())?;
-                self.lin(&blk.q, rows, w.xn.ptr(), w.q.ptr())?;
-                self.lin(&blk.k, rows, w.xn.ptr(), w.k.ptr())?;
-                self.lin(&blk.v, rows, w.xn.ptr(), w.v.ptr())?;
-                self.norm(&blk.q_norm, rows * heads, hd, w.q.ptr(), w.qn.ptr())?;
-                self.norm(&blk.k_norm, rows * heads, hd, w.k.ptr(), w.kn.ptr())?;
-                let kv_args = [
+                self.linear(&blk.qkv, rows, w.xn.ptr(), hid, w.qkv.ptr(), 3 * inner)?;
+                let qk_args = [
+                    p(w.qn.ptr()),
                     p(kvw),
                     n(work),
                     n(0),
-                    p(w.kn.ptr()),
-                    p(w.v.ptr()),
-                    n(inner),
+                    p(w.qkv.ptr()),
+                    n(3 * inner),
+                    p(blk.q_norm.g.ptr()),
+                    p(blk.q_norm.b.ptr()),
+                    p(blk.k_norm.g.ptr()),
+                    p(blk.k_norm.b.ptr()),
                     n(CFG_BATCH),
                     n(heads),
                     n(frames),
                     n(hd),
+                    Arg::F32(blk.q_norm.eps),
                 ];
-                self.go(&kd::KV_PACK, rows * inner, &kv_args)?;
+                if blk.q_norm.eps != blk.k_norm.eps {
+                    return Err(FlowError::Config("q/k LayerNorms differ in eps".into()));
+                }
+                self.go(
+                    &kd::QK_NORM_PACK,
+                    kd::row_threads(2 * rows * heads),
+                    &qk_args,
+                )?;
                 self.copy(
                     kvw.offset(frames * 2 * hd * 4),
                     work * 2 * hd,
@@ -1564,63 +1701,87 @@ impl DeviceFlow {
                 ];
                 let dims = kd::attention_dims(CFG_BATCH * heads, frames, tk, hd)
                     .map_err(dcc_runtime::Error::from)?;
+                self.mark(kd::ATTENTION.name)?;
                 self.be.launch(&kd::ATTENTION, dims, &args)?;
                 self.lin(&blk.proj, rows, w.att.ptr(), w.o.ptr())?;
-                self.gated(w.x.ptr(), m(2), w.o.ptr(), rows, hid)?;
-                // causal conv block
-                self.norm_mod(rows, hid, w.x.ptr(), m(6), m(7), w.xn.ptr())?;
-                let cnn = |b: usize, which: usize| {
-                    io.ctx.est_cnn.offset(
-                        ((si * dc.depth + li) * cnn_per_layer + (b * 2 + which) * ctx * hid) * 4,
-                    )
-                };
-                for (src, which) in [(w.xn.ptr(), 0usize), (w.o.ptr(), 1)] {
-                    if which == 1 {
-                        // LayerNorm + Mish of conv1's output (in w.q) into w.o
-                        self.norm(&blk.conv_norm, rows, hid, w.q.ptr(), w.o.ptr())?;
-                        self.act(w.o.ptr(), rows * hid, act::MISH, 0.0)?;
-                    }
-                    for b in 0..CFG_BATCH {
-                        self.copy(w.cat.ptr(), hid, cnn(b, which), hid, ctx, hid, 1)?;
-                        self.copy(
-                            at(&w.cat, ctx * hid),
-                            hid,
-                            src.offset(b * frames * hid * 4),
-                            hid,
-                            frames,
-                            hid,
-                            1,
-                        )?;
-                        self.copy(
-                            cnn(b, which),
-                            hid,
-                            at(&w.cat, frames * hid),
-                            hid,
-                            ctx,
-                            hid,
-                            1,
-                        )?;
-                        self.copy(
-                            at(&w.col, b * frames * CONV_K * hid),
-                            CONV_K * hid,
-                            w.cat.ptr(),
-                            hid,
-                            frames,
-                            CONV_K * hid,
-                            1,
-                        )?;
-                    }
-                    let conv = if which == 0 { &blk.conv1 } else { &blk.conv2 };
-                    let dst = if which == 0 { w.q.ptr() } else { w.att.ptr() };
-                    self.lin(conv, rows, w.col.ptr(), dst)?;
-                }
-                self.gated(w.x.ptr(), m(8), w.att.ptr(), rows, hid)?;
+                // x += gate_msa · o; xn = modulate(norm3(x), shift_conv, scale_conv)
+                self.gated_norm(rows, w.o.ptr(), m(li, 2), m(li, 6), m(li, 7))?;
+                // causal conv block: contexts of (step, layer, batch, conv) at
+                // est_cnn[((si·depth + li)·cnn_per_layer + (b·2 + which)·ctx·hid)]
+                let cnn0 = io
+                    .ctx
+                    .est_cnn
+                    .offset((si * dc.depth + li) * cnn_per_layer * 4);
+                let cnn1 = cnn0.offset(ctx * hid * 4);
+                self.go(
+                    &kd::CONV_IM2COL,
+                    col_rows,
+                    &[
+                        p(col1),
+                        p(w.xn.ptr()),
+                        n(frames * hid),
+                        p(cnn0),
+                        n(2 * ctx * hid),
+                        n(CFG_BATCH),
+                        n(frames),
+                        n(CONV_K),
+                        n(hid),
+                    ],
+                )?;
+                self.linear(&blk.conv1, rows, col1, CONV_K * hid, w.q.ptr(), hid)?;
+                // LayerNorm + Mish of conv1's output, straight into conv2's im2col rows
+                self.mark(kd::LAYER_NORM_ACT_IM2COL.name)?;
+                self.be.launch(
+                    &kd::LAYER_NORM_ACT_IM2COL,
+                    LaunchDims::blocks((CFG_BATCH * (frames + ctx)) as u32, kd::LN_ACT_BLOCK),
+                    &[
+                        p(col2),
+                        p(w.q.ptr()),
+                        p(blk.conv_norm.g.ptr()),
+                        p(blk.conv_norm.b.ptr()),
+                        Arg::F32(blk.conv_norm.eps),
+                        Arg::I32(act::MISH),
+                        Arg::F32(0.0),
+                        p(cnn1),
+                        n(2 * ctx * hid),
+                        n(CFG_BATCH),
+                        n(frames),
+                        n(CONV_K),
+                        n(hid),
+                    ],
+                )?;
+                // new contexts (both convs, both CFG rows): the last ctx rows of ctx ‖ input,
+                // i.e. slots 1..K of each batch's last im2col row
+                self.go(
+                    &kd::COPY_BATCHED,
+                    CFG_BATCH * 2 * ctx * hid,
+                    &[
+                        p(cnn0),
+                        n(2 * ctx * hid),
+                        n(ctx * hid),
+                        p(col1.offset(((frames - 1) * CONV_K + 1) * hid * 4)),
+                        n(frames * CONV_K * hid),
+                        n(col_rows),
+                        n(CFG_BATCH),
+                        n(2),
+                        n(ctx * hid),
+                    ],
+                )?;
+                self.linear(&blk.conv2, rows, col2, CONV_K * hid, w.att.ptr(), hid)?;
+                // x += gate_conv · conv; xn = modulate(norm2(x), shift_mlp, scale_mlp)
+                self.gated_norm(rows, w.att.ptr(), m(li, 8), m(li, 3), m(li, 4))?;
                 // MLP
-                self.norm_mod(rows, hid, w.x.ptr(), m(3), m(4), w.xn.ptr())?;
                 self.lin(&blk.fc1, rows, w.xn.ptr(), w.hidden.ptr())?;
                 self.act(w.hidden.ptr(), rows * dc.mlp_hidden, act::GELU_TANH, 0.0)?;
                 self.lin(&blk.fc2, rows, w.hidden.ptr(), w.o.ptr())?;
-                self.gated(w.x.ptr(), m(5), w.o.ptr(), rows, hid)?;
+                // x += gate_mlp · mlp; xn = the next block's modulate(norm1(x)) (or the final
+                // layer's)
+                let (sh, sc) = if li + 1 < dc.depth {
+                    (m(li + 1, 0), m(li + 1, 1))
+                } else {
+                    (fin_shift, fin_scale)
+                };
+                self.gated_norm(rows, w.o.ptr(), m(li, 5), sh, sc)?;
             }
             // carry write-back for this step (every layer's [new ‖ old] → carry), state rule
             // paper: carry.prepend keeps [:retained] ‖ [ℓ−prompt:]; vendor: carry.append keeps
@@ -1639,16 +1800,7 @@ impl DeviceFlow {
                     r.order == RetentionOrder::Paper,
                 )?;
             }
-            // final layer, guidance, Euler step
-            self.lin(&self.final_ada, 1, cact, mods)?;
-            self.norm_mod(
-                rows,
-                hid,
-                w.x.ptr(),
-                mods,
-                at(s, dc.freq_dim + 3 * hid),
-                w.xn.ptr(),
-            )?;
+            // final layer (w.xn = modulate(norm_final(x))), guidance, Euler step
             self.lin(&self.final_linear, rows, w.xn.ptr(), w.vel.ptr())?;
             self.go(
                 &kd::CFG_EULER,

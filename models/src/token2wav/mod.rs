@@ -29,8 +29,8 @@ mod weights;
 
 pub use config::{DitConfig, EncoderConfig, FlowConfig};
 pub use device::{
-    Contexts, DeviceFlow, DeviceLimits, DeviceState, EncoderIo, FlowIo, STOCK_FRAMES, STOCK_STEPS,
-    StateStore,
+    Contexts, DeviceFlow, DeviceLimits, DeviceState, EncoderIo, FlowIo, ProfileRow, STOCK_FRAMES,
+    STOCK_STEPS, StateStore,
 };
 pub use encoder::ConformerCache;
 pub use flow::{EstimatorCache, Flow, FlowCache, SolverParams, cosine_t_span};

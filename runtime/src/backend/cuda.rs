@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use cudarc::cublas::sys as blas_sys;
+use cudarc::cublaslt::{result as lt_res, sys as lt_sys};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
 };
@@ -45,6 +46,173 @@ impl Drop for Blas {
     }
 }
 
+/// One cuBLASLt GEMM shape with a bias epilogue: descriptor, layouts and the algorithm the
+/// heuristic picked once (so every later call of the shape, eager or captured, runs the same
+/// kernels and rounds the same).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+struct LtKey {
+    trans_a: bool,
+    trans_b: bool,
+    m: usize,
+    n: usize,
+    k: usize,
+    lda: usize,
+    ldb: usize,
+    ldc: usize,
+    /// Alignment in bytes (power of two, at most 256) of A, B, C.
+    align: [u32; 3],
+}
+
+struct LtPlan {
+    desc: lt_sys::cublasLtMatmulDesc_t,
+    a: lt_sys::cublasLtMatrixLayout_t,
+    b: lt_sys::cublasLtMatrixLayout_t,
+    c: lt_sys::cublasLtMatrixLayout_t,
+    algo: lt_sys::cublasLtMatmulAlgo_t,
+}
+
+impl Drop for LtPlan {
+    fn drop(&mut self) {
+        // SAFETY: created once in `Lt::plan`, destroyed once here; statuses ignored (Drop).
+        unsafe {
+            let _ = lt_res::destroy_matrix_layout(self.a);
+            let _ = lt_res::destroy_matrix_layout(self.b);
+            let _ = lt_res::destroy_matrix_layout(self.c);
+            let _ = lt_res::destroy_matmul_desc(self.desc);
+        }
+    }
+}
+
+/// cuBLASLt (bias-epilogue GEMMs). Shares the cuBLAS workspace: both run on the backend's one
+/// stream, so their uses of it are ordered.
+struct Lt {
+    handle: lt_sys::cublasLtHandle_t,
+    workspace: DevPtr,
+    plans: HashMap<LtKey, LtPlan>,
+}
+
+// SAFETY: the handle and descriptors are only touched under the backend's Mutex.
+unsafe impl Send for Lt {}
+
+impl Drop for Lt {
+    fn drop(&mut self) {
+        self.plans.clear();
+        // SAFETY: created by cublasLtCreate, destroyed once, after its descriptors.
+        let _ = unsafe { lt_res::destroy_handle(self.handle) };
+    }
+}
+
+fn align_of(p: DevPtr) -> u32 {
+    if p.0 == 0 {
+        256
+    } else {
+        (1u64 << p.0.trailing_zeros().min(8)) as u32
+    }
+}
+
+fn lt_err(e: lt_res::CublasError) -> Error {
+    Error::Cublas(format!("cuBLASLt: {e:?}"))
+}
+
+impl Lt {
+    fn plan(&mut self, key: LtKey) -> Result<&LtPlan> {
+        if !self.plans.contains_key(&key) {
+            let plan = Self::make(self.handle, key)?;
+            self.plans.insert(key, plan);
+        }
+        Ok(&self.plans[&key])
+    }
+
+    fn make(handle: lt_sys::cublasLtHandle_t, key: LtKey) -> Result<LtPlan> {
+        use lt_sys::cublasLtMatmulDescAttributes_t as D;
+        use lt_sys::cublasLtMatmulPreferenceAttributes_t as P;
+        let f32t = lt_sys::cudaDataType::CUDA_R_32F;
+        let desc =
+            lt_res::create_matmul_desc(lt_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F, f32t)
+                .map_err(lt_err)?;
+        let layout = |rows: usize, cols: usize, ld: usize| {
+            lt_res::create_matrix_layout(f32t, rows as u64, cols as u64, ld as i64)
+        };
+        let (ar, ac) = if key.trans_a {
+            (key.k, key.m)
+        } else {
+            (key.m, key.k)
+        };
+        let (br, bc) = if key.trans_b {
+            (key.n, key.k)
+        } else {
+            (key.k, key.n)
+        };
+        // Built one by one so that a failure destroys what exists (LtPlan's Drop).
+        let mut plan = LtPlan {
+            desc,
+            a: std::ptr::null_mut(),
+            b: std::ptr::null_mut(),
+            c: std::ptr::null_mut(),
+            algo: lt_sys::cublasLtMatmulAlgo_t { data: [0; 8] },
+        };
+        plan.a = layout(ar, ac, key.lda).map_err(lt_err)?;
+        plan.b = layout(br, bc, key.ldb).map_err(lt_err)?;
+        plan.c = layout(key.m, key.n, key.ldc).map_err(lt_err)?;
+        let set = |attr: D, v: &[u8]| {
+            // SAFETY: desc is live; the value buffer has the attribute's size.
+            unsafe {
+                lt_res::set_matmul_desc_attribute(plan.desc, attr, v.as_ptr() as *const _, v.len())
+            }
+            .map_err(lt_err)
+        };
+        set(
+            D::CUBLASLT_MATMUL_DESC_TRANSA,
+            &(key.trans_a as i32).to_ne_bytes(),
+        )?;
+        set(
+            D::CUBLASLT_MATMUL_DESC_TRANSB,
+            &(key.trans_b as i32).to_ne_bytes(),
+        )?;
+        let epi = lt_sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BIAS as u32;
+        set(D::CUBLASLT_MATMUL_DESC_EPILOGUE, &epi.to_ne_bytes())?;
+        let pref = lt_res::create_matmul_pref().map_err(lt_err)?;
+        let heur = (|| {
+            let setp = |attr: P, v: &[u8]| {
+                // SAFETY: pref is live; the value buffer has the attribute's size.
+                unsafe {
+                    lt_res::set_matmul_pref_attribute(pref, attr, v.as_ptr() as *const _, v.len())
+                }
+            };
+            setp(
+                P::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                &(CUBLAS_WORKSPACE_BYTES as u64).to_ne_bytes(),
+            )?;
+            setp(
+                P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES,
+                &key.align[0].to_ne_bytes(),
+            )?;
+            setp(
+                P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                &key.align[1].to_ne_bytes(),
+            )?;
+            setp(
+                P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+                &key.align[2].to_ne_bytes(),
+            )?;
+            setp(
+                P::CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES,
+                &key.align[2].to_ne_bytes(),
+            )?;
+            // SAFETY: every descriptor is live.
+            unsafe {
+                lt_res::get_matmul_algo_heuristic(
+                    handle, plan.desc, plan.a, plan.b, plan.c, plan.c, pref,
+                )
+            }
+        })();
+        // SAFETY: created above, destroyed once.
+        let _ = unsafe { lt_res::destroy_matmul_pref(pref) };
+        plan.algo = heur.map_err(lt_err)?.algo;
+        Ok(plan)
+    }
+}
+
 /// Process-wide PTX cache: (module, arch) → PTX.
 fn ptx_cache() -> MutexGuard<'static, HashMap<(&'static str, String), Ptx>> {
     static CACHE: OnceLock<Mutex<HashMap<(&'static str, String), Ptx>>> = OnceLock::new();
@@ -56,7 +224,9 @@ fn ptx_cache() -> MutexGuard<'static, HashMap<(&'static str, String), Ptx>> {
 
 /// The CUDA backend.
 pub struct CudaBackend {
-    // Field order is drop order: cuBLAS handle and buffers before the stream and context.
+    // Field order is drop order: cuBLAS handles and buffers before the stream and context
+    // (cuBLASLt first: it uses the cuBLAS workspace).
+    lt: Result<Mutex<Lt>, String>,
     blas: Result<Mutex<Blas>, String>,
     functions: Mutex<HashMap<&'static str, CudaFunction>>,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
@@ -109,6 +279,7 @@ impl CudaBackend {
         let (major, minor) = ctx.compute_capability()?;
         let counter: Arc<MemCounter> = Arc::default();
         let mut backend = CudaBackend {
+            lt: Err("not initialized".into()),
             blas: Err("not initialized".into()),
             functions: Mutex::default(),
             modules: Mutex::default(),
@@ -126,7 +297,26 @@ impl CudaBackend {
             .init_blas()
             .map(Mutex::new)
             .map_err(|e| e.to_string());
+        backend.lt = backend.init_lt().map(Mutex::new).map_err(|e| e.to_string());
         Ok(backend)
+    }
+
+    fn init_lt(&self) -> Result<Lt> {
+        let workspace = {
+            let blas = self.blas.as_ref().map_err(|e| Error::Cublas(e.clone()))?;
+            lock(blas)._workspace.ptr()
+        };
+        // SAFETY: only tries to dlopen cuBLASLt.
+        if !unsafe { lt_sys::is_culib_present() } {
+            return Err(Error::Cublas("libcublasLt is not installed".into()));
+        }
+        self.ctx.bind_to_thread()?;
+        let handle = lt_res::create_handle().map_err(lt_err)?;
+        Ok(Lt {
+            handle,
+            workspace,
+            plans: HashMap::new(),
+        })
     }
 
     fn init_blas(&self) -> Result<Blas> {
@@ -377,6 +567,82 @@ impl Backend for CudaBackend {
                 int(g.batch, "batch")?,
             )
         }?;
+        if !self.capturing.load(Ordering::Relaxed) {
+            self.launches.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn gemm_bias(&self, g: &Gemm, bias: DevPtr) -> Result<()> {
+        if g.batch != 1 || g.beta != 0.0 {
+            return Err(Error::Invalid(format!(
+                "gemm_bias descriptor {g:?} (batch 1, beta 0)"
+            )));
+        }
+        if !bias.0.is_multiple_of(16) {
+            return Err(Error::Invalid(format!(
+                "gemm_bias: bias {bias} is not 16-byte aligned"
+            )));
+        }
+        for (v, what) in [
+            (g.m, "m"),
+            (g.n, "n"),
+            (g.k, "k"),
+            (g.lda, "lda"),
+            (g.ldb, "ldb"),
+            (g.ldc, "ldc"),
+        ] {
+            int(v, what)?;
+        }
+        let lt = self.lt.as_ref().map_err(|e| Error::Cublas(e.clone()))?;
+        let mut lt = lock(lt);
+        self.ctx.bind_to_thread()?;
+        let key = LtKey {
+            trans_a: g.trans_a,
+            trans_b: g.trans_b,
+            m: g.m,
+            n: g.n,
+            k: g.k,
+            lda: g.lda,
+            ldb: g.ldb,
+            ldc: g.ldc,
+            align: [align_of(g.a), align_of(g.b), align_of(g.c)],
+        };
+        let (handle, workspace) = (lt.handle, lt.workspace);
+        let plan = lt.plan(key)?;
+        let beta = 0.0f32;
+        let bias_ptr: u64 = bias.0;
+        // SAFETY: the plan's descriptors are live (owned by `lt`, locked); A, B, C and the bias
+        // are device addresses holding what the descriptor describes; the workspace is the
+        // runtime's cuBLAS workspace of CUBLAS_WORKSPACE_BYTES, used on this stream only.
+        unsafe {
+            lt_res::set_matmul_desc_attribute(
+                plan.desc,
+                lt_sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                &bias_ptr as *const u64 as *const _,
+                std::mem::size_of::<u64>(),
+            )
+            .map_err(lt_err)?;
+            lt_res::matmul(
+                handle,
+                plan.desc,
+                &g.alpha as *const f32 as *const _,
+                &beta as *const f32 as *const _,
+                g.a.0 as *const _,
+                plan.a,
+                g.b.0 as *const _,
+                plan.b,
+                g.c.0 as *const _,
+                plan.c,
+                g.c.0 as *mut _,
+                plan.c,
+                &plan.algo,
+                workspace.0 as *mut _,
+                CUBLAS_WORKSPACE_BYTES,
+                self.stream_ptr() as *mut _,
+            )
+            .map_err(lt_err)?;
+        }
         if !self.capturing.load(Ordering::Relaxed) {
             self.launches.fetch_add(1, Ordering::Relaxed);
         }

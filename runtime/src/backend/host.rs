@@ -114,7 +114,10 @@ impl HostBackend {
                 return Ok(());
             }
         }
-        if matches!(op, TapeOp::Launch { .. } | TapeOp::Gemm(_)) {
+        if matches!(
+            op,
+            TapeOp::Launch { .. } | TapeOp::Gemm(_) | TapeOp::GemmBias(..)
+        ) {
             self.launches.fetch_add(1, Ordering::Relaxed);
         }
         self.exec(&op)
@@ -142,6 +145,12 @@ impl HostBackend {
                     self.registry.check(p.0, 0)?;
                 }
                 Ok(())
+            }
+            TapeOp::GemmBias(g, bias) => {
+                for p in [g.a, g.b, g.c] {
+                    self.registry.check(p.0, 0)?;
+                }
+                self.registry.check(bias.0, g.m * 4)
             }
         }
     }
@@ -171,18 +180,23 @@ impl HostBackend {
             }
             TapeOp::Gemm(g) => {
                 // SAFETY: operands are live allocations (validated); sizes per the descriptor.
-                unsafe { host_gemm(g) };
+                unsafe { host_gemm(g, None) };
+            }
+            TapeOp::GemmBias(g, bias) => {
+                // SAFETY: as above; the bias holds m floats (validated).
+                unsafe { host_gemm(g, Some(bias.0 as *const f32)) };
             }
         }
         Ok(())
     }
 }
 
-/// The Host GEMM: column-major, fixed summation order, separate multiply and add.
+/// The Host GEMM: column-major, fixed summation order, separate multiply and add; with `bias`,
+/// `alpha · acc + bias[i]` (C not read).
 ///
 /// # Safety
-/// A, B, C hold the elements the descriptor addresses.
-unsafe fn host_gemm(g: &Gemm) {
+/// A, B, C hold the elements the descriptor addresses; `bias`, when given, `m` floats.
+unsafe fn host_gemm(g: &Gemm, bias: Option<*const f32>) {
     let (a, b, c) = (g.a.0 as *const f32, g.b.0 as *const f32, g.c.0 as *mut f32);
     for bt in 0..g.batch {
         for j in 0..g.n {
@@ -207,7 +221,9 @@ unsafe fn host_gemm(g: &Gemm) {
                 // SAFETY: as above.
                 unsafe {
                     let cp = c.add(bt * g.stride_c + i + j * g.ldc);
-                    let v = if g.beta == 0.0 {
+                    let v = if let Some(bias) = bias {
+                        g.alpha * acc + bias.add(i).read()
+                    } else if g.beta == 0.0 {
                         g.alpha * acc
                     } else {
                         g.alpha * acc + g.beta * cp.read()
@@ -307,6 +323,15 @@ impl Backend for HostBackend {
             return Err(Error::Invalid(format!("gemm descriptor {g:?}")));
         }
         self.submit(TapeOp::Gemm(*g))
+    }
+
+    fn gemm_bias(&self, g: &Gemm, bias: DevPtr) -> Result<()> {
+        if g.batch != 1 || g.beta != 0.0 || g.lda == 0 || g.ldb == 0 || g.ldc < g.m.max(1) {
+            return Err(Error::Invalid(format!(
+                "gemm_bias descriptor {g:?} (batch 1, beta 0)"
+            )));
+        }
+        self.submit(TapeOp::GemmBias(*g, bias))
     }
 
     fn synchronize(&self) -> Result<()> {

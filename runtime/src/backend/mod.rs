@@ -281,6 +281,7 @@ pub(crate) enum TapeOp {
         count: usize,
     },
     Gemm(Gemm),
+    GemmBias(Gemm, DevPtr),
 }
 
 pub(crate) enum GraphImpl {
@@ -430,6 +431,15 @@ pub trait Backend: Send + Sync {
     fn launch(&self, kernel: &'static KernelDef, dims: LaunchDims, args: &[Arg]) -> Result<()>;
     /// Float32 GEMM (cuBLAS, TF32 off, runtime-owned workspace; Host: ordered loops).
     fn gemm(&self, g: &Gemm) -> Result<()>;
+    /// Float32 GEMM with a bias epilogue: `C[i, j] = alpha · Σ_p op(A)[i, p] · op(B)[p, j] +
+    /// bias[i]` (column-major, `bias` holds `m` floats), one stream operation (CUDA: cuBLASLt,
+    /// `CUBLAS_COMPUTE_32F`, no TF32, `CUBLASLT_EPILOGUE_BIAS`, the runtime's cuBLAS workspace;
+    /// Host: the [`Backend::gemm`] loops, then `alpha · acc + bias[i]`). `g.beta` must be 0 and
+    /// `g.batch` 1. On Host the result equals [`Backend::gemm`] with `beta = 1` over a `C`
+    /// pre-filled with the bias, bit for bit, when `alpha = 1` (`1·acc + 1·bias` rounds as
+    /// `acc + bias`); on CUDA the epilogue adds the bias once to the finished dot product, as
+    /// `beta = 1` does.
+    fn gemm_bias(&self, g: &Gemm, bias: DevPtr) -> Result<()>;
     /// Waits for all stream work. Fails during capture.
     fn synchronize(&self) -> Result<()>;
 
