@@ -520,3 +520,84 @@ fn cuda_all_registered_modules_compile() {
         t.elapsed().as_secs_f64() * 1e3
     );
 }
+
+/// The Host twin refuses every copy, memset and GEMM that would leave its buffers, whatever the
+/// arguments (huge counts, addresses near `u64::MAX`, batches past the end, misalignment),
+/// before touching memory, during capture as well as eagerly.
+#[test]
+fn host_refuses_out_of_bounds_arguments() {
+    let b = backend::host();
+    let a = b.alloc(64, AllocKind::Other).unwrap();
+    let c = b.alloc(64, AllocKind::Other).unwrap();
+    let oob = |r: dcc_runtime::Result<()>| {
+        assert!(
+            matches!(
+                r,
+                Err(Error::OutOfBounds(_) | Error::Dangling(_) | Error::Invalid(_))
+            ),
+            "{r:?}"
+        )
+    };
+    // Copies: one byte too many, a count that would wrap the address space, a wild address.
+    oob(b.dtod(c.ptr(), a.ptr(), 65));
+    oob(b.dtod(c.ptr(), a.ptr().offset(8), 64));
+    oob(b.dtod(c.ptr(), a.ptr(), usize::MAX));
+    oob(b.htod(DevPtr(u64::MAX - 3), &[0u8; 8]));
+    let mut sink = [0u8; 8];
+    assert!(b.dtoh(&mut sink, DevPtr(u64::MAX - 3)).is_err());
+    oob(b.memset_d32(a.ptr(), 0, 17));
+    oob(b.memset_d32(a.ptr(), 0, usize::MAX / 2));
+    oob(b.memset_d32(a.ptr().offset(2), 0, 1));
+    // GEMM: 4x4 fits in 64 bytes; 5x4, a second batch, a leading dimension too small, or a
+    // misaligned operand does not.
+    let g = Gemm {
+        trans_a: false,
+        trans_b: false,
+        m: 4,
+        n: 4,
+        k: 4,
+        alpha: 1.0,
+        a: a.ptr(),
+        lda: 4,
+        stride_a: 16,
+        b: a.ptr(),
+        ldb: 4,
+        stride_b: 16,
+        beta: 0.0,
+        c: c.ptr(),
+        ldc: 4,
+        stride_c: 16,
+        batch: 1,
+    };
+    b.gemm(&g).unwrap();
+    oob(b.gemm(&Gemm {
+        m: 5,
+        lda: 5,
+        ldc: 5,
+        ..g
+    }));
+    oob(b.gemm(&Gemm { batch: 2, ..g }));
+    oob(b.gemm(&Gemm { lda: 3, ..g }));
+    oob(b.gemm(&Gemm {
+        k: 1 << 40,
+        lda: 4,
+        ldb: 1 << 40,
+        ..g
+    }));
+    oob(b.gemm(&Gemm {
+        a: a.ptr().offset(1),
+        ..g
+    }));
+    oob(b.gemm_bias(&g, a.ptr().offset(16 * 4)));
+    b.begin_capture().unwrap();
+    oob(b.gemm(&Gemm { batch: 2, ..g }));
+    oob(b.dtod(c.ptr(), a.ptr(), 65));
+    drop(b.end_capture());
+    // The buffers are untouched by every refused call.
+    assert!(
+        b.download::<u8>(c.ptr(), 64)
+            .unwrap()
+            .iter()
+            .all(|&x| x == 0)
+    );
+}

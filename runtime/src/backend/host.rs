@@ -19,28 +19,66 @@ pub const HOST_ALIGN: usize = 256;
 
 /// Live allocations by start address: lets replays and copies refuse addresses no live buffer
 /// owns instead of touching freed memory.
+///
+/// `stream` is the Host "stream": every operation that touches buffer memory (copies, memsets,
+/// kernel twins, GEMMs, a whole graph replay) holds it from its bounds check to its last access,
+/// and freeing a buffer takes it too. So a check can never go stale before the access it
+/// guards (no use after free), and two threads sharing the backend never race on buffer bytes:
+/// work is serialized, as on a single CUDA stream.
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
     live: Mutex<BTreeMap<u64, usize>>,
+    stream: Mutex<()>,
+}
+
+/// A poisoned lock only means another thread panicked while holding it; both maps stay
+/// consistent (single insert/remove operations) and `()` has no state to corrupt.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl Registry {
     fn lock(&self) -> MutexGuard<'_, BTreeMap<u64, usize>> {
-        // A poisoned lock only means another thread panicked while holding it; the map itself
-        // is always consistent (single insert/remove operations).
-        self.live.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.live)
     }
 
-    /// Checks that `[addr, addr + bytes)` lies inside one live allocation.
+    /// Serializes access to buffer memory (see the type's docs).
+    fn stream(&self) -> MutexGuard<'_, ()> {
+        lock(&self.stream)
+    }
+
+    /// Checks that `[addr, addr + bytes)` lies inside one live allocation (overflow-safe: an
+    /// address near `u64::MAX` plus a large count is out of bounds, never wrapped around).
     fn check(&self, addr: u64, bytes: usize) -> Result<()> {
         let live = self.lock();
-        match live.range(..=addr).next_back() {
-            Some((&start, &len)) if addr + bytes as u64 <= start + len as u64 => Ok(()),
-            Some((&start, &len)) if addr < start + len as u64 => Err(Error::OutOfBounds(format!(
+        let Some((&start, &len)) = live.range(..=addr).next_back() else {
+            return Err(Error::Dangling(addr));
+        };
+        // `start + len` cannot overflow: it is the end of a real allocation.
+        let end = start + len as u64;
+        match addr.checked_add(bytes as u64) {
+            Some(last) if last <= end => Ok(()),
+            _ if addr < end => Err(Error::OutOfBounds(format!(
                 "{bytes} bytes at {addr:#x} overrun the buffer {start:#x}+{len}"
             ))),
             _ => Err(Error::Dangling(addr)),
         }
+    }
+
+    /// Checks `count` elements of `T` at `addr`: in bounds and aligned for `T`.
+    fn check_elems<T>(&self, addr: u64, count: usize, what: &str) -> Result<()> {
+        if !addr.is_multiple_of(std::mem::align_of::<T>() as u64) {
+            return Err(Error::Invalid(format!(
+                "{what} at {addr:#x} is not aligned to {} bytes",
+                std::mem::align_of::<T>()
+            )));
+        }
+        let bytes = count.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
+            Error::OutOfBounds(format!(
+                "{what}: {count} elements overflow the address space"
+            ))
+        })?;
+        self.check(addr, bytes)
     }
 }
 
@@ -57,8 +95,11 @@ unsafe impl Sync for HostAlloc {}
 
 impl Drop for HostAlloc {
     fn drop(&mut self) {
+        // Wait for any operation in flight on another thread (it checked this buffer live).
+        let _stream = self.registry.stream();
         self.registry.lock().remove(&(self.ptr as u64));
-        // SAFETY: allocated in HostBackend::alloc with this very layout, freed once.
+        // SAFETY: allocated in HostBackend::alloc with this very layout, freed once; no
+        // operation can touch it any more (unregistered under the stream lock).
         unsafe { std::alloc::dealloc(self.ptr, self.layout) };
     }
 }
@@ -93,7 +134,7 @@ impl HostBackend {
     }
 
     fn tape(&self) -> MutexGuard<'_, Option<Vec<TapeOp>>> {
-        self.tape.lock().unwrap_or_else(|p| p.into_inner())
+        lock(&self.tape)
     }
 
     fn refuse_if_capturing(&self, what: &'static str) -> Result<()> {
@@ -120,10 +161,13 @@ impl HostBackend {
         ) {
             self.launches.fetch_add(1, Ordering::Relaxed);
         }
+        let _stream = self.registry.stream();
         self.exec(&op)
     }
 
-    /// Checks every address an op names against the live allocations.
+    /// Checks every address an op names against the live allocations: copies, memsets and
+    /// GEMMs over their whole extent; kernel launches by the start of each pointer argument
+    /// (what a kernel then reads and writes is its twin's contract, see [`HostBackend::exec`]).
     fn validate(&self, op: &TapeOp) -> Result<()> {
         match op {
             TapeOp::Launch { kernel, args, .. } => {
@@ -137,53 +181,82 @@ impl HostBackend {
             }
             TapeOp::Dtod { dst, src, bytes } => {
                 self.registry.check(dst.0, *bytes)?;
-                self.registry.check(src.0, *bytes)
-            }
-            TapeOp::Memset32 { dst, count, .. } => self.registry.check(dst.0, count * 4),
-            TapeOp::Gemm(g) => {
-                for p in [g.a, g.b, g.c] {
-                    self.registry.check(p.0, 0)?;
+                self.registry.check(src.0, *bytes)?;
+                // Both ranges lie in allocations, so these sums do not overflow.
+                let (d, s, n) = (dst.0, src.0, *bytes as u64);
+                if n > 0 && d < s + n && s < d + n {
+                    return Err(Error::Invalid(format!(
+                        "dtod ranges overlap ({n} bytes {s:#x} -> {d:#x})"
+                    )));
                 }
                 Ok(())
             }
-            TapeOp::GemmBias(g, bias) => {
-                for p in [g.a, g.b, g.c] {
-                    self.registry.check(p.0, 0)?;
-                }
-                self.registry.check(bias.0, g.m * 4)
+            TapeOp::Memset32 { dst, count, .. } => {
+                self.registry
+                    .check_elems::<u32>(dst.0, *count, "memset_d32")
             }
+            TapeOp::Gemm(g) => self.check_gemm(g, None),
+            TapeOp::GemmBias(g, bias) => self.check_gemm(g, Some(*bias)),
         }
     }
 
+    /// Checks a GEMM as cuBLAS does (leading dimensions at least the stored rows, batch >= 1)
+    /// and every operand, all batches included, against the live allocations, f32-aligned: the
+    /// loops of [`host_gemm`] then stay inside them.
+    fn check_gemm(&self, g: &Gemm, bias: Option<DevPtr>) -> Result<()> {
+        let (ar, ac) = if g.trans_a { (g.k, g.m) } else { (g.m, g.k) };
+        let (br, bc) = if g.trans_b { (g.n, g.k) } else { (g.k, g.n) };
+        let bad = || Error::Invalid(format!("gemm descriptor {g:?}"));
+        if g.batch == 0 || g.lda < ar.max(1) || g.ldb < br.max(1) || g.ldc < g.m.max(1) {
+            return Err(bad());
+        }
+        for (p, rows, cols, ld, stride, what) in [
+            (g.a, ar, ac, g.lda, g.stride_a, "gemm A"),
+            (g.b, br, bc, g.ldb, g.stride_b, "gemm B"),
+            (g.c, g.m, g.n, g.ldc, g.stride_c, "gemm C"),
+        ] {
+            let elems = operand_elems(rows, cols, ld, stride, g.batch).ok_or_else(bad)?;
+            self.registry.check_elems::<f32>(p.0, elems, what)?;
+        }
+        match bias {
+            Some(b) => self.registry.check_elems::<f32>(b.0, g.m, "gemm bias"),
+            None => Ok(()),
+        }
+    }
+
+    /// Validates and runs one op. The caller holds the stream lock.
     fn exec(&self, op: &TapeOp) -> Result<()> {
         self.validate(op)?;
         match op {
             TapeOp::Launch { kernel, dims, args } => {
                 // SAFETY: every pointer argument starts inside a live Host allocation (validated
-                // above); kernels index within the extents their arguments describe.
+                // above) that cannot be freed or touched by another thread while the stream lock
+                // is held. That the twin stays inside those allocations is the launch's contract
+                // (`dcc_kernels::HostFn`): the runtime's own launches (carry, RNG) size their
+                // arguments from the buffers they check; a caller passing counts larger than its
+                // buffers is not caught here (kernels declare no footprint).
                 unsafe { kernel.run_host(dims, args)? };
             }
             TapeOp::Dtod { dst, src, bytes } => {
-                let (d, s) = (dst.0, src.0);
-                if d < s + *bytes as u64 && s < d + *bytes as u64 && *bytes > 0 {
-                    return Err(Error::Invalid("dtod ranges overlap".into()));
-                }
-                // SAFETY: both ranges lie in live allocations (validated) and do not overlap.
-                unsafe { std::ptr::copy_nonoverlapping(s as *const u8, d as *mut u8, *bytes) };
+                // SAFETY: both ranges lie in live allocations and do not overlap (validated).
+                unsafe {
+                    std::ptr::copy_nonoverlapping(src.0 as *const u8, dst.0 as *mut u8, *bytes)
+                };
             }
             TapeOp::Memset32 { dst, value, count } => {
                 let p = dst.0 as *mut u32;
                 for i in 0..*count {
-                    // SAFETY: count words lie in a live allocation (validated); unaligned-safe.
-                    unsafe { p.add(i).write_unaligned(*value) };
+                    // SAFETY: `count` aligned words lie in a live allocation (validated).
+                    unsafe { p.add(i).write(*value) };
                 }
             }
             TapeOp::Gemm(g) => {
-                // SAFETY: operands are live allocations (validated); sizes per the descriptor.
+                // SAFETY: every element the descriptor addresses lies in a live allocation and
+                // is f32-aligned (`check_gemm`, via validate above).
                 unsafe { host_gemm(g, None) };
             }
             TapeOp::GemmBias(g, bias) => {
-                // SAFETY: as above; the bias holds m floats (validated).
+                // SAFETY: as above; the bias holds `m` aligned floats (validated).
                 unsafe { host_gemm(g, Some(bias.0 as *const f32)) };
             }
         }
@@ -191,11 +264,31 @@ impl HostBackend {
     }
 }
 
+/// Elements a column-major operand of `rows × cols` (leading dimension `ld`) spans over `batch`
+/// matrices `stride` elements apart: one past the largest index [`host_gemm`] touches, 0 when
+/// it touches none; `None` on overflow.
+fn operand_elems(
+    rows: usize,
+    cols: usize,
+    ld: usize,
+    stride: usize,
+    batch: usize,
+) -> Option<usize> {
+    if rows == 0 || cols == 0 || batch == 0 {
+        return Some(0);
+    }
+    (rows - 1)
+        .checked_add((cols - 1).checked_mul(ld)?)?
+        .checked_add((batch - 1).checked_mul(stride)?)?
+        .checked_add(1)
+}
+
 /// The Host GEMM: column-major, fixed summation order, separate multiply and add; with `bias`,
 /// `alpha · acc + bias[i]` (C not read).
 ///
 /// # Safety
-/// A, B, C hold the elements the descriptor addresses; `bias`, when given, `m` floats.
+/// A, B, C hold the (f32-aligned) elements the descriptor addresses ([`operand_elems`] of each,
+/// as `HostBackend::check_gemm` checks); `bias`, when given, `m` aligned floats.
 unsafe fn host_gemm(g: &Gemm, bias: Option<*const f32>) {
     let (a, b, c) = (g.a.0 as *const f32, g.b.0 as *const f32, g.c.0 as *mut f32);
     for bt in 0..g.batch {
@@ -276,6 +369,7 @@ impl Backend for HostBackend {
 
     fn htod(&self, dst: DevPtr, src: &[u8]) -> Result<()> {
         self.refuse_if_capturing("htod")?;
+        let _stream = self.registry.stream();
         self.registry.check(dst.0, src.len())?;
         // SAFETY: dst range is inside a live allocation; src is a distinct Rust slice.
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.0 as *mut u8, src.len()) };
@@ -284,6 +378,7 @@ impl Backend for HostBackend {
 
     fn dtoh(&self, dst: &mut [u8], src: DevPtr) -> Result<()> {
         self.refuse_if_capturing("dtoh")?;
+        let _stream = self.registry.stream();
         self.registry.check(src.0, dst.len())?;
         // SAFETY: src range is inside a live allocation; dst is a distinct Rust slice.
         unsafe { std::ptr::copy_nonoverlapping(src.0 as *const u8, dst.as_mut_ptr(), dst.len()) };
@@ -301,7 +396,7 @@ impl Backend for HostBackend {
     fn launch(&self, kernel: &'static KernelDef, dims: LaunchDims, args: &[Arg]) -> Result<()> {
         kernel.check_args(args)?;
         {
-            let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+            let mut loaded = lock(&self.loaded);
             if !loaded.contains(kernel.name) {
                 if self.is_capturing() {
                     return Err(Error::Capturing(
@@ -319,16 +414,20 @@ impl Backend for HostBackend {
     }
 
     fn gemm(&self, g: &Gemm) -> Result<()> {
-        if g.batch == 0 || g.lda == 0 || g.ldb == 0 || g.ldc < g.m.max(1) {
-            return Err(Error::Invalid(format!("gemm descriptor {g:?}")));
-        }
+        // The descriptor and its operands are checked by `submit` (`check_gemm`).
         self.submit(TapeOp::Gemm(*g))
     }
 
     fn gemm_bias(&self, g: &Gemm, bias: DevPtr) -> Result<()> {
-        if g.batch != 1 || g.beta != 0.0 || g.lda == 0 || g.ldb == 0 || g.ldc < g.m.max(1) {
+        if g.batch != 1 || g.beta != 0.0 {
             return Err(Error::Invalid(format!(
                 "gemm_bias descriptor {g:?} (batch 1, beta 0)"
+            )));
+        }
+        // As on CUDA (cuBLASLt's bias pointer), so code that runs here runs there.
+        if !bias.0.is_multiple_of(16) {
+            return Err(Error::Invalid(format!(
+                "gemm_bias: bias {bias} is not 16-byte aligned"
             )));
         }
         self.submit(TapeOp::GemmBias(*g, bias))
@@ -382,6 +481,8 @@ impl Backend for HostBackend {
             GraphImpl::Host(ops) => {
                 // Replay is bound to the captured addresses. Refuse before running anything if
                 // one of them is no longer owned (on CUDA this would be a fault or corruption).
+                // The stream lock is held over the whole replay, so none can be freed midway.
+                let _stream = self.registry.stream();
                 for op in ops {
                     self.validate(op)?;
                 }
@@ -411,7 +512,7 @@ impl Backend for HostBackend {
     }
 
     fn preload(&self, kernels: &[&'static KernelDef]) -> Result<()> {
-        let mut loaded = self.loaded.lock().unwrap_or_else(|p| p.into_inner());
+        let mut loaded = lock(&self.loaded);
         loaded.extend(kernels.iter().map(|k| k.name));
         Ok(())
     }
