@@ -46,21 +46,22 @@ pub struct TensorArg<'a> {
 }
 
 impl TensorArg<'_> {
-    /// Elements between the first and one past the last addressed element.
+    /// Elements between the first and one past the last addressed element (saturating: a
+    /// span past `usize::MAX` reads as `usize::MAX`, which no allocation or copy accepts).
     pub fn span_elems(&self) -> usize {
         if self.dims.contains(&0) {
             return 0;
         }
-        1 + self
-            .dims
+        self.dims
             .iter()
             .zip(self.strides)
-            .map(|(d, s)| (d - 1) * s)
-            .sum::<usize>()
+            .fold(1usize, |acc, (d, s)| {
+                acc.saturating_add((d - 1).saturating_mul(*s))
+            })
     }
 
     pub fn span_bytes(&self) -> usize {
-        self.span_elems() * self.dtype.size()
+        self.span_elems().saturating_mul(self.dtype.size())
     }
 }
 
@@ -147,7 +148,8 @@ impl<'a> Call<'a> {
 pub enum Fallback {
     /// The callable's verdict is not `captured` (catalog too wide or query length dynamic).
     OutOfScope,
-    /// The arguments cannot be keyed (counts differ from the declaration).
+    /// The arguments cannot be keyed: the number of written regions differs from the
+    /// declaration (a different number of inputs or scalars is a [`Fallback::SignatureMiss`]).
     Unkeyable,
     /// No catalog entry has this exact signature.
     SignatureMiss,
@@ -161,7 +163,9 @@ pub enum Fallback {
     HostRng,
     /// The device RNG offset moved by other than the declared increment.
     RngMismatch,
-    /// Capture failed (the error is in the log); the class is dropped.
+    /// Capture failed (staging allocation, recording or instantiation; the error is in the
+    /// log); the class is dropped. Counted on the later calls of the class as
+    /// [`Fallback::ClassDropped`]; the call that tried to capture is its probe.
     CaptureFailed,
 }
 
@@ -368,6 +372,30 @@ fn matches(sig: &Signature, inv: &Invocation<'_>) -> bool {
 /// Where the engine reads the device generator state for effect certification.
 pub type RngProbe = Option<DevPtr>;
 
+/// Runs the callable once with the given addresses.
+fn run<F>(
+    f: &mut F,
+    backend: &dyn Backend,
+    host_rng: &HostRng,
+    inv: &Invocation<'_>,
+    ptrs: &[DevPtr],
+    writes: &[DevPtr],
+    mode: Mode,
+) -> Result<()>
+where
+    F: FnMut(&mut Call<'_>) -> Result<()>,
+{
+    f(&mut Call {
+        backend,
+        inputs: inv.inputs,
+        ptrs,
+        writes,
+        scalars: inv.scalars,
+        host_rng,
+        mode,
+    })
+}
+
 /// The engine. `F` is the callable.
 pub struct ExactShapeReplay<F> {
     backend: Arc<dyn Backend>,
@@ -394,6 +422,15 @@ where
         device_rng: RngProbe,
         f: F,
     ) -> Result<Self> {
+        if spec.catalog.len() > usize::from(u16::MAX) + 1 {
+            // Classes are numbered by u16 (`Outcome::Replayed`): a longer catalog would alias
+            // class indices.
+            return Err(Error::Invalid(format!(
+                "{}: {} catalog classes (at most 65536)",
+                spec.name,
+                spec.catalog.len()
+            )));
+        }
         if spec.effects != Effects::DeviceRng && spec.rng_increment != 0 {
             return Err(Error::Invalid(format!(
                 "{}: an RNG increment without device RNG effects",
@@ -514,20 +551,28 @@ where
             .map(|i| i as u16)
     }
 
-    fn eager(&mut self, inv: &Invocation<'_>, why: Fallback, mode: Mode) -> Result<Outcome> {
-        let ptrs: Vec<DevPtr> = inv.inputs.iter().map(|t| t.ptr).collect();
-        let mut call = Call {
-            backend: &*self.backend,
-            inputs: inv.inputs,
-            ptrs: &ptrs,
-            writes: inv.writes,
-            scalars: inv.scalars,
-            host_rng: &self.host_rng,
-            mode,
-        };
-        (self.f)(&mut call)?;
+    fn count(&mut self, why: Fallback) -> Outcome {
         *self.report.fallbacks.entry(why).or_insert(0) += 1;
-        Ok(Outcome::Eager(why))
+        Outcome::Eager(why)
+    }
+
+    /// Runs the invocation eagerly at the caller's addresses (`Mode::Eager` or `Mode::Probe`).
+    fn run_eager(&mut self, inv: &Invocation<'_>, mode: Mode) -> Result<()> {
+        let ptrs: Vec<DevPtr> = inv.inputs.iter().map(|t| t.ptr).collect();
+        run(
+            &mut self.f,
+            &*self.backend,
+            &self.host_rng,
+            inv,
+            &ptrs,
+            inv.writes,
+            mode,
+        )
+    }
+
+    fn eager(&mut self, inv: &Invocation<'_>, why: Fallback) -> Result<Outcome> {
+        self.run_eager(inv, Mode::Eager)?;
+        Ok(self.count(why))
     }
 
     fn read_device_rng(&self) -> Result<Option<[u64; 2]>> {
@@ -544,20 +589,20 @@ where
     pub fn call(&mut self, inv: &Invocation<'_>) -> Result<Outcome> {
         self.report.calls += 1;
         if self.spec.verdict != Verdict::Captured {
-            return self.eager(inv, Fallback::OutOfScope, Mode::Eager);
+            return self.eager(inv, Fallback::OutOfScope);
         }
         if let Some(r) = self.report.rejected {
-            return self.eager(inv, r, Mode::Eager);
+            return self.eager(inv, r);
         }
         if inv.writes.len() != self.spec.writes {
-            return self.eager(inv, Fallback::Unkeyable, Mode::Eager);
+            return self.eager(inv, Fallback::Unkeyable);
         }
         let Some(class) = self.class_of(inv) else {
-            return self.eager(inv, Fallback::SignatureMiss, Mode::Eager);
+            return self.eager(inv, Fallback::SignatureMiss);
         };
         let ci = class as usize;
         match &self.classes[ci] {
-            Class::Dropped(_) => self.eager(inv, Fallback::ClassDropped, Mode::Eager),
+            Class::Dropped(_) => self.eager(inv, Fallback::ClassDropped),
             Class::Fresh => self.probe_and_capture(inv, class),
             Class::Captured(c) => {
                 let sig = &self.spec.catalog[ci];
@@ -572,23 +617,21 @@ where
                     .zip(inv.inputs)
                     .zip(&c.bound_inputs)
                     .position(|((s, a), b)| s.aliased && a.ptr != *b);
-                if drift_w.is_some() || drift_i.is_some() {
-                    let what = match (drift_w, drift_i) {
-                        (Some(w), _) => {
-                            format!(
-                                "written region {w} moved {} -> {}",
-                                c.bound_writes[w], inv.writes[w]
-                            )
-                        }
-                        (None, Some(i)) => format!(
-                            "aliased input `{}` moved {} -> {}",
-                            sig.inputs[i].name, c.bound_inputs[i], inv.inputs[i].ptr
-                        ),
-                        (None, None) => unreachable!(),
-                    };
+                let what = match (drift_w, drift_i) {
+                    (Some(w), _) => Some(format!(
+                        "written region {w} moved {} -> {}",
+                        c.bound_writes[w], inv.writes[w]
+                    )),
+                    (None, Some(i)) => Some(format!(
+                        "aliased input `{}` moved {} -> {}",
+                        sig.inputs[i].name, c.bound_inputs[i], inv.inputs[i].ptr
+                    )),
+                    (None, None) => None,
+                };
+                if let Some(what) = what {
                     self.classes[ci] = Class::Dropped(Fallback::AddressDrift);
                     self.log(Some(class), format!("class dropped: {what}"));
-                    return self.eager(inv, Fallback::AddressDrift, Mode::Eager);
+                    return self.eager(inv, Fallback::AddressDrift);
                 }
                 let mut copied = 0u64;
                 for ((stage, a), s) in c.staging.iter().zip(inv.inputs).zip(sig.inputs) {
@@ -606,25 +649,17 @@ where
         }
     }
 
+    /// The first call of a class: probe (this invocation's eager execution, both generators
+    /// observed), then capture, then rewind whatever the capture pass consumed. A failure to
+    /// capture drops the class (logged); an error of the backend itself is returned (the probe
+    /// may have run).
     fn probe_and_capture(&mut self, inv: &Invocation<'_>, class: u16) -> Result<Outcome> {
         let ci = class as usize;
-        // (iii) the probe: this invocation's own eager execution, with both generators observed.
+        // (iii) the probe.
         let t0 = Instant::now();
         let host_before = self.host_rng.state();
         let dev_before = self.read_device_rng()?;
-        let ptrs: Vec<DevPtr> = inv.inputs.iter().map(|t| t.ptr).collect();
-        {
-            let mut call = Call {
-                backend: &*self.backend,
-                inputs: inv.inputs,
-                ptrs: &ptrs,
-                writes: inv.writes,
-                scalars: inv.scalars,
-                host_rng: &self.host_rng,
-                mode: Mode::Probe,
-            };
-            (self.f)(&mut call)?;
-        }
+        self.run_eager(inv, Mode::Probe)?;
         let host_after = self.host_rng.state();
         let dev_after = self.read_device_rng()?;
         self.report.probe_ms += t0.elapsed().as_secs_f64() * 1e3;
@@ -634,8 +669,7 @@ where
                 Some(class),
                 "the probe drew host randomness".into(),
             );
-            *self.report.fallbacks.entry(Fallback::HostRng).or_insert(0) += 1;
-            return Ok(Outcome::Eager(Fallback::HostRng));
+            return Ok(self.count(Fallback::HostRng));
         }
         if let (Some(b), Some(a)) = (dev_before, dev_after) {
             let want = if self.spec.effects == Effects::DeviceRng {
@@ -648,24 +682,53 @@ where
                 self.classes[ci] = Class::Dropped(Fallback::RngMismatch);
                 self.log(
                     Some(class),
-                    format!("class dropped: device RNG moved seed {}->{}, offset +{delta}, declared +{want}", b[0], a[0]),
+                    format!(
+                        "class dropped: device RNG moved seed {}->{}, offset +{delta}, declared +{want}",
+                        b[0], a[0]
+                    ),
                 );
-                *self
-                    .report
-                    .fallbacks
-                    .entry(Fallback::RngMismatch)
-                    .or_insert(0) += 1;
-                return Ok(Outcome::Eager(Fallback::RngMismatch));
+                return Ok(self.count(Fallback::RngMismatch));
             }
         }
-        *self
-            .report
-            .fallbacks
-            .entry(Fallback::Probation)
-            .or_insert(0) += 1;
+        let outcome = self.count(Fallback::Probation);
 
-        // Capture. Staging buffers first (capture never allocates).
+        // Capture, then rewind what the capture pass consumed (nothing, for a callable that
+        // only records stream work) to the post-probe state.
         let t1 = Instant::now();
+        let captured = self.capture(inv, ci);
+        let host_during = self.host_rng.state();
+        self.host_rng.restore(host_after);
+        if let (Some(p), Some(a)) = (self.device_rng, dev_after)
+            && self.read_device_rng()? != Some(a)
+        {
+            self.backend.upload(p, &a)?;
+        }
+        self.report.capture_ms += t1.elapsed().as_secs_f64() * 1e3;
+        if host_during != host_after {
+            self.reject(
+                Fallback::HostRng,
+                Some(class),
+                "the capture pass drew host randomness".into(),
+            );
+            return Ok(outcome);
+        }
+        match captured {
+            Ok(c) => {
+                self.log(Some(class), format!("captured: {} nodes", c.graph.nodes()));
+                self.classes[ci] = Class::Captured(c);
+            }
+            Err(e) => {
+                self.classes[ci] = Class::Dropped(Fallback::CaptureFailed);
+                self.log(Some(class), format!("class dropped: capture failed: {e}"));
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Records class `ci` at the invocation's shapes: staging buffers for the non-aliased
+    /// inputs are allocated first (capture never allocates), aliased inputs and written regions
+    /// are bound at the invocation's addresses. The capture is always ended once begun.
+    fn capture(&mut self, inv: &Invocation<'_>, ci: usize) -> Result<Box<Captured>> {
         let sig = &self.spec.catalog[ci];
         let mut staging = Vec::with_capacity(sig.inputs.len());
         let mut bound_inputs = Vec::with_capacity(sig.inputs.len());
@@ -683,52 +746,22 @@ where
         }
         let bound_writes = inv.writes.to_vec();
         self.backend.begin_capture()?;
-        let recorded = {
-            let mut call = Call {
-                backend: &*self.backend,
-                inputs: inv.inputs,
-                ptrs: &bound_inputs,
-                writes: &bound_writes,
-                scalars: inv.scalars,
-                host_rng: &self.host_rng,
-                mode: Mode::Capture,
-            };
-            (self.f)(&mut call)
-        };
+        let recorded = run(
+            &mut self.f,
+            &*self.backend,
+            &self.host_rng,
+            inv,
+            &bound_inputs,
+            &bound_writes,
+            Mode::Capture,
+        );
         let graph = self.backend.end_capture();
-        // Rewind whatever the capture pass consumed.
-        let host_during = self.host_rng.state();
-        self.host_rng.restore(host_after);
-        let dev_now = self.read_device_rng()?;
-        if let (Some(p), Some(a), Some(n)) = (self.device_rng, dev_after, dev_now)
-            && a != n
-        {
-            self.backend.upload(p, &a)?;
-        }
-        self.report.capture_ms += t1.elapsed().as_secs_f64() * 1e3;
-        if host_during != host_after {
-            self.reject(
-                Fallback::HostRng,
-                Some(class),
-                "the capture pass drew host randomness".into(),
-            );
-            return Ok(Outcome::Eager(Fallback::Probation));
-        }
-        match (recorded, graph) {
-            (Ok(()), Ok(graph)) => {
-                self.log(Some(class), format!("captured: {} nodes", graph.nodes()));
-                self.classes[ci] = Class::Captured(Box::new(Captured {
-                    graph,
-                    staging,
-                    bound_inputs,
-                    bound_writes,
-                }));
-            }
-            (Err(e), _) | (Ok(()), Err(e)) => {
-                self.classes[ci] = Class::Dropped(Fallback::CaptureFailed);
-                self.log(Some(class), format!("class dropped: capture failed: {e}"));
-            }
-        }
-        Ok(Outcome::Eager(Fallback::Probation))
+        recorded?;
+        Ok(Box::new(Captured {
+            graph: graph?,
+            staging,
+            bound_inputs,
+            bound_writes,
+        }))
     }
 }

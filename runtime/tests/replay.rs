@@ -10,7 +10,7 @@ use dcc_runtime::backend::{AllocKind, Backend, DeviceBuffer};
 use dcc_runtime::contract::{DType, Effects, Granularity, Signature, TensorSig, Verdict};
 use dcc_runtime::kernels::synthetic as ks;
 use dcc_runtime::replay::{
-    Call, ClassStatus, ExactShapeReplay, Fallback, Invocation, Outcome, ReplaySpec, TensorArg,
+    Call, ClassStatus, ExactShapeReplay, Fallback, Invocation, Mode, Outcome, ReplaySpec, TensorArg,
 };
 use dcc_runtime::rng::{DeviceRng, HostRng};
 use dcc_runtime::{Arg, DevPtr, LaunchDims, Result};
@@ -619,7 +619,106 @@ fn device_rng_replays_same_draws(b: Arc<dyn Backend>) {
     );
 }
 
+/// Allocates during capture (refused: capture never allocates), so every capture fails.
+fn allocates_in_capture(call: &mut Call<'_>) -> Result<()> {
+    if call.mode() == Mode::Capture {
+        call.backend().alloc(16, AllocKind::Other)?;
+    }
+    synth(call)
+}
+
+/// Draws host randomness only while being captured.
+fn host_rng_in_capture(call: &mut Call<'_>) -> Result<()> {
+    if call.mode() == Mode::Capture {
+        call.host_rng().next_u64();
+    }
+    synth(call)
+}
+
+fn failed_capture_drops_the_class(b: Arc<dyn Backend>) {
+    let (we, wr) = (World::new(&b), World::new(&b));
+    let (mut eager, mut replay) = engines(&b, Effects::None, 0, None, None, allocates_in_capture);
+    let mut outcomes = Vec::new();
+    for i in 0..4u64 {
+        let x = data(40 + i, R * 352);
+        b.upload(we.x.ptr(), &x).unwrap();
+        b.upload(wr.x.ptr(), &x).unwrap();
+        invoke(
+            &mut eager,
+            we.x.ptr(),
+            we.carry.ptr(),
+            [we.acc.ptr(), we.sums.ptr()],
+            352,
+        );
+        outcomes.push(invoke(
+            &mut replay,
+            wr.x.ptr(),
+            wr.carry.ptr(),
+            [wr.acc.ptr(), wr.sums.ptr()],
+            352,
+        ));
+        assert_eq!(we.outputs(&*b), wr.outputs(&*b), "call {i}");
+        assert!(!b.is_capturing(), "a failed capture is always ended");
+    }
+    assert_eq!(
+        outcomes,
+        [
+            Outcome::Eager(Fallback::Probation),
+            Outcome::Eager(Fallback::ClassDropped),
+            Outcome::Eager(Fallback::ClassDropped),
+            Outcome::Eager(Fallback::ClassDropped),
+        ]
+    );
+    assert_eq!(
+        replay.classes()[1],
+        ClassStatus::Dropped(Fallback::CaptureFailed)
+    );
+    let r = replay.report();
+    assert_eq!(
+        (r.replays, r.classes_captured, r.classes_dropped),
+        (0, 0, 1)
+    );
+    assert!(
+        r.log.iter().any(|l| l.event.contains("capture failed")),
+        "{:?}",
+        r.log
+    );
+
+    // Host randomness drawn by the capture pass only: rejected for good, and the host
+    // generator is rewound to the state the probe left (what eager execution leaves).
+    let rng = Arc::new(HostRng::new(5));
+    let mut sneaky = ExactShapeReplay::new(
+        b.clone(),
+        spec(Effects::None, 0),
+        rng.clone(),
+        None,
+        host_rng_in_capture as fn(&mut Call<'_>) -> Result<()>,
+    )
+    .unwrap();
+    let o = invoke(
+        &mut sneaky,
+        wr.x.ptr(),
+        wr.carry.ptr(),
+        [wr.acc.ptr(), wr.sums.ptr()],
+        302,
+    );
+    assert_eq!(o, Outcome::Eager(Fallback::Probation));
+    assert_eq!(rng.state(), 5, "the capture pass's draw is rewound");
+    assert_eq!(sneaky.report().rejected, Some(Fallback::HostRng));
+    assert_eq!(
+        invoke(
+            &mut sneaky,
+            wr.x.ptr(),
+            wr.carry.ptr(),
+            [wr.acc.ptr(), wr.sums.ptr()],
+            302,
+        ),
+        Outcome::Eager(Fallback::HostRng)
+    );
+}
+
 both!(
+    failed_capture_drops_the_class,
     replay_equals_eager_every_class,
     signature_miss_runs_eager,
     moved_buffer_is_never_replayed,
@@ -751,3 +850,21 @@ fn step_and_chunk_granularity_agree(b: Arc<dyn Backend>) {
 }
 
 both!(step_and_chunk_granularity_agree);
+
+/// Classes are numbered by u16: a catalog that would alias class numbers is refused.
+#[test]
+fn catalog_longer_than_u16_is_refused() {
+    let b = common::host();
+    let catalog: &'static [Signature] = Vec::leak(vec![CATALOG[0]; usize::from(u16::MAX) + 2]);
+    let s = ReplaySpec {
+        catalog,
+        ..spec(Effects::None, 0)
+    };
+    let f: fn(&mut Call<'_>) -> Result<()> = synth;
+    assert!(ExactShapeReplay::new(b.clone(), s, Arc::new(HostRng::new(0)), None, f).is_err());
+    let s = ReplaySpec {
+        catalog: &catalog[1..],
+        ..s
+    };
+    assert!(ExactShapeReplay::new(b, s, Arc::new(HostRng::new(0)), None, f).is_ok());
+}
