@@ -107,3 +107,52 @@ fn device_flow_rejects_bad_inputs() {
         Err(FlowError::Input(_))
     ));
 }
+
+/// The state rule takes every region from the contract by axis name and checks the storage
+/// against the port's: a contract that stores the carry frame-major (not the port's `[step,
+/// layer, cfg, head, frame, k‖v]`) is a typed error, never a misread arena.
+#[test]
+fn arena_state_checks_the_contract_storage() {
+    use dcc_models::token2wav::serve::{ContractView, Token2WavTiny};
+    use dcc_runtime::contract::{ArenaLayout, RegionInfo};
+    let flow = Flow::from_store(&weights()).unwrap();
+    let contract = ContractView::of::<Token2WavTiny>().unwrap();
+    let r = contract.retention;
+    let limits = DeviceLimits {
+        max_call_tokens: 154,
+        carry_frames: r.limit(),
+    };
+    let dev = DeviceFlow::new(dcc_runtime::backend::host(), &flow, limits).unwrap();
+    let s = SolverParams::default();
+    dev.new_state_in_arena(s, r, &contract.arena).unwrap();
+    // the same bytes, `frame` moved to the front
+    let leak = |v: Vec<RegionInfo>| -> &'static [RegionInfo] { Box::leak(v.into_boxed_slice()) };
+    let regions = contract
+        .arena
+        .regions
+        .iter()
+        .map(|ri| {
+            if ri.name != "carry" {
+                return *ri;
+            }
+            let f = ri.axis("frame").unwrap();
+            let order: Vec<usize> = std::iter::once(f)
+                .chain((0..ri.dims.len()).filter(|&i| i != f))
+                .collect();
+            RegionInfo {
+                dims: Box::leak(order.iter().map(|&i| ri.dims[i]).collect()),
+                dim_names: Box::leak(order.iter().map(|&i| ri.dim_names[i]).collect()),
+                ..*ri
+            }
+        })
+        .collect();
+    let frame_major = ArenaLayout {
+        regions: leak(regions),
+        ..contract.arena
+    };
+    match dev.new_state_in_arena(s, r, &frame_major) {
+        Err(FlowError::Config(m)) => assert!(m.contains("carry"), "{m}"),
+        Err(e) => panic!("unexpected error {e}"),
+        Ok(_) => panic!("a frame-major carry was accepted"),
+    }
+}

@@ -38,7 +38,7 @@ use super::flow::{Flow, SolverParams, cosine_t_span};
 use super::layers::{Conv1d, LayerNorm, Linear};
 use super::retention::{Retention, RetentionOrder};
 use dcc_runtime::arena::Arena;
-use dcc_runtime::contract::ArenaLayout;
+use dcc_runtime::contract::{ArenaLayout, RegionInfo};
 
 const CFG_BATCH: usize = 2;
 const THREADS: u32 = 128;
@@ -716,9 +716,9 @@ impl DeviceFlow {
     }
 
     /// A fresh session state under the state rule in one region arena laid out by a contract:
-    /// regions `carry` (`[n_steps, L, …]`), `solver_workspace` (`[steps, W, …]`),
-    /// `conformer_cache` (`[L, …]`) and `attention_mask`. The regions' element counts must hold
-    /// this model's carries (the port stores them `[step, layer, cfg, head, frame, k‖v]`).
+    /// regions `carry` and `solver_workspace` (`[step, layer, cfg, head, frame, k‖v]`),
+    /// `conformer_cache` and `attention_mask`. Axes are looked up by name (`step`, `frame`) and
+    /// every region's storage (the contract's `layout:`: dims and strides) must be the port's.
     pub fn new_state_in_arena(
         &self,
         solver: SolverParams,
@@ -734,29 +734,9 @@ impl DeviceFlow {
             region("conformer_cache")?,
             region("attention_mask")?,
         );
-        let dims2 = |r: &dcc_runtime::Region| -> Result<(usize, usize), FlowError> {
-            match r.dims() {
-                [s, f, ..] => Ok((*s, *f)),
-                _ => Err(FlowError::Config(format!(
-                    "region `{}` has no (step, frame) axes",
-                    r.name()
-                ))),
-            }
-        };
-        let (c_steps, est_cap) = dims2(&carry)?;
-        let (ws_steps, ws_frames) = dims2(&ws)?;
-        let conf_cap = conf.info.attended;
-        let fits = |r: &dcc_runtime::Region, floats: usize| -> Result<(), FlowError> {
-            if r.bytes() < floats * 4 {
-                return Err(FlowError::Config(format!(
-                    "region `{}` holds {} B, the model needs {} B",
-                    r.name(),
-                    r.bytes(),
-                    floats * 4
-                )));
-            }
-            Ok(())
-        };
+        let (c_steps, est_cap) = self.estimator_axes(carry.info)?;
+        let (ws_steps, ws_frames) = self.estimator_axes(ws.info)?;
+        let conf_cap = axis_extent(conf.info, "frame")?;
         if c_steps < solver.n_steps || ws_steps < solver.n_steps {
             return Err(FlowError::Config(format!(
                 "the contract's regions hold {c_steps}/{ws_steps} solver steps, the solver takes {}",
@@ -769,9 +749,14 @@ impl DeviceFlow {
                 retention.limit()
             )));
         }
-        fits(&carry, self.est_floats_per_frame(c_steps) * est_cap)?;
-        fits(&ws, self.est_floats_per_frame(ws_steps) * ws_frames)?;
-        fits(&conf, self.conf_floats(conf_cap))?;
+        if conf.bytes() < self.conf_floats(conf_cap) * 4 {
+            return Err(FlowError::Config(format!(
+                "region `{}` holds {} B, the model needs {} B",
+                conf.name(),
+                conf.bytes(),
+                self.conf_floats(conf_cap) * 4
+            )));
+        }
         let store = StateStore::Fixed {
             est_carry: carry.ptr,
             est_cap,
@@ -785,6 +770,22 @@ impl DeviceFlow {
             _bufs: Vec::new(),
         };
         self.state_with(solver, retention, store)
+    }
+
+    /// `(steps, frames)` of an estimator-cache region (`carry`, `solver_workspace`): its `step`
+    /// and `frame` axes by name, its storage checked against the port's `[step, layer, cfg,
+    /// head, frame, k‖v]` (the contract's dims and strides).
+    fn estimator_axes(&self, info: &RegionInfo) -> Result<(usize, usize), FlowError> {
+        let d = &self.cfg.dit;
+        let (steps, frames) = (axis_extent(info, "step")?, axis_extent(info, "frame")?);
+        let port = [steps, d.depth, CFG_BATCH, d.heads, frames, 2 * d.head_dim];
+        check_storage(
+            info,
+            &[("step", 0), ("frame", 4)],
+            &port,
+            "[step, layer, cfg, head, frame, k‖v]",
+        )?;
+        Ok((steps, frames))
     }
 
     /// A fresh session state with the stock store: the vendor's 16 × 1000 estimator envelope,
@@ -2000,4 +2001,32 @@ impl DeviceFlow {
 /// Extent of a prompt + history cache of extent `tk` after retention.
 fn kept_extent(tk: usize, prompt: usize, retained: usize) -> usize {
     tk.min(prompt + retained)
+}
+
+/// The envelope extent of `info` along its clock axis `axis` (looked up by name).
+fn axis_extent(info: &RegionInfo, axis: &str) -> Result<usize, FlowError> {
+    info.axis(axis).map(|i| info.dims[i]).ok_or_else(|| {
+        FlowError::Config(format!(
+            "region `{}` has no `{axis}` axis (dims {:?})",
+            info.name, info.dim_names
+        ))
+    })
+}
+
+/// Checks that the contract stores `info` as the port does: `port` (packed, row-major), with
+/// each named clock axis at the given position.
+fn check_storage(
+    info: &RegionInfo,
+    axes: &[(&str, usize)],
+    port: &[usize],
+    what: &str,
+) -> Result<(), FlowError> {
+    let placed = axes.iter().all(|(a, at)| info.axis(a) == Some(*at));
+    if !placed || info.dims != port || info.strides() != dcc_runtime::arena::packed_strides(port) {
+        return Err(FlowError::Config(format!(
+            "the contract lays `{}` out as {:?} = {:?}, the port stores it as {what} = {port:?}",
+            info.name, info.dim_names, info.dims
+        )));
+    }
+    Ok(())
 }

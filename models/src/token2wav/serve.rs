@@ -110,10 +110,6 @@ adapter!(
 pub struct ContractView {
     pub family: &'static str,
     pub arena: ArenaLayout,
-    /// The same arena as [`DeviceFlow::new_state_in_arena`] reads it: identical offsets and
-    /// bytes, with each region's `step` and `frame` dims listed first (it takes `(steps,
-    /// frames)` from the first two dims; the contract's dims are in storage order).
-    pub device_arena: ArenaLayout,
     /// The regions the signatures are keyed on, as the contract lays them out.
     pub carry: &'static RegionInfo,
     pub conformer: &'static RegionInfo,
@@ -147,7 +143,6 @@ impl ContractView {
         Ok(ContractView {
             family: A::Contract::FAMILY,
             arena,
-            device_arena: clock_major(&arena),
             carry: region("carry")?,
             conformer: region("conformer_cache")?,
             encoder: enc.callable,
@@ -168,37 +163,6 @@ pub fn retention_of(arena: &ArenaLayout) -> Result<Retention, FlowError> {
         .ok_or_else(|| FlowError::Config("the contract has no `carry` region".into()))?;
     Retention::from_contract(carry, arena.region("conformer_cache"))
         .map_err(|m| FlowError::Config(format!("contract retention: {m}")))
-}
-
-/// `arena` with every region's `step` and `frame` dims moved to the front (offsets, bytes and
-/// everything else unchanged): the view [`DeviceFlow::new_state_in_arena`] reads.
-fn clock_major(arena: &ArenaLayout) -> ArenaLayout {
-    let regions = arena
-        .regions
-        .iter()
-        .map(|r| {
-            let front: Vec<usize> = ["step", "frame"].iter().filter_map(|a| r.axis(a)).collect();
-            let order: Vec<usize> = front
-                .iter()
-                .copied()
-                .chain((0..r.dims.len()).filter(|i| !front.contains(i)))
-                .collect();
-            RegionInfo {
-                dims: leak(order.iter().map(|&i| r.dims[i]).collect()),
-                dim_names: leak(
-                    order
-                        .iter()
-                        .filter_map(|&i| r.dim_names.get(i).copied())
-                        .collect(),
-                ),
-                ..*r
-            }
-        })
-        .collect();
-    ArenaLayout {
-        regions: leak(regions),
-        ..*arena
-    }
 }
 
 /// A view of `region` at extent `extent` along its `frame` axis, in storage order with the
@@ -320,28 +284,6 @@ fn staged_catalog(
     )
 }
 
-/// Checks that the contract's `carry` layout is how the port stores the estimator carry in
-/// `st`: `[step, layer, cfg, head, frame, k‖v]` at the state's capacity (device.rs).
-fn check_carry_layout(
-    dev: &DeviceFlow,
-    st: &DeviceState,
-    carry: &RegionInfo,
-) -> Result<(), FlowError> {
-    let d = &dev.config().dit;
-    let cap = st.estimator_cap();
-    let (dims, strides) = region_view(carry, cap)?;
-    let steps = dims.first().copied().unwrap_or(0);
-    let port = [steps, d.depth, 2, d.heads, cap, 2 * d.head_dim];
-    if dims != port || strides != dcc_runtime::arena::packed_strides(&port) {
-        return Err(FlowError::Config(format!(
-            "the contract lays `carry` out as {:?} = {dims:?}, the port stores it as \
-             [step, layer, cfg, head, frame, k‖v] = {port:?}",
-            carry.dim_names
-        )));
-    }
-    Ok(())
-}
-
 /// Per-session counters beyond the engines'.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct SessionStats {
@@ -377,9 +319,7 @@ impl Session {
     ) -> Result<Session, FlowError> {
         let r = contract.retention;
         let st = if arm.state_rule() {
-            let st = dev.new_state_in_arena(solver, r, &contract.device_arena)?;
-            check_carry_layout(&dev, &st, contract.carry)?;
-            st
+            dev.new_state_in_arena(solver, r, &contract.arena)?
         } else {
             dev.new_state_stock(solver, r)?
         };
