@@ -105,6 +105,11 @@ impl CarrySpec {
     pub fn live_bytes(&self) -> usize {
         self.outer * self.capacity * self.inner * 4
     }
+
+    /// Bytes of a separate carry region (`outer × L × inner` words).
+    pub fn carry_bytes(&self) -> usize {
+        self.outer * self.bound() * self.inner * 4
+    }
 }
 
 /// The stock path: a fresh tensor holding the declared concatenation of `h` (rows of
@@ -218,11 +223,9 @@ impl Carry {
         carry: DevPtr,
     ) -> Result<Carry> {
         Self::check(&spec)?;
-        let (lb, cb) = (
-            spec.live_bytes() as u64,
-            (spec.outer * spec.bound() * spec.inner * 4) as u64,
-        );
-        if live.0 < carry.0 + cb && carry.0 < live.0 + lb {
+        let (lb, cb) = (spec.live_bytes() as u64, spec.carry_bytes() as u64);
+        // Saturating: a range reaching past the address space overlaps everything after it.
+        if live.0 < carry.0.saturating_add(cb) && carry.0 < live.0.saturating_add(lb) {
             return Err(Error::Carry(
                 "a separate carry region must not overlap the live region".into(),
             ));
@@ -244,6 +247,15 @@ impl Carry {
     fn check(spec: &CarrySpec) -> Result<()> {
         if spec.f_prompt == 0 && spec.f_retained == 0 || spec.outer == 0 || spec.inner == 0 {
             return Err(Error::Carry(format!("degenerate carry {spec:?}")));
+        }
+        // Every size the carry derives (`live_bytes`, and the i64 kernel arguments) must be
+        // representable; `capacity > L` below then bounds `carry_bytes` too.
+        let live = [spec.outer, spec.capacity, spec.inner, 4]
+            .into_iter()
+            .try_fold(1usize, usize::checked_mul)
+            .filter(|&b| i64::try_from(b).is_ok());
+        if live.is_none() || spec.f_prompt.checked_add(spec.f_retained).is_none() {
+            return Err(Error::Carry(format!("carry {spec:?} overflows its sizes")));
         }
         if spec.capacity <= spec.bound() {
             return Err(Error::Carry(format!(
@@ -307,18 +319,18 @@ impl Carry {
         self.audit.as_ref()
     }
 
-    /// Saves the current carry contents (`extent` frames per row) as the turn's base state.
+    /// Saves the current carry contents (the whole carry region, so `extent` frames per row)
+    /// as the turn's base state. The base buffer is allocated on the first save and reused.
     pub fn save_base(&mut self) -> Result<()> {
-        let rs = self.carry_row_stride * 4;
-        let bytes = self.spec.outer * rs;
-        let reuse = matches!(&self.base, Some((b, _)) if b.bytes() == bytes);
-        if !reuse {
-            self.base = Some((self.backend.alloc(bytes, AllocKind::Session)?, 0));
-        }
-        if let Some((buf, ext)) = self.base.as_mut() {
-            self.backend.dtod(buf.ptr(), self.carry, bytes)?;
-            *ext = self.extent;
-        }
+        let bytes = self.spec.outer * self.carry_row_stride * 4;
+        let buf = match self.base.take() {
+            Some((buf, _)) => buf,
+            None => self.backend.alloc(bytes, AllocKind::Session)?,
+        };
+        let copied = self.backend.dtod(buf.ptr(), self.carry, bytes);
+        // A failed copy leaves no base (a reset would restore garbage).
+        copied?;
+        self.base = Some((buf, self.extent));
         Ok(())
     }
 
@@ -338,7 +350,8 @@ impl Carry {
     }
 
     /// Applies retention if ℓ > L (returns whether it did). `chunk` labels the application in
-    /// the audit report.
+    /// the audit report. With ℓ ≤ L nothing is written (a separate carry region is then not
+    /// refreshed from the live region).
     pub fn retain(&mut self, chunk: u64) -> Result<bool> {
         let spec = self.spec;
         let extent = self.extent;
