@@ -259,11 +259,7 @@ impl RegionInfo {
 
     /// Element strides of the packed envelope storage (row-major over `dims`).
     pub fn strides(&self) -> Vec<usize> {
-        let mut s = vec![1usize; self.dims.len()];
-        for i in (0..self.dims.len().saturating_sub(1)).rev() {
-            s[i] = s[i + 1] * self.dims[i + 1];
-        }
-        s
+        crate::arena::packed_strides(self.dims)
     }
 
     /// A view of the region at extent `extent` along clock axis `axis` (dims in storage order,
