@@ -44,7 +44,10 @@ impl SessionPool {
         backend: Arc<dyn Backend>,
         ranges: Vec<(DevPtr, usize)>,
     ) -> Result<SessionPool> {
-        let bytes = ranges.iter().map(|r| r.1).sum();
+        let bytes = ranges
+            .iter()
+            .try_fold(0usize, |acc, r| acc.checked_add(r.1))
+            .ok_or_else(|| Error::Invalid("session state ranges overflow usize".into()))?;
         if bytes == 0 {
             return Err(Error::Invalid("a session pool with no state to own".into()));
         }
