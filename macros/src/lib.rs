@@ -118,36 +118,24 @@ struct Loaded {
 
 /// Resolve against `CARGO_MANIFEST_DIR`, then its ancestors (a crate of a workspace may name
 /// the workspace's `specs/x.yaml`).
-fn resolve(rel: &str) -> Result<PathBuf, Vec<PathBuf>> {
-    // The error lists the candidates tried (not printed: they depend on the machine).
+fn resolve(rel: &str) -> Option<PathBuf> {
     let rel = Path::new(rel);
     if rel.is_absolute() {
-        return if rel.is_file() {
-            Ok(rel.to_path_buf())
-        } else {
-            Err(vec![rel.to_path_buf()])
-        };
+        return rel.is_file().then(|| rel.to_path_buf());
     }
     let base = std::env::var_os("CARGO_MANIFEST_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("."));
-    let mut tried = Vec::new();
-    for dir in base.ancestors() {
-        let p = dir.join(rel);
-        if p.is_file() {
-            return Ok(p);
-        }
-        tried.push(p);
-    }
-    Err(tried)
+    base.ancestors()
+        .map(|dir| dir.join(rel))
+        .find(|p| p.is_file())
 }
 
 fn load_spec(lit: &LitStr, errors: &mut Errors) -> Option<Loaded> {
     let rel = lit.value();
     let abs = match resolve(&rel) {
-        Ok(p) => p,
-        Err(tried) => {
-            let _ = tried;
+        Some(p) => p,
+        None => {
             errors.push(syn::Error::new_spanned(
                 lit,
                 format!(
@@ -329,6 +317,11 @@ fn snake(name: &str) -> String {
         }
     }
     out
+}
+
+/// Elements of a region with these dims; `None` on overflow (a proc macro must not panic).
+fn elems_of(dims: &[u64]) -> Option<u64> {
+    dims.iter().try_fold(1u64, |a, &d| a.checked_mul(d))
 }
 
 fn elem_rust(d: DType) -> &'static str {
@@ -519,7 +512,16 @@ fn emit(
                     .replace(" < ", "<")
                     .replace(" >", ">")
                     .replace(" ,", ",");
-                let elems: u64 = r.dims.iter().product();
+                let Some(elems) = elems_of(&r.dims) else {
+                    errors.push(syn::Error::new_spanned(
+                        &b.name,
+                        format!(
+                            "region `{name}` of {contract}: {:?} elements overflow u64",
+                            r.dims
+                        ),
+                    ));
+                    continue;
+                };
                 let dt = dtype_variant(r.dtype);
                 let elem_msg = format!(
                     "field `{field_str}: {ty_text}` cannot hold region `{name}`: {contract} declares `dtype: {}`, so the field needs element type `{}` (`RegionBuf<{}, {elems}>`)",
@@ -596,7 +598,7 @@ fn emit(
                 Kind::Region => {
                     let r = d.region(n);
                     let (elem, elems) = r
-                        .map(|r| (elem_rust(r.dtype), r.dims.iter().product::<u64>()))
+                        .map(|r| (elem_rust(r.dtype), elems_of(&r.dims).unwrap_or(0)))
                         .unwrap_or(("f32", 0));
                     format!(
                         "`#[region({n})] {n}: dcc_runtime::contract::RegionBuf<{elem}, {elems}>`"
