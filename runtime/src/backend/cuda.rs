@@ -38,11 +38,18 @@ struct Blas {
 // backend only touches it under its Mutex.
 unsafe impl Send for Blas {}
 
+/// Drop never panics and cannot return an error: a failed release is logged to stderr.
+fn log_release<E: std::fmt::Debug>(what: &str, r: std::result::Result<(), E>) {
+    if let Err(e) = r {
+        eprintln!("dcc-runtime: releasing {what} failed: {e:?}");
+    }
+}
+
 impl Drop for Blas {
     fn drop(&mut self) {
-        // SAFETY: the handle was created by cublasCreate and is destroyed once; the status is
-        // ignored (Drop never panics).
-        let _ = unsafe { cudarc::cublas::result::destroy_handle(self.handle) };
+        // SAFETY: the handle was created by cublasCreate and is destroyed once.
+        let r = unsafe { cudarc::cublas::result::destroy_handle(self.handle) };
+        log_release("the cuBLAS handle", r);
     }
 }
 
@@ -73,13 +80,17 @@ struct LtPlan {
 
 impl Drop for LtPlan {
     fn drop(&mut self) {
-        // SAFETY: created once in `Lt::plan`, destroyed once here; statuses ignored (Drop).
-        unsafe {
-            let _ = lt_res::destroy_matrix_layout(self.a);
-            let _ = lt_res::destroy_matrix_layout(self.b);
-            let _ = lt_res::destroy_matrix_layout(self.c);
-            let _ = lt_res::destroy_matmul_desc(self.desc);
+        for layout in [self.a, self.b, self.c] {
+            // Null when `Lt::make` failed before creating it.
+            if !layout.is_null() {
+                // SAFETY: created once in `Lt::make`, destroyed once here.
+                let r = unsafe { lt_res::destroy_matrix_layout(layout) };
+                log_release("a cuBLASLt layout", r);
+            }
         }
+        // SAFETY: created first in `Lt::make` (never null in a plan), destroyed once here.
+        let r = unsafe { lt_res::destroy_matmul_desc(self.desc) };
+        log_release("a cuBLASLt matmul descriptor", r);
     }
 }
 
@@ -98,7 +109,8 @@ impl Drop for Lt {
     fn drop(&mut self) {
         self.plans.clear();
         // SAFETY: created by cublasLtCreate, destroyed once, after its descriptors.
-        let _ = unsafe { lt_res::destroy_handle(self.handle) };
+        let r = unsafe { lt_res::destroy_handle(self.handle) };
+        log_release("the cuBLASLt handle", r);
     }
 }
 
@@ -207,7 +219,8 @@ impl Lt {
             }
         })();
         // SAFETY: created above, destroyed once.
-        let _ = unsafe { lt_res::destroy_matmul_pref(pref) };
+        let r = unsafe { lt_res::destroy_matmul_pref(pref) };
+        log_release("a cuBLASLt preference", r);
         plan.algo = heur.map_err(lt_err)?.algo;
         Ok(plan)
     }
@@ -330,7 +343,8 @@ impl CudaBackend {
             Ok(w) => w,
             Err(e) => {
                 // SAFETY: handle just created, destroyed once.
-                let _ = unsafe { cudarc::cublas::result::destroy_handle(handle) };
+                let r = unsafe { cudarc::cublas::result::destroy_handle(handle) };
+                log_release("the cuBLAS handle", r);
                 return Err(e);
             }
         };
@@ -483,6 +497,13 @@ impl Backend for CudaBackend {
     fn dtod(&self, dst: DevPtr, src: DevPtr, bytes: usize) -> Result<()> {
         if bytes == 0 {
             return Ok(());
+        }
+        // cuMemcpyDtoD is undefined on overlapping ranges; refuse them as the Host twin does.
+        let (d, s, n) = (dst.0, src.0, bytes as u64);
+        if d < s.saturating_add(n) && s < d.saturating_add(n) {
+            return Err(Error::Invalid(format!(
+                "dtod ranges overlap ({n} bytes {s:#x} -> {d:#x})"
+            )));
         }
         self.ctx.bind_to_thread()?;
         // SAFETY: both ranges are device memory the caller owns; stream-ordered.
