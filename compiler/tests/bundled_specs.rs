@@ -211,10 +211,11 @@ fn token2wav_keep_rules_and_layouts() {
         .iter()
         .map(|a| a.name.as_str())
         .collect();
-    assert_eq!(names, ["mu", "cond", "cache"]);
+    assert_eq!(names, ["mu", "cond", "spk", "cache"]);
     assert_eq!(flow.reserve_chunk.classes[0].args[0].dims, vec![50, 80]);
+    assert_eq!(flow.reserve_chunk.classes[0].args[2].dims, vec![1, 192]);
     assert_eq!(
-        flow.reserve_chunk.classes[1].args[2].dims,
+        flow.reserve_chunk.classes[1].args[3].dims,
         vec![10, 2, 2, 2, 352, 64]
     );
     let json = dcc_compiler::report::json(&vendor);

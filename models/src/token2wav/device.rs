@@ -149,7 +149,10 @@ struct Work {
     vel: DeviceBuffer,
     /// The emitted mel `[mel, frames]` (channel-major).
     mel_out: DeviceBuffer,
-    /// `[freq ‖ t hidden ‖ cond ‖ 11·hidden spare]` then `[spk raw ‖ spk normed ‖ spk proj]` (the modulations live in `mods`).
+    /// The raw speaker embedding `[1, spk_dim]` (the flow's `spk` input).
+    spk: DeviceBuffer,
+    /// `[freq ‖ t hidden ‖ cond ‖ 11·hidden spare]` then `[spk normed ‖ spk proj]` (the
+    /// modulations live in `mods`).
     small: DeviceBuffer,
 }
 
@@ -381,6 +384,8 @@ pub struct FlowIo {
     pub frames: usize,
     pub mu: DevPtr,
     pub cond: DevPtr,
+    /// The raw speaker embedding `[1, spk_dim]` (normalized and projected by the first step).
+    pub spk: DevPtr,
     /// Estimator carry (step-major) and its frame stride.
     pub carry: DevPtr,
     pub carry_cap: usize,
@@ -541,7 +546,8 @@ impl DeviceFlow {
             xs: alloc(t_up_cap * cfg.mel)?,
             vel: alloc(rows * cfg.mel)?,
             mel_out: alloc(t_up_cap * cfg.mel)?,
-            small: alloc(d.freq_dim + 13 * d.hidden + 2 * cfg.spk_dim + cfg.mel)?,
+            spk: alloc(cfg.spk_dim)?,
+            small: alloc(d.freq_dim + 13 * d.hidden + cfg.spk_dim + cfg.mel)?,
         };
         Ok(Self {
             embedding: up(&flow.embedding)?,
@@ -1134,21 +1140,22 @@ impl DeviceFlow {
 
     // ---- the model -----------------------------------------------------------------------
 
-    /// `[freq ‖ t hidden ‖ cond ‖ 11·hidden spare]` then `[spk raw ‖ normed ‖ proj]`.
-    fn spk_slots(&self) -> (DevPtr, DevPtr, DevPtr) {
+    /// `[freq ‖ t hidden ‖ cond ‖ 11·hidden spare]` then `[spk normed ‖ proj]`.
+    fn spk_slots(&self) -> (DevPtr, DevPtr) {
         let c = &self.cfg;
         let s = &self.w.small;
         let base = c.dit.freq_dim + 13 * c.dit.hidden;
-        (
-            at(s, base),
-            at(s, base + c.spk_dim),
-            at(s, base + 2 * c.spk_dim),
-        )
+        (at(s, base), at(s, base + c.spk_dim))
     }
 
     /// The fixed token-id input buffer (`u32`, `max_call_tokens + lookahead`).
     pub fn ids(&self) -> DevPtr {
         self.w.ids.ptr()
+    }
+
+    /// The fixed speaker-embedding input buffer (`[1, spk_dim]`, raw), the flow's `spk` input.
+    pub fn spk(&self) -> DevPtr {
+        self.w.spk.ptr()
     }
 
     /// The encoder's output `mu` (`[frames, mel]`), the flow's `mu` input.
@@ -1237,16 +1244,16 @@ impl DeviceFlow {
                 c.vocab
             )));
         }
-        let (raw, _, _) = self.spk_slots();
-        self.be.upload(raw, spk)?;
+        self.be.upload(self.w.spk.ptr(), spk)?;
         self.be.upload(self.w.ids.ptr(), tokens)?;
         Ok(())
     }
 
-    /// Speaker normalization and projection from the uploaded embedding; returns the projection.
-    fn speaker(&self) -> Result<DevPtr, FlowError> {
+    /// Speaker normalization and projection of the raw embedding at `raw`; returns the
+    /// projection.
+    fn speaker(&self, raw: DevPtr) -> Result<DevPtr, FlowError> {
         let c = &self.cfg;
-        let (raw, normed, proj) = self.spk_slots();
+        let (normed, proj) = self.spk_slots();
         self.go(
             &kd::L2_NORMALIZE,
             kd::row_threads(1),
@@ -1278,6 +1285,7 @@ impl DeviceFlow {
             frames,
             mu: self.w.mu.ptr(),
             cond: self.w.cond.ptr(),
+            spk: self.w.spk.ptr(),
             carry: st.estimator_carry(),
             carry_cap: st.estimator_cap(),
             ws: st.solver_workspace(),
@@ -1524,7 +1532,7 @@ impl DeviceFlow {
     }
 
     /// The `flow` callable: solver steps `steps` of the CFM Euler loop over the DiT estimator.
-    /// The first step also normalizes the speaker, draws `x` from the noise table at offset
+    /// The first step also normalizes and projects the speaker (`io.spk`), draws `x` from the noise table at offset
     /// `io.l_old` and assembles `[x ‖ mu ‖ spk ‖ cond]`; the last step also writes the mel to
     /// [`DeviceFlow::mel_out`]. Stream work only. Returns the estimator extent after retention.
     pub fn flow_call(
@@ -1567,7 +1575,7 @@ impl DeviceFlow {
         let rows = CFG_BATCH * frames;
         let s = &w.small;
         if steps.start == 0 {
-            let spk = self.speaker()?;
+            let spk = self.speaker(io.spk)?;
             // z = noise[:, l_old : l_old + frames]ᵀ · temperature
             self.go(
                 &kd::TRANSPOSE,

@@ -20,8 +20,8 @@
 //!
 //! Signature keys are built from the contract's regions as the port stores them (the spec's
 //! `layout:`, e.g. `carry` = `[step, layer, cfg, head, frame, k‖v]`) and from the tensors the
-//! callables really read (`tokens`; `mu`, `cond` as `[frames, mel]`), so they equal the
-//! generated catalog's with no special case.
+//! callables really read (`tokens`; `mu`, `cond` as `[frames, mel]`; `spk` as `[1, spk_dim]`),
+//! so they equal the generated catalog's with no special case.
 
 use std::sync::Arc;
 
@@ -470,7 +470,8 @@ impl Session {
                     frames,
                     mu: call.input(0)?,
                     cond: call.input(1)?,
-                    carry: call.input(2)?,
+                    spk: call.input(2)?,
+                    carry: call.input(3)?,
                     carry_cap: if rule { est_cap } else { l_old },
                     carry_slice: !rule && step_clock,
                     ws: call.write(0)?,
@@ -604,6 +605,8 @@ impl Session {
         };
         let io_dims = [frames, dev.config().mel];
         let io_strides = [dev.config().mel, 1];
+        let spk_dims = [1, dev.config().spk_dim];
+        let spk_strides = [dev.config().spk_dim, 1];
         let step_floats = d.depth * 2 * d.heads * l_old * 2 * d.head_dim;
         let writes_rule = [self.st.solver_workspace(), self.st.estimator_carry()];
         let writes_stock = [self.st.solver_workspace()];
@@ -629,6 +632,7 @@ impl Session {
             let inputs = [
                 t(dev.mu(), &io_dims, &io_strides, DType::F32),
                 t(dev.cond(), &io_dims, &io_strides, DType::F32),
+                t(dev.spk(), &spk_dims, &spk_strides, DType::F32),
                 t(carry, &est_dims, &est_strides, DType::F32),
             ];
             let writes: &[DevPtr] = if rule { &writes_rule } else { &writes_stock };
