@@ -422,7 +422,8 @@ pub trait Backend: Send + Sync {
     fn htod(&self, dst: DevPtr, src: &[u8]) -> Result<()>;
     /// Device → host after all prior stream work. Fails during capture.
     fn dtoh(&self, dst: &mut [u8], src: DevPtr) -> Result<()>;
-    /// Device → device, stream-ordered, capturable. The ranges must not overlap.
+    /// Device → device, stream-ordered, capturable. Overlapping ranges are refused
+    /// ([`Error::Invalid`]) on both backends.
     fn dtod(&self, dst: DevPtr, src: DevPtr, bytes: usize) -> Result<()>;
     /// Sets `count` 32-bit words to `value`, stream-ordered, capturable.
     fn memset_d32(&self, dst: DevPtr, value: u32, count: usize) -> Result<()>;
