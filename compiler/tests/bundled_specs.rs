@@ -190,13 +190,32 @@ fn token2wav_keep_rules_and_layouts() {
                 ["step", "est_layers", "cfg", "est_heads", "frame", "kv_dim"]
             );
         }
-        let conf = c.derived.region("conformer_cache").unwrap();
-        assert_eq!(conf.order, Some(CacheOrder::Append));
-        assert_eq!(conf.keep.as_ref().unwrap().rule, KeepRule::Natural);
-        assert_eq!(
-            conf.dim_names,
-            ["conf_layers", "conf_heads", "frame", "kv_dim"]
-        );
+        // The conformer caches at their own clocks: the encoder blocks on the token clock
+        // (151 + 50 tokens), the up-blocks on the frame clock (302 + 100 frames).
+        for (region, names, catalog) in [
+            (
+                "conformer_cache",
+                ["conf_blocks", "conf_heads", "token", "kv_dim"],
+                [151, 176, 201],
+            ),
+            (
+                "upsample_cache",
+                ["conf_up_blocks", "conf_heads", "frame", "kv_dim"],
+                [302, 352, 402],
+            ),
+        ] {
+            let conf = c.derived.region(region).unwrap();
+            assert_eq!(conf.order, Some(CacheOrder::Append), "{name}/{region}");
+            assert_eq!(conf.keep.as_ref().unwrap().rule, KeepRule::Natural);
+            assert_eq!(conf.dim_names, names);
+            assert_eq!(conf.catalog, catalog, "{name}/{region}");
+            assert_eq!(conf.width.width.value, 3);
+        }
+        // The language keys the two caches independently: ∏K_r = 3 × 3 encoder classes, of
+        // which the lockstep ones are reachable.
+        let enc = c.derived.callable("encoder").unwrap();
+        assert_eq!(enc.attended_extents, vec![151, 176, 201]);
+        assert_eq!(enc.catalog_width, 9);
         // The numbers do not depend on the layout or the keep rule.
         let carry = c.derived.region("carry").unwrap();
         assert_eq!(carry.attended_extent.value, 402);

@@ -45,7 +45,9 @@ struct Token2WavAdapter {
     #[region(attention_mask)]
     mask: RegionBuf<bool, 112>,
     #[region(conformer_cache)]
-    conformer: RegionBuf<f32, 4_116_480>,
+    conformer: RegionBuf<f32, { 6 * 8 * 201 * 128 }>,
+    #[region(upsample_cache)]
+    upsample: RegionBuf<f32, { 4 * 8 * 402 * 128 }>,
     #[callable(encoder)]
     encoder: u8,
     #[callable(flow)]
@@ -81,7 +83,19 @@ fn token2wav_adapter_reads_back_layout_and_catalog() {
     assert_eq!(ws.name, "solver_workspace");
     assert_eq!((ws.dims[0], ws.dims[4]), (10, 458));
     assert_eq!(ws.bytes, 10 * 458 * 131_072);
-    assert_eq!(Token2WavAdapter::REGION_FIELDS.len(), 4);
+    // The conformer caches at their own clocks: 6 blocks on the token clock (151 + 50 tokens),
+    // 4 up-blocks on the frame clock (302 + 100 frames).
+    let conf = Token2WavAdapter::region_of("conformer").unwrap();
+    assert_eq!(
+        (conf.dims, conf.axis("token")),
+        (&[6, 8, 201, 128][..], Some(2))
+    );
+    let up = Token2WavAdapter::region_of("upsample").unwrap();
+    assert_eq!(
+        (up.dims, up.axis("frame")),
+        (&[4, 8, 402, 128][..], Some(2))
+    );
+    assert_eq!(Token2WavAdapter::REGION_FIELDS.len(), 5);
 
     // The arena: one allocation, every region at an aligned offset, total = Σ aligned sizes.
     let arena = Token2WavAdapter::arena();
@@ -92,16 +106,22 @@ fn token2wav_adapter_reads_back_layout_and_catalog() {
         offset += r.bytes.div_ceil(arena.align) * arena.align;
     }
     assert_eq!(arena.total_bytes, offset);
-    assert_eq!(arena.total_bytes, 1_143_685_376);
+    assert_eq!(arena.total_bytes, 1_138_745_600);
 
-    // Catalogs: the 3 attended extents of each captured callable; the eager binding has none.
-    for field in ["encoder", "flow"] {
-        let cat = Token2WavAdapter::catalog_of(field).unwrap();
-        let extents: Vec<usize> = cat.iter().map(|s| s.attended).collect();
-        assert_eq!(extents, [302, 352, 402], "{field}");
+    // Catalogs: the 3 attended extents of the flow; the encoder's two caches are keyed
+    // independently (3 × 3 classes: the language has no way to say they advance together, so
+    // 3 of the 9 are reachable, (151, 302), (176, 352), (201, 402)); the eager binding has none.
+    let flow = Token2WavAdapter::catalog_of("flow").unwrap();
+    let extents: Vec<usize> = flow.iter().map(|s| s.attended).collect();
+    assert_eq!(extents, [302, 352, 402]);
+    let enc = Token2WavAdapter::catalog_of("encoder").unwrap();
+    assert_eq!(enc.len(), 9);
+    assert_eq!(enc[0].scalars, &[151, 302]);
+    assert_eq!(enc[4].scalars, &[176, 352]);
+    assert_eq!(enc[8].scalars, &[201, 402]);
+    for cat in [flow, enc] {
         assert!(cat.iter().enumerate().all(|(i, s)| s.class as usize == i));
     }
-    let flow = Token2WavAdapter::catalog_of("flow").unwrap();
     let cache = flow[1].inputs.iter().find(|t| t.name == "cache").unwrap();
     assert_eq!(cache.dims, &[10, 16, 2, 8, 352, 128]);
     assert_eq!(

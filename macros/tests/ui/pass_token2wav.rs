@@ -10,7 +10,9 @@ struct Adapter {
     #[region(attention_mask)]
     mask: RegionBuf<bool, 112>,
     #[region(conformer_cache)]
-    conformer: RegionBuf<f32, 4_116_480>,
+    conformer: RegionBuf<f32, 1_234_944>,
+    #[region(upsample_cache)]
+    upsample: RegionBuf<f32, 1_646_592>,
     #[callable(encoder)]
     encoder: (),
     #[callable(flow)]
@@ -20,7 +22,10 @@ struct Adapter {
 }
 
 fn main() {
-    assert_eq!(<Adapter as NativeClockAdapter>::Contract::FAMILY, "token2wav");
+    assert_eq!(
+        <Adapter as NativeClockAdapter>::Contract::FAMILY,
+        "token2wav"
+    );
     assert_eq!(Adapter::region_of("carry").unwrap().attended, 402);
     assert_eq!(Adapter::catalog_of("flow").unwrap().len(), 3);
     assert!(Adapter::catalog_of("vocoder").unwrap().is_empty());

@@ -4,9 +4,11 @@
 //! State (per session, [`DeviceState`]) lives in one of two stores ([`StateStore`]):
 //! * **state rule** (`Fixed`): the estimator carry `[n_steps, depth, 2, heads, L, 2·head_dim]`
 //!   (prepend-ordered, `L = prompt + retained`), the solver workspace `[steps, depth, 2, heads,
-//!   W, 2·head_dim]` and the conformer carries `[blocks, heads, L / stride, 2·d_k]` ‖
-//!   `[up_blocks, heads, L, 2·d_k]` (append-ordered) at fixed addresses for the session's life
-//!   (one region arena laid out by a contract, or buffers of the same shapes); every carry is
+//!   W, 2·head_dim]` and the two conformer carries, token-clock blocks `[blocks, heads,
+//!   L / stride, 2·d_k]` (contract region `conformer_cache`) and frame-clock up-blocks
+//!   `[up_blocks, heads, L, 2·d_k]` (`upsample_cache`), append-ordered, at fixed addresses for
+//!   the session's life (one region arena laid out by a contract, or buffers of the same
+//!   shapes); every carry is
 //!   written back in place by the runtime's carry kernels (`carry.prepend` for the paper's
 //!   retention of the prepend-ordered estimator cache, `carry.append` for the vendor's slicing
 //!   and for the conformer caches) right after the layer (conformer) or solver step (estimator)
@@ -214,9 +216,12 @@ pub enum StateStore {
         /// Frame capacity `W` and step capacity of the solver workspace.
         ws_frames: usize,
         ws_steps: usize,
+        /// Token-clock blocks' carry `[blocks, heads, conf_cap, 2·d_k]` and its token capacity.
         conf: DevPtr,
-        /// Frame capacity of the conformer carry (token-clock blocks hold `conf_cap / stride`).
         conf_cap: usize,
+        /// Frame-clock up-blocks' carry `[up_blocks, heads, up_cap, 2·d_k]` and its frame capacity.
+        up: DevPtr,
+        up_cap: usize,
         /// The attention-mask region (bound as the flow's `mask` input; the port attends every
         /// frame, so it is not read).
         mask: DevPtr,
@@ -230,9 +235,10 @@ pub enum StateStore {
         est_carry: DeviceBuffer,
         /// `[STOCK_STEPS, depth, 2, heads, STOCK_FRAMES, 2·head_dim]`.
         est_ws: DeviceBuffer,
-        /// `[blocks, heads, t_tok, 2·d_k]` ‖ `[up_blocks, heads, t_tok·stride, 2·d_k]`,
-        /// reallocated after every call.
+        /// `[blocks, heads, t_tok, 2·d_k]`, reallocated after every call.
         conf: DeviceBuffer,
+        /// `[up_blocks, heads, t_tok·stride, 2·d_k]`, reallocated after every call.
+        up: DeviceBuffer,
         mask: DeviceBuffer,
     },
 }
@@ -289,11 +295,19 @@ impl DeviceState {
         }
     }
 
-    /// Address of the conformer carry now.
+    /// Address of the token-clock blocks' conformer carry now.
     pub fn conformer_carry(&self) -> DevPtr {
         match &self.store {
             StateStore::Fixed { conf, .. } => *conf,
             StateStore::Stock { conf, .. } => conf.ptr(),
+        }
+    }
+
+    /// Address of the frame-clock up-blocks' carry now.
+    pub fn upsample_carry(&self) -> DevPtr {
+        match &self.store {
+            StateStore::Fixed { up, .. } => *up,
+            StateStore::Stock { up, .. } => up.ptr(),
         }
     }
 
@@ -329,10 +343,19 @@ impl DeviceState {
         }
     }
 
-    /// Conformer carry frame stride on the frame clock.
-    pub fn conformer_cap(&self, stride: usize) -> usize {
+    /// Token stride of the blocks' conformer carry (capacity under the state rule, extent
+    /// under stock).
+    pub fn conformer_cap(&self) -> usize {
         match &self.store {
             StateStore::Fixed { conf_cap, .. } => *conf_cap,
+            StateStore::Stock { .. } => self.t_tok,
+        }
+    }
+
+    /// Frame stride of the up-blocks' carry.
+    pub fn upsample_cap(&self, stride: usize) -> usize {
+        match &self.store {
+            StateStore::Fixed { up_cap, .. } => *up_cap,
             StateStore::Stock { .. } => self.t_tok * stride,
         }
     }
@@ -364,11 +387,14 @@ pub struct EncoderIo {
     pub last_chunk: bool,
     /// Conformer extent before the call, token clock.
     pub t_tok: usize,
-    /// Conformer carry and its frame stride on the frame clock.
+    /// The blocks' conformer carry (`conformer_cache`) and its token stride.
     pub carry: DevPtr,
     pub carry_cap: usize,
-    /// Write the kept frames back into `carry` in place (state rule); otherwise the call leaves
-    /// `[carry ‖ new]` in the conformer workspace for [`DeviceFlow::retain_stock`].
+    /// The up-blocks' carry (`upsample_cache`) and its frame stride.
+    pub up_carry: DevPtr,
+    pub up_cap: usize,
+    /// Write the kept frames back into the carries in place (state rule); otherwise the call
+    /// leaves `[carry ‖ new]` in the conformer workspace for [`DeviceFlow::finish_call`].
     pub write_back: bool,
     pub ctx: Contexts,
     pub retention: Retention,
@@ -645,11 +671,18 @@ impl DeviceFlow {
         steps * d.depth * CFG_BATCH * d.heads * 2 * d.head_dim
     }
 
-    /// Floats of the conformer carry for a frame capacity `cap` (token blocks hold `cap / s`).
-    fn conf_floats(&self, cap: usize) -> usize {
+    /// Port storage of the blocks' conformer carry at a token capacity `cap`: `[blocks, heads,
+    /// cap, 2·d_k]`.
+    fn conf_dims(&self, cap: usize) -> [usize; 4] {
         let e = &self.cfg.encoder;
-        let dk2 = 2 * (e.dim / e.heads);
-        (e.blocks * (cap / e.up_stride) + e.up_blocks * cap) * e.heads * dk2
+        [e.blocks, e.heads, cap, 2 * (e.dim / e.heads)]
+    }
+
+    /// Port storage of the up-blocks' carry at a frame capacity `cap`: `[up_blocks, heads, cap,
+    /// 2·d_k]`.
+    fn up_dims(&self, cap: usize) -> [usize; 4] {
+        let e = &self.cfg.encoder;
+        [e.up_blocks, e.heads, cap, 2 * (e.dim / e.heads)]
     }
 
     fn contexts_alloc(
@@ -704,7 +737,9 @@ impl DeviceFlow {
         };
         let carry = alloc(self.est_floats_per_frame(solver.n_steps) * l)?;
         let ws = alloc(self.est_floats_per_frame(solver.n_steps) * ws_frames)?;
-        let conf = alloc(self.conf_floats(l))?;
+        let s = self.cfg.encoder.up_stride;
+        let conf = alloc(self.conf_dims(l / s).iter().product())?;
+        let up = alloc(self.up_dims(l).iter().product())?;
         let mask = be.alloc(CFG_BATCH * ws_frames, AllocKind::Arena)?;
         let store = StateStore::Fixed {
             est_carry: carry.ptr(),
@@ -713,18 +748,22 @@ impl DeviceFlow {
             ws_frames,
             ws_steps: solver.n_steps,
             conf: conf.ptr(),
-            conf_cap: l,
+            conf_cap: l / s,
+            up: up.ptr(),
+            up_cap: l,
             mask: mask.ptr(),
             _arena: None,
-            _bufs: vec![carry, ws, conf, mask],
+            _bufs: vec![carry, ws, conf, up, mask],
         };
         self.state_with(solver, retention, store)
     }
 
     /// A fresh session state under the state rule in one region arena laid out by a contract:
     /// regions `carry` and `solver_workspace` (`[step, layer, cfg, head, frame, k‖v]`),
-    /// `conformer_cache` and `attention_mask`. Axes are looked up by name (`step`, `frame`) and
-    /// every region's storage (the contract's `layout:`: dims and strides) must be the port's.
+    /// `conformer_cache` (`[block, head, token, k‖v]`), `upsample_cache` (`[up_block, head,
+    /// frame, k‖v]`) and `attention_mask`. Axes are looked up by name (`step`, `frame`,
+    /// `token`) and every region's storage (the contract's `layout:`: dims and strides) must be
+    /// the port's.
     pub fn new_state_in_arena(
         &self,
         solver: SolverParams,
@@ -734,33 +773,33 @@ impl DeviceFlow {
         self.check_retention(&retention)?;
         let arena = Arena::new(self.be.clone(), layout)?;
         let region = |name: &str| arena.region(name).map_err(FlowError::from);
-        let (carry, ws, conf, mask) = (
+        let (carry, ws, conf, up, mask) = (
             region("carry")?,
             region("solver_workspace")?,
             region("conformer_cache")?,
+            region("upsample_cache")?,
             region("attention_mask")?,
         );
         let (c_steps, est_cap) = self.estimator_axes(carry.info)?;
         let (ws_steps, ws_frames) = self.estimator_axes(ws.info)?;
-        let conf_cap = axis_extent(conf.info, "frame")?;
+        let conf_cap = axis_extent(conf.info, "token")?;
+        let up_cap = axis_extent(up.info, "frame")?;
+        let what = "[block, head, token, k‖v]";
+        check_storage(conf.info, &[("token", 2)], &self.conf_dims(conf_cap), what)?;
+        let what = "[up_block, head, frame, k‖v]";
+        check_storage(up.info, &[("frame", 2)], &self.up_dims(up_cap), what)?;
+        let s = self.cfg.encoder.up_stride;
         if c_steps < solver.n_steps || ws_steps < solver.n_steps {
             return Err(FlowError::Config(format!(
                 "the contract's regions hold {c_steps}/{ws_steps} solver steps, the solver takes {}",
                 solver.n_steps
             )));
         }
-        if est_cap < retention.limit() || conf_cap < retention.limit() {
+        if est_cap.min(conf_cap * s).min(up_cap) < retention.limit() {
             return Err(FlowError::Config(format!(
-                "the contract's carries attend {est_cap}/{conf_cap} frames, the retention keeps {}",
+                "the contract's carries attend {est_cap}/{}/{up_cap} frames, the retention keeps {}",
+                conf_cap * s,
                 retention.limit()
-            )));
-        }
-        if conf.bytes() < self.conf_floats(conf_cap) * 4 {
-            return Err(FlowError::Config(format!(
-                "region `{}` holds {} B, the model needs {} B",
-                conf.name(),
-                conf.bytes(),
-                self.conf_floats(conf_cap) * 4
             )));
         }
         let store = StateStore::Fixed {
@@ -771,6 +810,8 @@ impl DeviceFlow {
             ws_steps,
             conf: conf.ptr,
             conf_cap,
+            up: up.ptr,
+            up_cap,
             mask: mask.ptr,
             _arena: Some(arena),
             _bufs: Vec::new(),
@@ -815,6 +856,7 @@ impl DeviceFlow {
                 AllocKind::Other,
             )?,
             conf: be.alloc(4, AllocKind::Other)?,
+            up: be.alloc(4, AllocKind::Other)?,
             mask: be.alloc(CFG_BATCH * STOCK_FRAMES, AllocKind::Other)?,
         };
         self.state_with(solver, retention, store)
@@ -833,6 +875,8 @@ impl DeviceFlow {
             est_cap,
             conf,
             conf_cap,
+            up,
+            up_cap,
             ..
         } = &src.store
         else {
@@ -846,12 +890,14 @@ impl DeviceFlow {
             est_cap: d_cap,
             conf: d_conf,
             conf_cap: d_conf_cap,
+            up: d_up,
+            up_cap: d_up_cap,
             ..
         } = &st.store
         else {
             unreachable!("new_state builds a fixed store")
         };
-        if (est_cap, conf_cap) != (d_cap, d_conf_cap) {
+        if (est_cap, conf_cap, up_cap) != (d_cap, d_conf_cap, d_up_cap) {
             return Err(FlowError::Input(
                 "snapshot of a state with other capacities".into(),
             ));
@@ -861,8 +907,11 @@ impl DeviceFlow {
             *est_carry,
             self.est_floats_per_frame(src.solver.n_steps) * est_cap * 4,
         )?;
+        let floats = |dims: [usize; 4]| dims.iter().product::<usize>();
         self.be
-            .dtod(*d_conf, *conf, self.conf_floats(*conf_cap) * 4)?;
+            .dtod(*d_conf, *conf, floats(self.conf_dims(*conf_cap)) * 4)?;
+        self.be
+            .dtod(*d_up, *up, floats(self.up_dims(*up_cap)) * 4)?;
         for (d, s) in [
             (&st.est_cnn, &src.est_cnn),
             (&st.pre_cnn, &src.pre_cnn),
@@ -1187,9 +1236,16 @@ impl DeviceFlow {
             .min(self.w.xs.bytes())
     }
 
-    /// Floats of a compact conformer carry of `frames` frames (token blocks hold `frames / s`).
-    pub fn conformer_floats(&self, frames: usize) -> usize {
-        self.conf_floats(frames)
+    /// The port's storage of the blocks' conformer carry at a token stride `tokens`:
+    /// `[blocks, heads, tokens, 2·d_k]` (the contract's `conformer_cache` layout).
+    pub fn conformer_dims(&self, tokens: usize) -> [usize; 4] {
+        self.conf_dims(tokens)
+    }
+
+    /// The port's storage of the up-blocks' carry at a frame stride `frames`: `[up_blocks,
+    /// heads, frames, 2·d_k]` (the contract's `upsample_cache` layout).
+    pub fn upsample_dims(&self, frames: usize) -> [usize; 4] {
+        self.up_dims(frames)
     }
 
     /// The per-layer conformer workspace (written by every encoder call).
@@ -1271,7 +1327,9 @@ impl DeviceFlow {
             last_chunk,
             t_tok: st.t_tok,
             carry: st.conformer_carry(),
-            carry_cap: st.conformer_cap(self.cfg.encoder.up_stride),
+            carry_cap: st.conformer_cap(),
+            up_carry: st.upsample_carry(),
+            up_cap: st.upsample_cap(self.cfg.encoder.up_stride),
             write_back: st.store.is_fixed(),
             ctx: st.contexts(),
             retention: st.retention,
@@ -1298,29 +1356,27 @@ impl DeviceFlow {
         }
     }
 
-    /// Conformer carry and workspace addresses of token-clock block `i` / frame-clock up-block
-    /// `i`: `(carry, workspace)`.
-    fn conf_ptrs(&self, carry: DevPtr, cap_up: usize, up: bool, i: usize) -> (DevPtr, DevPtr) {
+    /// Conformer workspace of token-clock block `i` / frame-clock up-block `i` (`up`) and the
+    /// layer's carry within its stack's carry `carry` of stride `cap` (`[layers, heads, cap,
+    /// 2·d_k]`): `(carry, workspace)`.
+    fn conf_ptrs(&self, carry: DevPtr, cap: usize, up: bool, i: usize) -> (DevPtr, DevPtr) {
         let e = &self.cfg.encoder;
         let dk2 = 2 * (e.dim / e.heads);
         let s = e.up_stride;
         let l = self.limits.carry_frames;
         let work_tok = l / s + self.t_tok_cap;
         let work_up = l + self.t_up_cap;
-        let (cap_tok, ws_tok) = (cap_up / s, work_tok);
+        let layer = carry.offset(i * e.heads * cap * dk2 * 4);
         if up {
             (
-                carry.offset(((e.blocks * cap_tok + i * cap_up) * e.heads * dk2) * 4),
+                layer,
                 at(
                     &self.w.conf_ws,
-                    (e.blocks * ws_tok + i * work_up) * e.heads * dk2,
+                    (e.blocks * work_tok + i * work_up) * e.heads * dk2,
                 ),
             )
         } else {
-            (
-                carry.offset(i * e.heads * cap_tok * dk2 * 4),
-                at(&self.w.conf_ws, i * e.heads * ws_tok * dk2),
-            )
+            (layer, at(&self.w.conf_ws, i * e.heads * work_tok * dk2))
         }
     }
 
@@ -1334,10 +1390,11 @@ impl DeviceFlow {
         let r = io.retention;
         let w = &self.w;
         let t = io.n_tokens;
-        if io.t_tok * s > io.carry_cap || t > self.limits.max_call_tokens {
+        if io.t_tok > io.carry_cap || io.t_tok * s > io.up_cap || t > self.limits.max_call_tokens {
             return Err(FlowError::Input(format!(
-                "encoder call: {t} tokens over a conformer extent of {} tokens (capacity {} frames)",
-                io.t_tok, io.carry_cap
+                "encoder call: {t} tokens over a conformer extent of {} tokens (capacity {} \
+                 tokens, {} frames)",
+                io.t_tok, io.carry_cap, io.up_cap
             )));
         }
         self.go(
@@ -1385,12 +1442,11 @@ impl DeviceFlow {
 
         // first conformer stack (token clock)
         let l_tok = io.t_tok;
-        let cap_up = io.carry_cap;
-        let cap_tok = cap_up / s;
+        let (cap_tok, cap_up) = (io.carry_cap, io.up_cap);
         let work_tok = self.limits.carry_frames / s + self.t_tok_cap;
         let mut kept = 0;
         for (i, layer) in self.encoders.iter().enumerate() {
-            let (carry, ws) = self.conf_ptrs(io.carry, cap_up, false, i);
+            let (carry, ws) = self.conf_ptrs(io.carry, cap_tok, false, i);
             let wb = io.write_back.then_some((carry, cap_tok));
             kept = self.conformer_layer(
                 layer,
@@ -1426,7 +1482,7 @@ impl DeviceFlow {
         // second conformer stack (frame clock)
         let work_up = self.limits.carry_frames + self.t_up_cap;
         for (i, layer) in self.up_encoders.iter().enumerate() {
-            let (carry, ws) = self.conf_ptrs(io.carry, cap_up, true, i);
+            let (carry, ws) = self.conf_ptrs(io.up_carry, cap_up, true, i);
             let wb = io.write_back.then_some((carry, cap_up));
             self.conformer_layer(
                 layer,
@@ -1864,6 +1920,7 @@ impl DeviceFlow {
             est_carry,
             est_ws,
             conf,
+            up,
             ..
         } = &mut st.store
         {
@@ -1871,12 +1928,18 @@ impl DeviceFlow {
             let dk2 = 2 * (e.dim / e.heads);
             // conformer: [carry ‖ new] of every layer → fresh compact carries
             let kept_up = new_tok * s;
-            let fresh = be.alloc(self.conf_floats(kept_up).max(1) * 4, AllocKind::Other)?;
+            let alloc = |dims: [usize; 4]| {
+                be.alloc(dims.iter().product::<usize>().max(1) * 4, AllocKind::Other)
+            };
+            let (fresh, fresh_up) = (
+                alloc(self.conf_dims(new_tok))?,
+                alloc(self.up_dims(kept_up))?,
+            );
             let (tk_tok, tk_up) = (l_tok + tn, (l_tok + tn) * s);
             let work_tok = self.limits.carry_frames / s + self.t_tok_cap;
             let work_up = self.limits.carry_frames + self.t_up_cap;
             for i in 0..e.blocks {
-                let (dst, ws) = self.conf_ptrs(fresh.ptr(), kept_up, false, i);
+                let (dst, ws) = self.conf_ptrs(fresh.ptr(), new_tok, false, i);
                 self.write_back(
                     dst,
                     new_tok,
@@ -1891,7 +1954,7 @@ impl DeviceFlow {
                 )?;
             }
             for i in 0..e.up_blocks {
-                let (dst, ws) = self.conf_ptrs(fresh.ptr(), kept_up, true, i);
+                let (dst, ws) = self.conf_ptrs(fresh_up.ptr(), kept_up, true, i);
                 self.write_back(
                     dst,
                     kept_up,
@@ -1906,6 +1969,7 @@ impl DeviceFlow {
                 )?;
             }
             *conf = fresh;
+            *up = fresh_up;
             // estimator: every step's [new ‖ old] → one fresh compact carry
             let d = &self.cfg.dit;
             let n_steps = st.solver.n_steps;
@@ -1964,11 +2028,15 @@ impl DeviceFlow {
         self.set_inputs(tokens, spk, false)?;
         self.reset(st)?;
         if let StateStore::Stock {
-            est_carry, conf, ..
+            est_carry,
+            conf,
+            up,
+            ..
         } = &mut st.store
         {
             *est_carry = self.be.alloc(4, AllocKind::Other)?;
             *conf = self.be.alloc(4, AllocKind::Other)?;
+            *up = self.be.alloc(4, AllocKind::Other)?;
         }
         let (frames, new_tok) = self.encoder_call(&self.encoder_io(st, tokens.len(), false))?;
         self.be.upload(self.w.cond.ptr(), mel)?;

@@ -53,10 +53,7 @@ impl Retention {
     /// order's natural rule is the paper's eq. 2, the append rule on prepend storage is the
     /// vendor's slicing — and the append-ordered conformer cache `conformer` (natural rule,
     /// the same prompt and retained frames: the port trims both caches with one retention).
-    pub fn from_contract(
-        carry: &RegionInfo,
-        conformer: Option<&RegionInfo>,
-    ) -> Result<Self, String> {
+    pub fn from_contract(carry: &RegionInfo, conformers: &[&RegionInfo]) -> Result<Self, String> {
         let name = carry.name;
         let keep = carry
             .keep
@@ -80,7 +77,7 @@ impl Retention {
                 ));
             }
         };
-        if let Some(c) = conformer {
+        for c in conformers {
             let ck = c.keep.ok_or_else(|| {
                 format!("region `{}` declares no prompt + history retention", c.name)
             })?;
@@ -91,10 +88,12 @@ impl Retention {
                     c.name, c.order, ck.head, ck.tail
                 ));
             }
-            if (ck.prompt, ck.retained) != (keep.prompt, keep.retained) {
+            // on its own clock: frames, or tokens (`k` frames each)
+            let k = keep.prompt.checked_div(ck.prompt).unwrap_or(0);
+            if k == 0 || (ck.prompt * k, ck.retained * k) != (keep.prompt, keep.retained) {
                 return Err(format!(
-                    "regions `{name}` and `{}` keep {} + {} and {} + {} frames: the port trims \
-                     both caches with one retention",
+                    "regions `{name}` and `{}` keep {} + {} and {} + {}: the port trims both \
+                     caches with one retention (the same frames, on the conformer's clock)",
                     c.name, keep.prompt, keep.retained, ck.prompt, ck.retained
                 ));
             }
@@ -173,24 +172,28 @@ mod tests {
             keep: Some(keep),
         };
         let (pre, app) = (CacheOrder::Prepend, CacheOrder::Append);
-        let conf = region("conformer_cache", app, Keep::natural(app, 302, 100));
+        // the blocks' cache on the token clock (2 frames a token), the up-blocks' on the frames
+        let conf = region("conformer_cache", app, Keep::natural(app, 151, 50));
+        let up = region("upsample_cache", app, Keep::natural(app, 302, 100));
         let paper = region("carry", pre, Keep::natural(pre, 302, 100));
         let vendor = region("carry", pre, Keep::natural(app, 302, 100));
         assert_eq!(
-            Retention::from_contract(&paper, Some(&conf)),
+            Retention::from_contract(&paper, &[&conf, &up]),
             Ok(Retention::paper(302, 100))
         );
         assert_eq!(
-            Retention::from_contract(&vendor, Some(&conf)),
+            Retention::from_contract(&vendor, &[&conf, &up]),
             Ok(Retention::vendor(302, 100))
         );
         // append storage is not how the port keeps the estimator cache
         assert!(
-            Retention::from_contract(&region("carry", app, Keep::natural(app, 302, 100)), None)
+            Retention::from_contract(&region("carry", app, Keep::natural(app, 302, 100)), &[])
                 .is_err()
         );
         // the conformer cache must share the estimator's prompt and retained frames
-        let short = region("conformer_cache", app, Keep::natural(app, 302, 50));
-        assert!(Retention::from_contract(&paper, Some(&short)).is_err());
+        let short = region("upsample_cache", app, Keep::natural(app, 302, 50));
+        assert!(Retention::from_contract(&paper, &[&conf, &short]).is_err());
+        let odd = region("conformer_cache", app, Keep::natural(app, 151, 40));
+        assert!(Retention::from_contract(&paper, &[&odd, &up]).is_err());
     }
 }

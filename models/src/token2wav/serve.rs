@@ -16,7 +16,8 @@
 //! Retention (paper vs vendor slicing) is read from the contract: the `carry` region's storage
 //! order (`prepend`) and keep rule (`head = retained, tail = prompt`: paper eq. 2; `head =
 //! prompt, tail = retained`: minicpmo-utils 1.0.7's slices), checked against the
-//! `conformer_cache` region's (append order, natural rule).
+//! conformer caches' (`conformer_cache` on the token clock, `upsample_cache` on the frame clock:
+//! append order, natural rule, the same frames).
 //!
 //! Signature keys are built from the contract's regions as the port stores them (the spec's
 //! `layout:`, e.g. `carry` = `[step, layer, cfg, head, frame, k‖v]`) and from the tensors the
@@ -40,7 +41,7 @@ use super::retention::Retention;
 use super::{FlowError, SolverParams};
 
 macro_rules! adapter {
-    ($(#[$m:meta])* $name:ident, $spec:literal, $carry:literal, $ws:literal, $conf:literal) => {
+    ($(#[$m:meta])* $name:ident, $spec:literal, $carry:literal, $ws:literal, $conf:literal, $up:literal) => {
         $(#[$m])*
         #[dcc_macros::native_clock(spec = $spec)]
         pub struct $name {
@@ -52,6 +53,8 @@ macro_rules! adapter {
             pub attention_mask: RegionBuf<bool, 112>,
             #[region(conformer_cache)]
             pub conformer_cache: RegionBuf<f32, $conf>,
+            #[region(upsample_cache)]
+            pub upsample_cache: RegionBuf<f32, $up>,
             /// `UpsampleConformerEncoderV2.forward_chunk` ([`DeviceFlow::encoder_call`]).
             #[callable(encoder)]
             pub encoder: (),
@@ -71,6 +74,7 @@ macro_rules! adapter {
                     solver_workspace: RegionBuf::bind(arena, "solver_workspace")?,
                     attention_mask: RegionBuf::bind(arena, "attention_mask")?,
                     conformer_cache: RegionBuf::bind(arena, "conformer_cache")?,
+                    upsample_cache: RegionBuf::bind(arena, "upsample_cache")?,
                     encoder: (),
                     flow: (),
                     vocoder: (),
@@ -86,7 +90,8 @@ adapter!(
     "specs/token2wav.yaml",
     131_727_360,
     150_077_440,
-    4_116_480
+    1_234_944,
+    1_646_592
 );
 adapter!(
     /// The tiny golden model's contract (`specs/token2wav_tiny.yaml`, paper retention).
@@ -94,7 +99,8 @@ adapter!(
     "specs/token2wav_tiny.yaml",
     2_058_240,
     2_344_960,
-    154_368
+    51_456,
+    51_456
 );
 adapter!(
     /// The tiny golden model under the vendor's slicing (`specs/token2wav_tiny_vendor.yaml`).
@@ -102,7 +108,8 @@ adapter!(
     "specs/token2wav_tiny_vendor.yaml",
     2_058_240,
     2_344_960,
-    154_368
+    51_456,
+    51_456
 );
 
 /// What a session needs from a contract, as data.
@@ -112,7 +119,9 @@ pub struct ContractView {
     pub arena: ArenaLayout,
     /// The regions the signatures are keyed on, as the contract lays them out.
     pub carry: &'static RegionInfo,
+    /// The encoder blocks' cache (token clock) and the up-blocks' cache (frame clock).
     pub conformer: &'static RegionInfo,
+    pub upsample: &'static RegionInfo,
     pub encoder: &'static CallableInfo,
     pub flow: &'static CallableInfo,
     /// Whether the adapter asks for capture of each (`#[callable(x, eager)]` → false).
@@ -145,6 +154,7 @@ impl ContractView {
             arena,
             carry: region("carry")?,
             conformer: region("conformer_cache")?,
+            upsample: region("upsample_cache")?,
             encoder: enc.callable,
             flow: flow.callable,
             capture_encoder: enc.capture,
@@ -156,21 +166,30 @@ impl ContractView {
 }
 
 /// The retention a contract declares: the `carry` region's storage order and keep rule (paper
-/// or vendor slicing), checked against the `conformer_cache` region's.
+/// or vendor slicing), checked against the conformer caches' (`conformer_cache`,
+/// `upsample_cache`).
 pub fn retention_of(arena: &ArenaLayout) -> Result<Retention, FlowError> {
     let carry = arena
         .region("carry")
         .ok_or_else(|| FlowError::Config("the contract has no `carry` region".into()))?;
-    Retention::from_contract(carry, arena.region("conformer_cache"))
+    let conformers: Vec<&RegionInfo> = ["conformer_cache", "upsample_cache"]
+        .iter()
+        .filter_map(|n| arena.region(n))
+        .collect();
+    Retention::from_contract(carry, &conformers)
         .map_err(|m| FlowError::Config(format!("contract retention: {m}")))
 }
 
-/// A view of `region` at extent `extent` along its `frame` axis, in storage order with the
-/// envelope's strides (what the contract's catalog keys on).
-fn region_view(region: &RegionInfo, extent: usize) -> Result<(Vec<usize>, Vec<usize>), FlowError> {
+/// A view of `region` at extent `extent` along its clock axis `axis` (`frame`, `token`), in
+/// storage order with the envelope's strides (what the contract's catalog keys on).
+fn region_view(
+    region: &RegionInfo,
+    axis: &str,
+    extent: usize,
+) -> Result<(Vec<usize>, Vec<usize>), FlowError> {
     region
-        .view("frame", extent, &[])
-        .ok_or_else(|| FlowError::Config(format!("region `{}` has no `frame` axis", region.name)))
+        .view(axis, extent, &[])
+        .ok_or_else(|| FlowError::Config(format!("region `{}` has no `{axis}` axis", region.name)))
 }
 
 /// The six arms of Table 5.
@@ -242,12 +261,11 @@ fn packed(dims: &[usize]) -> &'static [usize] {
 }
 
 /// The contract's catalog with every region input staged and described by the stock store's
-/// real compact layout (`cache` → `cache_dims(extent)`): what replay without the state rule
-/// keys on and copies. Constants stay aliased (fixed for the process).
+/// real compact layout (`region_dims(input, signature)`, packed): what replay without the state
+/// rule keys on and copies. Other inputs and constants stay as declared.
 fn staged_catalog(
     cat: &'static [Signature],
-    cache_dims: impl Fn(usize) -> Vec<usize>,
-    region_inputs: &[&str],
+    region_dims: impl Fn(&str, &Signature) -> Option<Vec<usize>>,
 ) -> &'static [Signature] {
     leak(
         cat.iter()
@@ -255,9 +273,9 @@ fn staged_catalog(
                 let inputs = s
                     .inputs
                     .iter()
-                    .map(|t| {
-                        if t.name == "cache" {
-                            let dims = leak(cache_dims(s.attended));
+                    .map(|t| match region_dims(t.name, s) {
+                        Some(dims) => {
+                            let dims = leak(dims);
                             TensorSig {
                                 name: t.name,
                                 dims,
@@ -265,14 +283,8 @@ fn staged_catalog(
                                 dtype: t.dtype,
                                 aliased: false,
                             }
-                        } else if region_inputs.contains(&t.name) {
-                            TensorSig {
-                                aliased: false,
-                                ..*t
-                            }
-                        } else {
-                            *t
                         }
+                        None => *t,
                     })
                     .collect();
                 Signature {
@@ -382,37 +394,43 @@ impl Session {
         let r = self.contract.retention;
         let solver = self.st.solver();
         let frames = dev.call_frames(self.chunk_tokens, false);
-        let (est_cap, conf_cap, ws_frames) = (
+        let (est_cap, conf_cap, up_cap, ws_frames) = (
             self.st.estimator_cap(),
-            self.st.conformer_cap(e.up_stride),
+            self.st.conformer_cap(),
+            self.st.upsample_cap(e.up_stride),
             self.st.workspace_frames(),
         );
         let s = e.up_stride;
-        let dk2 = 2 * (e.dim / e.heads);
 
-        // encoder
+        // encoder: scalars = the extents of `conformer_cache` (tokens) and `upsample_cache`
+        // (frames), in read order
         let enc_info = self.contract.encoder;
         let mut spec = ReplaySpec::from_callable(enc_info, 0);
         if !rule {
-            spec.catalog = staged_catalog(
-                enc_info.catalog,
-                |l| vec![(e.blocks * (l / s) + e.up_blocks * l) * e.heads * dk2],
-                &[],
-            );
+            let ext = |sig: &Signature, i: usize| sig.scalars.get(i).map(|&v| v as usize);
+            spec.catalog = staged_catalog(enc_info.catalog, |name, sig| match name {
+                "cache" => ext(sig, 0).map(|t| dev.conformer_dims(t).to_vec()),
+                "up_cache" => ext(sig, 1).map(|f| dev.upsample_dims(f).to_vec()),
+                _ => None,
+            });
+            // the stock store leaves [carry ‖ new] in the conformer workspace
+            spec.writes = 1;
         }
         if !self.contract.capture_encoder {
             spec.verdict = dcc_runtime::contract::Verdict::OutWidth;
         }
         let devc = dev.clone();
         let f: Callable = Box::new(move |call: &mut Call<'_>| {
-            let ext = call.scalar(0)? as usize;
+            let t_tok = call.scalar(0)? as usize;
             let io = EncoderIo {
                 ids: call.input(0)?,
                 n_tokens: call.dims(0)?.iter().product(),
                 last_chunk: false,
-                t_tok: ext / s,
+                t_tok,
                 carry: call.input(1)?,
-                carry_cap: if rule { conf_cap } else { ext },
+                carry_cap: if rule { conf_cap } else { t_tok },
+                up_carry: call.input(2)?,
+                up_cap: if rule { up_cap } else { t_tok * s },
                 write_back: rule,
                 ctx,
                 retention: r,
@@ -437,17 +455,16 @@ impl Session {
         let catalog = if rule {
             flow_info.catalog
         } else {
-            staged_catalog(
-                flow_info.catalog,
-                |l| {
+            staged_catalog(flow_info.catalog, |name, sig| {
+                let l = sig.attended;
+                (name == "cache").then(|| {
                     if step_clock {
                         vec![d.depth, 2, d.heads, l, 2 * d.head_dim]
                     } else {
                         vec![solver.n_steps, d.depth, 2, d.heads, l, 2 * d.head_dim]
                     }
-                },
-                &[],
-            )
+                })
+            })
         };
         for range in ranges {
             let mut spec = ReplaySpec::from_callable(flow_info, 0);
@@ -547,18 +564,29 @@ impl Session {
             dev.finish_call(&mut self.st, tn, nt, kept)?;
             return Ok(f);
         }
-        let ext_conf = self.st.conformer_tokens() * s;
+        let t_tok = self.st.conformer_tokens();
+        let ext_up = t_tok * s;
         let l_old = self.st.estimator_extent();
         let rule = self.arm.state_rule();
         // encoder
         let tok_dims = [1, n_tokens];
         let tok_strides = [n_tokens, 1];
-        // the conformer cache: the contract region at its extent (state rule), or the stock
-        // store's compact carry
-        let (cdims, cstrides) = if rule {
-            region_view(self.contract.conformer, ext_conf)?
+        // the conformer caches: the contract regions at their extents (state rule), or the
+        // stock store's compact carries
+        let ((cdims, cstrides), (udims, ustrides)) = if rule {
+            (
+                region_view(self.contract.conformer, "token", t_tok)?,
+                region_view(self.contract.upsample, "frame", ext_up)?,
+            )
         } else {
-            (vec![dev.conformer_floats(ext_conf)], vec![1])
+            let compact = |dims: [usize; 4]| {
+                let strides = dcc_runtime::arena::packed_strides(&dims);
+                (dims.to_vec(), strides)
+            };
+            (
+                compact(dev.conformer_dims(t_tok)),
+                compact(dev.upsample_dims(ext_up)),
+            )
         };
         let enc_inputs = [
             TensorArg {
@@ -573,17 +601,21 @@ impl Session {
                 strides: &cstrides,
                 dtype: DType::F32,
             },
+            TensorArg {
+                ptr: self.st.upsample_carry(),
+                dims: &udims,
+                strides: &ustrides,
+                dtype: DType::F32,
+            },
         ];
-        let enc_writes = [if rule {
-            self.st.conformer_carry()
-        } else {
-            dev.conformer_workspace()
-        }];
+        let writes_rule = [self.st.conformer_carry(), self.st.upsample_carry()];
+        let writes_stock = [dev.conformer_workspace()];
+        let enc_writes: &[DevPtr] = if rule { &writes_rule } else { &writes_stock };
         let enc = self.encoder.as_mut().expect("replay arm");
         let o = enc.call(&Invocation {
             inputs: &enc_inputs,
-            writes: &enc_writes,
-            scalars: &[ext_conf as i64],
+            writes: enc_writes,
+            scalars: &[t_tok as i64, ext_up as i64],
         })?;
         Self::count(&mut self.stats, enc, o, &enc_inputs);
         // flow: `mu` and `cond` as `[frames, mel]`; the carry as the contract region at its extent
@@ -593,7 +625,7 @@ impl Session {
         let n_steps = self.st.solver().n_steps;
         let step_clock = self.flow.len() > 1;
         let (est_dims, est_strides) = if rule {
-            region_view(self.contract.carry, l_old)?
+            region_view(self.contract.carry, "frame", l_old)?
         } else {
             let dims = if step_clock {
                 vec![d.depth, 2, d.heads, l_old, 2 * d.head_dim]
