@@ -1,8 +1,9 @@
 // Token2Wav flow kernels (token embedding, UpsampleConformerEncoderV2, CFM + DiT estimator).
 // Host twins: kernels/src/token2wav/ (defs.rs maps each entry to its twin). Compiled with
 // --fmad=false --prec-div=true --prec-sqrt=true --ftz=false: every a*b + c rounds twice, as in
-// Rust. Transcendentals are the double-precision helpers below, line-by-line ports of
-// kernels/src/token2wav/math.rs, rounded once to float. Reductions are walked by one thread in
+// Rust. Transcendentals are the helpers below, line-by-line ports of kernels/src/token2wav/math.rs:
+// expf and Mish in single precision with __fmaf_rn (Rust mul_add), the others in double, rounded
+// once to float. Reductions are walked by one thread in
 // ascending index order (the twins' order); no atomics.
 //
 // Sizes are long long; addresses are raw device pointers. GEMMs are not here: the runtime's
@@ -128,7 +129,39 @@ __device__ void t2w_sincos64(double x, double* sn, double* cs) {
     }
 }
 
-__device__ __forceinline__ float t2w_expf(float x) { return (float)t2w_exp64((double)x); }
+// Single-precision expf (math.rs `exp_f32`, line by line): Cody-Waite reduction by ln 2 in two
+// fused multiply-adds, degree-7 Taylor polynomial of e^r in fused multiply-adds, then 2^k as two
+// exact power-of-two factors (one rounding, also into the subnormals). Within 1 ulp.
+__device__ __forceinline__ float t2w_pow2f(int k) { return __int_as_float((k + 127) << 23); }
+
+__device__ __forceinline__ float t2w_expf(float x) {
+    if (x != x) return x;
+    if (x > __int_as_float(0x42b17218)) return __int_as_float(0x7f800000);
+    if (x < __int_as_float(0xc2cff1b4)) return 0.0f;
+    const float k = rintf(x * __int_as_float(0x3fb8aa3b));
+    float r = __fmaf_rn(-k, __int_as_float(0x3f317200), x);
+    r = __fmaf_rn(-k, __int_as_float(0x35bfbe8e), r);
+    float p = __int_as_float(0x39500d01);
+    p = __fmaf_rn(p, r, __int_as_float(0x3ab60b61));
+    p = __fmaf_rn(p, r, __int_as_float(0x3c088889));
+    p = __fmaf_rn(p, r, __int_as_float(0x3d2aaaab));
+    p = __fmaf_rn(p, r, __int_as_float(0x3e2aaaab));
+    p = __fmaf_rn(p, r, __int_as_float(0x3f000000));
+    p = __fmaf_rn(p, r, 1.0f);
+    p = __fmaf_rn(p, r, 1.0f);
+    const int ki = (int)k;
+    const int k1 = ki >> 1;
+    return (p * t2w_pow2f(k1)) * t2w_pow2f(ki - k1);
+}
+
+// Mish (math.rs `mish_f32`): x · n(n + 2) / (n(n + 2) + 2), n = e^x; x above 20 passes.
+__device__ __forceinline__ float t2w_mish(float x) {
+    if (x > 20.0f) return x;
+    const float n = t2w_expf(x);
+    const float u = n * (n + 2.0f);
+    return x * (u / (u + 2.0f));
+}
+
 __device__ __forceinline__ float t2w_tanhf(float x) { return (float)t2w_tanh64((double)x); }
 __device__ __forceinline__ float t2w_log1pf(float x) { return (float)t2w_log1p64((double)x); }
 __device__ __forceinline__ float t2w_sinf(float x) { double s, c; t2w_sincos64((double)x, &s, &c); return (float)s; }
@@ -168,7 +201,7 @@ extern "C" __global__ void t2w_act(float* x, i64 n, int op, float alpha) {
         float y;
         switch (op) {
             case 0: y = v / (1.0f + t2w_expf(-v)); break;
-            case 1: y = v * t2w_tanhf(t2w_log1pf(t2w_expf(v))); break;
+            case 1: y = t2w_mish(v); break;
             case 2: {
                 const float cube = v * v * v;
                 const float inner = BETA * (v + KAPPA * cube);
@@ -307,6 +340,17 @@ __device__ __forceinline__ void t2w_load_row(float (&v)[T2W_ROW_REGS], const flo
     }
 }
 
+// Loads the lane's columns of a [dim] parameter vector (0 where absent or past the row). Every
+// kernel below issues all of its loads before its first store: the stores may alias the inputs as
+// far as the compiler knows, so a load after a store would wait for a whole round trip.
+__device__ __forceinline__ void t2w_load_vec(float (&v)[T2W_ROW_REGS], const float* p, i64 n, int lane) {
+#pragma unroll
+    for (int k = 0; k < T2W_ROW_REGS; ++k) {
+        const i64 j = lane + k * T2W_WARP;
+        v[k] = (p && j < n) ? p[j] : 0.0f;
+    }
+}
+
 extern "C" __global__ void t2w_layer_norm(float* y, i64 ldy, const float* x, i64 ldx, const float* gamma,
                                           const float* beta, i64 rows, i64 dim, float eps) {
     t2w_require_warps();
@@ -316,8 +360,10 @@ extern "C" __global__ void t2w_layer_norm(float* y, i64 ldy, const float* x, i64
         float* yr = y + r * ldy;
         float mean, rstd;
         if (dim <= T2W_ROW_REGS * T2W_WARP) {
-            float v[T2W_ROW_REGS];
+            float v[T2W_ROW_REGS], g[T2W_ROW_REGS], be[T2W_ROW_REGS];
             t2w_load_row(v, xr, dim, lane);
+            t2w_load_vec(g, gamma, dim, lane);
+            t2w_load_vec(be, beta, dim, lane);
             t2w_moments_regs(v, dim, eps, lane, &mean, &rstd);
             const float bias = -mean * rstd;
 #pragma unroll
@@ -325,8 +371,8 @@ extern "C" __global__ void t2w_layer_norm(float* y, i64 ldy, const float* x, i64
                 const i64 j = lane + k * T2W_WARP;
                 if (j < dim) {
                     float o = v[k] * rstd + bias;
-                    if (gamma) o = o * gamma[j];
-                    if (beta) o = o + beta[j];
+                    if (gamma) o = o * g[k];
+                    if (beta) o = o + be[k];
                     yr[j] = o;
                 }
             }
@@ -352,8 +398,10 @@ extern "C" __global__ void t2w_layer_norm_modulate(float* y, const float* x, con
         float* yr = y + r * dim;
         float mean, rstd;
         if (dim <= T2W_ROW_REGS * T2W_WARP) {
-            float v[T2W_ROW_REGS];
+            float v[T2W_ROW_REGS], sc[T2W_ROW_REGS], sh[T2W_ROW_REGS];
             t2w_load_row(v, xr, dim, lane);
+            t2w_load_vec(sc, scale, dim, lane);
+            t2w_load_vec(sh, shift, dim, lane);
             t2w_moments_regs(v, dim, eps, lane, &mean, &rstd);
             const float bias = -mean * rstd;
 #pragma unroll
@@ -361,7 +409,7 @@ extern "C" __global__ void t2w_layer_norm_modulate(float* y, const float* x, con
                 const i64 j = lane + k * T2W_WARP;
                 if (j < dim) {
                     const float n = v[k] * rstd + bias;
-                    yr[j] = n * (1.0f + scale[j]) + shift[j];
+                    yr[j] = n * (1.0f + sc[k]) + sh[k];
                 }
             }
             continue;
@@ -446,6 +494,51 @@ __device__ __forceinline__ void t2w_stage(float* tile, const float* base, int of
     }
 }
 
+// Software-pipelined staging (blocks of NT = T2W_PIPE_THREADS threads, a compile-time count so
+// that the R = 64·D / NT loads of a thread are one address plus constant offsets): thread t
+// holds the tile elements idx = r · NT + t of the *next* tile in registers, so their global loads
+// are in flight while the block computes on the current one. `t2w_tile_next` waits for every
+// warp to finish with the shared tile, stores the registers into it, and issues the loads of the
+// tile after (`next_j0` < 0: none). NT = 0 stages synchronously (t2w_stage, any block size). The
+// tile contents are the same either way; only the timing of the loads differs.
+#define T2W_PIPE_THREADS 256
+template <int D, int NT>
+struct T2wPipe {
+    static constexpr int R = (NT > 0 && D > 0) ? T2W_TILE * D / NT : 1;
+};
+
+template <int D, int NT>
+__device__ __forceinline__ void t2w_fetch(float (&buf)[T2wPipe<D, NT>::R], const float* base, int off, int j0,
+                                          int tk) {
+    if constexpr (NT > 0 && D > 0) {
+#pragma unroll
+        for (int r = 0; r < T2wPipe<D, NT>::R; ++r) {
+            const int idx = r * NT + threadIdx.x;
+            const int jj = idx / D, c = idx - jj * D;
+            const int j = j0 + jj;
+            buf[r] = j < tk ? base[(i64)j * 2 * D + off + c] : 0.0f;
+        }
+    }
+}
+
+template <int D, int NT>
+__device__ __forceinline__ void t2w_tile_next(float* tile, float (&buf)[T2wPipe<D, NT>::R], const float* base,
+                                              int off, int j0, int next_off, int next_j0, int tk, int d) {
+    __syncthreads();
+    if constexpr (NT > 0 && D > 0) {
+#pragma unroll
+        for (int r = 0; r < T2wPipe<D, NT>::R; ++r) {
+            const int idx = r * NT + threadIdx.x;
+            const int jj = idx / D, c = idx - jj * D;
+            tile[jj * (D + 1) + c] = buf[r];
+        }
+    } else {
+        t2w_stage<D>(tile, base, off, j0, tk, d);
+    }
+    __syncthreads();
+    if (next_j0 >= 0) t2w_fetch<D, NT>(buf, base, next_off, next_j0, tk);
+}
+
 // Softmax numerators e_j = exp(s_j − max) in place over the warp's score row; returns Σ e_j in
 // the warp order.
 __device__ __forceinline__ float t2w_softmax_row(float* sw, int tk, int lane) {
@@ -462,18 +555,18 @@ __device__ __forceinline__ float t2w_softmax_row(float* sw, int tk, int lane) {
 }
 
 // acc[k] (column lane + 32k) = Σ_j coef(sw[j]) · v_j[c], ascending j; `inv` = 0 means
-// coef(e) = e (attention), else coef(e) = e · inv (rel-pos attention).
-template <int D, bool SCALED>
-__device__ __forceinline__ void t2w_weighted_values(float* acc, const float* sw, float inv, float* tile,
-                                                    const float* base, int tk, int d, bool live, int lane) {
+// coef(e) = e (attention), else coef(e) = e · inv (rel-pos attention). On entry `buf` holds the
+// first value tile (R > 0).
+template <int D, int NT, bool SCALED>
+__device__ __forceinline__ void t2w_weighted_values(float* acc, float (&buf)[T2wPipe<D, NT>::R], const float* sw,
+                                                    float inv, float* tile, const float* base, int tk, int d,
+                                                    bool live, int lane) {
     constexpr int K = (D ? D : T2W_MAX_HEAD_DIM) / T2W_WARP;
     const int dd = D ? D : d;
 #pragma unroll
     for (int k = 0; k < K; ++k) acc[k] = 0.0f;
     for (int j0 = 0; j0 < tk; j0 += T2W_TILE) {
-        __syncthreads();
-        t2w_stage<D>(tile, base, dd, j0, tk, dd);
-        __syncthreads();
+        t2w_tile_next<D, NT>(tile, buf, base, dd, j0, dd, j0 + T2W_TILE < tk ? j0 + T2W_TILE : -1, tk, dd);
         if (!live) continue;
         const int n = tk - j0 < T2W_TILE ? tk - j0 : T2W_TILE;
 #pragma unroll 8
@@ -489,7 +582,7 @@ __device__ __forceinline__ void t2w_weighted_values(float* acc, const float* sw,
     }
 }
 
-template <int D>
+template <int D, int NT>
 __device__ void t2w_attention_body(float* out, const float* q, const float* kv, i64 batch, i64 heads, i64 tq,
                                    int tk, int d, i64 cap, float scale) {
     constexpr int K = (D ? D : T2W_MAX_HEAD_DIM) / T2W_WARP;
@@ -498,31 +591,48 @@ __device__ void t2w_attention_body(float* out, const float* q, const float* kv, 
     const int lane = threadIdx.x % T2W_WARP, w = threadIdx.x / T2W_WARP;
     float* qw = t2w_smem + w * dd;                          // [W, d] queries
     float* sw = t2w_smem + 2 * W * dd + w * tk;             // [W, tk] scores
-    float* tile = t2w_smem + 2 * W * dd + W * tk;           // [32, d + 1]
+    float* tile = t2w_smem + 2 * W * dd + W * tk;           // [64, d + 1]
     const i64 tiles = (tq + W - 1) / W;
+    float buf[T2wPipe<D, NT>::R];
     for (i64 unit = blockIdx.x; unit < batch * heads * tiles; unit += gridDim.x) {
         const i64 i0 = (unit % tiles) * W, h = (unit / tiles) % heads, b = unit / (tiles * heads);
         const i64 i = i0 + w;
         const bool live = i < tq;
         const float* base = kv + (b * heads + h) * cap * 2 * dd;
+        t2w_fetch<D, NT>(buf, base, 0, 0, tk);
         if (live) {
             const float* qi = q + (b * tq + i) * heads * dd + h * dd;
             for (int c = lane; c < dd; c += T2W_WARP) qw[c] = qi[c];
         }
         __syncwarp();
         for (int j0 = 0; j0 < tk; j0 += T2W_TILE) {
-            __syncthreads();
-            t2w_stage<D>(tile, base, 0, j0, tk, dd);
-            __syncthreads();
+            // after the last key tile, the first value tile is fetched
+            const bool more = j0 + T2W_TILE < tk;
+            t2w_tile_next<D, NT>(tile, buf, base, 0, j0, more ? 0 : dd, more ? j0 + T2W_TILE : 0, tk, dd);
             if (live) {
                 const float* k0 = tile + lane * (dd + 1);
                 const float* k1 = tile + (lane + T2W_WARP) * (dd + 1);
                 float a0 = 0.0f, a1 = 0.0f;
-#pragma unroll
-                for (int c = 0; c < dd; ++c) {
-                    const float qc = qw[c];
-                    a0 = a0 + qc * k0[c];
-                    a1 = a1 + qc * k1[c];
+                if constexpr (D != 0) {
+                    // the query in 16-byte broadcasts (D is a multiple of 4; same products and sums)
+#pragma unroll 4
+                    for (int c = 0; c < D; c += 4) {
+                        const float4 q4 = *reinterpret_cast<const float4*>(qw + c);
+                        a0 = a0 + q4.x * k0[c];
+                        a1 = a1 + q4.x * k1[c];
+                        a0 = a0 + q4.y * k0[c + 1];
+                        a1 = a1 + q4.y * k1[c + 1];
+                        a0 = a0 + q4.z * k0[c + 2];
+                        a1 = a1 + q4.z * k1[c + 2];
+                        a0 = a0 + q4.w * k0[c + 3];
+                        a1 = a1 + q4.w * k1[c + 3];
+                    }
+                } else {
+                    for (int c = 0; c < dd; ++c) {
+                        const float qc = qw[c];
+                        a0 = a0 + qc * k0[c];
+                        a1 = a1 + qc * k1[c];
+                    }
                 }
                 if (j0 + lane < tk) sw[j0 + lane] = scale * a0;
                 if (j0 + T2W_WARP + lane < tk) sw[j0 + T2W_WARP + lane] = scale * a1;
@@ -531,7 +641,7 @@ __device__ void t2w_attention_body(float* out, const float* q, const float* kv, 
         __syncwarp();
         const float sum = t2w_softmax_row(sw, tk, lane);
         float acc[K];
-        t2w_weighted_values<D, false>(acc, sw, 0.0f, tile, base, tk, dd, live, lane);
+        t2w_weighted_values<D, NT, false>(acc, buf, sw, 0.0f, tile, base, tk, dd, live, lane);
         if (live) {
             float* o = out + (b * tq + i) * heads * dd + h * dd;
 #pragma unroll
@@ -543,18 +653,25 @@ __device__ void t2w_attention_body(float* out, const float* q, const float* kv, 
     }
 }
 
+// Synchronous staging for every block size. The register-pipelined staging (NT =
+// T2W_PIPE_THREADS) is bit-equal but was measured slower on the H200: it needs ~170 registers (one
+// 256-thread block per SM; the prompt call's 624 blocks then run in 5 waves), and capping it at
+// 128 with launch bounds spills (DiT chunk 44.8 µs vs 37.4 µs synchronous). Kept for a later
+// cp.async double-buffered variant; not instantiated.
+#define T2W_ATTN_DISPATCH(BODY, D, ...) BODY<D, 0>(__VA_ARGS__);
+
 extern "C" __global__ void t2w_attention(float* out, const float* q, const float* kv, i64 batch, i64 heads, i64 tq,
                                          i64 tk, i64 d, i64 cap, float scale) {
     t2w_check_attention_launch(tk, d);
     switch (d) {
-        case 32: t2w_attention_body<32>(out, q, kv, batch, heads, tq, (int)tk, 32, cap, scale); break;
-        case 64: t2w_attention_body<64>(out, q, kv, batch, heads, tq, (int)tk, 64, cap, scale); break;
-        case 128: t2w_attention_body<128>(out, q, kv, batch, heads, tq, (int)tk, 128, cap, scale); break;
-        default: t2w_attention_body<0>(out, q, kv, batch, heads, tq, (int)tk, (int)d, cap, scale); break;
+        case 32: T2W_ATTN_DISPATCH(t2w_attention_body, 32, out, q, kv, batch, heads, tq, (int)tk, 32, cap, scale); break;
+        case 64: T2W_ATTN_DISPATCH(t2w_attention_body, 64, out, q, kv, batch, heads, tq, (int)tk, 64, cap, scale); break;
+        case 128: T2W_ATTN_DISPATCH(t2w_attention_body, 128, out, q, kv, batch, heads, tq, (int)tk, 128, cap, scale); break;
+        default: t2w_attention_body<0, 0>(out, q, kv, batch, heads, tq, (int)tk, (int)d, cap, scale); break;
     }
 }
 
-template <int D>
+template <int D, int NT>
 __device__ void t2w_rel_pos_body(float* out, const float* q, const float* pos_bias_u, const float* pos_bias_v,
                                  const float* kv, const float* p, i64 heads, i64 tq, int tk, int d, i64 cap) {
     constexpr int K = (D ? D : T2W_MAX_HEAD_DIM) / T2W_WARP;
@@ -566,13 +683,15 @@ __device__ void t2w_rel_pos_body(float* out, const float* q, const float* pos_bi
     float* qu = t2w_smem + w * dd;                          // [W, d]: q + u
     float* qv = t2w_smem + W * dd + w * dd;                 // [W, d]: q + w
     float* sw = t2w_smem + 2 * W * dd + w * tk;             // [W, tk]
-    float* tile = t2w_smem + 2 * W * dd + W * tk;           // [32, d + 1]
+    float* tile = t2w_smem + 2 * W * dd + W * tk;           // [64, d + 1]
     const i64 tiles = (tq + W - 1) / W;
+    float buf[T2wPipe<D, NT>::R];
     for (i64 unit = blockIdx.x; unit < heads * tiles; unit += gridDim.x) {
         const i64 i0 = (unit % tiles) * W, h = unit / tiles;
         const i64 i = i0 + w;
         const bool live = i < tq;
         const float* base = kv + h * cap * 2 * dd;
+        t2w_fetch<D, NT>(buf, base, 0, 0, tk);
         if (live) {
             const float* qi = q + i * hd + h * dd;
             for (int c = lane; c < dd; c += T2W_WARP) {
@@ -582,9 +701,8 @@ __device__ void t2w_rel_pos_body(float* out, const float* q, const float* pos_bi
         }
         __syncwarp();
         for (int j0 = 0; j0 < tk; j0 += T2W_TILE) {
-            __syncthreads();
-            t2w_stage<D>(tile, base, 0, j0, tk, dd);
-            __syncthreads();
+            const bool more = j0 + T2W_TILE < tk;
+            t2w_tile_next<D, NT>(tile, buf, base, 0, j0, more ? 0 : dd, more ? j0 + T2W_TILE : 0, tk, dd);
             if (live) {
 #pragma unroll
                 for (int t = 0; t < T2W_TILE / T2W_WARP; ++t) {
@@ -607,7 +725,7 @@ __device__ void t2w_rel_pos_body(float* out, const float* q, const float* pos_bi
         const float sum = t2w_softmax_row(sw, tk, lane);
         const float inv = 1.0f / sum;
         float acc[K];
-        t2w_weighted_values<D, true>(acc, sw, inv, tile, base, tk, dd, live, lane);
+        t2w_weighted_values<D, NT, true>(acc, buf, sw, inv, tile, base, tk, dd, live, lane);
         if (live) {
             float* o = out + i * hd + h * dd;
 #pragma unroll
@@ -624,10 +742,10 @@ extern "C" __global__ void t2w_rel_pos_attention(float* out, const float* q, con
                                                  i64 tq, i64 tk, i64 d, i64 cap) {
     t2w_check_attention_launch(tk, d);
     switch (d) {
-        case 32: t2w_rel_pos_body<32>(out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, (int)tk, 32, cap); break;
-        case 64: t2w_rel_pos_body<64>(out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, (int)tk, 64, cap); break;
-        case 128: t2w_rel_pos_body<128>(out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, (int)tk, 128, cap); break;
-        default: t2w_rel_pos_body<0>(out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, (int)tk, (int)d, cap); break;
+        case 32: T2W_ATTN_DISPATCH(t2w_rel_pos_body, 32, out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, (int)tk, 32, cap); break;
+        case 64: T2W_ATTN_DISPATCH(t2w_rel_pos_body, 64, out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, (int)tk, 64, cap); break;
+        case 128: T2W_ATTN_DISPATCH(t2w_rel_pos_body, 128, out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, (int)tk, 128, cap); break;
+        default: t2w_rel_pos_body<0, 0>(out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, (int)tk, (int)d, cap); break;
     }
 }
 
@@ -638,8 +756,10 @@ __device__ __forceinline__ void t2w_ln_row(float* yr, const float* xr, i64 dim, 
                                            const float* beta, float eps, int lane) {
     float mean, rstd;
     if (dim <= T2W_ROW_REGS * T2W_WARP) {
-        float v[T2W_ROW_REGS];
+        float v[T2W_ROW_REGS], g[T2W_ROW_REGS], be[T2W_ROW_REGS];
         t2w_load_row(v, xr, dim, lane);
+        t2w_load_vec(g, gamma, dim, lane);
+        t2w_load_vec(be, beta, dim, lane);
         t2w_moments_regs(v, dim, eps, lane, &mean, &rstd);
         const float bias = -mean * rstd;
 #pragma unroll
@@ -647,8 +767,8 @@ __device__ __forceinline__ void t2w_ln_row(float* yr, const float* xr, i64 dim, 
             const i64 j = lane + k * T2W_WARP;
             if (j < dim) {
                 float o = v[k] * rstd + bias;
-                if (gamma) o = o * gamma[j];
-                if (beta) o = o + beta[j];
+                if (gamma) o = o * g[k];
+                if (beta) o = o + be[k];
                 yr[j] = o;
             }
         }
@@ -670,7 +790,7 @@ __device__ __forceinline__ float t2w_act1(float v, int op, float alpha) {
     const float KAPPA = 0.044715f;
     switch (op) {
         case 0: return v / (1.0f + t2w_expf(-v));
-        case 1: return v * t2w_tanhf(t2w_log1pf(t2w_expf(v)));
+        case 1: return t2w_mish(v);
         case 2: {
             const float cube = v * v * v;
             const float inner = BETA * (v + KAPPA * cube);
@@ -714,16 +834,22 @@ extern "C" __global__ void t2w_gated_norm_modulate(float* x, const float* gate, 
         float* nr = xn + r * dim;
         float mean, rstd;
         if (dim <= T2W_ROW_REGS * T2W_WARP) {
-            float v[T2W_ROW_REGS];
+            // every load first (x, gate, y, scale, shift: one round trip), then the stores
+            float v[T2W_ROW_REGS], g[T2W_ROW_REGS], yv[T2W_ROW_REGS], sc[T2W_ROW_REGS], sh[T2W_ROW_REGS];
+            t2w_load_row(v, xr, dim, lane);
+            t2w_load_vec(g, gate, dim, lane);
+            t2w_load_row(yv, yr, dim, lane);
+            t2w_load_vec(sc, scale, dim, lane);
+            t2w_load_vec(sh, shift, dim, lane);
 #pragma unroll
             for (int k = 0; k < T2W_ROW_REGS; ++k) {
                 const i64 j = lane + k * T2W_WARP;
-                if (j < dim) {
-                    v[k] = xr[j] + gate[j] * yr[j];
-                    xr[j] = v[k];
-                } else {
-                    v[k] = 0.0f;
-                }
+                v[k] = j < dim ? v[k] + g[k] * yv[k] : 0.0f;
+            }
+#pragma unroll
+            for (int k = 0; k < T2W_ROW_REGS; ++k) {
+                const i64 j = lane + k * T2W_WARP;
+                if (j < dim) xr[j] = v[k];
             }
             t2w_moments_regs(v, dim, eps, lane, &mean, &rstd);
             const float bias = -mean * rstd;
@@ -732,7 +858,7 @@ extern "C" __global__ void t2w_gated_norm_modulate(float* x, const float* gate, 
                 const i64 j = lane + k * T2W_WARP;
                 if (j < dim) {
                     const float n = v[k] * rstd + bias;
-                    nr[j] = n * (1.0f + scale[j]) + shift[j];
+                    nr[j] = n * (1.0f + sc[k]) + sh[k];
                 }
             }
             continue;
@@ -787,8 +913,16 @@ extern "C" __global__ void t2w_layer_norm_act_im2col(float* col, const float* x,
         const float* xr = x + (b * frames + r - c0) * dim;
         float mean, rstd;
         if (dim <= T2W_ROW_REGS * T2W_WARP) {
-            float v[T2W_ROW_REGS];
+            // the row and this warp's gamma/beta columns in one round trip, stores last
+            float v[T2W_ROW_REGS], g[T2W_ROW_REGS], be[T2W_ROW_REGS];
             t2w_load_row(v, xr, dim, lane);
+#pragma unroll
+            for (int kk = 0; kk < T2W_ROW_REGS; ++kk) {
+                const i64 j = lane + kk * T2W_WARP;
+                const bool mine = kk % W == w && j < dim;
+                g[kk] = mine ? gamma[j] : 0.0f;
+                be[kk] = mine ? beta[j] : 0.0f;
+            }
             t2w_moments_regs(v, dim, eps, lane, &mean, &rstd);
             const float bias = -mean * rstd;
 #pragma unroll
@@ -796,11 +930,16 @@ extern "C" __global__ void t2w_layer_norm_act_im2col(float* col, const float* x,
                 const i64 j = lane + kk * T2W_WARP;
                 if (kk % W == w && j < dim) {
                     float o = v[kk] * rstd + bias;
-                    o = o * gamma[j];
-                    o = o + beta[j];
-                    o = t2w_act1(o, op, alpha);
-                    for (i64 s = s_lo; s <= s_hi; ++s) col[((b * frames + r - s) * k + s) * dim + j] = o;
+                    o = o * g[kk];
+                    o = o + be[kk];
+                    v[kk] = t2w_act1(o, op, alpha);
                 }
+            }
+#pragma unroll
+            for (int kk = 0; kk < T2W_ROW_REGS; ++kk) {
+                const i64 j = lane + kk * T2W_WARP;
+                if (kk % W == w && j < dim)
+                    for (i64 s = s_lo; s <= s_hi; ++s) col[((b * frames + r - s) * k + s) * dim + j] = v[kk];
             }
             continue;
         }

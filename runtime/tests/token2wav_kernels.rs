@@ -362,6 +362,21 @@ fn cases() -> Vec<Case> {
             vec![A::B(0), A::I(n), A::I32(op), A::F(0.1)],
         ));
     }
+    // SiLU and Mish over the whole range of the single-precision exp (overflow, the subnormal
+    // results, the cut-offs at −103.97 / 88.72 and Mish's at 20), densely
+    for op in [0, 1] {
+        let n = 1 << 20;
+        let xs: Vec<u32> = (0..n)
+            .map(|i| (-110.0f32 + 200.0 * (i as f32 / n as f32)).to_bits())
+            .collect();
+        c.push(case(
+            format!("act op{op} sweep [-110, 90) n{n}"),
+            &kd::ACT,
+            lin(n),
+            vec![xs],
+            vec![A::B(0), A::I(n), A::I32(op), A::F(0.1)],
+        ));
+    }
     c.push(case(
         "add n57344",
         &kd::ADD,
@@ -797,6 +812,8 @@ fn cuda_token2wav_kernel_timings() {
     timed.push(layer_norm_modulate("full", 112, 512));
     let fused = cases();
     for name in [
+        "act op1 n229381",
+        "act op2 n229381",
         "qk_norm_pack full",
         "gated_norm_modulate rows112 dim512",
         "conv_im2col b2 frames56 k3 dim512",

@@ -1,6 +1,6 @@
 //! Elementwise, copy and gather ops. Launch: one thread per output element.
 
-use super::math::{exp_f32, log1p_f32, tanh_f32};
+use super::math::{exp_f32, mish_f32, tanh_f32};
 
 /// `torch.nn.SiLU` in place: `x / (1 + exp(−x))`.
 pub fn silu_inplace(x: &mut [f32]) {
@@ -9,10 +9,10 @@ pub fn silu_inplace(x: &mut [f32]) {
     }
 }
 
-/// `torch.nn.Mish` in place: `x · tanh(log1p(exp(x)))`.
+/// `torch.nn.Mish` in place: `x · tanh(log1p(exp(x)))` ([`mish_f32`]).
 pub fn mish_inplace(x: &mut [f32]) {
     for v in x {
-        *v *= tanh_f32(log1p_f32(exp_f32(*v)));
+        *v = mish_f32(*v);
     }
 }
 

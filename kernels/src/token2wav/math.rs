@@ -1,9 +1,14 @@
-//! Transcendentals from `+ − * /` only, so that a CUDA `__device__` port of each helper (double
-//! arithmetic, `--fmad=false`, `__longlong_as_double` / `__double_as_longlong` for the bit
-//! casts, `round`/`floor` which are exact) is bit-equal to the host twin (see the
-//! bit-faithfulness rules in `kernels/src/lib.rs`). Each `*_f32` helper evaluates in double and
-//! rounds once to float, i.e. it is (all but always) the correctly rounded float result, which is
-//! what glibc's and SLEEF's float functions used by torch return to within an ulp.
+//! Transcendentals from `+ − * /` (and fused multiply-adds) only, so that a CUDA `__device__`
+//! port of each helper (`--fmad=false`, `__fmaf_rn` where the twin writes `mul_add`,
+//! `__longlong_as_double` / `__int_as_float` for the bit casts, `round`/`rintf` which are exact)
+//! is bit-equal to the host twin (see the bit-faithfulness rules in `kernels/src/lib.rs`).
+//!
+//! [`exp_f32`] and [`mish_f32`] (the hot ones: attention softmax, SiLU, Mish) evaluate in single
+//! precision (range reduction + a polynomial in `f32` fused multiply-adds): `exp_f32` is within
+//! 1 ulp of the correctly rounded `e^x`, `mish_f32` within a few ulp (tests below, dense sweeps
+//! against `f64`). The other `*_f32` helpers evaluate in double and round once to float, i.e.
+//! they are (all but always) the correctly rounded float result. glibc's and SLEEF's float
+//! functions used by torch are themselves within an ulp or so.
 
 // fdlibm's constants, as bit patterns (in CUDA: __longlong_as_double of the same integers).
 const LN2_HI: f64 = f64::from_bits(0x3fe6_2e42_fee0_0000); // ln 2, 32 significant bits: k·LN2_HI exact
@@ -165,10 +170,71 @@ pub fn sincos64(x: f64) -> (f64, f64) {
     }
 }
 
-/// `expf`: `e^x` rounded to float.
+// `exp_f32`'s constants, as bit patterns (in CUDA: __int_as_float of the same integers).
+const LOG2E_F: f32 = f32::from_bits(0x3fb8_aa3b); // log2 e rounded to float
+const LN2_HI_F: f32 = f32::from_bits(0x3f31_7200); // ln 2, 16 significant bits
+const LN2_LO_F: f32 = f32::from_bits(0x35bf_be8e); // ln 2 − LN2_HI_F, rounded
+const EXP_OVER_F: f32 = f32::from_bits(0x42b1_7218); // 88.72284: above, e^x overflows
+const EXP_UNDER_F: f32 = f32::from_bits(0xc2cf_f1b4); // −103.97208: below, e^x rounds to 0
+/// Taylor coefficients 1/7!, 1/6!, …, 1/2! rounded to float (highest degree first).
+const EXP_POLY_F: [f32; 6] = [
+    f32::from_bits(0x3950_0d01),
+    f32::from_bits(0x3ab6_0b61),
+    f32::from_bits(0x3c08_8889),
+    f32::from_bits(0x3d2a_aaab),
+    f32::from_bits(0x3e2a_aaab),
+    f32::from_bits(0x3f00_0000),
+];
+
+/// `2^k` for `k` in `[-126, 127]`.
+#[inline]
+fn pow2_f32(k: i32) -> f32 {
+    f32::from_bits(((k + 127) as u32) << 23)
+}
+
+/// `expf` in single precision (`t2w_expf` in `token2wav.cu`, line by line): `k = rint(x·log2 e)`,
+/// `r = x − k·ln 2` (Cody–Waite, two fused multiply-adds, `|r| ≤ 0.35`), `e^r` by its Taylor
+/// polynomial of degree 7 (Horner, fused multiply-adds; truncation < 0.1 ulp), then `· 2^k` as two
+/// exact power-of-two factors (one rounding, also into the subnormal range). Within 1 ulp of the
+/// correctly rounded result on `[-104, 88.7]`; `+∞` above 88.72284, `0` below −103.97208, NaN
+/// kept.
 #[inline]
 pub fn exp_f32(x: f32) -> f32 {
-    exp64(x as f64) as f32
+    if x.is_nan() {
+        return x;
+    }
+    if x > EXP_OVER_F {
+        return f32::INFINITY;
+    }
+    if x < EXP_UNDER_F {
+        return 0.0;
+    }
+    let k = (x * LOG2E_F).round_ties_even(); // in [-150, 128]
+    let r = (-k).mul_add(LN2_HI_F, x);
+    let r = (-k).mul_add(LN2_LO_F, r);
+    let mut p = EXP_POLY_F[0];
+    for c in &EXP_POLY_F[1..] {
+        p = p.mul_add(r, *c);
+    }
+    p = p.mul_add(r, 1.0);
+    p = p.mul_add(r, 1.0);
+    let ki = k as i32;
+    let k1 = ki >> 1; // floor(k / 2): both factors are normal floats
+    (p * pow2_f32(k1)) * pow2_f32(ki - k1)
+}
+
+/// `torch.nn.Mish` of one float (`t2w_mish` in `token2wav.cu`): `x · tanh(softplus(x))` through
+/// the identity `tanh(ln(1 + n)) = n(n + 2) / (n(n + 2) + 2)` with `n = e^x` ([`exp_f32`]): one
+/// exponential and one division. `x > 20` returns `x` (torch's softplus threshold; the factor
+/// rounds to 1 there anyway).
+#[inline]
+pub fn mish_f32(x: f32) -> f32 {
+    if x > 20.0 {
+        return x;
+    }
+    let n = exp_f32(x);
+    let u = n * (n + 2.0);
+    x * (u / (u + 2.0))
 }
 
 /// `tanhf`.
@@ -262,6 +328,123 @@ mod tests {
 }
 
 #[cfg(test)]
+mod f32_accuracy {
+    //! The single-precision helpers against `f64` references on dense sweeps.
+    use super::*;
+
+    /// Distance in ulps between a float and a double reference (in units of the float's ulp at
+    /// the reference; subnormal results measured in the smallest subnormal).
+    fn err_ulps(got: f32, want: f64) -> f64 {
+        let w = want as f32;
+        let ulp = if w.abs() < f32::MIN_POSITIVE {
+            f32::from_bits(1) as f64
+        } else {
+            let e = (w.abs().to_bits() >> 23) as i32 - 127;
+            2f64.powi(e - 23)
+        };
+        (got as f64 - want).abs() / ulp
+    }
+
+    /// Every 61st float of `[lo, hi]`, both ends and zero.
+    fn sweep(lo: f32, hi: f32, mut f: impl FnMut(f32)) {
+        let mut x = lo;
+        while x <= hi {
+            f(x);
+            let b = x.to_bits();
+            x = if x < 0.0 {
+                if b < 0x8000_0000 + 61 {
+                    0.0
+                } else {
+                    f32::from_bits(b - 61)
+                }
+            } else {
+                f32::from_bits(b + 61)
+            };
+        }
+        f(hi);
+    }
+
+    #[test]
+    fn exp_f32_is_within_one_ulp() {
+        let mut worst = (0.0f64, 0.0f32);
+        let mut n = 0usize;
+        sweep(-103.97, 88.72, |x| {
+            let e = err_ulps(exp_f32(x), (x as f64).exp());
+            n += 1;
+            if e > worst.0 {
+                worst = (e, x);
+            }
+        });
+        // the softmax range, uniformly
+        for i in 0..=3_000_000 {
+            let x = -(i as f32) * 1e-5;
+            let e = err_ulps(exp_f32(x), (x as f64).exp());
+            if e > worst.0 {
+                worst = (e, x);
+            }
+        }
+        assert!(n > 5_000_000, "{n} points");
+        assert!(worst.0 <= 1.0, "exp_f32: {} ulp at {:e}", worst.0, worst.1);
+        assert_eq!(exp_f32(0.0), 1.0);
+        assert_eq!(exp_f32(-0.0), 1.0);
+        assert_eq!(exp_f32(1.0), std::f32::consts::E);
+        assert_eq!(exp_f32(-104.0), 0.0);
+        assert_eq!(exp_f32(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp_f32(88.73), f32::INFINITY);
+        assert_eq!(exp_f32(f32::INFINITY), f32::INFINITY);
+        assert!(exp_f32(f32::NAN).is_nan());
+        assert!(exp_f32(88.72).is_finite());
+        // the smallest results are subnormal, correctly scaled
+        assert!(exp_f32(-103.0) > 0.0 && exp_f32(-103.0) < f32::MIN_POSITIVE);
+    }
+
+    fn mish64(x: f64) -> f64 {
+        x * x.exp().ln_1p().tanh()
+    }
+
+    #[test]
+    fn mish_f32_is_within_a_few_ulp() {
+        let mut worst = (0.0f64, 0.0f32);
+        let mut worst_abs = 0.0f64;
+        sweep(-110.0, 60.0, |x| {
+            let got = mish_f32(x);
+            let want = mish64(x as f64);
+            worst_abs = worst_abs.max((got as f64 - want).abs());
+            // relative accuracy where the result is a normal float of useful size
+            if want.abs() > 1e-30 {
+                let e = err_ulps(got, want);
+                if e > worst.0 {
+                    worst = (e, x);
+                }
+            }
+        });
+        assert!(worst.0 <= 4.0, "mish_f32: {} ulp at {:e}", worst.0, worst.1);
+        assert!(worst_abs < 1e-6, "mish_f32: absolute error {worst_abs:e}");
+        assert_eq!(mish_f32(0.0), 0.0);
+        assert_eq!(mish_f32(30.0), 30.0);
+        assert!(mish_f32(f32::NAN).is_nan());
+        println!("mish_f32 worst {} ulp at {:e}", worst.0, worst.1);
+    }
+
+    #[test]
+    fn silu_through_exp_f32_is_within_two_ulp() {
+        let mut worst = (0.0f64, 0.0f32);
+        sweep(-80.0, 80.0, |x| {
+            let mut v = [x];
+            crate::token2wav::elementwise::silu_inplace(&mut v);
+            let want = x as f64 / (1.0 + (-(x as f64)).exp());
+            if want.abs() > 1e-30 {
+                let e = err_ulps(v[0], want);
+                if e > worst.0 {
+                    worst = (e, x);
+                }
+            }
+        });
+        assert!(worst.0 <= 2.5, "silu: {} ulp at {:e}", worst.0, worst.1);
+    }
+}
+
+#[cfg(test)]
 mod cuda_cross_check {
     //! Bits of the helpers and of the `ACT` / `TIMESTEP_EMBEDDING` twins over a fixed grid,
     //! hashed (FNV-1a over the float bits). The expected values come from compiling
@@ -289,7 +472,7 @@ mod cuda_cross_check {
             h.mix(cos_f32(x * 40.0));
             x += 0.0137;
         }
-        assert_eq!(h.0, 0x1812_3205_ad47_c253);
+        assert_eq!(h.0, 0xeaf1_dc29_daea_c881);
         let xs = [-3.0f32, -1.0, -0.01, 0.0, 0.5, 2.0, 9.0];
         for op in 0..5 {
             let mut y = xs;
@@ -305,6 +488,19 @@ mod cuda_cross_check {
         let mut te = [0.0f32; 16];
         pos::timestep_embedding(0.3, 1000.0, 16, 10000.0, &mut te);
         te.iter().for_each(|v| h.mix(*v));
-        assert_eq!(h.0, 0xf76b_9bfe_2146_c009);
+        assert_eq!(h.0, 0x00fe_dc3e_d946_7b2d);
+    }
+
+    /// `exp_f32` and `mish_f32` at every 997th bit pattern of `u32` (all signs, subnormals,
+    /// infinities, NaNs), hashed; the same loop over `t2w_expf` / `t2w_mish` compiled as C++.
+    #[test]
+    fn single_precision_helpers_match_the_cuda_source_run_on_cpu() {
+        let mut h = Fnv(1_469_598_103_934_665_603);
+        for b in (0..1u64 << 32).step_by(997) {
+            let v = f32::from_bits(b as u32);
+            h.mix(exp_f32(v));
+            h.mix(mish_f32(v));
+        }
+        assert_eq!(h.0, 0xc415_1a38_f800_9579);
     }
 }
