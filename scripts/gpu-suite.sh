@@ -26,7 +26,7 @@ for line in sys.stdin:
         shutil.copy(exe, os.path.join(sys.argv[1], name + "-test"))
 ' "$D"
   cargo build --release -p dcc-runtime --bin dcc-replay-bench
-  cp target/release/dcc-replay-bench "$D/"
+  cp "${CARGO_TARGET_DIR:-target}/release/dcc-replay-bench" "$D/"
   strip "$D"/*
   scripts/token2wav-gpu.sh --prepare >/dev/null
   du -sh "$D" .dev/t2w

@@ -18,7 +18,7 @@ if [[ "${1:-}" == "--prepare" ]]; then
   set -e
   cargo build --release -p dcc-models --bin dcc-bench
   mkdir -p "$D"
-  cp target/release/dcc-bench "$D/dcc-bench"
+  cp "${CARGO_TARGET_DIR:-target}/release/dcc-bench" "$D/dcc-bench"
   strip "$D/dcc-bench"
   cp "${PEER:-../shared/peers/token2wav_stock.py}" "$D/token2wav_stock.py"
   rm -rf "$D/vendor" && cp -r .vendor "$D/vendor"
