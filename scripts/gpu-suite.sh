@@ -48,7 +48,7 @@ echo "=== CUDA test suite (DCC_REQUIRE_GPU=1) ==="
 passed=0 failed=0
 for t in "$D"/*-test; do
   name=$(basename "$t")
-  DCC_REQUIRE_GPU=1 "$t" --test-threads=1 >"$W/$name.log" 2>&1
+  DCC_REQUIRE_GPU=1 "$t" --test-threads=1 --nocapture >"$W/$name.log" 2>&1
   rc=$?
   p=$(grep -o '[0-9]* passed' "$W/$name.log" | awk '{s+=$1} END {print s+0}')
   f=$(grep -o '[0-9]* failed' "$W/$name.log" | awk '{s+=$1} END {print s+0}')
@@ -72,6 +72,8 @@ echo "=== summary ($(cat "$W/device.txt")) ==="
 printf '%-28s %6s %6s\n' "test binary" passed failed
 printf '%s\n' "${summary[@]}"
 echo "total: $passed passed, $failed failed"
+echo "--- carry auditor and sessions (CUDA and Host runs of the same tests):"
+grep -h -E 'carry audit|per extra session' "$W"/carry-test.log "$W"/sessions-test.log || true
 echo "--- replay micro-benchmark:"
 cat "$W/replay-bench.txt"
 echo "--- Token2Wav (scripts/token2wav-gpu.sh; full log in t2w.txt):"
