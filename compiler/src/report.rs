@@ -313,7 +313,7 @@ fn point(d: &Derived, full: bool) -> String {
         "capture".into(),
         "effects".into(),
         "𝓛".into(),
-        "K".into(),
+        "∏K_r".into(),
         "classes".into(),
         "verdict".into(),
         "M_reserve step".into(),
@@ -469,17 +469,18 @@ fn point(d: &Derived, full: bool) -> String {
                 if w.pinned { " (pinned)" } else { "" }
             );
         }
-        let _ = writeln!(
-            o,
-            "    |catalog| ≤ |Q_o| {} × ∏K_r {} = {}",
-            c.configs,
-            c.catalog_width,
-            c.classes
-                .map(|n| n.to_string())
-                .unwrap_or_else(|| "unbounded (Q_o traffic-dependent)".into())
-        );
+        let _ = writeln!(o, "    {}", classes_text(c));
         if let Some(f) = &c.flush_classes {
-            let _ = writeln!(o, "    partial flushes add ≤ {} classes", f.explain());
+            let _ = writeln!(
+                o,
+                "    partial flushes add ≤ {} classes{}: {}",
+                f.value,
+                c.flush_clock
+                    .as_ref()
+                    .map(|k| format!(" on the {k} clock"))
+                    .unwrap_or_default(),
+                f.explain()
+            );
         }
         let _ = writeln!(o, "    verdict: {} — {}", c.verdict.label(), c.reason);
         for r in [&c.reserve_step, &c.reserve_chunk] {
@@ -522,6 +523,33 @@ fn point(d: &Derived, full: bool) -> String {
         );
     }
     o
+}
+
+/// `classes 3 (≤ |Q_o| 1 × ∏K_r 9: conformer_cache and upsample_cache advance together on the
+/// token clock)`, `classes 3 (= |Q_o| 1 × ∏K_r 3)`: the reachable catalog beside eq. 7's bound.
+fn classes_text(c: &DerivedCallable) -> String {
+    let Some(n) = c.classes else {
+        return format!(
+            "classes unbounded (Q_o traffic-dependent; ∏K_r {}, {} reachable extent tuple{})",
+            c.catalog_width,
+            c.reachable
+                .map(|n| n.to_string())
+                .unwrap_or_else(|| "more than 2^64".into()),
+            if c.reachable == Some(1) { "" } else { "s" }
+        );
+    };
+    if c.classes == c.classes_bound {
+        return format!(
+            "classes {n} (= |Q_o| {} × ∏K_r {})",
+            c.configs, c.catalog_width
+        );
+    }
+    format!(
+        "classes {n} (≤ |Q_o| {} × ∏K_r {}: {})",
+        c.configs,
+        c.catalog_width,
+        crate::derive::lockstep_text(&c.lockstep)
+    )
 }
 
 fn derivation_json(d: &Derivation) -> Value {
@@ -631,8 +659,12 @@ fn callables_json(d: &Derived) -> Vec<Value> {
                 "region_widths": c.region_widths.iter().map(|w| json!({"region": w.region, "width": w.width, "pinned": w.pinned})).collect::<Vec<_>>(),
                 "catalog_width": c.catalog_width,
                 "configs": c.configs,
+                "reachable": c.reachable,
+                "lockstep": c.lockstep.iter().map(|g| json!({"regions": g.regions, "clock": g.base, "reachable": g.count})).collect::<Vec<_>>(),
                 "classes": c.classes,
+                "classes_bound": c.classes_bound,
                 "flush_classes": c.flush_classes.as_ref().map(derivation_json),
+                "flush_clock": c.flush_clock,
                 "verdict": c.verdict.label(),
                 "reason": c.reason,
                 "steps": c.steps,
@@ -650,7 +682,31 @@ fn callables_json(d: &Derived) -> Vec<Value> {
         .collect()
 }
 
-/// The JSON object for one checked spec.
+/// The JSON object for one checked spec (`dcc check --format json`).
+///
+/// Each entry of `callables` (and of `operating_points[].callables`) carries the catalog as
+/// follows; `classes` is what the generated catalog lists, the rest says where it comes from:
+///
+/// - `specializing_region`: the first varying region the callable reads (the first region read
+///   when all are pinned); `attended_extents`: that region's attended extents 𝓛, ascending
+///   (eq. 4), and `catalog_size`: their count K with its derivation.
+/// - `region_widths`: K_r per region read (eq. 7; 1 when pinned).
+/// - `catalog_width`: ∏ K_r over the regions read — eq. 7's width, the bound on the extent
+///   tuples (9 for Token2Wav's encoder, whose two caches have K_r = 3 each).
+/// - `reachable`: the extent tuples a session can reach (derive/reach.rs): regions that advance
+///   together (same base clock, start and stride in base ticks) share one walk and reach
+///   `max K_r` tuples between them, independent ones multiply; ≤ `catalog_width` (3 for the
+///   encoder). `lockstep`: the groups of more than one region that advance together, each with
+///   its base `clock` and its `reachable` tuples.
+/// - `configs`: |𝒬_o|. `classes`: |𝒬_o| × `reachable`, the signature classes of the catalog
+///   (the generated `CATALOG` lists exactly these when captured); `classes_bound`:
+///   |𝒬_o| × `catalog_width` (eq. 7). Both are null when 𝒬_o is traffic-dependent.
+/// - `flush_classes`: the bound on extra classes from partial flushes (≤ s_r of the
+///   specializing region, capped by the admission bound converted to its clock), counted in
+///   ticks of `flush_clock`.
+/// - `verdict`, `reason`: `captured` when `classes` ≤ the capture limit.
+/// - `m_reserve`: eq. 6 per granularity, summed over the reachable classes (`complete` false
+///   when they could not all be enumerated).
 pub fn json(c: &Checked) -> Value {
     let d = &c.derived;
     json!({

@@ -50,6 +50,62 @@ fn token2wav_table2_and_catalog() {
     assert!(flow.reserve_chunk.staging_bytes < 1_000_000);
     assert_eq!(flow.reserve_chunk.classes.len(), 3);
     assert_eq!(flow.flush_classes.as_ref().map(|f| f.value), Some(50));
+    assert_eq!(flow.flush_clock.as_deref(), Some("frame"));
+    assert_eq!(
+        flow.flush_classes.as_ref().unwrap().explain(),
+        "50 = min(s_r f_chunk 50 frames, admit bound f_chunk 50 frames)"
+    );
+    assert_eq!((flow.classes, flow.classes_bound), (Some(3), Some(3)));
+    // The encoder reads two growing caches that advance together on the token clock: 3 of the
+    // 3 × 3 tuples eq. 7 bounds are reachable, and the catalog lists exactly those.
+    let enc = d.callable("encoder").unwrap();
+    assert_eq!(enc.catalog_width, 9);
+    assert_eq!(enc.classes_bound, Some(9));
+    assert_eq!((enc.reachable, enc.classes), (Some(3), Some(3)));
+    assert_eq!(enc.lockstep.len(), 1);
+    assert_eq!(
+        (
+            enc.lockstep[0].regions.as_slice(),
+            enc.lockstep[0].base.as_str()
+        ),
+        (
+            &["conformer_cache".to_string(), "upsample_cache".to_string()][..],
+            "token"
+        )
+    );
+    assert_eq!(enc.verdict, Verdict::Captured);
+    for r in [&enc.reserve_step, &enc.reserve_chunk] {
+        let ext: Vec<Vec<(&str, u64)>> = r
+            .classes
+            .iter()
+            .map(|k| k.extents.iter().map(|(n, v)| (n.as_str(), *v)).collect())
+            .collect();
+        assert_eq!(
+            ext,
+            [
+                [("conformer_cache", 151), ("upsample_cache", 302)],
+                [("conformer_cache", 176), ("upsample_cache", 352)],
+                [("conformer_cache", 201), ("upsample_cache", 402)],
+            ]
+        );
+        assert!(r.complete);
+        let idx: Vec<usize> = r.classes.iter().map(|k| k.index).collect();
+        assert_eq!(idx, [0, 1, 2]);
+    }
+    // Partial flushes of the encoder: the admission bound (50 frames) on the token clock.
+    assert_eq!(enc.flush_clock.as_deref(), Some("token"));
+    assert_eq!(
+        enc.flush_classes.as_ref().unwrap().explain(),
+        "25 = min(s_r chunk_tokens 25 tokens, admit bound f_chunk 50 frames = 25 tokens)"
+    );
+    let text = dcc_compiler::report::text(&c);
+    assert!(
+        text.contains("classes 3 (≤ |Q_o| 1 × ∏K_r 9: conformer_cache and upsample_cache advance together on the token clock)"),
+        "{text}"
+    );
+    assert!(text.contains(
+        "partial flushes add ≤ 25 classes on the token clock: 25 = min(s_r chunk_tokens 25 tokens, admit bound f_chunk 50 frames = 25 tokens)"
+    ));
     // Duplex operating point: 5 solver steps.
     let duplex = &c.operating_points[0];
     assert_eq!(duplex.operating_point, "duplex");
@@ -78,6 +134,11 @@ fn table3_verdicts() {
             .unwrap_or_else(|| panic!("{name}: no callable with K = {k}"));
         assert_eq!(main.verdict, verdict, "{name}");
         assert!(!main.reason.is_empty());
+        // One growing region (or none): the reachable catalog is eq. 7's bound.
+        assert_eq!(main.reachable, Some(k), "{name}");
+        if verdict != Verdict::OutQo {
+            assert_eq!(main.classes, Some(k), "{name}");
+        }
     }
     let lb = spec("language_backbone");
     let r = &lb.derived.regions[0];
@@ -87,6 +148,11 @@ fn table3_verdicts() {
     );
     let st = spec("speech_token_kv");
     assert_eq!(st.derived.callables[0].classes, None);
+    // The unit stride is counted, not listed: 2001 classes, out: width, no signature emitted.
+    let dec = &lb.derived.callables[0];
+    assert_eq!((dec.classes, dec.classes_bound), (Some(2001), Some(2001)));
+    assert!(dec.reserve_step.classes.is_empty());
+    assert!(dec.reserve_step.complete);
 }
 
 #[test]
@@ -137,6 +203,26 @@ fn cli_json_and_exit_codes() {
         .find(|c| c["name"] == "flow")
         .unwrap();
     assert_eq!(flow["attended_extents"], serde_json::json!([302, 352, 402]));
+    let enc = t["callables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "encoder")
+        .unwrap();
+    assert_eq!(enc["attended_extents"], serde_json::json!([151, 176, 201]));
+    assert_eq!(enc["catalog_width"], 9);
+    assert_eq!(enc["classes_bound"], 9);
+    assert_eq!(enc["reachable"], 3);
+    assert_eq!(enc["classes"], 3);
+    assert_eq!(enc["lockstep"][0]["clock"], "token");
+    assert_eq!(enc["flush_clock"], "token");
+    assert_eq!(
+        enc["m_reserve"]["step"]["classes"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
     assert_eq!(flow["verdict"], "captured");
     assert!(flow["m_reserve_bytes"]["chunk"].as_u64().is_some());
     assert!(t["diagnostics"].is_array());
@@ -211,11 +297,13 @@ fn token2wav_keep_rules_and_layouts() {
             assert_eq!(conf.catalog, catalog, "{name}/{region}");
             assert_eq!(conf.width.width.value, 3);
         }
-        // The language keys the two caches independently: ∏K_r = 3 × 3 encoder classes, of
-        // which the lockstep ones are reachable.
+        // Eq. 7 bounds the encoder by ∏K_r = 3 × 3; the two caches advance together on the
+        // token clock, so 3 classes are reachable.
         let enc = c.derived.callable("encoder").unwrap();
         assert_eq!(enc.attended_extents, vec![151, 176, 201]);
         assert_eq!(enc.catalog_width, 9);
+        assert_eq!(enc.classes, Some(3), "{name}");
+        assert_eq!(enc.reserve_chunk.classes.len(), 3, "{name}");
         // The numbers do not depend on the layout or the keep rule.
         let carry = c.derived.region("carry").unwrap();
         assert_eq!(carry.attended_extent.value, 402);
@@ -230,7 +318,7 @@ fn token2wav_keep_rules_and_layouts() {
         .iter()
         .map(|a| a.name.as_str())
         .collect();
-    assert_eq!(names, ["mu", "cond", "spk", "cache"]);
+    assert_eq!(names[..4], ["mu", "cond", "spk", "cache"]);
     assert_eq!(flow.reserve_chunk.classes[0].args[0].dims, vec![50, 80]);
     assert_eq!(flow.reserve_chunk.classes[0].args[2].dims, vec![1, 192]);
     assert_eq!(

@@ -57,14 +57,35 @@ fn token2wav_exposes_the_papers_numbers() {
     has(
         "dims: &[10, 16, 2, 8, 352, 128],\n                strides: &[13_172_736, 823_296, 411_648, 51_456, 128, 1],",
     );
-    // The arena: total = Σ aligned regions.
+    // The encoder's catalog: the 3 reachable tuples of its two caches, not eq. 7's 3 × 3.
+    has("pub static ENCODER_CATALOG: [dcc::Signature; 3] = [");
     has(
-        "/// 1138745600 = carry 526909440 + solver_workspace 600309760 + attention_mask 256 (112 aligned up to 256) + conformer_cache 4939776 + upsample_cache 6586368\npub const ARENA_BYTES: usize = 1_138_745_600;",
+        "    /// 3 ≤ |𝒬_o| 1 × ∏K_r 9: the reachable signature classes (eq. 7 bounds them; conformer_cache and upsample_cache advance together on the token clock).\n    pub const CLASSES: usize = 3;",
     );
-    assert_eq!(
-        526909440u64 + 600309760 + 256 + 4939776 + 6586368,
-        1_138_745_600
+    has("/// - Class 2: conformer_cache = 201, upsample_cache = 402;");
+    // The arena: total = Σ aligned regions, the paper's regions first (further regions of the
+    // contract follow them).
+    has(
+        "carry 526909440 + solver_workspace 600309760 + attention_mask 256 (112 aligned up to 256) + conformer_cache 4939776 + upsample_cache 6586368",
     );
+    let doc = m
+        .lines()
+        .find(|l| l.starts_with("/// ") && l.contains(" = carry 526909440 + "))
+        .expect("the arena's derivation line");
+    let (total, terms) = doc["/// ".len()..].split_once(" = ").unwrap();
+    let sum: u64 = terms
+        .split(" + ")
+        .map(|t| t.split(' ').nth(1).unwrap().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(total.parse::<u64>().unwrap(), sum);
+    let lit: String = total
+        .as_bytes()
+        .rchunks(3)
+        .rev()
+        .map(|c| std::str::from_utf8(c).unwrap())
+        .collect::<Vec<_>>()
+        .join("_");
+    has(&format!("{doc}\npub const ARENA_BYTES: usize = {lit};"));
     // Admission predicate as a const fn.
     has("pub const fn admit(f: usize) -> bool {\n        f <= 50\n    }");
     // Duplex operating point: 5 × 458, ρ = 7.0×.

@@ -1185,10 +1185,19 @@ fn callable_view(
     ];
     if let Some(n) = dc.classes {
         consts.push(usize_c(
-            vec![format!(
-                "{n} = |𝒬_o| {} × ∏K_r {}: signature classes (eq. 7).",
-                dc.configs, dc.catalog_width
-            )],
+            vec![if dc.classes == dc.classes_bound {
+                format!(
+                    "{n} = |𝒬_o| {} × ∏K_r {}: signature classes (eq. 7).",
+                    dc.configs, dc.catalog_width
+                )
+            } else {
+                format!(
+                    "{n} ≤ |𝒬_o| {} × ∏K_r {}: the reachable signature classes (eq. 7 bounds them; {}).",
+                    dc.configs,
+                    dc.catalog_width,
+                    crate::derive::lockstep_text(&dc.lockstep)
+                )
+            }],
             "CLASSES",
             n,
         ));

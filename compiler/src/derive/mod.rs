@@ -6,6 +6,7 @@
 //! still fail is arithmetic (overflow, division by zero) and value constraints (zero strides,
 //! retention larger than the envelope...), reported as diagnostics.
 
+pub mod reach;
 pub mod types;
 
 use std::collections::HashMap;
@@ -862,6 +863,7 @@ impl<'s> Deriver<'s> {
         c: &Callable,
         regions: &[DerivedRegion],
         consts: &[DerivedConstant],
+        clocks: &[DerivedClock],
         limit: u64,
     ) -> Option<DerivedCallable> {
         let name = &c.name.value;
@@ -894,10 +896,46 @@ impl<'s> Deriver<'s> {
             Some(e) => self.eval_at_least(e, 1, &format!("|Q_o| of `{name}`"))?,
             None => 1,
         };
-        let classes = match c.query.value {
-            QueryLength::Fixed => configs.checked_mul(catalog_width),
-            QueryLength::Traffic => None,
+        // The reachable catalog: walk the regions' clock trajectories (reach.rs).
+        let clock_of = |axis: &str| clocks.iter().find(|k| k.name == axis);
+        let mut tracks: Vec<reach::Track> = Vec::new();
+        for r in &reads {
+            if tracks.iter().any(|t| &t.region == r) {
+                continue; // one region read twice has one extent
+            }
+            let d = find(r)?;
+            let axis = d
+                .growing_axis
+                .and_then(|i| d.axes.get(i))
+                .cloned()
+                .unwrap_or_default();
+            let (base, per_base) = clock_of(&axis)
+                .filter(|k| k.factors.is_empty())
+                .map(|k| (k.base.clone(), k.per_base.max(1)))
+                .unwrap_or_default();
+            tracks.push(reach::Track {
+                region: r.clone(),
+                clock: axis,
+                base,
+                per_base: per_base.max(1),
+                from: d.attended_min.value,
+                by: if d.width.pinned {
+                    None
+                } else {
+                    d.width.stride.as_ref().map(|s| s.value)
+                },
+                cap: d.attended_extent.value,
+            });
+        }
+        let reach = reach::reachable(&tracks, MAX_ENUMERATED_CLASSES);
+        let (classes, classes_bound) = match c.query.value {
+            QueryLength::Fixed => (
+                reach.count.and_then(|n| configs.checked_mul(n)),
+                configs.checked_mul(catalog_width),
+            ),
+            QueryLength::Traffic => (None, None),
         };
+        let lockstep_text = lockstep_text(&reach.lockstep);
         let spec_region = region_widths
             .iter()
             .find(|w| !w.pinned)
@@ -929,9 +967,35 @@ impl<'s> Deriver<'s> {
             },
             _ => Derivation::literal(1),
         };
-        // Partial flushes: at most s_r extra classes, capped by the admission predicate.
-        let flush_classes = match sr.and_then(|d| d.width.stride.clone()) {
-            Some(s) => {
+        // Partial flushes: at most s_r extra classes, capped by the admission predicate. The
+        // admission variable counts ticks of the finest clock among the growing regions the
+        // callable reads or writes on the specializing region's base clock (the frames the
+        // runtime presents); its bound is converted to the specializing region's clock.
+        let sr_track = sr.and_then(|d| tracks.iter().find(|t| t.region == d.name));
+        let admit_clock = sr_track.map(|st| {
+            let mut best = (st.clock.clone(), st.per_base);
+            for r in reads.iter().chain(&writes) {
+                let Some(d) = find(r) else { continue };
+                if d.width.pinned {
+                    continue;
+                }
+                let Some(axis) = d.growing_axis.and_then(|i| d.axes.get(i)) else {
+                    continue;
+                };
+                if let Some(k) = clock_of(axis)
+                    && k.factors.is_empty()
+                    && !st.base.is_empty()
+                    && k.base == st.base
+                    && k.per_base > best.1
+                {
+                    best = (k.name.clone(), k.per_base);
+                }
+            }
+            best
+        });
+        let flush_clock = sr_track.map(|t| t.clock.clone());
+        let flush_classes = match (sr.and_then(|d| d.width.stride.clone()), sr_track) {
+            (Some(s), Some(st)) => {
                 let bound = c.admit.as_ref().and_then(|p| {
                     p.clauses
                         .iter()
@@ -945,12 +1009,37 @@ impl<'s> Deriver<'s> {
                         })
                         .min_by_key(|(v, _)| *v)
                 });
+                let stride = format!(
+                    "{} {}",
+                    paren_str(&s.formula),
+                    unit_word(s.value, &st.clock)
+                );
                 Some(match bound {
                     Some((b, e)) => {
                         let b = u64::try_from(b.max(0)).unwrap_or(0);
+                        let (ac, ap) = admit_clock
+                            .clone()
+                            .unwrap_or_else(|| (st.clock.clone(), st.per_base));
+                        // b ticks of the admission clock = b × p_r / p_a ticks of the region's
+                        // clock (whole ticks: a flush advances the region by whole ticks).
+                        let num = u128::from(b) * u128::from(st.per_base);
+                        let b_r = u64::try_from(num / u128::from(ap.max(1))).unwrap_or(u64::MAX);
+                        let exact = num % u128::from(ap.max(1)) == 0;
+                        let admit = if ac == st.clock {
+                            format!("{} {}", paren_str(&e.to_string()), unit_word(b, &ac))
+                        } else {
+                            format!(
+                                "{} {} = {}{} {}",
+                                paren_str(&e.to_string()),
+                                unit_word(b, &ac),
+                                if exact { "" } else { "⌊…⌋ " },
+                                b_r,
+                                unit_word(b_r, &st.clock)
+                            )
+                        };
                         let mut d = self.derivation(
-                            s.value.min(b),
-                            format!("min(s_r {}, admit bound {})", s.formula, e),
+                            s.value.min(b_r),
+                            format!("min(s_r {stride}, admit bound {admit})"),
                             &[e],
                         );
                         d.inputs = merge_inputs(&d, &s);
@@ -958,12 +1047,12 @@ impl<'s> Deriver<'s> {
                     }
                     None => Derivation {
                         value: s.value,
-                        formula: format!("s_r {}", s.formula),
+                        formula: format!("s_r {stride}"),
                         inputs: s.inputs.clone(),
                     },
                 })
             }
-            None => None,
+            _ => None,
         };
         // Verdict.
         let widths_text = region_widths
@@ -988,6 +1077,18 @@ impl<'s> Deriver<'s> {
         } else {
             widths_text
         };
+        // `= |Q_o| 1 × ∏K_r 3 (...)`, or with regions in lock-step
+        // `reachable of ≤ |Q_o| 1 × ∏K_r 9 = 9 (...; a and b advance together on the token clock)`.
+        let count_text = if reach.count == Some(catalog_width) {
+            format!("= |Q_o| {configs} × ∏K_r {catalog_width} ({widths_text})")
+        } else {
+            format!(
+                "reachable of ≤ |Q_o| {configs} × ∏K_r {catalog_width} = {} ({widths_text}; {lockstep_text})",
+                classes_bound
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|| "more than 2^64".into())
+            )
+        };
         let (verdict, reason) = match (c.query.value, classes) {
             (QueryLength::Traffic, _) => (
                 Verdict::OutQo,
@@ -998,29 +1099,23 @@ impl<'s> Deriver<'s> {
             (QueryLength::Fixed, Some(n)) if n <= limit => (
                 Verdict::Captured,
                 format!(
-                    "{n} signature class{} = |Q_o| {configs} × ∏K_r {catalog_width} ({widths_text}), within the capture limit {limit}: every signature is known before traffic arrives",
+                    "{n} signature class{} {count_text}, within the capture limit {limit}: every signature is known before traffic arrives",
                     if n == 1 { "" } else { "es" }
                 ),
             ),
             (QueryLength::Fixed, n) => (
                 Verdict::OutWidth,
                 format!(
-                    "{} signature classes = |Q_o| {configs} × ∏K_r {catalog_width} ({widths_text}) exceed the capture limit {limit}. Coarsen the stride (s_r comparable to W_r) or pin the extent (ring) to bring it in scope; padding to fewer shapes would forfeit exactness",
+                    "{} signature classes {count_text} exceed the capture limit {limit}. Coarsen the stride (s_r comparable to W_r) or pin the extent (ring) to bring it in scope; padding to fewer shapes would forfeit exactness",
                     n.map(|n| n.to_string())
                         .unwrap_or_else(|| "more than 2^64".into())
                 ),
             ),
         };
-        // Class enumeration for M_reserve.
-        let varying: Vec<&DerivedRegion> = reads
-            .iter()
-            .filter_map(|r| find(r))
-            .filter(|d| !d.width.pinned)
-            .collect();
-        let enum_count = mul_all(varying.iter().map(|d| d.catalog.len() as u64));
-        let enumerable = enum_count.is_some_and(|n| n <= MAX_ENUMERATED_CLASSES)
-            && varying.iter().all(|d| !d.catalog.is_empty());
-        let keep_sigs = enumerable && enum_count.is_some_and(|n| n <= limit);
+        // Class enumeration for M_reserve: exactly the reachable tuples.
+        let tuples = reach.tuples.as_deref();
+        let enumerable = tuples.is_some();
+        let keep_sigs = tuples.is_some_and(|t| t.len() as u64 <= limit);
         let loop_axis = c.loop_clock.as_ref().map(|l| l.value.clone());
         let mut reserves = Vec::new();
         for g in [Granularity::Step, Granularity::Chunk] {
@@ -1028,22 +1123,14 @@ impl<'s> Deriver<'s> {
             let mut staging_all: u64 = 0;
             let mut largest: Option<(String, u64)> = None;
             let mut sigs = Vec::new();
-            let total = if enumerable {
-                enum_count.unwrap_or(0)
-            } else {
-                0
-            };
-            for idx in 0..total {
-                // Mixed-radix decode of the class index.
-                let mut rem = idx;
-                let mut extents: Vec<(String, u64)> = Vec::new();
-                for d in varying.iter().rev() {
-                    let n = d.catalog.len() as u64;
-                    let v = d.catalog.get((rem % n) as usize).copied().unwrap_or(0);
-                    rem /= n;
-                    extents.push((d.name.clone(), v));
-                }
-                extents.reverse();
+            for (idx, tuple) in tuples.unwrap_or_default().iter().enumerate() {
+                // The varying regions' extents, in read order.
+                let extents: Vec<(String, u64)> = tracks
+                    .iter()
+                    .zip(tuple)
+                    .filter(|(t, _)| t.by.is_some())
+                    .map(|(t, &v)| (t.region.clone(), v))
+                    .collect();
                 // Pinned regions read at their bound.
                 let mut all_ext = extents.clone();
                 for r in &reads {
@@ -1074,7 +1161,7 @@ impl<'s> Deriver<'s> {
                 staging_all = staging_all.checked_add(all)?;
                 if keep_sigs {
                     sigs.push(ClassSig {
-                        index: idx as usize,
+                        index: idx,
                         extents,
                         args,
                         staging_bytes: st,
@@ -1112,8 +1199,12 @@ impl<'s> Deriver<'s> {
             region_widths,
             catalog_width,
             configs,
+            reachable: reach.count,
+            lockstep: reach.lockstep,
             classes,
+            classes_bound,
             flush_classes,
+            flush_clock,
             verdict,
             reason,
             steps,
@@ -1249,7 +1340,7 @@ impl<'s> Deriver<'s> {
         let limit = limit?;
         let mut callables = Vec::new();
         for c in &self.spec.callables {
-            match self.callable(c, &regions, &constants, limit) {
+            match self.callable(c, &regions, &constants, clocks.as_deref()?, limit) {
                 Some(d) => callables.push(d),
                 None => ok = false,
             }
@@ -1320,6 +1411,33 @@ fn paren_str(s: &str) -> String {
     } else {
         s.to_string()
     }
+}
+
+/// `tokens` / `token`: the unit of `n` ticks of `clock`.
+fn unit_word(n: u64, clock: &str) -> String {
+    if n == 1 || clock.ends_with('s') {
+        clock.to_string()
+    } else {
+        format!("{clock}s")
+    }
+}
+
+/// `conformer_cache and upsample_cache advance together on the token clock` (public: the
+/// report and the generated docs say it the same way).
+pub fn lockstep_text(groups: &[reach::LockstepGroup]) -> String {
+    groups
+        .iter()
+        .map(|g| {
+            let list = match g.regions.split_last() {
+                Some((last, rest)) if !rest.is_empty() => {
+                    format!("{} and {last}", rest.join(", "))
+                }
+                _ => g.regions.join(""),
+            };
+            format!("{list} advance together on the {} clock", g.base)
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn merge_inputs(a: &Derivation, b: &Derivation) -> Vec<(String, i64)> {

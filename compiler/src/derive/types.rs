@@ -321,15 +321,25 @@ pub struct DerivedCallable {
     pub catalog_size: Derivation,
     /// K_r per region read.
     pub region_widths: Vec<RegionWidth>,
-    /// ∏ K_r.
+    /// ∏ K_r over the regions read: eq. 7's width, the bound on the extent tuples.
     pub catalog_width: u64,
     /// |𝒬_o|.
     pub configs: u64,
-    /// |𝒬_o| ∏ K_r, or None when 𝒬_o is traffic-dependent (unbounded).
+    /// Extent tuples a session can reach (the walk of [`crate::derive::reach`]): ≤ ∏ K_r, fewer
+    /// when regions advance together; None on overflow.
+    pub reachable: Option<u64>,
+    /// Regions read that advance together (one clock trajectory), each group with its count.
+    pub lockstep: Vec<crate::derive::reach::LockstepGroup>,
+    /// |𝒬_o| × reachable: the signature classes of the catalog, or None when 𝒬_o is
+    /// traffic-dependent (unbounded).
     pub classes: Option<u64>,
+    /// |𝒬_o| × ∏ K_r: eq. 7's upper bound on `classes`, or None when 𝒬_o is traffic-dependent.
+    pub classes_bound: Option<u64>,
     /// Upper bound on extra classes from partial flushes at turn ends (≤ s_r, bounded by the
-    /// admission predicate), with its formula.
+    /// admission predicate converted to the specializing region's clock), with its formula.
     pub flush_classes: Option<Derivation>,
+    /// The clock `flush_classes` counts ticks of (the specializing region's driving clock).
+    pub flush_clock: Option<String>,
     pub verdict: Verdict,
     /// Why, in words a person can act on.
     pub reason: String,
