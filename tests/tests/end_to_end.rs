@@ -48,6 +48,12 @@ struct Token2WavAdapter {
     conformer: RegionBuf<f32, { 6 * 8 * 201 * 128 }>,
     #[region(upsample_cache)]
     upsample: RegionBuf<f32, { 4 * 8 * 402 * 128 }>,
+    #[region(estimator_conv_cache)]
+    conv: RegionBuf<f32, { 10 * 16 * 2 * 2 * 2 * 512 }>,
+    #[region(pre_lookahead_cache)]
+    pre_lookahead: RegionBuf<f32, { 2 * 512 }>,
+    #[region(up_layer_cache)]
+    up_layer: RegionBuf<f32, { 4 * 512 }>,
     #[callable(encoder)]
     encoder: u8,
     #[callable(flow)]
@@ -95,7 +101,22 @@ fn token2wav_adapter_reads_back_layout_and_catalog() {
         (up.dims, up.axis("frame")),
         (&[4, 8, 402, 128][..], Some(2))
     );
-    assert_eq!(Token2WavAdapter::REGION_FIELDS.len(), 5);
+    // The conv contexts: pinned windows (2 frames per step, 2 tokens, 4 frames), in storage order.
+    let conv = Token2WavAdapter::region_of("conv").unwrap();
+    assert_eq!(
+        (
+            conv.dims,
+            conv.axis("step"),
+            conv.axis("frame"),
+            conv.attended
+        ),
+        (&[10, 16, 2, 2, 2, 512][..], Some(0), Some(4), 2)
+    );
+    let pre = Token2WavAdapter::region_of("pre_lookahead").unwrap();
+    assert_eq!((pre.dims, pre.axis("token")), (&[2, 512][..], Some(0)));
+    let upc = Token2WavAdapter::region_of("up_layer").unwrap();
+    assert_eq!((upc.dims, upc.axis("frame")), (&[4, 512][..], Some(0)));
+    assert_eq!(Token2WavAdapter::REGION_FIELDS.len(), 8);
 
     // The arena: one allocation, every region at an aligned offset, total = Σ aligned sizes.
     let arena = Token2WavAdapter::arena();
@@ -106,19 +127,19 @@ fn token2wav_adapter_reads_back_layout_and_catalog() {
         offset += r.bytes.div_ceil(arena.align) * arena.align;
     }
     assert_eq!(arena.total_bytes, offset);
-    assert_eq!(arena.total_bytes, 1_138_745_600);
+    assert_eq!(arena.total_bytes, 1_141_379_328);
 
-    // Catalogs: the 3 attended extents of the flow; the encoder's two caches are keyed
-    // independently (3 × 3 classes: the language has no way to say they advance together, so
-    // 3 of the 9 are reachable, (151, 302), (176, 352), (201, 402)); the eager binding has none.
+    // Catalogs: the 3 attended extents of the flow; the encoder's two caches advance together
+    // on the token clock, so its catalog is the 3 reachable of eq. 7's 3 × 3 tuples, (151, 302),
+    // (176, 352), (201, 402) (the pinned conv contexts add K_r = 1); the eager binding has none.
     let flow = Token2WavAdapter::catalog_of("flow").unwrap();
     let extents: Vec<usize> = flow.iter().map(|s| s.attended).collect();
     assert_eq!(extents, [302, 352, 402]);
     let enc = Token2WavAdapter::catalog_of("encoder").unwrap();
-    assert_eq!(enc.len(), 9);
+    assert_eq!(enc.len(), 3);
     assert_eq!(enc[0].scalars, &[151, 302]);
-    assert_eq!(enc[4].scalars, &[176, 352]);
-    assert_eq!(enc[8].scalars, &[201, 402]);
+    assert_eq!(enc[1].scalars, &[176, 352]);
+    assert_eq!(enc[2].scalars, &[201, 402]);
     for cat in [flow, enc] {
         assert!(cat.iter().enumerate().all(|(i, s)| s.class as usize == i));
     }

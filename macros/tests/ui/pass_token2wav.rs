@@ -13,6 +13,12 @@ struct Adapter {
     conformer: RegionBuf<f32, 1_234_944>,
     #[region(upsample_cache)]
     upsample: RegionBuf<f32, 1_646_592>,
+    #[region(estimator_conv_cache)]
+    conv: RegionBuf<f32, 655_360>,
+    #[region(pre_lookahead_cache)]
+    pre_lookahead: RegionBuf<f32, 1024>,
+    #[region(up_layer_cache)]
+    up_layer: RegionBuf<f32, 2048>,
     #[callable(encoder)]
     encoder: (),
     #[callable(flow)]

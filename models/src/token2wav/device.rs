@@ -23,8 +23,12 @@
 //! every per-call address from an explicit I/O description and only launch stream work (no
 //! allocation, no host copy), so they can be recorded into a graph. Host inputs are uploaded
 //! into fixed input buffers first ([`DeviceFlow::set_inputs`]); the mel lands in a fixed output
-//! buffer ([`DeviceFlow::mel_out`]). The conv contexts (estimator conv cache, pre-lookahead and
-//! upsampling contexts) are session buffers at fixed addresses in both stores.
+//! buffer ([`DeviceFlow::mel_out`]). The conv contexts — the estimator conv cache `[step, layer,
+//! cfg, conv, ctx, hidden]` (contract region `estimator_conv_cache`), the pre-lookahead context
+//! `[ctx, dim]` (`pre_lookahead_cache`) and the upsampling context `[2·stride, dim]`
+//! (`up_layer_cache`) — are written in place by the call that reads them, at fixed addresses in
+//! both stores: in the contract's arena under the state rule, in plain session buffers
+//! otherwise.
 
 use std::sync::Arc;
 
@@ -255,10 +259,15 @@ pub struct DeviceState {
     pub(super) solver: SolverParams,
     pub(super) retention: Retention,
     pub(super) store: StateStore,
-    pub(super) est_cnn: DeviceBuffer,
+    /// The conv contexts' addresses (fixed for the session's life).
+    pub(super) ctx: Contexts,
+    /// Floats of each context (estimator conv cache, pre-lookahead, upsampling), all steps.
+    pub(super) ctx_floats: [usize; 3],
+    /// Solver steps the estimator conv cache holds (its `step` extent).
+    pub(super) conv_steps: usize,
+    /// The contexts' plain buffers when they are not in the store's arena.
+    pub(super) _ctx_bufs: Vec<DeviceBuffer>,
     pub(super) est_extent: usize,
-    pub(super) pre_cnn: DeviceBuffer,
-    pub(super) up_cnn: DeviceBuffer,
     pub(super) t_tok: usize,
     pub(super) primed: bool,
 }
@@ -360,17 +369,21 @@ impl DeviceState {
         }
     }
 
-    /// Fixed session addresses the callables bake in (conv contexts).
+    /// The conv contexts' fixed addresses (regions `estimator_conv_cache`,
+    /// `pre_lookahead_cache`, `up_layer_cache` under the state rule's arena).
     pub fn contexts(&self) -> Contexts {
-        Contexts {
-            est_cnn: self.est_cnn.ptr(),
-            pre_cnn: self.pre_cnn.ptr(),
-            up_cnn: self.up_cnn.ptr(),
-        }
+        self.ctx
+    }
+
+    /// Solver steps the estimator conv cache holds (the step stride of its storage).
+    pub fn conv_steps(&self) -> usize {
+        self.conv_steps
     }
 }
 
-/// The conv-context buffers of a session (fixed for its life in both stores).
+/// The conv contexts of a session (fixed for its life in both stores): the estimator conv cache
+/// `[step, layer, cfg, conv, ctx, hidden]`, the pre-lookahead context `[ctx, dim]` and the
+/// upsampling context `[2·stride, dim]`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Contexts {
     pub est_cnn: DevPtr,
@@ -396,7 +409,10 @@ pub struct EncoderIo {
     /// Write the kept frames back into the carries in place (state rule); otherwise the call
     /// leaves `[carry ‖ new]` in the conformer workspace for [`DeviceFlow::finish_call`].
     pub write_back: bool,
-    pub ctx: Contexts,
+    /// The pre-lookahead context `[ctx, dim]` (`pre_lookahead_cache`), read and written in place.
+    pub pre_cnn: DevPtr,
+    /// The upsampling context `[2·stride, dim]` (`up_layer_cache`), read and written in place.
+    pub up_cnn: DevPtr,
     pub retention: Retention,
 }
 
@@ -423,7 +439,9 @@ pub struct FlowIo {
     pub carry_slice: bool,
     /// Write each step's kept frames back into `carry` in place (state rule).
     pub write_back: bool,
-    pub ctx: Contexts,
+    /// The estimator conv cache `[step, layer, cfg, conv, ctx, hidden]` (step-major base,
+    /// `estimator_conv_cache`), read and written in place.
+    pub est_cnn: DevPtr,
     pub retention: Retention,
     pub solver: SolverParams,
 }
@@ -685,37 +703,70 @@ impl DeviceFlow {
         [e.up_blocks, e.heads, cap, 2 * (e.dim / e.heads)]
     }
 
-    fn contexts_alloc(
-        &self,
-        solver: SolverParams,
-    ) -> Result<(DeviceBuffer, DeviceBuffer, DeviceBuffer), FlowError> {
-        let (e, d) = (&self.cfg.encoder, &self.cfg.dit);
-        let be = self.be.as_ref();
-        let alloc = |floats: usize| -> Result<DeviceBuffer, FlowError> {
-            Ok(be.alloc(floats.max(1) * 4, AllocKind::Session)?)
-        };
-        Ok((
-            alloc(solver.n_steps * d.depth * CFG_BATCH * 2 * (CONV_K - 1) * d.hidden)?,
-            alloc((CONV2_K - 1) * e.dim)?,
-            alloc(2 * e.up_stride * e.dim)?,
-        ))
+    /// Port storage of the estimator conv cache holding `steps` solver steps: `[steps, depth,
+    /// cfg, conv, ctx, hidden]` (two convs per block, `ctx = CONV_K − 1` frames; the contract's
+    /// `estimator_conv_cache` layout).
+    pub fn estimator_conv_dims(&self, steps: usize) -> [usize; 6] {
+        let d = &self.cfg.dit;
+        [steps, d.depth, CFG_BATCH, 2, CONV_K - 1, d.hidden]
     }
 
+    /// Port storage of the pre-lookahead context: `[CONV2_K − 1, dim]` (tokens outer; the
+    /// contract's `pre_lookahead_cache` layout).
+    pub fn pre_lookahead_dims(&self) -> [usize; 2] {
+        [CONV2_K - 1, self.cfg.encoder.dim]
+    }
+
+    /// Port storage of the upsampling context: `[2·stride, dim]` (frames outer; the contract's
+    /// `up_layer_cache` layout).
+    pub fn up_layer_dims(&self) -> [usize; 2] {
+        let e = &self.cfg.encoder;
+        [2 * e.up_stride, e.dim]
+    }
+
+    /// A session state over `store`, its conv contexts at `ctx` (regions of the store's arena,
+    /// the estimator conv cache holding `steps` solver steps) or, with `None`, in fresh plain
+    /// session buffers sized for `solver`.
     fn state_with(
         &self,
         solver: SolverParams,
         retention: Retention,
         store: StateStore,
+        ctx: Option<(Contexts, usize)>,
     ) -> Result<DeviceState, FlowError> {
-        let (est_cnn, pre_cnn, up_cnn) = self.contexts_alloc(solver)?;
+        let floats = |steps: usize| {
+            [
+                self.estimator_conv_dims(steps).iter().product::<usize>(),
+                self.pre_lookahead_dims().iter().product(),
+                self.up_layer_dims().iter().product(),
+            ]
+        };
+        let (ctx, conv_steps, bufs) = match ctx {
+            Some((ctx, steps)) => (ctx, steps, Vec::new()),
+            None => {
+                let be = self.be.as_ref();
+                let bufs = floats(solver.n_steps)
+                    .iter()
+                    .map(|&f| be.alloc(f.max(1) * 4, AllocKind::Session))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let ctx = Contexts {
+                    est_cnn: bufs[0].ptr(),
+                    pre_cnn: bufs[1].ptr(),
+                    up_cnn: bufs[2].ptr(),
+                };
+                (ctx, solver.n_steps, bufs)
+            }
+        };
+        // unprimed: `setup_cache` zeroes the contexts (the vendor's `new_zeros`) before use
         Ok(DeviceState {
             solver,
             retention,
             store,
-            est_cnn,
+            ctx,
+            ctx_floats: floats(conv_steps),
+            conv_steps,
+            _ctx_bufs: bufs,
             est_extent: 0,
-            pre_cnn,
-            up_cnn,
             t_tok: 0,
             primed: false,
         })
@@ -755,15 +806,17 @@ impl DeviceFlow {
             _arena: None,
             _bufs: vec![carry, ws, conf, up, mask],
         };
-        self.state_with(solver, retention, store)
+        self.state_with(solver, retention, store, None)
     }
 
     /// A fresh session state under the state rule in one region arena laid out by a contract:
     /// regions `carry` and `solver_workspace` (`[step, layer, cfg, head, frame, k‖v]`),
     /// `conformer_cache` (`[block, head, token, k‖v]`), `upsample_cache` (`[up_block, head,
-    /// frame, k‖v]`) and `attention_mask`. Axes are looked up by name (`step`, `frame`,
-    /// `token`) and every region's storage (the contract's `layout:`: dims and strides) must be
-    /// the port's.
+    /// frame, k‖v]`), `attention_mask` and the conv contexts `estimator_conv_cache` (`[step,
+    /// layer, cfg, conv, frame, hidden]`, 2 frames), `pre_lookahead_cache` (`[token, dim]`, 2
+    /// tokens) and `up_layer_cache` (`[frame, dim]`, `2·stride` frames). Axes are looked up by
+    /// name (`step`, `frame`, `token`) and every region's storage (the contract's `layout:`:
+    /// dims and strides) must be the port's.
     pub fn new_state_in_arena(
         &self,
         solver: SolverParams,
@@ -780,6 +833,32 @@ impl DeviceFlow {
             region("upsample_cache")?,
             region("attention_mask")?,
         );
+        let (est_cnn, pre_cnn, up_cnn) = (
+            region("estimator_conv_cache")?,
+            region("pre_lookahead_cache")?,
+            region("up_layer_cache")?,
+        );
+        let conv_steps = axis_extent(est_cnn.info, "step")?;
+        check_storage(
+            est_cnn.info,
+            &[("step", 0), ("frame", 4)],
+            &self.estimator_conv_dims(conv_steps),
+            "[step, layer, cfg, conv, frame, hidden]",
+        )?;
+        let what = "[token, dim]";
+        check_storage(
+            pre_cnn.info,
+            &[("token", 0)],
+            &self.pre_lookahead_dims(),
+            what,
+        )?;
+        let what = "[frame, dim]";
+        check_storage(up_cnn.info, &[("frame", 0)], &self.up_layer_dims(), what)?;
+        let ctx = Contexts {
+            est_cnn: est_cnn.ptr,
+            pre_cnn: pre_cnn.ptr,
+            up_cnn: up_cnn.ptr,
+        };
         let (c_steps, est_cap) = self.estimator_axes(carry.info)?;
         let (ws_steps, ws_frames) = self.estimator_axes(ws.info)?;
         let conf_cap = axis_extent(conf.info, "token")?;
@@ -789,9 +868,10 @@ impl DeviceFlow {
         let what = "[up_block, head, frame, k‖v]";
         check_storage(up.info, &[("frame", 2)], &self.up_dims(up_cap), what)?;
         let s = self.cfg.encoder.up_stride;
-        if c_steps < solver.n_steps || ws_steps < solver.n_steps {
+        if c_steps.min(ws_steps).min(conv_steps) < solver.n_steps {
             return Err(FlowError::Config(format!(
-                "the contract's regions hold {c_steps}/{ws_steps} solver steps, the solver takes {}",
+                "the contract's regions hold {c_steps}/{ws_steps}/{conv_steps} solver steps, the \
+                 solver takes {}",
                 solver.n_steps
             )));
         }
@@ -816,7 +896,7 @@ impl DeviceFlow {
             _arena: Some(arena),
             _bufs: Vec::new(),
         };
-        self.state_with(solver, retention, store)
+        self.state_with(solver, retention, store, Some((ctx, conv_steps)))
     }
 
     /// `(steps, frames)` of an estimator-cache region (`carry`, `solver_workspace`): its `step`
@@ -859,7 +939,7 @@ impl DeviceFlow {
             up: be.alloc(4, AllocKind::Other)?,
             mask: be.alloc(CFG_BATCH * STOCK_FRAMES, AllocKind::Other)?,
         };
-        self.state_with(solver, retention, store)
+        self.state_with(solver, retention, store, None)
     }
 
     /// A copy of `src` (device to device) that continues under `retention` (a session
@@ -912,12 +992,18 @@ impl DeviceFlow {
             .dtod(*d_conf, *conf, floats(self.conf_dims(*conf_cap)) * 4)?;
         self.be
             .dtod(*d_up, *up, floats(self.up_dims(*up_cap)) * 4)?;
-        for (d, s) in [
-            (&st.est_cnn, &src.est_cnn),
-            (&st.pre_cnn, &src.pre_cnn),
-            (&st.up_cnn, &src.up_cnn),
-        ] {
-            self.be.dtod(d.ptr(), s.ptr(), s.bytes())?;
+        // the contexts: every step the solver uses (a contract's cache may hold more steps)
+        let (dc, sc) = (st.ctx, src.ctx);
+        let used = self.ctx_floats_used(src);
+        for ((d, s), floats) in [
+            (dc.est_cnn, sc.est_cnn),
+            (dc.pre_cnn, sc.pre_cnn),
+            (dc.up_cnn, sc.up_cnn),
+        ]
+        .into_iter()
+        .zip(used)
+        {
+            self.be.dtod(d, s, floats * 4)?;
         }
         st.est_extent = src.est_extent;
         st.t_tok = src.t_tok;
@@ -1331,7 +1417,8 @@ impl DeviceFlow {
             up_carry: st.upsample_carry(),
             up_cap: st.upsample_cap(self.cfg.encoder.up_stride),
             write_back: st.store.is_fixed(),
-            ctx: st.contexts(),
+            pre_cnn: st.ctx.pre_cnn,
+            up_cnn: st.ctx.up_cnn,
             retention: st.retention,
         }
     }
@@ -1350,7 +1437,7 @@ impl DeviceFlow {
             ws_frames: st.workspace_frames(),
             carry_slice: false,
             write_back: st.store.is_fixed(),
-            ctx: st.contexts(),
+            est_cnn: st.ctx.est_cnn,
             retention: st.retention,
             solver: st.solver,
         }
@@ -1423,7 +1510,7 @@ impl DeviceFlow {
         let tn = t - la;
         // pre-lookahead: conv1 (k = la+1) into cat after the 2-row context, leaky ReLU, conv2
         let ctx = CONV2_K - 1;
-        let pre_cnn = io.ctx.pre_cnn;
+        let pre_cnn = io.pre_cnn;
         self.copy(w.cat.ptr(), d, pre_cnn, d, ctx, d, 1)?;
         self.copy(w.col.ptr(), (la + 1) * d, w.b.ptr(), d, tn, (la + 1) * d, 1)?;
         self.linear(
@@ -1468,7 +1555,7 @@ impl DeviceFlow {
         // upsample ×s (nearest) after the 2s-row context, conv k = 2s + 1
         let tu = tn * s;
         let uctx = 2 * s;
-        let up_cnn = io.ctx.up_cnn;
+        let up_cnn = io.up_cnn;
         self.copy(w.cat.ptr(), d, up_cnn, d, uctx, d, 1)?;
         self.copy(at(&w.cat, uctx * d), d, w.x.ptr(), d, tu, d, s)?;
         self.copy(up_cnn, d, at(&w.cat, tu * d), d, uctx, d, 1)?;
@@ -1773,10 +1860,7 @@ impl DeviceFlow {
                 self.gated_norm(rows, w.o.ptr(), m(li, 2), m(li, 6), m(li, 7))?;
                 // causal conv block: contexts of (step, layer, batch, conv) at
                 // est_cnn[((si·depth + li)·cnn_per_layer + (b·2 + which)·ctx·hid)]
-                let cnn0 = io
-                    .ctx
-                    .est_cnn
-                    .offset((si * dc.depth + li) * cnn_per_layer * 4);
+                let cnn0 = io.est_cnn.offset((si * dc.depth + li) * cnn_per_layer * 4);
                 let cnn1 = cnn0.offset(ctx * hid * 4);
                 self.go(
                     &kd::CONV_IM2COL,
@@ -1997,10 +2081,25 @@ impl DeviceFlow {
         Ok(())
     }
 
+    /// Floats of each conv context a session under `st`'s solver uses (its first `n_steps`
+    /// steps of the estimator conv cache).
+    fn ctx_floats_used(&self, st: &DeviceState) -> [usize; 3] {
+        let mut f = st.ctx_floats;
+        f[0] = self
+            .estimator_conv_dims(st.solver.n_steps.min(st.conv_steps))
+            .iter()
+            .product();
+        f
+    }
+
     /// Zeroes a session's conv contexts and extents in place (addresses unchanged).
     fn reset(&self, st: &mut DeviceState) -> Result<(), FlowError> {
-        for b in [&st.est_cnn, &st.pre_cnn, &st.up_cnn] {
-            self.be.memset_d32(b.ptr(), 0, b.bytes() / 4)?;
+        let c = st.ctx;
+        for (p, floats) in [c.est_cnn, c.pre_cnn, c.up_cnn]
+            .into_iter()
+            .zip(st.ctx_floats)
+        {
+            self.be.memset_d32(p, 0, floats)?;
         }
         st.est_extent = 0;
         st.t_tok = 0;

@@ -1,13 +1,15 @@
 //! Serving the flow under its native-clock contract: the `#[native_clock]` adapters, the six
 //! arms of the paper's Table 5 factorial and a streaming [`Session`] that runs one arm.
 //!
-//! * **State rule** (arms S, SR, SRc): the carries, the solver workspace, the conformer cache and
-//!   the attention mask live in one region arena laid out by the contract ([`ArenaLayout`] of the
+//! * **State rule** (arms S, SR, SRc): the carries, the solver workspace, the conformer caches,
+//!   the conv contexts (`estimator_conv_cache`, `pre_lookahead_cache`, `up_layer_cache`) and the
+//!   attention mask live in one region arena laid out by the contract ([`ArenaLayout`] of the
 //!   adapter); addresses never change, carries are written back in place.
 //! * **Stock** (arms B0, R, Rc): the vendor's 16 × 1000 estimator envelope; after every call the
 //!   kept frames are materialized into fresh buffers (`torch.cat`), so carry addresses drift and
-//!   replay must stage them: the catalog is the contract's with every region input staged
-//!   (`aliased: false`) and described by its real compact layout, so the staging copy is exact.
+//!   replay must stage them: the catalog is the contract's with every carry input staged
+//!   (`aliased: false`) and described by its real compact layout, so the staging copy is exact;
+//!   the conv contexts stay in fixed session buffers (aliased, as the contract declares).
 //! * **Replay** (R, SR: step clock, one engine per solver step; Rc, SRc: chunk clock, one engine
 //!   for the whole loop): the contract's `encoder` and `flow` callables are wrapped by
 //!   [`ExactShapeReplay`]; the closures take every tensor address from the [`Call`]. The
@@ -41,7 +43,8 @@ use super::retention::Retention;
 use super::{FlowError, SolverParams};
 
 macro_rules! adapter {
-    ($(#[$m:meta])* $name:ident, $spec:literal, $carry:literal, $ws:literal, $conf:literal, $up:literal) => {
+    ($(#[$m:meta])* $name:ident, $spec:literal, $carry:literal, $ws:literal, $conf:literal, $up:literal,
+     $est_cnn:literal, $pre_cnn:literal, $up_cnn:literal) => {
         $(#[$m])*
         #[dcc_macros::native_clock(spec = $spec)]
         pub struct $name {
@@ -55,6 +58,15 @@ macro_rules! adapter {
             pub conformer_cache: RegionBuf<f32, $conf>,
             #[region(upsample_cache)]
             pub upsample_cache: RegionBuf<f32, $up>,
+            /// The estimator's causal-conv contexts `[step, layer, cfg, conv, frame, hidden]`.
+            #[region(estimator_conv_cache)]
+            pub estimator_conv_cache: RegionBuf<f32, $est_cnn>,
+            /// The pre-lookahead layer's conv context `[token, dim]`.
+            #[region(pre_lookahead_cache)]
+            pub pre_lookahead_cache: RegionBuf<f32, $pre_cnn>,
+            /// The upsampling conv's context `[frame, dim]`.
+            #[region(up_layer_cache)]
+            pub up_layer_cache: RegionBuf<f32, $up_cnn>,
             /// `UpsampleConformerEncoderV2.forward_chunk` ([`DeviceFlow::encoder_call`]).
             #[callable(encoder)]
             pub encoder: (),
@@ -75,6 +87,9 @@ macro_rules! adapter {
                     attention_mask: RegionBuf::bind(arena, "attention_mask")?,
                     conformer_cache: RegionBuf::bind(arena, "conformer_cache")?,
                     upsample_cache: RegionBuf::bind(arena, "upsample_cache")?,
+                    estimator_conv_cache: RegionBuf::bind(arena, "estimator_conv_cache")?,
+                    pre_lookahead_cache: RegionBuf::bind(arena, "pre_lookahead_cache")?,
+                    up_layer_cache: RegionBuf::bind(arena, "up_layer_cache")?,
                     encoder: (),
                     flow: (),
                     vocoder: (),
@@ -91,7 +106,10 @@ adapter!(
     131_727_360,
     150_077_440,
     1_234_944,
-    1_646_592
+    1_646_592,
+    655_360,
+    1024,
+    2048
 );
 adapter!(
     /// The tiny golden model's contract (`specs/token2wav_tiny.yaml`, paper retention).
@@ -100,7 +118,10 @@ adapter!(
     2_058_240,
     2_344_960,
     51_456,
-    51_456
+    51_456,
+    10_240,
+    128,
+    256
 );
 adapter!(
     /// The tiny golden model under the vendor's slicing (`specs/token2wav_tiny_vendor.yaml`).
@@ -109,7 +130,10 @@ adapter!(
     2_058_240,
     2_344_960,
     51_456,
-    51_456
+    51_456,
+    10_240,
+    128,
+    256
 );
 
 /// What a session needs from a contract, as data.
@@ -122,6 +146,11 @@ pub struct ContractView {
     /// The encoder blocks' cache (token clock) and the up-blocks' cache (frame clock).
     pub conformer: &'static RegionInfo,
     pub upsample: &'static RegionInfo,
+    /// The conv contexts: the estimator's (solver clock), the pre-lookahead layer's (token
+    /// clock) and the upsampling conv's (frame clock), all pinned.
+    pub estimator_conv: &'static RegionInfo,
+    pub pre_lookahead: &'static RegionInfo,
+    pub up_layer: &'static RegionInfo,
     pub encoder: &'static CallableInfo,
     pub flow: &'static CallableInfo,
     /// Whether the adapter asks for capture of each (`#[callable(x, eager)]` → false).
@@ -155,6 +184,9 @@ impl ContractView {
             carry: region("carry")?,
             conformer: region("conformer_cache")?,
             upsample: region("upsample_cache")?,
+            estimator_conv: region("estimator_conv_cache")?,
+            pre_lookahead: region("pre_lookahead_cache")?,
+            up_layer: region("up_layer_cache")?,
             encoder: enc.callable,
             flow: flow.callable,
             capture_encoder: enc.capture,
@@ -390,7 +422,6 @@ impl Session {
         let rule = self.arm.state_rule();
         let be = dev.backend().clone();
         let rng = Arc::new(HostRng::new(0));
-        let ctx = self.st.contexts();
         let r = self.contract.retention;
         let solver = self.st.solver();
         let frames = dev.call_frames(self.chunk_tokens, false);
@@ -403,7 +434,7 @@ impl Session {
         let s = e.up_stride;
 
         // encoder: scalars = the extents of `conformer_cache` (tokens) and `upsample_cache`
-        // (frames), in read order
+        // (frames), in read order (the pinned conv contexts add none)
         let enc_info = self.contract.encoder;
         let mut spec = ReplaySpec::from_callable(enc_info, 0);
         if !rule {
@@ -413,8 +444,9 @@ impl Session {
                 "up_cache" => ext(sig, 1).map(|f| dev.upsample_dims(f).to_vec()),
                 _ => None,
             });
-            // the stock store leaves [carry ‖ new] in the conformer workspace
-            spec.writes = 1;
+            // the stock store leaves [carry ‖ new] in the conformer workspace; the conv contexts
+            // are written in place
+            spec.writes = 3;
         }
         if !self.contract.capture_encoder {
             spec.verdict = dcc_runtime::contract::Verdict::OutWidth;
@@ -432,7 +464,8 @@ impl Session {
                 up_carry: call.input(2)?,
                 up_cap: if rule { up_cap } else { t_tok * s },
                 write_back: rule,
-                ctx,
+                pre_cnn: call.input(3)?,
+                up_cnn: call.input(4)?,
                 retention: r,
             };
             devc.encoder_call(&io).map(|_| ()).map_err(rt)
@@ -471,7 +504,8 @@ impl Session {
             spec.granularity = g;
             spec.catalog = catalog;
             if !rule {
-                spec.writes = 1;
+                // the solver workspace and the conv cache (written in place)
+                spec.writes = 2;
             }
             if step_clock {
                 spec.name = Box::leak(format!("flow.step{}", range.start).into_boxed_str());
@@ -494,7 +528,7 @@ impl Session {
                     ws: call.write(0)?,
                     ws_frames,
                     write_back: rule,
-                    ctx,
+                    est_cnn: call.input(4)?,
                     retention: r,
                     solver,
                 };
@@ -588,6 +622,25 @@ impl Session {
                 compact(dev.upsample_dims(ext_up)),
             )
         };
+        // the conv contexts: the contract regions (state rule) or the session's plain buffers,
+        // pinned extents, at fixed addresses in both stores (aliased)
+        let ctx = self.st.contexts();
+        let ((pdims, pstrides), (xdims, xstrides), (edims, estrides)) = if rule {
+            let c = &self.contract;
+            (
+                region_view(c.pre_lookahead, "token", dev.pre_lookahead_dims()[0])?,
+                region_view(c.up_layer, "frame", dev.up_layer_dims()[0])?,
+                region_view(c.estimator_conv, "frame", dev.estimator_conv_dims(0)[4])?,
+            )
+        } else {
+            let compact =
+                |dims: &[usize]| (dims.to_vec(), dcc_runtime::arena::packed_strides(dims));
+            (
+                compact(&dev.pre_lookahead_dims()),
+                compact(&dev.up_layer_dims()),
+                compact(&dev.estimator_conv_dims(self.st.conv_steps())),
+            )
+        };
         let enc_inputs = [
             TensorArg {
                 ptr: dev.ids(),
@@ -607,9 +660,26 @@ impl Session {
                 strides: &ustrides,
                 dtype: DType::F32,
             },
+            TensorArg {
+                ptr: ctx.pre_cnn,
+                dims: &pdims,
+                strides: &pstrides,
+                dtype: DType::F32,
+            },
+            TensorArg {
+                ptr: ctx.up_cnn,
+                dims: &xdims,
+                strides: &xstrides,
+                dtype: DType::F32,
+            },
         ];
-        let writes_rule = [self.st.conformer_carry(), self.st.upsample_carry()];
-        let writes_stock = [dev.conformer_workspace()];
+        let writes_rule = [
+            self.st.conformer_carry(),
+            self.st.upsample_carry(),
+            ctx.pre_cnn,
+            ctx.up_cnn,
+        ];
+        let writes_stock = [dev.conformer_workspace(), ctx.pre_cnn, ctx.up_cnn];
         let enc_writes: &[DevPtr] = if rule { &writes_rule } else { &writes_stock };
         let enc = self.encoder.as_mut().expect("replay arm");
         let o = enc.call(&Invocation {
@@ -640,8 +710,12 @@ impl Session {
         let spk_dims = [1, dev.config().spk_dim];
         let spk_strides = [dev.config().spk_dim, 1];
         let step_floats = d.depth * 2 * d.heads * l_old * 2 * d.head_dim;
-        let writes_rule = [self.st.solver_workspace(), self.st.estimator_carry()];
-        let writes_stock = [self.st.solver_workspace()];
+        let writes_rule = [
+            self.st.solver_workspace(),
+            self.st.estimator_carry(),
+            ctx.est_cnn,
+        ];
+        let writes_stock = [self.st.solver_workspace(), ctx.est_cnn];
         for si in 0..self.flow.len() {
             let carry = if !rule && step_clock {
                 self.st.estimator_carry().offset(si * step_floats * 4)
@@ -666,6 +740,7 @@ impl Session {
                 t(dev.cond(), &io_dims, &io_strides, DType::F32),
                 t(dev.spk(), &spk_dims, &spk_strides, DType::F32),
                 t(carry, &est_dims, &est_strides, DType::F32),
+                t(ctx.est_cnn, &edims, &estrides, DType::F32),
             ];
             let writes: &[DevPtr] = if rule { &writes_rule } else { &writes_stock };
             let eng = &mut self.flow[si];
