@@ -21,6 +21,7 @@
 //! bytes.
 
 use std::collections::BTreeSet;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use dcc_kernels::carry::{self as kc, Retention};
@@ -182,47 +183,67 @@ impl std::fmt::Display for AuditReport {
     }
 }
 
-/// A carried cache at a fixed address.
-pub struct Carry {
+/// A carried cache at a fixed address, over buffers it borrows for its life (so they cannot be
+/// freed under it). Every retention launch is checked against their sizes first.
+pub struct Carry<'a> {
     backend: Arc<dyn Backend>,
     spec: CarrySpec,
     live: DevPtr,
     carry: DevPtr,
+    /// Bytes of the buffers at `live` and `carry` (checked at construction to hold the rows).
+    live_region_bytes: usize,
+    carry_region_bytes: usize,
     carry_row_stride: usize,
     kernel: &'static KernelDef,
     extent: usize,
     base: Option<(DeviceBuffer, usize)>,
     audit: Option<AuditReport>,
     retentions: u64,
+    _regions: PhantomData<&'a DeviceBuffer>,
 }
 
-impl Carry {
-    /// The carry is the live region itself (`outer` rows of `capacity` frames at `region`).
-    pub fn in_place(backend: Arc<dyn Backend>, spec: CarrySpec, region: DevPtr) -> Result<Carry> {
+impl<'a> Carry<'a> {
+    /// The carry is the live region itself (`outer` rows of `capacity` frames at the start of
+    /// `region`, which must hold [`CarrySpec::live_bytes`]; checked).
+    pub fn in_place(
+        backend: Arc<dyn Backend>,
+        spec: CarrySpec,
+        region: &'a DeviceBuffer,
+    ) -> Result<Carry<'a>> {
         Self::check(&spec)?;
+        region.check_elems::<u32>(backend.kind(), 0, spec.live_bytes() / 4)?;
         let rs = spec.capacity * spec.inner;
         Ok(Carry {
             backend,
             kernel: spec.kernel(),
             spec,
-            live: region,
-            carry: region,
+            live: region.ptr(),
+            carry: region.ptr(),
+            live_region_bytes: region.bytes(),
+            carry_region_bytes: region.bytes(),
             carry_row_stride: rs,
             extent: 0,
             base: None,
             audit: None,
             retentions: 0,
+            _regions: PhantomData,
         })
     }
 
-    /// A separate carry region of `outer` rows of `L` frames at `carry`, fed from `live`.
+    /// A separate carry region of `outer` rows of `L` frames at the start of `carry` (which must
+    /// hold [`CarrySpec::carry_bytes`]), fed from the start of `live` (which must hold
+    /// [`CarrySpec::live_bytes`]); both checked, and they must not overlap.
     pub fn separate(
         backend: Arc<dyn Backend>,
         spec: CarrySpec,
-        live: DevPtr,
-        carry: DevPtr,
-    ) -> Result<Carry> {
+        live: &'a DeviceBuffer,
+        carry: &'a DeviceBuffer,
+    ) -> Result<Carry<'a>> {
         Self::check(&spec)?;
+        live.check_elems::<u32>(backend.kind(), 0, spec.live_bytes() / 4)?;
+        carry.check_elems::<u32>(backend.kind(), 0, spec.carry_bytes() / 4)?;
+        let (live_region_bytes, carry_region_bytes) = (live.bytes(), carry.bytes());
+        let (live, carry) = (live.ptr(), carry.ptr());
         let (lb, cb) = (spec.live_bytes() as u64, spec.carry_bytes() as u64);
         // Saturating: a range reaching past the address space overlaps everything after it.
         if live.0 < carry.0.saturating_add(cb) && carry.0 < live.0.saturating_add(lb) {
@@ -237,10 +258,13 @@ impl Carry {
             spec,
             live,
             carry,
+            live_region_bytes,
+            carry_region_bytes,
             extent: 0,
             base: None,
             audit: None,
             retentions: 0,
+            _regions: PhantomData,
         })
     }
 
@@ -269,13 +293,15 @@ impl Carry {
 
     /// Replaces the retention kernel (e.g. to reproduce an append/prepend mix-up; the auditor
     /// still checks against the declared slicing).
-    pub fn with_kernel(mut self, kernel: &'static KernelDef) -> Carry {
+    /// Only the carry kernels (`carry.prepend`, `carry.append`) are launched: `retain` refuses
+    /// any other kernel.
+    pub fn with_kernel(mut self, kernel: &'static KernelDef) -> Carry<'a> {
         self.kernel = kernel;
         self
     }
 
     /// Turns the shadow auditor on.
-    pub fn with_audit(mut self) -> Carry {
+    pub fn with_audit(mut self) -> Carry<'a> {
         self.audit = Some(AuditReport::default());
         self
     }
@@ -349,6 +375,34 @@ impl Carry {
         Ok(())
     }
 
+    /// Checks a retention launch at `extent` against the regions before it is issued: the
+    /// kernel is a carry kernel, the retention moves the window (ℓ > L), and every frame it
+    /// reads or writes lies inside the buffers.
+    fn check_launch(&self, extent: usize) -> Result<()> {
+        let spec = &self.spec;
+        if !std::ptr::eq(self.kernel, &kc::PREPEND) && !std::ptr::eq(self.kernel, &kc::APPEND) {
+            return Err(Error::Carry(format!(
+                "{} is not a carry kernel",
+                self.kernel.name
+            )));
+        }
+        let live_rs = spec.capacity * spec.inner;
+        // `check` bounded outer × capacity × inner × 4, and capacity > L, so these do not
+        // overflow.
+        let fits = extent > spec.bound()
+            && extent <= spec.capacity
+            && spec.bound() * spec.inner <= self.carry_row_stride
+            && spec.outer * live_rs * 4 <= self.live_region_bytes
+            && spec.outer * self.carry_row_stride * 4 <= self.carry_region_bytes;
+        if !fits {
+            return Err(Error::Carry(format!(
+                "retention at extent {extent} does not fit the regions ({spec:?}, {} / {} bytes)",
+                self.live_region_bytes, self.carry_region_bytes
+            )));
+        }
+        Ok(())
+    }
+
     /// Applies retention if ℓ > L (returns whether it did). `chunk` labels the application in
     /// the audit report. With ℓ ≤ L nothing is written (a separate carry region is then not
     /// refreshed from the live region).
@@ -366,21 +420,33 @@ impl Carry {
             }
             None => None,
         };
-        self.backend.launch(
-            self.kernel,
-            LaunchDims::blocks(spec.outer.min(65_535) as u32, 256),
-            &[
-                Arg::Ptr(self.carry),
-                Arg::Ptr(self.live),
-                Arg::I64(spec.outer as i64),
-                Arg::I64(self.carry_row_stride as i64),
-                Arg::I64(live_rs as i64),
-                Arg::I64(spec.inner as i64),
-                Arg::I64(spec.f_prompt as i64),
-                Arg::I64(spec.f_retained as i64),
-                Arg::I64(extent as i64),
-            ],
-        )?;
+        self.check_launch(extent)?;
+        // SAFETY: `check_launch` just established what the kernel's footprint needs: it is a
+        // carry kernel (which keeps `head + tail_len = L` frames of each of `outer` rows: writes
+        // dst frames [0, L), reads src frames [0, extent), both kernels alike), extent > L (so
+        // the window moves left and every in-place pass is disjoint), L frames fit in a carry
+        // row and `extent` frames in a live row, and `outer` rows of each stride lie inside the
+        // borrowed buffers (checked for this backend and u32 alignment at construction, alive
+        // for 'a, freed stream-ordered after this work). In place, dst == src with equal
+        // strides, the aliasing the carry kernels are written for; separate regions do not
+        // overlap (checked at construction).
+        unsafe {
+            self.backend.launch(
+                self.kernel,
+                LaunchDims::blocks(spec.outer.min(65_535) as u32, 256),
+                &[
+                    Arg::Ptr(self.carry),
+                    Arg::Ptr(self.live),
+                    Arg::I64(spec.outer as i64),
+                    Arg::I64(self.carry_row_stride as i64),
+                    Arg::I64(live_rs as i64),
+                    Arg::I64(spec.inner as i64),
+                    Arg::I64(spec.f_prompt as i64),
+                    Arg::I64(spec.f_retained as i64),
+                    Arg::I64(extent as i64),
+                ],
+            )
+        }?;
         self.extent = declared.kept();
         self.retentions += 1;
         if let (Some(want), Some(report)) = (expected, self.audit.as_mut()) {

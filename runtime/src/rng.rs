@@ -16,12 +16,16 @@ use dcc_kernels::{Arg, LaunchDims, rng as k};
 
 use crate::DevPtr;
 use crate::backend::{AllocKind, Backend, DeviceBuffer};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Bytes of a device RNG state: `[seed: u64, offset: u64]`.
 pub const STATE_BYTES: usize = 16;
 
 /// The device generator state and the launches that use it.
+///
+/// The launches are safe: the state is 16 bytes this generator owns ([`DeviceRng::new`]) or was
+/// promised ([`DeviceRng::at`]), and every output is a [`DeviceBuffer`] whose size, alignment
+/// and backend are checked against the count before the launch.
 pub struct DeviceRng {
     backend: Arc<dyn Backend>,
     state: DevPtr,
@@ -42,7 +46,13 @@ impl DeviceRng {
     }
 
     /// Uses 16 bytes at `state` (e.g. an arena region) as the generator state.
-    pub fn at(backend: Arc<dyn Backend>, state: DevPtr) -> DeviceRng {
+    ///
+    /// # Safety
+    /// `state` addresses 16 bytes (8-aligned) inside a live buffer of `backend` that stays
+    /// alive, and is written by no other work, until every launch of this generator has
+    /// completed (every replay of a graph one is captured into, too): the generator's launches
+    /// read and advance `[seed, offset]` there unchecked.
+    pub unsafe fn at(backend: Arc<dyn Backend>, state: DevPtr) -> DeviceRng {
         DeviceRng {
             backend,
             state,
@@ -64,37 +74,74 @@ impl DeviceRng {
         self.backend.upload(self.state, &[seed, offset])
     }
 
-    /// `out[0..n] = uniform[0, 1)` at the current offset; does not advance.
-    pub fn uniform(&self, out: DevPtr, n: usize) -> Result<()> {
-        self.backend.launch(
-            &k::UNIFORM_F32,
-            LaunchDims::linear(n.div_ceil(4), 256),
-            &[Arg::Ptr(self.state), Arg::Ptr(out), Arg::I64(n as i64)],
-        )
+    /// Checks that `buf` holds `n` floats on this generator's backend, for an `i64` count.
+    fn check_floats(&self, buf: &DeviceBuffer, n: usize) -> Result<i64> {
+        buf.check_elems::<f32>(self.backend.kind(), 0, n)?;
+        i64::try_from(n).map_err(|_| Error::Invalid(format!("{n} floats overflow an i64 count")))
     }
 
-    /// `out[i] = x[i] + scale * uniform_i` at the current offset; does not advance.
-    pub fn add_uniform(&self, out: DevPtr, x: DevPtr, n: usize, scale: f32) -> Result<()> {
-        self.backend.launch(
-            &k::ADD_UNIFORM_F32,
-            LaunchDims::linear(n, 256),
-            &[
-                Arg::Ptr(out),
-                Arg::Ptr(x),
-                Arg::Ptr(self.state),
-                Arg::I64(n as i64),
-                Arg::F32(scale),
-            ],
-        )
+    /// `out[0..n] = uniform[0, 1)` at the current offset; does not advance. `out` must hold `n`
+    /// floats (checked).
+    pub fn uniform(&self, out: &DeviceBuffer, n: usize) -> Result<()> {
+        let count = self.check_floats(out, n)?;
+        // SAFETY: the kernel reads the 16-byte state (owned by `self`, or promised by the caller
+        // of `DeviceRng::at`) and writes `out[0..n]`, which the check above put inside the live
+        // buffer `out` of this backend (f32-aligned); `out` is a different buffer from an owned
+        // state. Freeing `out` later is stream-ordered after this work (Host: under the stream
+        // lock; CUDA: `cuMemFreeAsync` on the same stream); replaying a graph captured here
+        // after freeing `out` is refused on Host (the tape is re-validated) and is
+        // `launch_graph`'s hazard on CUDA, not this call's.
+        unsafe {
+            self.backend.launch(
+                &k::UNIFORM_F32,
+                LaunchDims::linear(n.div_ceil(4), 256),
+                &[Arg::Ptr(self.state), Arg::Ptr(out.ptr()), Arg::I64(count)],
+            )
+        }
+    }
+
+    /// `out[i] = x[i] + scale * uniform_i` at the current offset; does not advance. `out` and
+    /// `x` (which may be the same buffer) must hold `n` floats (checked).
+    pub fn add_uniform(
+        &self,
+        out: &DeviceBuffer,
+        x: &DeviceBuffer,
+        n: usize,
+        scale: f32,
+    ) -> Result<()> {
+        let count = self.check_floats(out, n)?;
+        self.check_floats(x, n)?;
+        // SAFETY: the kernel reads the state (as in `uniform`), reads `x[0..n]` and writes
+        // `out[0..n]`, both inside their live buffers of this backend (checked above); the two
+        // start at their buffers' starts, so they are the same range (the kernel reads `x[i]`
+        // before writing `out[i]`, which allows it) or disjoint.
+        unsafe {
+            self.backend.launch(
+                &k::ADD_UNIFORM_F32,
+                LaunchDims::linear(n, 256),
+                &[
+                    Arg::Ptr(out.ptr()),
+                    Arg::Ptr(x.ptr()),
+                    Arg::Ptr(self.state),
+                    Arg::I64(count),
+                    Arg::F32(scale),
+                ],
+            )
+        }
     }
 
     /// Advances the offset on the stream (a capturable kernel).
     pub fn advance(&self, increment: u64) -> Result<()> {
-        self.backend.launch(
-            &k::ADVANCE,
-            LaunchDims::blocks(1, 1),
-            &[Arg::Ptr(self.state), Arg::U64(increment)],
-        )
+        // SAFETY: one thread adds to the second word of the 16-byte state, owned by `self`
+        // (allocated in `new` with STATE_BYTES = 16 and kept alive in `_buf`) or promised live
+        // and 8-aligned by the caller of `DeviceRng::at`.
+        unsafe {
+            self.backend.launch(
+                &k::ADVANCE,
+                LaunchDims::blocks(1, 1),
+                &[Arg::Ptr(self.state), Arg::U64(increment)],
+            )
+        }
     }
 }
 

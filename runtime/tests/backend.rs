@@ -78,33 +78,44 @@ fn graph_is_bound_to_captured_pointers(b: Arc<dyn Backend>) {
     // must stay out of capture): preload, or run the callable eagerly first (the engine's probe).
     b.begin_capture().unwrap();
     assert!(matches!(
-        b.launch(
-            &ks::AFFINE,
-            LaunchDims::linear(1, 1),
-            &[
-                Arg::Ptr(old.ptr()),
-                Arg::Ptr(x.ptr()),
-                Arg::I64(0),
-                Arg::F32(0.0),
-                Arg::F32(0.0)
-            ]
-        ),
+        // SAFETY: a zero-element AFFINE (touches nothing) on buffers allocated just above; it is
+        // refused anyway (first use inside capture).
+        unsafe {
+            b.launch(
+                &ks::AFFINE,
+                LaunchDims::linear(1, 1),
+                &[
+                    Arg::Ptr(old.ptr()),
+                    Arg::Ptr(x.ptr()),
+                    Arg::I64(0),
+                    Arg::F32(0.0),
+                    Arg::F32(0.0),
+                ],
+            )
+        },
         Err(Error::Capturing(_))
     ));
     let _ = b.end_capture();
     b.preload(&[&ks::AFFINE]).unwrap();
     b.begin_capture().unwrap();
-    b.launch(
-        &ks::AFFINE,
-        LaunchDims::linear(256, 128),
-        &[
-            Arg::Ptr(old.ptr()),
-            Arg::Ptr(x.ptr()),
-            Arg::I64(256),
-            Arg::F32(2.0),
-            Arg::F32(1.0),
-        ],
-    )
+    // SAFETY: `old` (1024 B) and `x` (256 floats) were allocated just above; AFFINE touches
+    // 256 floats of each. Both live until the end of the test except for the deliberate Host-only
+    // replay after `drop(old)` below: that breaks the "alive for every replay" clause on purpose,
+    // and is sound only because the Host backend re-validates a tape at replay and refuses it
+    // (`Error::Dangling`) before running the twin; CUDA never replays after the drop.
+    unsafe {
+        b.launch(
+            &ks::AFFINE,
+            LaunchDims::linear(256, 128),
+            &[
+                Arg::Ptr(old.ptr()),
+                Arg::Ptr(x.ptr()),
+                Arg::I64(256),
+                Arg::F32(2.0),
+                Arg::F32(1.0),
+            ],
+        )
+    }
     .unwrap();
     let g = b.end_capture().unwrap();
     assert_eq!(g.nodes(), 1);
@@ -393,85 +404,110 @@ fn cuda_kernels_match_host_twins() {
     let f = |s| data(s, n).iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
     let l = |n: usize| LaunchDims::linear(n, 256);
     same_on_both(&cuda, &host, &[f(1), f(2)], &|b, p| {
-        b.launch(
-            &ks::AFFINE,
-            l(n),
-            &[
-                Arg::Ptr(p[0]),
-                Arg::Ptr(p[1]),
-                Arg::I64(n as i64),
-                Arg::F32(1.37),
-                Arg::F32(-0.61),
-            ],
-        )
+        // SAFETY: `same_on_both` allocates p[0], p[1] from the two vectors of n floats; AFFINE
+        // touches n of each.
+        unsafe {
+            b.launch(
+                &ks::AFFINE,
+                l(n),
+                &[
+                    Arg::Ptr(p[0]),
+                    Arg::Ptr(p[1]),
+                    Arg::I64(n as i64),
+                    Arg::F32(1.37),
+                    Arg::F32(-0.61),
+                ],
+            )
+        }
         .unwrap()
     });
     same_on_both(&cuda, &host, &[f(1), f(2), f(3)], &|b, p| {
-        b.launch(
-            &ks::MIX,
-            l(n),
-            &[
-                Arg::Ptr(p[0]),
-                Arg::Ptr(p[1]),
-                Arg::Ptr(p[2]),
-                Arg::I64(n as i64),
-                Arg::F32(0.3),
-                Arg::F32(0.7),
-            ],
-        )
+        // SAFETY: three buffers of n floats from `same_on_both`; MIX touches n of each.
+        unsafe {
+            b.launch(
+                &ks::MIX,
+                l(n),
+                &[
+                    Arg::Ptr(p[0]),
+                    Arg::Ptr(p[1]),
+                    Arg::Ptr(p[2]),
+                    Arg::I64(n as i64),
+                    Arg::F32(0.3),
+                    Arg::F32(0.7),
+                ],
+            )
+        }
         .unwrap()
     });
     same_on_both(&cuda, &host, &[f(1), f(2)], &|b, p| {
-        b.launch(
-            &ks::ROW_SUM,
-            l(97),
-            &[Arg::Ptr(p[0]), Arg::Ptr(p[1]), Arg::I64(97), Arg::I64(103)],
-        )
+        // SAFETY: two buffers of n = 10007 words: ROW_SUM writes 97 and reads 97·103 = 9991 <= n.
+        unsafe {
+            b.launch(
+                &ks::ROW_SUM,
+                l(97),
+                &[Arg::Ptr(p[0]), Arg::Ptr(p[1]), Arg::I64(97), Arg::I64(103)],
+            )
+        }
         .unwrap()
     });
     same_on_both(&cuda, &host, &[f(4)], &|b, p| {
-        b.launch(
-            &ks::HASH,
-            l(n),
-            &[Arg::Ptr(p[0]), Arg::I64(n as i64), Arg::U32(99)],
-        )
+        // SAFETY: one buffer of n words; HASH rewrites n of them in place (elementwise).
+        unsafe {
+            b.launch(
+                &ks::HASH,
+                l(n),
+                &[Arg::Ptr(p[0]), Arg::I64(n as i64), Arg::U32(99)],
+            )
+        }
         .unwrap()
     });
     let state = vec![0xdead_beef, 0x1234, 77, 0]; // seed 0x00001234deadbeef, offset 77
     same_on_both(&cuda, &host, &[state.clone(), f(5)], &|b, p| {
-        b.launch(
-            &kr::BITS_U32,
-            l(n / 4 + 1),
-            &[Arg::Ptr(p[0]), Arg::Ptr(p[1]), Arg::I64(n as i64)],
-        )
+        // SAFETY: p[0] holds the 4-word (16-byte) state, p[1] n words; BITS_U32 writes n.
+        unsafe {
+            b.launch(
+                &kr::BITS_U32,
+                l(n / 4 + 1),
+                &[Arg::Ptr(p[0]), Arg::Ptr(p[1]), Arg::I64(n as i64)],
+            )
+        }
         .unwrap()
     });
     same_on_both(&cuda, &host, &[state.clone(), f(5)], &|b, p| {
-        b.launch(
-            &kr::UNIFORM_F32,
-            l(n / 4 + 1),
-            &[Arg::Ptr(p[0]), Arg::Ptr(p[1]), Arg::I64(n as i64)],
-        )
+        // SAFETY: p[0] is the 16-byte state, p[1] holds n floats; UNIFORM_F32 writes n.
+        unsafe {
+            b.launch(
+                &kr::UNIFORM_F32,
+                l(n / 4 + 1),
+                &[Arg::Ptr(p[0]), Arg::Ptr(p[1]), Arg::I64(n as i64)],
+            )
+        }
         .unwrap();
-        b.launch(
-            &kr::ADVANCE,
-            LaunchDims::blocks(1, 1),
-            &[Arg::Ptr(p[0]), Arg::U64(3)],
-        )
+        // SAFETY: p[0] is the 16-byte state; ADVANCE adds to its second word.
+        unsafe {
+            b.launch(
+                &kr::ADVANCE,
+                LaunchDims::blocks(1, 1),
+                &[Arg::Ptr(p[0]), Arg::U64(3)],
+            )
+        }
         .unwrap();
     });
     same_on_both(&cuda, &host, &[f(6), f(7), state], &|b, p| {
-        b.launch(
-            &kr::ADD_UNIFORM_F32,
-            l(n),
-            &[
-                Arg::Ptr(p[0]),
-                Arg::Ptr(p[1]),
-                Arg::Ptr(p[2]),
-                Arg::I64(n as i64),
-                Arg::F32(0.25),
-            ],
-        )
+        // SAFETY: p[0] and p[1] hold n floats each, p[2] the 16-byte state.
+        unsafe {
+            b.launch(
+                &kr::ADD_UNIFORM_F32,
+                l(n),
+                &[
+                    Arg::Ptr(p[0]),
+                    Arg::Ptr(p[1]),
+                    Arg::Ptr(p[2]),
+                    Arg::I64(n as i64),
+                    Arg::F32(0.25),
+                ],
+            )
+        }
         .unwrap()
     });
     // Carry kernels, in place, every shift from 1 to past the window (one pass, many passes).
@@ -484,21 +520,26 @@ fn cuda_kernels_match_host_twins() {
                 &[f(ext as u64)[..outer * cap * inner].to_vec()],
                 &|b, p| {
                     let rs = (cap * inner) as i64;
-                    b.launch(
-                        k,
-                        LaunchDims::blocks(outer as u32, 256),
-                        &[
-                            Arg::Ptr(p[0]),
-                            Arg::Ptr(p[0]),
-                            Arg::I64(outer as i64),
-                            Arg::I64(rs),
-                            Arg::I64(rs),
-                            Arg::I64(inner as i64),
-                            Arg::I64(fp as i64),
-                            Arg::I64(fr as i64),
-                            Arg::I64(ext as i64),
-                        ],
-                    )
+                    // SAFETY: p[0] holds outer·cap·inner words (the slice passed above), rows of stride
+                    // cap·inner; the carry kernels touch frames [0, ext) of each of `outer` rows in place, with
+                    // fp + fr < ext <= cap.
+                    unsafe {
+                        b.launch(
+                            k,
+                            LaunchDims::blocks(outer as u32, 256),
+                            &[
+                                Arg::Ptr(p[0]),
+                                Arg::Ptr(p[0]),
+                                Arg::I64(outer as i64),
+                                Arg::I64(rs),
+                                Arg::I64(rs),
+                                Arg::I64(inner as i64),
+                                Arg::I64(fp as i64),
+                                Arg::I64(fr as i64),
+                                Arg::I64(ext as i64),
+                            ],
+                        )
+                    }
                     .unwrap()
                 },
             );

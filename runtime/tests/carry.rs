@@ -111,9 +111,7 @@ fn carry_equals_stock_over_300_retentions(b: Arc<dyn Backend>) {
     for order in [CacheOrder::Prepend, CacheOrder::Append] {
         let s = spec(order, Slicing::Paper);
         let region = b.alloc(s.live_bytes(), AllocKind::Arena).unwrap();
-        let mut carry = Carry::in_place(b.clone(), s, region.ptr())
-            .unwrap()
-            .with_audit();
+        let mut carry = Carry::in_place(b.clone(), s, &region).unwrap().with_audit();
         drive(&b, &mut carry, 350, 25, 11, true);
         let a = carry.audit().unwrap();
         println!("{order:?}: {a}");
@@ -134,7 +132,7 @@ fn separate_carry_region_equals_stock(b: Arc<dyn Backend>) {
         .unwrap();
     let h = bits(&data(5, s.outer * s.capacity * s.inner));
     b.upload(live.ptr(), &h).unwrap();
-    let mut carry = Carry::separate(b.clone(), s, live.ptr(), c.ptr())
+    let mut carry = Carry::separate(b.clone(), s, &live, &c)
         .unwrap()
         .with_audit();
     carry.set_extent(CAP).unwrap();
@@ -152,7 +150,7 @@ fn mixup_is_caught_at_first_divergent_chunk(b: Arc<dyn Backend>) {
     // (the development bug the paper reports): the auditor flags chunk 3, the first retention.
     let s = spec(CacheOrder::Prepend, Slicing::Paper);
     let region = b.alloc(s.live_bytes(), AllocKind::Arena).unwrap();
-    let mut carry = Carry::in_place(b.clone(), s, region.ptr())
+    let mut carry = Carry::in_place(b.clone(), s, &region)
         .unwrap()
         .with_kernel(&kc::APPEND)
         .with_audit();
@@ -181,12 +179,8 @@ fn paper_and_vendor_slicing_differ_from_chunk_3(b: Arc<dyn Backend>) {
         b.alloc(sp.live_bytes(), AllocKind::Arena).unwrap(),
         b.alloc(sv.live_bytes(), AllocKind::Arena).unwrap(),
     );
-    let mut cp = Carry::in_place(b.clone(), sp, rp.ptr())
-        .unwrap()
-        .with_audit();
-    let mut cv = Carry::in_place(b.clone(), sv, rv.ptr())
-        .unwrap()
-        .with_audit();
+    let mut cp = Carry::in_place(b.clone(), sp, &rp).unwrap().with_audit();
+    let mut cv = Carry::in_place(b.clone(), sv, &rv).unwrap().with_audit();
     let op = drive(&b, &mut cp, 8, 100, 21, true);
     let ov = drive(&b, &mut cv, 8, 100, 21, true);
     let first = op.iter().zip(&ov).position(|(a, b)| a != b).map(|i| i + 1);
@@ -268,9 +262,7 @@ fn carry_equals_naive_concat_for_random_geometries() {
         let kl = bound * s.inner;
 
         let live = b.alloc_from(&h, AllocKind::Arena).unwrap();
-        let mut carry = Carry::in_place(b.clone(), s, live.ptr())
-            .unwrap()
-            .with_audit();
+        let mut carry = Carry::in_place(b.clone(), s, &live).unwrap().with_audit();
         carry.set_extent(extent).unwrap();
         assert!(carry.retain(0).unwrap(), "{what}");
         assert_eq!((carry.ptr(), carry.extent()), (live.ptr(), bound), "{what}");
@@ -293,7 +285,7 @@ fn carry_equals_naive_concat_for_random_geometries() {
 
         let live = b.alloc_from(&h, AllocKind::Arena).unwrap();
         let sep = b.alloc(s.carry_bytes(), AllocKind::Arena).unwrap();
-        let mut carry = Carry::separate(b.clone(), s, live.ptr(), sep.ptr()).unwrap();
+        let mut carry = Carry::separate(b.clone(), s, &live, &sep).unwrap();
         carry.set_extent(extent).unwrap();
         assert!(carry.retain(0).unwrap(), "{what}");
         let got: Vec<u32> = b.download(sep.ptr(), s.outer * kl).unwrap();
@@ -313,7 +305,7 @@ fn turn_reset_restores_the_base_in_place() {
     let b = common::host();
     let s = spec(CacheOrder::Prepend, Slicing::Paper);
     let region = b.alloc(s.live_bytes(), AllocKind::Arena).unwrap();
-    let mut carry = Carry::in_place(b.clone(), s, region.ptr()).unwrap();
+    let mut carry = Carry::in_place(b.clone(), s, &region).unwrap();
     assert!(carry.reset_turn().is_err(), "no base saved yet");
     let base = bits(&data(77, s.outer * s.capacity * s.inner));
     b.upload(region.ptr(), &base).unwrap();
@@ -331,4 +323,23 @@ fn turn_reset_restores_the_base_in_place() {
     carry.reset_turn().unwrap();
     assert_eq!((carry.ptr(), carry.extent()), (region.ptr(), FP));
     assert_eq!(b.download::<u32>(region.ptr(), base.len()).unwrap(), base);
+}
+
+/// The carry knows its regions' sizes: a buffer too small for the declared rows is refused at
+/// construction (before any launch could write past it), and so is a non-carry kernel at the
+/// first retention.
+#[test]
+fn carry_regions_are_checked_before_any_launch() {
+    let b = common::host();
+    let s = spec(CacheOrder::Prepend, Slicing::Paper);
+    let small = b.alloc(s.live_bytes() - 4, AllocKind::Arena).unwrap();
+    assert!(Carry::in_place(b.clone(), s, &small).is_err());
+    let live = b.alloc(s.live_bytes(), AllocKind::Arena).unwrap();
+    let sep = b.alloc(s.carry_bytes() - 4, AllocKind::Arena).unwrap();
+    assert!(Carry::separate(b.clone(), s, &live, &sep).is_err());
+    let mut carry = Carry::in_place(b.clone(), s, &live)
+        .unwrap()
+        .with_kernel(&dcc_runtime::kernels::synthetic::MIX);
+    carry.set_extent(CAP).unwrap();
+    assert!(carry.retain(0).is_err(), "only carry kernels are launched");
 }

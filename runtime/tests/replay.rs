@@ -69,51 +69,68 @@ fn synth(call: &mut Call<'_>) -> Result<()> {
     let l = call.dims(0)?[1];
     let n = (R * l) as i64;
     let dims = LaunchDims::linear(R * l, 128);
-    b.launch(
-        &ks::AFFINE,
-        dims,
-        &[
-            Arg::Ptr(acc),
-            Arg::Ptr(x),
-            Arg::I64(n),
-            Arg::F32(1.5),
-            Arg::F32(0.25),
-        ],
-    )?;
-    b.launch(
-        &ks::MIX,
-        dims,
-        &[
-            Arg::Ptr(acc),
-            Arg::Ptr(acc),
-            Arg::Ptr(carry),
-            Arg::I64(n),
-            Arg::F32(0.5),
-            Arg::F32(0.75),
-        ],
-    )?;
-    b.launch(
-        &ks::ROW_SUM,
-        LaunchDims::linear(R, 32),
-        &[
-            Arg::Ptr(sums),
-            Arg::Ptr(acc),
-            Arg::I64(R as i64),
-            Arg::I64(l as i64),
-        ],
-    )?;
-    for _ in 0..call.scalar(0)? {
+    // SAFETY (the four launches of `synth`): every caller of this callable (`invoke`, and the
+    // stride-mismatch call that reaches it eagerly) binds x and carry to a `World`'s buffers (or
+    // the engine's staging copies of the same shapes) and writes to its acc (R·CAP floats) and sums
+    // (R floats). x has dims [R, l] with l <= 402 <= CAP in every test, so x and acc hold the R·l
+    // floats AFFINE/MIX touch, carry (R·402 floats) holds the R·l that MIX reads, and ROW_SUM
+    // writes R sums. out == in only elementwise (AFFINE, MIX allow it).
+    unsafe {
         b.launch(
             &ks::AFFINE,
             dims,
             &[
                 Arg::Ptr(acc),
-                Arg::Ptr(acc),
+                Arg::Ptr(x),
                 Arg::I64(n),
-                Arg::F32(0.999),
-                Arg::F32(-0.125),
+                Arg::F32(1.5),
+                Arg::F32(0.25),
             ],
-        )?;
+        )
+    }?;
+    // SAFETY: as above.
+    unsafe {
+        b.launch(
+            &ks::MIX,
+            dims,
+            &[
+                Arg::Ptr(acc),
+                Arg::Ptr(acc),
+                Arg::Ptr(carry),
+                Arg::I64(n),
+                Arg::F32(0.5),
+                Arg::F32(0.75),
+            ],
+        )
+    }?;
+    // SAFETY: as above: ROW_SUM reads R·l floats of acc and writes R floats of sums.
+    unsafe {
+        b.launch(
+            &ks::ROW_SUM,
+            LaunchDims::linear(R, 32),
+            &[
+                Arg::Ptr(sums),
+                Arg::Ptr(acc),
+                Arg::I64(R as i64),
+                Arg::I64(l as i64),
+            ],
+        )
+    }?;
+    for _ in 0..call.scalar(0)? {
+        // SAFETY: as above (in place, elementwise).
+        unsafe {
+            b.launch(
+                &ks::AFFINE,
+                dims,
+                &[
+                    Arg::Ptr(acc),
+                    Arg::Ptr(acc),
+                    Arg::I64(n),
+                    Arg::F32(0.999),
+                    Arg::F32(-0.125),
+                ],
+            )
+        }?;
     }
     Ok(())
 }
@@ -452,17 +469,21 @@ fn host_rng_callable(call: &mut Call<'_>) -> Result<()> {
     let a = 1.0 + call.host_rng().next_f32();
     let b = call.backend();
     let l = call.dims(0)?[1];
-    b.launch(
-        &ks::AFFINE,
-        LaunchDims::linear(R * l, 128),
-        &[
-            Arg::Ptr(call.write(0)?),
-            Arg::Ptr(call.input(0)?),
-            Arg::I64((R * l) as i64),
-            Arg::F32(a),
-            Arg::F32(0.0),
-        ],
-    )
+    // SAFETY: write 0 is a World's acc and input 0 its x (or the staging copy of [R, l]), R·CAP
+    // floats each with l <= 402 in every call, so the R·l floats AFFINE touches lie inside both.
+    unsafe {
+        b.launch(
+            &ks::AFFINE,
+            LaunchDims::linear(R * l, 128),
+            &[
+                Arg::Ptr(call.write(0)?),
+                Arg::Ptr(call.input(0)?),
+                Arg::I64((R * l) as i64),
+                Arg::F32(a),
+                Arg::F32(0.0),
+            ],
+        )
+    }
 }
 
 fn host_rng_is_rejected(b: Arc<dyn Backend>) {
@@ -507,22 +528,31 @@ fn device_rng_callable(call: &mut Call<'_>) -> Result<()> {
     let b = call.backend();
     let l = call.dims(0)?[1];
     let state = call.write(1)?; // the second written region is the generator state
-    b.launch(
-        &dcc_runtime::kernels::rng::ADD_UNIFORM_F32,
-        LaunchDims::linear(R * l, 128),
-        &[
-            Arg::Ptr(call.write(0)?),
-            Arg::Ptr(call.input(0)?),
-            Arg::Ptr(state.offset(RNG_STATE)),
-            Arg::I64((R * l) as i64),
-            Arg::F32(0.5),
-        ],
-    )?;
-    b.launch(
-        &dcc_runtime::kernels::rng::ADVANCE,
-        LaunchDims::blocks(1, 1),
-        &[Arg::Ptr(state), Arg::U64(1)],
-    )
+    // SAFETY: write 0 is a World's acc (R·CAP floats) and input 0 its x (or a staging copy of
+    // [R, l]), l <= 402 < CAP, so R·l floats lie inside each; write 1 is a `DeviceRng::new` state
+    // (16 bytes, alive for the whole test) whose [seed, offset] the kernel reads.
+    unsafe {
+        b.launch(
+            &dcc_runtime::kernels::rng::ADD_UNIFORM_F32,
+            LaunchDims::linear(R * l, 128),
+            &[
+                Arg::Ptr(call.write(0)?),
+                Arg::Ptr(call.input(0)?),
+                Arg::Ptr(state.offset(RNG_STATE)),
+                Arg::I64((R * l) as i64),
+                Arg::F32(0.5),
+            ],
+        )
+    }?;
+    // SAFETY: `state` is the 16-byte state of a `DeviceRng::new` (see above); ADVANCE adds to its
+    // second word.
+    unsafe {
+        b.launch(
+            &dcc_runtime::kernels::rng::ADVANCE,
+            LaunchDims::blocks(1, 1),
+            &[Arg::Ptr(state), Arg::U64(1)],
+        )
+    }
 }
 
 fn device_rng_replays_same_draws(b: Arc<dyn Backend>) {
@@ -746,29 +776,37 @@ fn solver_step(call: &mut Call<'_>) -> Result<()> {
     let b = call.backend();
     let (x, v) = (call.write(0)?, call.input(0)?);
     let d = LaunchDims::linear(512, 128);
-    b.launch(
-        &ks::MIX,
-        d,
-        &[
-            Arg::Ptr(x),
-            Arg::Ptr(x),
-            Arg::Ptr(v),
-            Arg::I64(512),
-            Arg::F32(0.5),
-            Arg::F32(0.5),
-        ],
-    )?;
-    b.launch(
-        &ks::AFFINE,
-        d,
-        &[
-            Arg::Ptr(x),
-            Arg::Ptr(x),
-            Arg::I64(512),
-            Arg::F32(0.98),
-            Arg::F32(0.01),
-        ],
-    )
+    // SAFETY: x (write 0) and v (input 0, or its staging copy of dims [512]) are buffers of 512
+    // floats allocated by the test (`alloc_from(&data(_, 512))`); both kernels are elementwise
+    // over 512, out == x in place, which they allow.
+    unsafe {
+        b.launch(
+            &ks::MIX,
+            d,
+            &[
+                Arg::Ptr(x),
+                Arg::Ptr(x),
+                Arg::Ptr(v),
+                Arg::I64(512),
+                Arg::F32(0.5),
+                Arg::F32(0.5),
+            ],
+        )
+    }?;
+    // SAFETY: as above.
+    unsafe {
+        b.launch(
+            &ks::AFFINE,
+            d,
+            &[
+                Arg::Ptr(x),
+                Arg::Ptr(x),
+                Arg::I64(512),
+                Arg::F32(0.98),
+                Arg::F32(0.01),
+            ],
+        )
+    }
 }
 
 /// The whole solver loop of a chunk.
@@ -867,4 +905,19 @@ fn catalog_longer_than_u16_is_refused() {
         ..s
     };
     assert!(ExactShapeReplay::new(b, s, Arc::new(HostRng::new(0)), None, f).is_ok());
+}
+
+/// `DeviceRng`'s launches check their output buffers against the count.
+#[test]
+fn device_rng_checks_its_buffers() {
+    let b = common::host();
+    let rng = DeviceRng::new(b.clone(), 7).unwrap();
+    let out = b.alloc(100 * 4, AllocKind::Other).unwrap();
+    assert!(rng.uniform(&out, 101).is_err());
+    rng.uniform(&out, 100).unwrap();
+    let x = b.alloc(50 * 4, AllocKind::Other).unwrap();
+    assert!(rng.add_uniform(&out, &x, 100, 0.5).is_err());
+    rng.add_uniform(&out, &out, 100, 0.5).unwrap();
+    rng.advance(1).unwrap();
+    assert_eq!(rng.read().unwrap(), (7, 1));
 }

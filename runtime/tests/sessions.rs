@@ -117,45 +117,61 @@ fn step(call: &mut Call<'_>) -> Result<()> {
     );
     let d = LaunchDims::linear(N, 256);
     let n = N as i64;
-    b.launch(
-        &kr::ADD_UNIFORM_F32,
-        d,
-        &[
-            Arg::Ptr(scratch),
-            Arg::Ptr(call.input(0)?),
-            Arg::Ptr(rng),
-            Arg::I64(n),
-            Arg::F32(0.1),
-        ],
-    )?;
-    b.launch(
-        &ks::MIX,
-        d,
-        &[
-            Arg::Ptr(state),
-            Arg::Ptr(state),
-            Arg::Ptr(scratch),
-            Arg::I64(n),
-            Arg::F32(0.9),
-            Arg::F32(0.1),
-        ],
-    )?;
-    b.launch(
-        &ks::AFFINE,
-        d,
-        &[
-            Arg::Ptr(out),
-            Arg::Ptr(state),
-            Arg::I64(n),
-            Arg::F32(2.0),
-            Arg::F32(-1.0),
-        ],
-    )?;
-    b.launch(
-        &kr::ADVANCE,
-        LaunchDims::blocks(1, 1),
-        &[Arg::Ptr(rng), Arg::U64(1)],
-    )
+    // SAFETY (the four launches of `step`): its only caller, `Rig::chunk`, binds input 0 to the
+    // Rig's x (N floats; or the engine's staging copy of dims [N]) and the writes to the arena
+    // regions state, out and scratch (N floats each, disjoint offsets in LAYOUT) and rng (16 bytes);
+    // the arena outlives the engine (both owned by the Rig). ADD_UNIFORM writes scratch from x and
+    // the rng state, N elements each.
+    unsafe {
+        b.launch(
+            &kr::ADD_UNIFORM_F32,
+            d,
+            &[
+                Arg::Ptr(scratch),
+                Arg::Ptr(call.input(0)?),
+                Arg::Ptr(rng),
+                Arg::I64(n),
+                Arg::F32(0.1),
+            ],
+        )
+    }?;
+    // SAFETY: as above: N floats of state (in place, elementwise, which MIX allows) and scratch.
+    unsafe {
+        b.launch(
+            &ks::MIX,
+            d,
+            &[
+                Arg::Ptr(state),
+                Arg::Ptr(state),
+                Arg::Ptr(scratch),
+                Arg::I64(n),
+                Arg::F32(0.9),
+                Arg::F32(0.1),
+            ],
+        )
+    }?;
+    // SAFETY: as above: N floats of out from N floats of state.
+    unsafe {
+        b.launch(
+            &ks::AFFINE,
+            d,
+            &[
+                Arg::Ptr(out),
+                Arg::Ptr(state),
+                Arg::I64(n),
+                Arg::F32(2.0),
+                Arg::F32(-1.0),
+            ],
+        )
+    }?;
+    // SAFETY: as above: rng is the 16-byte `rng` region; ADVANCE adds to its second word.
+    unsafe {
+        b.launch(
+            &kr::ADVANCE,
+            LaunchDims::blocks(1, 1),
+            &[Arg::Ptr(rng), Arg::U64(1)],
+        )
+    }
 }
 
 struct Rig {

@@ -645,8 +645,14 @@ fn run(b: &dyn Backend, c: &Case) -> Result<Vec<Vec<u32>>, String> {
             A::F(v) => Arg::F32(v),
         })
         .collect();
-    b.launch(c.kernel, c.dims, &args)
-        .map_err(|e| e.to_string())?;
+    // SAFETY: the buffers were just allocated from `c.bufs`, and every `Case` builder (`cases()`,
+    // `attention`, `rel_pos`, `layer_norm`, `kv_pack`, ...) sizes each buffer from the same shape
+    // parameters it passes as the kernel's counts and strides (e.g. attention: out and q hold
+    // batch·tq·heads·d floats, the cache batch·heads·cap·2d with tk <= cap), outputs distinct
+    // from inputs. The malformed cases of `malformed_launch_shapes_are_refused` change only the
+    // launch dims, which the twin refuses before touching memory. The buffers live until after
+    // the synchronize below.
+    unsafe { b.launch(c.kernel, c.dims, &args) }.map_err(|e| e.to_string())?;
     b.synchronize().map_err(|e| e.to_string())?;
     Ok(bufs
         .iter()
@@ -927,12 +933,15 @@ fn time(b: &Arc<dyn Backend>, c: &Case, reps: usize) -> f64 {
         })
         .collect();
     for _ in 0..3 {
-        b.launch(c.kernel, c.dims, &args).unwrap();
+        // SAFETY: as in `run`: buffers allocated just above from the case's sized vectors, alive
+        // until after the synchronize and the timed loop.
+        unsafe { b.launch(c.kernel, c.dims, &args) }.unwrap();
     }
     b.synchronize().unwrap();
     let m0 = b.marker().unwrap();
     for _ in 0..reps {
-        b.launch(c.kernel, c.dims, &args).unwrap();
+        // SAFETY: as above.
+        unsafe { b.launch(c.kernel, c.dims, &args) }.unwrap();
     }
     let m1 = b.marker().unwrap();
     b.elapsed_ms(&m0, &m1).unwrap() * 1e3 / reps as f64

@@ -209,17 +209,24 @@ fn decode(call: &mut Call<'_>) -> dcc_runtime::Result<()> {
     let ctx = call.write(0)?;
     let frames = call.dims(1)?[0];
     let n = frames * call.dims(1)?[1];
-    call.backend().launch(
-        &ks::AFFINE,
-        LaunchDims::linear(n, 128),
-        &[
-            Arg::Ptr(ctx),
-            Arg::Ptr(ctx),
-            Arg::I64(n as i64),
-            Arg::F32(0.5),
-            Arg::F32(0.25),
-        ],
-    )
+    // SAFETY: the engines of this test bind write 0 to an arena's `codec_context` region and
+    // input 1 to the same region with the catalog's dims [frames, 512], frames = 40 or 50; the
+    // region is sized for the retention window codec_chunk + codec_pad = 50 frames of 512 floats
+    // (`fo::CodecContext::ELEMS`), so n = frames·512 floats lie inside it. The arenas outlive
+    // the engines' graphs; AFFINE is elementwise, so in place is allowed.
+    unsafe {
+        call.backend().launch(
+            &ks::AFFINE,
+            LaunchDims::linear(n, 128),
+            &[
+                Arg::Ptr(ctx),
+                Arg::Ptr(ctx),
+                Arg::I64(n as i64),
+                Arg::F32(0.5),
+                Arg::F32(0.25),
+            ],
+        )
+    }
 }
 
 #[test]

@@ -425,11 +425,14 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
             .map_err(|x| x.to_string())?;
         be.synchronize().map_err(|x| x.to_string())?;
         if be.kind() == BackendKind::Cuda {
-            be.launch(
-                &ks::SPIN,
-                LaunchDims::blocks(1, 32),
-                &[Arg::I64(200_000_000)],
-            )
+            // SAFETY: SPIN takes no pointer argument; it only burns cycles.
+            unsafe {
+                be.launch(
+                    &ks::SPIN,
+                    LaunchDims::blocks(1, 32),
+                    &[Arg::I64(200_000_000)],
+                )
+            }
             .map_err(|x| x.to_string())?;
         }
         let m0 = be.marker().map_err(|x| x.to_string())?;
@@ -457,11 +460,14 @@ fn profile(s: &Setup) -> Res<()> {
     s.dev.set_inputs(toks, &io.spk, false).map_err(e)?;
     be.synchronize().map_err(|x| x.to_string())?;
     if be.kind() == BackendKind::Cuda {
-        be.launch(
-            &ks::SPIN,
-            LaunchDims::blocks(1, 32),
-            &[Arg::I64(1_000_000_000)],
-        )
+        // SAFETY: SPIN takes no pointer argument; it only burns cycles.
+        unsafe {
+            be.launch(
+                &ks::SPIN,
+                LaunchDims::blocks(1, 32),
+                &[Arg::I64(1_000_000_000)],
+            )
+        }
         .map_err(|x| x.to_string())?;
     }
     s.dev.profile_begin();

@@ -162,8 +162,14 @@ struct Work {
     small: DeviceBuffer,
 }
 
+/// Identities of [`DeviceFlow`]s, so a [`DeviceState`] is only ever used with the flow (and so
+/// the backend, config and limits) it was sized for.
+static NEXT_FLOW_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
 /// The flow's weights and workspace on a backend.
 pub struct DeviceFlow {
+    /// This flow's identity (recorded in every state it creates).
+    id: u64,
     be: Arc<dyn Backend>,
     cfg: FlowConfig,
     limits: DeviceLimits,
@@ -256,6 +262,8 @@ impl StateStore {
 
 /// One session's streaming state on the device.
 pub struct DeviceState {
+    /// The [`DeviceFlow`] that created this state (its buffers are sized for that flow).
+    pub(super) flow: u64,
     pub(super) solver: SolverParams,
     pub(super) retention: Retention,
     pub(super) store: StateStore,
@@ -442,6 +450,9 @@ pub struct FlowIo {
     /// The estimator conv cache `[step, layer, cfg, conv, ctx, hidden]` (step-major base,
     /// `estimator_conv_cache`), read and written in place.
     pub est_cnn: DevPtr,
+    /// Solver steps `est_cnn` holds (its `step` extent, [`DeviceState::conv_steps`]); a call
+    /// past it is refused.
+    pub conv_steps: usize,
     pub retention: Retention,
     pub solver: SolverParams,
 }
@@ -639,6 +650,7 @@ impl DeviceFlow {
             pe_size,
             w,
             prof: std::sync::Mutex::new(None),
+            id: NEXT_FLOW_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             be,
             cfg,
             limits,
@@ -662,6 +674,17 @@ impl DeviceFlow {
 
     pub fn backend(&self) -> &Arc<dyn Backend> {
         &self.be
+    }
+
+    /// Refuses a state another flow created (its buffers are sized for that flow's config,
+    /// limits and backend, which this flow's launches would assume).
+    fn check_owner(&self, st: &DeviceState) -> Result<(), FlowError> {
+        if st.flow != self.id {
+            return Err(FlowError::Input(
+                "a session state of another DeviceFlow".into(),
+            ));
+        }
+        Ok(())
     }
 
     fn check_retention(&self, retention: &Retention) -> Result<(), FlowError> {
@@ -759,6 +782,7 @@ impl DeviceFlow {
         };
         // unprimed: `setup_cache` zeroes the contexts (the vendor's `new_zeros`) before use
         Ok(DeviceState {
+            flow: self.id,
             solver,
             retention,
             store,
@@ -950,6 +974,7 @@ impl DeviceFlow {
         src: &DeviceState,
         retention: Retention,
     ) -> Result<DeviceState, FlowError> {
+        self.check_owner(src)?;
         let StateStore::Fixed {
             est_carry,
             est_cap,
@@ -1063,10 +1088,25 @@ impl DeviceFlow {
 
     // ---- launch helpers ------------------------------------------------------------------
 
+    /// Launches `k` over `threads` threads. Private, like every launch helper below (`copy`,
+    /// `norm`, `norm_mod`, `gated_norm`, `act`, `add`, `write_back`, `conformer_layer`): this
+    /// module is their safety boundary. Every caller passes pointers into this flow's own
+    /// buffers (weights, the `Work` buffers, the noise and position tables, all sized at
+    /// construction from the config and [`DeviceLimits`]) at offsets and counts bounded by
+    /// the same limits (`frames <= t_up_cap`, tokens `<= max_call_tokens`, checked on entry to
+    /// `encoder_call`/`flow_call`), or into the caller's I/O regions within the extents the
+    /// `# Safety` contracts of [`DeviceFlow::encoder_call`]/[`DeviceFlow::flow_call`] promise,
+    /// or into a [`DeviceState`]'s buffers within its capacities.
     fn go(&self, k: &'static KernelDef, threads: usize, args: &[Arg]) -> Result<(), FlowError> {
         self.mark(k.name)?;
-        self.be
-            .launch(k, LaunchDims::linear(threads, THREADS), args)?;
+        // SAFETY: the module invariant documented above: the arguments name this flow's
+        // buffers, a `DeviceState`'s, or I/O regions the callable's caller vouched for, with
+        // counts within their sizes, and no written range aliases another argument's except
+        // elementwise in place (`act`, `add`, `CFG_EULER`).
+        unsafe {
+            self.be
+                .launch(k, LaunchDims::linear(threads, THREADS), args)
+        }?;
         Ok(())
     }
 
@@ -1268,8 +1308,18 @@ impl DeviceFlow {
             n(extent),
         ];
         self.mark(k.name)?;
-        self.be
-            .launch(k, LaunchDims::blocks(outer.max(1) as u32, THREADS), &args)?;
+        // SAFETY: `extent > prompt + retained` here, so the carry kernel's window moves left;
+        // it writes frames [0, prompt + retained) of `outer` rows of `dst_frames·inner` floats
+        // and reads frames [0, extent) of rows of `src_frames·inner`. Every caller passes a
+        // destination carry of capacity `dst_frames >= prompt + retained` (a state's carry
+        // capacity, checked against the retention when the state was built, or the stock
+        // store's fresh carries allocated just before for exactly the kept extent) and a source
+        // workspace of `src_frames >= extent` frames (the conformer/solver workspace the
+        // extent was written into), `outer` rows of each; dst and src are different buffers.
+        unsafe {
+            self.be
+                .launch(k, LaunchDims::blocks(outer.max(1) as u32, THREADS), &args)
+        }?;
         Ok(prompt + retained)
     }
 
@@ -1438,6 +1488,7 @@ impl DeviceFlow {
             carry_slice: false,
             write_back: st.store.is_fixed(),
             est_cnn: st.ctx.est_cnn,
+            conv_steps: st.conv_steps,
             retention: st.retention,
             solver: st.solver,
         }
@@ -1470,7 +1521,21 @@ impl DeviceFlow {
     /// The `encoder` callable: embedding, encoder and `encoder_proj` of the tokens in `io.ids`
     /// (mu lands in [`DeviceFlow::mu`]). Stream work only. Returns `(frames, conformer extent on
     /// the token clock after retention)`.
-    pub fn encoder_call(&self, io: &EncoderIo) -> Result<(usize, usize), FlowError> {
+    ///
+    /// Token counts, extents and capacities are checked against this flow's buffers (an
+    /// [`FlowError::Input`] otherwise); the regions `io` names cannot be.
+    ///
+    /// # Safety
+    /// Every address in `io` is inside a live buffer of this flow's backend that stays alive
+    /// until the call's work completes (every replay of a graph it is captured into, too), and
+    /// holds at least: `ids`, `n_tokens` `u32` ids; `carry`,
+    /// [`DeviceFlow::conformer_dims`]`(carry_cap)` floats; `up_carry`,
+    /// [`DeviceFlow::upsample_dims`]`(up_cap)` floats; `pre_cnn`, [`DeviceFlow::pre_lookahead_dims`]
+    /// floats; `up_cnn`, [`DeviceFlow::up_layer_dims`] floats; these regions do not overlap
+    /// each other or this flow's buffers, except `ids` being [`DeviceFlow::ids`]. An
+    /// [`DeviceFlow::encoder_io`] of a [`DeviceState`] this flow created satisfies it (so do
+    /// staging copies of the same shapes).
+    pub unsafe fn encoder_call(&self, io: &EncoderIo) -> Result<(usize, usize), FlowError> {
         let c = &self.cfg;
         let e = &c.encoder;
         let (d, la, s) = (e.dim, e.pre_lookahead, e.up_stride);
@@ -1482,6 +1547,34 @@ impl DeviceFlow {
                 "encoder call: {t} tokens over a conformer extent of {} tokens (capacity {} \
                  tokens, {} frames)",
                 io.t_tok, io.carry_cap, io.up_cap
+            )));
+        }
+        // The conformer workspaces hold `work_tok` tokens / `work_up` frames per layer (and the
+        // position table `pe_size` = `work_up` frames): the cache plus the call's new frames
+        // must fit, as must the kept frames in the carries written back.
+        let tn_max = if io.last_chunk {
+            t
+        } else {
+            t.checked_sub(la).unwrap_or(usize::MAX)
+        };
+        let (work_tok, work_up) = (
+            self.limits.carry_frames / s + self.t_tok_cap,
+            self.limits.carry_frames + self.t_up_cap,
+        );
+        let kept_tok = r.prompt_frames / s + r.retained_frames / s;
+        if tn_max == usize::MAX
+            || io.t_tok + tn_max > work_tok
+            || (io.t_tok + tn_max) * s > work_up
+            || (io.write_back && (kept_tok > io.carry_cap || r.limit() > io.up_cap))
+        {
+            return Err(FlowError::Input(format!(
+                "encoder call: {t} tokens over a conformer extent of {} tokens exceed the \
+                 workspace ({work_tok} tokens) or the carries ({} tokens, {} frames) the \
+                 retention keeps {kept_tok} tokens / {} frames in",
+                io.t_tok,
+                io.carry_cap,
+                io.up_cap,
+                r.limit()
             )));
         }
         self.go(
@@ -1645,7 +1738,14 @@ impl DeviceFlow {
         ];
         let dims = kd::attention_dims(h, t, tk, dk).map_err(dcc_runtime::Error::from)?;
         self.mark(kd::REL_POS_ATTENTION.name)?;
-        self.be.launch(&kd::REL_POS_ATTENTION, dims, &args)?;
+        // SAFETY: att and q are this flow's `Work` buffers, sized for `t_tok_cap`/`t_up_cap`
+        // rows of `dim` (t is bounded by them on entry to `encoder_call`); u and w are the
+        // layer's `[heads, dk]` weights; pos holds the 2tk − 1 projected rows just written
+        // (sized for the position table, `pe_size >= tk`); kv is this layer's slice of the
+        // conformer workspace, `h` rows of `work` frames, holding the tk = l + t frames
+        // copied/packed above (`encoder_call` checks l + t against `work`). `dims` come from
+        // `attention_dims`, which the twin and kernel re-check.
+        unsafe { self.be.launch(&kd::REL_POS_ATTENTION, dims, &args) }?;
         self.lin(&ly.out, t, w.att.ptr(), w.o.ptr())?;
         self.add(w.x.ptr(), w.o.ptr(), t * d)?;
         self.norm(&ly.norm_ff, t, d, w.x.ptr(), w.xn.ptr())?;
@@ -1678,7 +1778,23 @@ impl DeviceFlow {
     /// The first step also normalizes and projects the speaker (`io.spk`), draws `x` from the noise table at offset
     /// `io.l_old` and assembles `[x ‖ mu ‖ spk ‖ cond]`; the last step also writes the mel to
     /// [`DeviceFlow::mel_out`]. Stream work only. Returns the estimator extent after retention.
-    pub fn flow_call(
+    ///
+    /// Steps, frame counts, extents and capacities are checked against this flow's buffers and
+    /// `io`'s declared capacities (an [`FlowError::Input`] otherwise); the regions `io` names
+    /// cannot be.
+    ///
+    /// # Safety
+    /// Every address in `io` is inside a live buffer of this flow's backend that stays alive
+    /// until the call's work completes (every replay of a graph it is captured into, too), and
+    /// holds at least (floats): `mu` and `cond`, `frames · mel`; `spk`, `spk_dim`; `carry`, the
+    /// `[depth, 2, heads, carry_cap, 2·head_dim]` estimator carry of every step up to
+    /// `steps.end` (step-major), or of the one step when `carry_slice`; `ws`, the same
+    /// per-step shape with `ws_frames` frames for every step up to `steps.end`; `est_cnn`,
+    /// [`DeviceFlow::estimator_conv_dims`]`(conv_steps)`. These regions do not overlap each
+    /// other or this flow's buffers, except `mu`, `cond` and `spk` being this flow's input
+    /// buffers. A [`DeviceFlow::flow_io`] of a [`DeviceState`] this flow created satisfies it
+    /// (so do staging copies of the same shapes).
+    pub unsafe fn flow_call(
         &self,
         io: &FlowIo,
         steps: std::ops::Range<usize>,
@@ -1707,6 +1823,19 @@ impl DeviceFlow {
             return Err(FlowError::Input(format!(
                 "solver steps {steps:?} of {}",
                 sv.n_steps
+            )));
+        }
+        if steps.end > io.conv_steps {
+            return Err(FlowError::Input(format!(
+                "solver steps {steps:?}: the estimator conv cache holds {} steps",
+                io.conv_steps
+            )));
+        }
+        if io.write_back && r.prompt_frames + r.retained_frames > io.carry_cap {
+            return Err(FlowError::Input(format!(
+                "flow call: the retention keeps {} frames, the carry holds {}",
+                r.prompt_frames + r.retained_frames,
+                io.carry_cap
             )));
         }
         if tk > io.ws_frames || l_old > io.carry_cap || frames > self.t_up_cap {
@@ -1854,7 +1983,12 @@ impl DeviceFlow {
                 let dims = kd::attention_dims(CFG_BATCH * heads, frames, tk, hd)
                     .map_err(dcc_runtime::Error::from)?;
                 self.mark(kd::ATTENTION.name)?;
-                self.be.launch(&kd::ATTENTION, dims, &args)?;
+                // SAFETY: att and qn are `Work` buffers sized for CFG_BATCH·t_up_cap rows of
+                // `inner` floats, and frames <= t_up_cap (checked on entry); kvw is layer li's
+                // slice of the solver workspace `io.ws`, CFG_BATCH·heads rows of `work` =
+                // `io.ws_frames` frames, of which tk <= work (checked on entry) were filled
+                // above; the workspace's extent is the caller's `# Safety` promise.
+                unsafe { self.be.launch(&kd::ATTENTION, dims, &args) }?;
                 self.lin(&blk.proj, rows, w.att.ptr(), w.o.ptr())?;
                 // x += gate_msa · o; xn = modulate(norm3(x), shift_conv, scale_conv)
                 self.gated_norm(rows, w.o.ptr(), m(li, 2), m(li, 6), m(li, 7))?;
@@ -1880,25 +2014,33 @@ impl DeviceFlow {
                 self.linear(&blk.conv1, rows, col1, CONV_K * hid, w.q.ptr(), hid)?;
                 // LayerNorm + Mish of conv1's output, straight into conv2's im2col rows
                 self.mark(kd::LAYER_NORM_ACT_IM2COL.name)?;
-                self.be.launch(
-                    &kd::LAYER_NORM_ACT_IM2COL,
-                    LaunchDims::blocks((CFG_BATCH * (frames + ctx)) as u32, kd::LN_ACT_BLOCK),
-                    &[
-                        p(col2),
-                        p(w.q.ptr()),
-                        p(blk.conv_norm.g.ptr()),
-                        p(blk.conv_norm.b.ptr()),
-                        Arg::F32(blk.conv_norm.eps),
-                        Arg::I32(act::MISH),
-                        Arg::F32(0.0),
-                        p(cnn1),
-                        n(2 * ctx * hid),
-                        n(CFG_BATCH),
-                        n(frames),
-                        n(CONV_K),
-                        n(hid),
-                    ],
-                )?;
+                // SAFETY: col2 is the second half of `ccol` (sized for two im2col blocks of
+                // CFG_BATCH·t_up_cap rows of CONV_K·hidden), q holds conv1's CFG_BATCH·frames
+                // rows of hidden, g/b are the block's `[hidden]` norm weights, and cnn1 is this
+                // (step, layer)'s second conv context, 2·ctx·hidden floats per batch row inside
+                // the estimator conv cache: `si < steps.end <= io.conv_steps` (checked on entry)
+                // and the cache's extent is the caller's `# Safety` promise.
+                unsafe {
+                    self.be.launch(
+                        &kd::LAYER_NORM_ACT_IM2COL,
+                        LaunchDims::blocks((CFG_BATCH * (frames + ctx)) as u32, kd::LN_ACT_BLOCK),
+                        &[
+                            p(col2),
+                            p(w.q.ptr()),
+                            p(blk.conv_norm.g.ptr()),
+                            p(blk.conv_norm.b.ptr()),
+                            Arg::F32(blk.conv_norm.eps),
+                            Arg::I32(act::MISH),
+                            Arg::F32(0.0),
+                            p(cnn1),
+                            n(2 * ctx * hid),
+                            n(CFG_BATCH),
+                            n(frames),
+                            n(CONV_K),
+                            n(hid),
+                        ],
+                    )
+                }?;
                 // new contexts (both convs, both CFG rows): the last ctx rows of ctx ‖ input,
                 // i.e. slots 1..K of each batch's last im2col row
                 self.go(
@@ -1995,11 +2137,32 @@ impl DeviceFlow {
         new_tok: usize,
         est_kept: usize,
     ) -> Result<(), FlowError> {
+        self.check_owner(st)?;
         let e = &self.cfg.encoder;
         let s = e.up_stride;
         let r = st.retention;
         let l_old = st.est_extent;
         let l_tok = st.t_tok;
+        // The stock store sizes its fresh carries from `new_tok`/`est_kept` and reads `tn` new
+        // tokens from the workspaces: they must be what the call's callables returned.
+        let want_tok = if e.blocks == 0 {
+            l_tok + tn
+        } else {
+            kept_extent(l_tok + tn, r.prompt_frames / s, r.retained_frames / s)
+        };
+        let want_est = kept_extent(l_old + tn * s, r.prompt_frames, r.retained_frames);
+        let work_tok = self.limits.carry_frames / s + self.t_tok_cap;
+        let stock = !st.store.is_fixed();
+        if l_tok + tn > work_tok
+            || (stock && l_old + tn * s > STOCK_FRAMES)
+            || new_tok != want_tok
+            || est_kept != want_est
+        {
+            return Err(FlowError::Input(format!(
+                "finish_call: {tn} tokens, kept {new_tok} tokens / {est_kept} frames; the call \
+                 keeps {want_tok} / {want_est}"
+            )));
+        }
         if let StateStore::Stock {
             est_carry,
             est_ws,
@@ -2137,10 +2300,17 @@ impl DeviceFlow {
             *conf = self.be.alloc(4, AllocKind::Other)?;
             *up = self.be.alloc(4, AllocKind::Other)?;
         }
-        let (frames, new_tok) = self.encoder_call(&self.encoder_io(st, tokens.len(), false))?;
+        self.check_owner(st)?;
+        // SAFETY: the I/O is `encoder_io`/`flow_io` of `st`, a state this flow created
+        // (`check_owner`): ids/mu/cond/spk are this flow's input buffers, and the carries,
+        // workspace and conv contexts are `st`'s buffers (its arena or plain buffers, owned by
+        // `st`, borrowed mutably here), allocated with the shapes and capacities `st` records.
+        let (frames, new_tok) =
+            unsafe { self.encoder_call(&self.encoder_io(st, tokens.len(), false)) }?;
         self.be.upload(self.w.cond.ptr(), mel)?;
         let io = self.flow_io(st, frames);
-        let kept = self.flow_call(&io, 0..st.solver.n_steps)?;
+        // SAFETY: as above.
+        let kept = unsafe { self.flow_call(&io, 0..st.solver.n_steps) }?;
         // chunk calls see cond = 0
         self.be
             .memset_d32(self.w.cond.ptr(), 0, self.w.cond.bytes() / 4)?;
@@ -2162,10 +2332,13 @@ impl DeviceFlow {
                 "session not primed (setup_cache first)".into(),
             ));
         }
+        self.check_owner(st)?;
         self.set_inputs(tokens, spk, last_chunk)?;
+        // SAFETY: as in `setup_cache`: the I/O of `st`, a state this flow created.
         let (frames, new_tok) =
-            self.encoder_call(&self.encoder_io(st, tokens.len(), last_chunk))?;
-        let kept = self.flow_call(&self.flow_io(st, frames), 0..st.solver.n_steps)?;
+            unsafe { self.encoder_call(&self.encoder_io(st, tokens.len(), last_chunk)) }?;
+        // SAFETY: as above.
+        let kept = unsafe { self.flow_call(&self.flow_io(st, frames), 0..st.solver.n_steps) }?;
         self.finish_call(st, frames / self.cfg.encoder.up_stride, new_tok, kept)?;
         Ok(self
             .be

@@ -431,6 +431,7 @@ impl Session {
             self.st.upsample_cap(e.up_stride),
             self.st.workspace_frames(),
         );
+        let conv_steps = self.st.conv_steps();
         let s = e.up_stride;
 
         // encoder: scalars = the extents of `conformer_cache` (tokens) and `upsample_cache`
@@ -468,7 +469,15 @@ impl Session {
                 up_cnn: call.input(4)?,
                 retention: r,
             };
-            devc.encoder_call(&io).map(|_| ()).map_err(rt)
+            // SAFETY: `enqueue_chunk` is the only caller of this engine: it binds input 0 to
+            // the flow's id buffer ([1, n_tokens]), inputs 1-4 and the writes to this
+            // session's conformer carries (dims `conformer_dims`/`upsample_dims` of their
+            // capacity, or of the stock store's extent t_tok = scalar 0) and conv contexts
+            // (`pre_lookahead_dims`, `up_layer_dims`), all buffers of `self.st`, a state of
+            // `dev`, which the session owns for the engine's life; during capture the engine
+            // may bind staging copies of the same shapes instead. The capacities above are
+            // the ones those dims were built from.
+            unsafe { devc.encoder_call(&io) }.map(|_| ()).map_err(rt)
         });
         self.encoder = Some(ExactShapeReplay::new(
             be.clone(),
@@ -529,10 +538,22 @@ impl Session {
                     ws_frames,
                     write_back: rule,
                     est_cnn: call.input(4)?,
+                    conv_steps,
                     retention: r,
                     solver,
                 };
-                devc.flow_call(&io, range.clone()).map(|_| ()).map_err(rt)
+                // SAFETY: `enqueue_chunk` is the only caller of these engines: it binds mu,
+                // cond and spk to the flow's input buffers ([frames, mel], [1, spk_dim]), the
+                // carry to this session's estimator carry (the contract region of `est_cap`
+                // frames under the state rule; the stock store's compact carry of extent l_old =
+                // scalar 0, one step's slice at the step clock), input 4 to its estimator conv
+                // cache of `conv_steps` steps, and the writes to its solver workspace
+                // (`ws_frames` frames, every step) and contexts, all buffers of `self.st`, a
+                // state of `dev`, owned by the session for the engines' life; during capture the
+                // engine may bind staging copies of the same shapes instead.
+                unsafe { devc.flow_call(&io, range.clone()) }
+                    .map(|_| ())
+                    .map_err(rt)
             });
             self.flow.push(ExactShapeReplay::new(
                 be.clone(),
@@ -592,8 +613,14 @@ impl Session {
             if self.encoder.is_some() {
                 self.stats.eager_by_construction += 1;
             }
-            let (f, nt) = dev.encoder_call(&dev.encoder_io(&self.st, n_tokens, last_chunk))?;
-            let kept = dev.flow_call(&dev.flow_io(&self.st, f), 0..self.st.solver().n_steps)?;
+            // SAFETY: `encoder_io`/`flow_io` of `self.st`, a state `dev` created (the session
+            // builds both together): the flow's input buffers and the state's own buffers,
+            // with the capacities they were allocated with.
+            let (f, nt) =
+                unsafe { dev.encoder_call(&dev.encoder_io(&self.st, n_tokens, last_chunk)) }?;
+            // SAFETY: as above.
+            let kept =
+                unsafe { dev.flow_call(&dev.flow_io(&self.st, f), 0..self.st.solver().n_steps) }?;
             debug_assert_eq!((f, nt, kept), (frames, new_tok, est_kept));
             dev.finish_call(&mut self.st, tn, nt, kept)?;
             return Ok(f);

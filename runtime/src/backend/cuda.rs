@@ -521,7 +521,12 @@ impl Backend for CudaBackend {
         Ok(())
     }
 
-    fn launch(&self, kernel: &'static KernelDef, dims: LaunchDims, args: &[Arg]) -> Result<()> {
+    unsafe fn launch(
+        &self,
+        kernel: &'static KernelDef,
+        dims: LaunchDims,
+        args: &[Arg],
+    ) -> Result<()> {
         kernel.check_args(args)?;
         let f = self.function(kernel)?;
         let cfg = LaunchConfig {
@@ -540,8 +545,12 @@ impl Backend for CudaBackend {
                 Arg::F32(v) => b.arg(v),
             };
         }
-        // SAFETY: the argument kinds match the kernel's declared parameters (checked above), and
-        // every pointer is a device address the caller vouches for, as for any launch.
+        // SAFETY: the argument kinds match the kernel's declared parameters (checked above), so
+        // the kernel reads each parameter as the type it was pushed as. Nothing here checks the
+        // pointers: that every pointer, with the counts and geometry the kernel derives from
+        // the other arguments and `dims`, stays inside live device buffers of this context that
+        // outlive the work (every replay of a graph this launch is captured into, too) is the
+        // caller's `# Safety` contract of `Backend::launch`.
         unsafe { b.launch(cfg) }?;
         if !self.capturing.load(Ordering::Relaxed) {
             self.launches.fetch_add(1, Ordering::Relaxed);

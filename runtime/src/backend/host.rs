@@ -231,10 +231,11 @@ impl HostBackend {
             TapeOp::Launch { kernel, dims, args } => {
                 // SAFETY: every pointer argument starts inside a live Host allocation (validated
                 // above) that cannot be freed or touched by another thread while the stream lock
-                // is held. That the twin stays inside those allocations is the launch's contract
-                // (`dcc_kernels::HostFn`): the runtime's own launches (carry, RNG) size their
-                // arguments from the buffers they check; a caller passing counts larger than its
-                // buffers is not caught here (kernels declare no footprint).
+                // is held. That the twin stays inside those allocations, and that its written
+                // ranges alias no other argument's range (`dcc_kernels::HostFn`), is not checked
+                // here (kernels declare no footprint): it is the `# Safety` contract of
+                // `Backend::launch`, which every caller that queued this op (eagerly, or into a
+                // tape now replayed) promised for these arguments.
                 unsafe { kernel.run_host(dims, args)? };
             }
             TapeOp::Dtod { dst, src, bytes } => {
@@ -393,7 +394,16 @@ impl Backend for HostBackend {
         self.submit(TapeOp::Memset32 { dst, value, count })
     }
 
-    fn launch(&self, kernel: &'static KernelDef, dims: LaunchDims, args: &[Arg]) -> Result<()> {
+    unsafe fn launch(
+        &self,
+        kernel: &'static KernelDef,
+        dims: LaunchDims,
+        args: &[Arg],
+    ) -> Result<()> {
+        // The caller's `# Safety` contract (extents inside live buffers of this backend, no
+        // aliasing of written ranges, buffers alive until executed or replayed) is what the
+        // twin's run in `exec` relies on; here only the kinds and the start addresses are
+        // checked (`validate`, at submission and again at every replay).
         kernel.check_args(args)?;
         {
             let mut loaded = lock(&self.loaded);

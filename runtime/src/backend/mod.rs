@@ -244,6 +244,42 @@ impl DeviceBuffer {
     pub fn kind(&self) -> AllocKind {
         self.kind
     }
+
+    /// The kind of backend that allocated the buffer.
+    pub fn backend_kind(&self) -> BackendKind {
+        match self._owner {
+            Owner::Host(_) => BackendKind::Host,
+            Owner::Cuda(_) => BackendKind::Cuda,
+        }
+    }
+
+    /// Checks that `count` elements of `T` starting `offset` bytes in lie inside the buffer,
+    /// aligned for `T`, and that the buffer belongs to a backend of kind `kind`.
+    pub fn check_elems<T>(&self, kind: BackendKind, offset: usize, count: usize) -> Result<()> {
+        if self.backend_kind() != kind {
+            return Err(Error::Invalid(format!(
+                "a {:?} buffer used on a {kind:?} backend",
+                self.backend_kind()
+            )));
+        }
+        let end = count
+            .checked_mul(std::mem::size_of::<T>())
+            .and_then(|b| b.checked_add(offset));
+        if end.is_none_or(|e| e > self.bytes) {
+            return Err(Error::OutOfBounds(format!(
+                "{count} elements of {} bytes at offset {offset} in a buffer of {} bytes",
+                std::mem::size_of::<T>(),
+                self.bytes
+            )));
+        }
+        if !(self.ptr.0 + offset as u64).is_multiple_of(std::mem::align_of::<T>() as u64) {
+            return Err(Error::Invalid(format!(
+                "offset {offset} is not aligned for {}-byte elements",
+                std::mem::align_of::<T>()
+            )));
+        }
+        Ok(())
+    }
 }
 
 impl fmt::Debug for DeviceBuffer {
@@ -427,9 +463,27 @@ pub trait Backend: Send + Sync {
     fn dtod(&self, dst: DevPtr, src: DevPtr, bytes: usize) -> Result<()>;
     /// Sets `count` 32-bit words to `value`, stream-ordered, capturable.
     fn memset_d32(&self, dst: DevPtr, value: u32, count: usize) -> Result<()>;
-    /// Launches a registered kernel, stream-ordered, capturable. Arguments are checked against
-    /// the kernel's declared parameters.
-    fn launch(&self, kernel: &'static KernelDef, dims: LaunchDims, args: &[Arg]) -> Result<()>;
+    /// Launches a registered kernel, stream-ordered, capturable. Argument kinds are checked
+    /// against the kernel's declared parameters, and the Host backend checks that each pointer
+    /// argument starts inside one of its live buffers; neither backend knows how far a kernel
+    /// reads or writes from there (kernels declare no footprint).
+    ///
+    /// # Safety
+    /// Every pointer argument, together with the counts, strides, offsets and launch geometry
+    /// the kernel derives from the other arguments and `dims`, must address only bytes inside
+    /// live buffers of this backend (allocated by it, not freed), holding elements of the
+    /// kernel's element type for that parameter (aligned for it). A range the kernel writes
+    /// may overlap another pointer argument's range only where the kernel allows it (an
+    /// elementwise kernel reading and writing the same index, the carry kernels' `dst == src`);
+    /// the token2wav Host twins hold each written range as an exclusive slice. Those buffers
+    /// must stay alive until the work completes in stream order; for a launch recorded during
+    /// capture, until the graph's last replay completes.
+    unsafe fn launch(
+        &self,
+        kernel: &'static KernelDef,
+        dims: LaunchDims,
+        args: &[Arg],
+    ) -> Result<()>;
     /// Float32 GEMM (cuBLAS, TF32 off, runtime-owned workspace; Host: ordered loops).
     fn gemm(&self, g: &Gemm) -> Result<()>;
     /// Float32 GEMM with a bias epilogue: `C[i, j] = alpha · Σ_p op(A)[i, p] · op(B)[p, j] +

@@ -69,45 +69,61 @@ fn chain(call: &mut Call<'_>) -> Result<()> {
     ];
     let d = LaunchDims::linear(n, 256);
     let ni = n as i64;
-    b.launch(
-        &ks::MIX,
-        d,
-        &[
-            Arg::Ptr(bufs[0]),
-            Arg::Ptr(bufs[0]),
-            Arg::Ptr(call.input(0)?),
-            Arg::I64(ni),
-            Arg::F32(0.5),
-            Arg::F32(0.5),
-        ],
-    )?;
+    let x = call.input(0)?;
+    // SAFETY (this and the launches below): every launch is elementwise over `n` f32. Input 0
+    // has dims [n] (`Rig::call` passes `Rig::x`, allocated with `o.n` floats and dims
+    // [self.n]; during capture the engine's staging copy of that shape), and the four written
+    // regions are `Rig::bufs`, each allocated with `o.n` floats, so `n` floats lie inside each.
+    // The Rig owns them for the whole run, so they outlive the engine's graphs. Here out == x:
+    // MIX is elementwise (it reads index i before writing it), which allows that.
+    unsafe {
+        b.launch(
+            &ks::MIX,
+            d,
+            &[
+                Arg::Ptr(bufs[0]),
+                Arg::Ptr(bufs[0]),
+                Arg::Ptr(x),
+                Arg::I64(ni),
+                Arg::F32(0.5),
+                Arg::F32(0.5),
+            ],
+        )
+    }?;
     for i in 1..k {
         let (src, dst, other) = (bufs[i % 4], bufs[(i + 1) % 4], bufs[(i + 2) % 4]);
         if i % 2 == 0 {
-            b.launch(
-                &ks::AFFINE,
-                d,
-                &[
-                    Arg::Ptr(dst),
-                    Arg::Ptr(src),
-                    Arg::I64(ni),
-                    Arg::F32(0.999),
-                    Arg::F32(0.001 * (i % 7) as f32),
-                ],
-            )?;
+            // SAFETY: as above: dst and src are two of the Rig's buffers of `n` floats.
+            unsafe {
+                b.launch(
+                    &ks::AFFINE,
+                    d,
+                    &[
+                        Arg::Ptr(dst),
+                        Arg::Ptr(src),
+                        Arg::I64(ni),
+                        Arg::F32(0.999),
+                        Arg::F32(0.001 * (i % 7) as f32),
+                    ],
+                )
+            }?;
         } else {
-            b.launch(
-                &ks::MIX,
-                d,
-                &[
-                    Arg::Ptr(dst),
-                    Arg::Ptr(src),
-                    Arg::Ptr(other),
-                    Arg::I64(ni),
-                    Arg::F32(0.5),
-                    Arg::F32(0.5),
-                ],
-            )?;
+            // SAFETY: as above: dst, src and other are three distinct buffers of the Rig's ring
+            // of four, `n` floats each.
+            unsafe {
+                b.launch(
+                    &ks::MIX,
+                    d,
+                    &[
+                        Arg::Ptr(dst),
+                        Arg::Ptr(src),
+                        Arg::Ptr(other),
+                        Arg::I64(ni),
+                        Arg::F32(0.5),
+                        Arg::F32(0.5),
+                    ],
+                )
+            }?;
         }
     }
     Ok(())
@@ -192,11 +208,14 @@ impl Rig {
     fn spin(&self) -> Result<()> {
         // ~2e8 SM cycles (about 0.1 s at 2 GHz): long enough to queue a whole chunk behind it.
         if self.b.kind() == BackendKind::Cuda {
-            self.b.launch(
-                &ks::SPIN,
-                LaunchDims::blocks(1, 32),
-                &[Arg::I64(200_000_000)],
-            )?;
+            // SAFETY: SPIN takes no pointer argument; it only burns cycles.
+            unsafe {
+                self.b.launch(
+                    &ks::SPIN,
+                    LaunchDims::blocks(1, 32),
+                    &[Arg::I64(200_000_000)],
+                )
+            }?;
         }
         Ok(())
     }
