@@ -24,8 +24,9 @@ pub enum Error {
     Capturing(&'static str),
     /// Capture was not in progress, or ended badly.
     Capture(String),
-    /// A Host replay found an address that no live buffer owns (the buffer was freed after
-    /// capture): the Host twin refuses instead of writing through a dangling pointer.
+    /// An operation or a graph replay names an address that no live buffer owns (for a replay:
+    /// the buffer was freed after capture): both backends refuse instead of writing through a
+    /// dangling pointer.
     Dangling(u64),
     /// A buffer access is outside the allocation.
     OutOfBounds(String),

@@ -89,8 +89,8 @@ impl DeviceRng {
         // buffer `out` of this backend (f32-aligned); `out` is a different buffer from an owned
         // state. Freeing `out` later is stream-ordered after this work (Host: under the stream
         // lock; CUDA: `cuMemFreeAsync` on the same stream); replaying a graph captured here
-        // after freeing `out` is refused on Host (the tape is re-validated) and is
-        // `launch_graph`'s hazard on CUDA, not this call's.
+        // after freeing `out` is refused by `launch_graph` on both backends (Host re-validates
+        // the tape; CUDA re-checks the allocations the capture touched).
         unsafe {
             self.backend.launch(
                 &k::UNIFORM_F32,

@@ -99,10 +99,11 @@ fn graph_is_bound_to_captured_pointers(b: Arc<dyn Backend>) {
     b.preload(&[&ks::AFFINE]).unwrap();
     b.begin_capture().unwrap();
     // SAFETY: `old` (1024 B) and `x` (256 floats) were allocated just above; AFFINE touches
-    // 256 floats of each. Both live until the end of the test except for the deliberate Host-only
-    // replay after `drop(old)` below: that breaks the "alive for every replay" clause on purpose,
-    // and is sound only because the Host backend re-validates a tape at replay and refuses it
-    // (`Error::Dangling`) before running the twin; CUDA never replays after the drop.
+    // 256 floats of each. Both live until the end of the test except for the deliberate replay
+    // after `drop(old)` below: that breaks the "alive for every replay" clause on purpose, and is
+    // sound only because both backends refuse it (`Error::Dangling`) before anything runs: the
+    // Host backend re-validates a tape at replay, the CUDA backend re-checks the allocations the
+    // capture touched.
     unsafe {
         b.launch(
             &ks::AFFINE,
@@ -126,12 +127,10 @@ fn graph_is_bound_to_captured_pointers(b: Arc<dyn Backend>) {
         vec![0.0; 256],
         "replay never sees the new buffer"
     );
-    if b.kind() == BackendKind::Host {
-        // Freed: the Host twin refuses rather than writing through a dangling pointer.
-        let addr = old.ptr().0;
-        drop(old);
-        assert_eq!(b.launch_graph(&g).unwrap_err(), Error::Dangling(addr));
-    }
+    // Freed: both backends refuse rather than writing through a dangling pointer.
+    let addr = old.ptr().0;
+    drop(old);
+    assert_eq!(b.launch_graph(&g).unwrap_err(), Error::Dangling(addr));
 }
 
 fn gemm_replay_equals_eager(b: Arc<dyn Backend>) {
@@ -562,12 +561,12 @@ fn cuda_all_registered_modules_compile() {
     );
 }
 
-/// The Host twin refuses every copy, memset and GEMM that would leave its buffers, whatever the
-/// arguments (huge counts, addresses near `u64::MAX`, batches past the end, misalignment),
-/// before touching memory, during capture as well as eagerly.
-#[test]
-fn host_refuses_out_of_bounds_arguments() {
-    let b = backend::host();
+/// Both backends refuse every copy, memset, GEMM and launch that would leave their buffers,
+/// whatever the arguments (huge counts, addresses near `u64::MAX`, batches past the end,
+/// misalignment), before touching memory, during capture as well as eagerly (CUDA checks
+/// against its registry of live allocations before issuing the call); and a graph whose
+/// buffer was freed after capture is refused at replay before any of it runs.
+fn refuses_out_of_bounds_arguments(b: Arc<dyn Backend>) {
     let a = b.alloc(64, AllocKind::Other).unwrap();
     let c = b.alloc(64, AllocKind::Other).unwrap();
     let oob = |r: dcc_runtime::Result<()>| {
@@ -579,16 +578,40 @@ fn host_refuses_out_of_bounds_arguments() {
             "{r:?}"
         )
     };
-    // Copies: one byte too many, a count that would wrap the address space, a wild address.
+    // Copies: one byte too many, a count that would wrap the address space, a wild address,
+    // overlapping ranges.
     oob(b.dtod(c.ptr(), a.ptr(), 65));
     oob(b.dtod(c.ptr(), a.ptr().offset(8), 64));
+    oob(b.dtod(c.ptr().offset(8), a.ptr(), 64));
     oob(b.dtod(c.ptr(), a.ptr(), usize::MAX));
+    oob(b.dtod(DevPtr(u64::MAX - 3), a.ptr(), 1));
+    oob(b.dtod(a.ptr().offset(8), a.ptr(), 16));
     oob(b.htod(DevPtr(u64::MAX - 3), &[0u8; 8]));
+    oob(b.htod(a.ptr().offset(60), &[0u8; 8]));
     let mut sink = [0u8; 8];
     assert!(b.dtoh(&mut sink, DevPtr(u64::MAX - 3)).is_err());
+    oob(b.dtoh(&mut sink, a.ptr().offset(60)));
     oob(b.memset_d32(a.ptr(), 0, 17));
     oob(b.memset_d32(a.ptr(), 0, usize::MAX / 2));
     oob(b.memset_d32(a.ptr().offset(2), 0, 1));
+    oob(b.memset_d32(DevPtr(u64::MAX - 3), 0, 1));
+    // A launch whose pointer argument no live buffer owns.
+    b.preload(&[&ks::AFFINE]).unwrap();
+    // SAFETY: a zero-element AFFINE touches nothing; it is refused anyway (the wild pointer
+    // starts in no live buffer).
+    oob(unsafe {
+        b.launch(
+            &ks::AFFINE,
+            LaunchDims::linear(1, 1),
+            &[
+                Arg::Ptr(DevPtr(u64::MAX - 3)),
+                Arg::Ptr(a.ptr()),
+                Arg::I64(0),
+                Arg::F32(0.0),
+                Arg::F32(0.0),
+            ],
+        )
+    });
     // GEMM: 4x4 fits in 64 bytes; 5x4, a second batch, a leading dimension too small, or a
     // misaligned operand does not.
     let g = Gemm {
@@ -611,6 +634,7 @@ fn host_refuses_out_of_bounds_arguments() {
         batch: 1,
     };
     b.gemm(&g).unwrap();
+    b.gemm_bias(&g, a.ptr()).unwrap();
     oob(b.gemm(&Gemm {
         m: 5,
         lda: 5,
@@ -629,16 +653,75 @@ fn host_refuses_out_of_bounds_arguments() {
         a: a.ptr().offset(1),
         ..g
     }));
+    oob(b.gemm(&Gemm {
+        trans_a: true,
+        a: a.ptr().offset(16),
+        ..g
+    }));
+    oob(b.gemm(&Gemm {
+        c: DevPtr(u64::MAX - 3),
+        ..g
+    }));
+    // gemm_bias: the bias (m floats) past the end, misaligned, an operand past the end, a
+    // second batch.
     oob(b.gemm_bias(&g, a.ptr().offset(16 * 4)));
+    oob(b.gemm_bias(&g, a.ptr().offset(4)));
+    oob(b.gemm_bias(
+        &Gemm {
+            m: 5,
+            lda: 5,
+            ldc: 5,
+            ..g
+        },
+        a.ptr(),
+    ));
+    oob(b.gemm_bias(
+        &Gemm {
+            b: a.ptr().offset(16),
+            ..g
+        },
+        a.ptr(),
+    ));
+    oob(b.gemm_bias(&Gemm { batch: 2, ..g }, a.ptr()));
     b.begin_capture().unwrap();
     oob(b.gemm(&Gemm { batch: 2, ..g }));
+    oob(b.gemm_bias(&g, a.ptr().offset(16 * 4)));
     oob(b.dtod(c.ptr(), a.ptr(), 65));
+    oob(b.memset_d32(c.ptr(), 0, 17));
     drop(b.end_capture());
-    // The buffers are untouched by every refused call.
+    // The buffers are untouched by every refused call (the accepted GEMMs read zeros and wrote
+    // zeros).
+    b.synchronize().unwrap();
     assert!(
         b.download::<u8>(c.ptr(), 64)
             .unwrap()
             .iter()
             .all(|&x| x == 0)
     );
+
+    // A graph over a buffer that is then freed: replay is refused before any of it runs.
+    b.upload(a.ptr(), &[1.0f32; 16]).unwrap();
+    let d = b.alloc(64, AllocKind::Other).unwrap();
+    let e = b.alloc(64, AllocKind::Other).unwrap();
+    b.begin_capture().unwrap();
+    b.memset_d32(c.ptr(), 9, 16).unwrap();
+    b.gemm(&Gemm { c: d.ptr(), ..g }).unwrap();
+    b.dtod(e.ptr(), d.ptr(), 64).unwrap();
+    let graph = b.end_capture().unwrap();
+    assert_eq!(graph.nodes(), 3);
+    b.launch_graph(&graph).unwrap();
+    assert_eq!(b.download::<u32>(c.ptr(), 16).unwrap(), vec![9; 16]);
+    assert_eq!(b.download::<f32>(e.ptr(), 16).unwrap(), vec![4.0; 16]);
+    b.memset_d32(c.ptr(), 0, 16).unwrap();
+    let freed = d.ptr().0;
+    drop(d);
+    assert_eq!(b.launch_graph(&graph).unwrap_err(), Error::Dangling(freed));
+    assert_eq!(
+        b.download::<u32>(c.ptr(), 16).unwrap(),
+        vec![0; 16],
+        "nothing of the refused replay ran"
+    );
+    drop((graph, e));
 }
+
+both!(refuses_out_of_bounds_arguments);

@@ -20,6 +20,7 @@ use cudarc::driver::{result as drv, sys as drv_sys};
 use cudarc::nvrtc::{CompileOptions, Ptx};
 use dcc_kernels::{Arg, DevPtr, KernelDef, LaunchDims};
 
+use super::bounds::{self, Access, Live, Span, lock};
 use super::{
     AllocKind, Backend, BackendKind, DeviceBuffer, Gemm, Graph, GraphImpl, Marker, MarkerImpl,
     MemCounter, MemoryReport, Owner,
@@ -248,14 +249,19 @@ pub struct CudaBackend {
     name: String,
     ordinal: u32,
     arch: String,
+    /// The memory ledger, with the registry of live allocations: every operand of every
+    /// operation is checked against it before the CUDA call is issued (the same checks as the
+    /// Host twin, [`bounds`]). A buffer is unregistered (under the registry's lock) before its
+    /// slice frees the memory, stream-ordered after all work enqueued so far (`cuMemFreeAsync`
+    /// on the backend's stream, or a synchronize then `cuMemFree`), so an operation either was
+    /// checked and enqueued before the free or finds the buffer gone.
     counter: Arc<MemCounter>,
+    /// The allocations the current capture's operations touched (host memory only, reserved at
+    /// `begin_capture`; a lookup itself never allocates).
+    touched: Mutex<Vec<Span>>,
     capturing: AtomicBool,
     free_before_capture: Mutex<Option<usize>>,
     launches: AtomicU64,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl CudaBackend {
@@ -302,6 +308,7 @@ impl CudaBackend {
             ordinal: ordinal as u32,
             arch: format!("sm_{major}{minor}"),
             counter,
+            touched: Mutex::default(),
             capturing: AtomicBool::new(false),
             free_before_capture: Mutex::new(None),
             launches: AtomicU64::new(0),
@@ -438,10 +445,29 @@ impl CudaBackend {
     fn stream_ptr(&self) -> drv_sys::CUstream {
         self.stream.cu_stream()
     }
+
+    /// Checks every address `op` names against the live allocations ([`Live::validate`], the
+    /// Host twin's checks) and, while capturing, records the allocations it touches for
+    /// `launch_graph`. The returned guard keeps every buffer registered (no free can be
+    /// enqueued) until the caller has enqueued the work and drops it.
+    fn checked(&self, op: Access<'_>) -> Result<Live<'_>> {
+        let live = self.counter.registry.live();
+        if self.capturing.load(Ordering::Relaxed) {
+            let mut touched = lock(&self.touched);
+            live.validate(op, |s| touched.push(s))?;
+        } else {
+            live.validate(op, |_| {})?;
+        }
+        Ok(live)
+    }
 }
 
 fn int(v: usize, what: &str) -> Result<i32> {
     i32::try_from(v).map_err(|_| Error::Invalid(format!("gemm {what} = {v} exceeds i32")))
+}
+
+fn long(v: usize, what: &str) -> Result<i64> {
+    i64::try_from(v).map_err(|_| Error::Invalid(format!("gemm {what} = {v} exceeds i64")))
 }
 
 impl Backend for CudaBackend {
@@ -464,6 +490,7 @@ impl Backend for CudaBackend {
             let (p, _sync) = slice.device_ptr(&self.stream);
             DevPtr(p)
         };
+        self.counter.registry.insert(ptr.0, bytes.max(1));
         self.counter.add(kind, bytes);
         Ok(DeviceBuffer {
             ptr,
@@ -476,48 +503,57 @@ impl Backend for CudaBackend {
 
     fn htod(&self, dst: DevPtr, src: &[u8]) -> Result<()> {
         self.refuse_if_capturing("htod")?;
+        let live = self.counter.registry.live();
+        live.check(dst.0, src.len())?;
         self.ctx.bind_to_thread()?;
-        // SAFETY: dst is a device address the caller owns for src.len() bytes; the copy is
-        // complete before `src` can be released because the stream is synchronized below.
+        // SAFETY: `[dst, dst + src.len())` lies in a live allocation of this backend (checked
+        // above; `live` keeps it registered, so unfreed, until the copy is enqueued); the copy
+        // is complete before `src` can be released because the stream is synchronized below.
         unsafe { drv::memcpy_htod_async(dst.0, src, self.stream_ptr()) }?;
         self.stream.synchronize()?;
+        drop(live);
         Ok(())
     }
 
     fn dtoh(&self, dst: &mut [u8], src: DevPtr) -> Result<()> {
         self.refuse_if_capturing("dtoh")?;
+        let live = self.counter.registry.live();
+        live.check(src.0, dst.len())?;
         self.ctx.bind_to_thread()?;
-        // SAFETY: src is a device address valid for dst.len() bytes; the stream is synchronized
-        // before `dst` is handed back.
+        // SAFETY: `[src, src + dst.len())` lies in a live allocation of this backend (checked
+        // above, kept registered by `live`); the stream is synchronized before `dst` is handed
+        // back.
         unsafe { drv::memcpy_dtoh_async(dst, src.0, self.stream_ptr()) }?;
         self.stream.synchronize()?;
+        drop(live);
         Ok(())
     }
 
     fn dtod(&self, dst: DevPtr, src: DevPtr, bytes: usize) -> Result<()> {
+        // Both ranges in live allocations; overlap refused (cuMemcpyDtoD is undefined on it).
+        let live = self.checked(Access::Dtod { dst, src, bytes })?;
         if bytes == 0 {
             return Ok(());
         }
-        // cuMemcpyDtoD is undefined on overlapping ranges; refuse them as the Host twin does.
-        let (d, s, n) = (dst.0, src.0, bytes as u64);
-        if d < s.saturating_add(n) && s < d.saturating_add(n) {
-            return Err(Error::Invalid(format!(
-                "dtod ranges overlap ({n} bytes {s:#x} -> {d:#x})"
-            )));
-        }
         self.ctx.bind_to_thread()?;
-        // SAFETY: both ranges are device memory the caller owns; stream-ordered.
+        // SAFETY: both ranges lie in live allocations of this backend and do not overlap
+        // (checked above; `live` keeps them registered until the copy is enqueued, and their
+        // frees are stream-ordered after it).
         unsafe { drv::memcpy_dtod_async(dst.0, src.0, bytes, self.stream_ptr()) }?;
+        drop(live);
         Ok(())
     }
 
     fn memset_d32(&self, dst: DevPtr, value: u32, count: usize) -> Result<()> {
+        let live = self.checked(Access::Memset32 { dst, count })?;
         if count == 0 {
             return Ok(());
         }
         self.ctx.bind_to_thread()?;
-        // SAFETY: dst addresses `count` 32-bit words of device memory the caller owns.
+        // SAFETY: `count` 4-byte-aligned words at dst lie in a live allocation of this backend
+        // (checked above, kept registered by `live` until the memset is enqueued).
         unsafe { drv_sys::cuMemsetD32Async(dst.0, value, count, self.stream_ptr()).result() }?;
+        drop(live);
         Ok(())
     }
 
@@ -529,6 +565,10 @@ impl Backend for CudaBackend {
     ) -> Result<()> {
         kernel.check_args(args)?;
         let f = self.function(kernel)?;
+        // As on Host: each pointer argument starts inside a live buffer (and, while capturing,
+        // its allocation is recorded for `launch_graph`). How far the kernel reaches from there
+        // is the caller's `# Safety` contract.
+        let live = self.checked(Access::Launch(kernel, args))?;
         let cfg = LaunchConfig {
             grid_dim: dims.grid,
             block_dim: dims.block,
@@ -546,12 +586,15 @@ impl Backend for CudaBackend {
             };
         }
         // SAFETY: the argument kinds match the kernel's declared parameters (checked above), so
-        // the kernel reads each parameter as the type it was pushed as. Nothing here checks the
-        // pointers: that every pointer, with the counts and geometry the kernel derives from
+        // the kernel reads each parameter as the type it was pushed as, and each pointer starts
+        // inside a live buffer (checked above; `live` keeps them registered until the launch is
+        // enqueued). That every pointer, with the counts and geometry the kernel derives from
         // the other arguments and `dims`, stays inside live device buffers of this context that
-        // outlive the work (every replay of a graph this launch is captured into, too) is the
-        // caller's `# Safety` contract of `Backend::launch`.
+        // outlive the work (every replay of a graph this launch is captured into, too: the start
+        // of each is re-checked by `launch_graph`) is the caller's `# Safety` contract of
+        // `Backend::launch`.
         unsafe { b.launch(cfg) }?;
+        drop(live);
         if !self.capturing.load(Ordering::Relaxed) {
             self.launches.fetch_add(1, Ordering::Relaxed);
         }
@@ -559,8 +602,6 @@ impl Backend for CudaBackend {
     }
 
     fn gemm(&self, g: &Gemm) -> Result<()> {
-        let blas = self.blas.as_ref().map_err(|e| Error::Cublas(e.clone()))?;
-        let blas = lock(blas);
         let op = |t: bool| {
             if t {
                 blas_sys::cublasOperation_t::CUBLAS_OP_T
@@ -568,35 +609,52 @@ impl Backend for CudaBackend {
                 blas_sys::cublasOperation_t::CUBLAS_OP_N
             }
         };
-        if g.batch == 0 {
-            return Err(Error::Invalid("gemm with batch 0".into()));
-        }
+        let (m, n, k, batch) = (
+            int(g.m, "m")?,
+            int(g.n, "n")?,
+            int(g.k, "k")?,
+            int(g.batch, "batch")?,
+        );
+        let (lda, ldb, ldc) = (int(g.lda, "lda")?, int(g.ldb, "ldb")?, int(g.ldc, "ldc")?);
+        let (stride_a, stride_b, stride_c) = (
+            long(g.stride_a, "stride_a")?,
+            long(g.stride_b, "stride_b")?,
+            long(g.stride_c, "stride_c")?,
+        );
+        // The descriptor as cuBLAS requires it, and A, B, C over all batches in live
+        // allocations, f32-aligned (the Host twin's checks). Lock order: the registry, then
+        // cuBLAS.
+        let live = self.checked(Access::Gemm(g, None))?;
+        let blas = self.blas.as_ref().map_err(|e| Error::Cublas(e.clone()))?;
+        let blas = lock(blas);
         self.ctx.bind_to_thread()?;
-        // SAFETY: A, B, C are device addresses holding the operands the descriptor describes;
-        // the handle is bound to this backend's stream; alpha/beta are host scalars read during
-        // the call (host pointer mode).
+        // SAFETY: every element the descriptor addresses in A, B, C lies in a live allocation
+        // of this backend, f32-aligned (checked above; `live` keeps them registered until the
+        // call is enqueued); the handle is bound to this backend's stream; alpha/beta are host
+        // scalars read during the call (host pointer mode).
         unsafe {
             cudarc::cublas::result::sgemm_strided_batched(
                 blas.handle,
                 op(g.trans_a),
                 op(g.trans_b),
-                int(g.m, "m")?,
-                int(g.n, "n")?,
-                int(g.k, "k")?,
+                m,
+                n,
+                k,
                 &g.alpha,
                 g.a.0 as *const f32,
-                int(g.lda, "lda")?,
-                g.stride_a as i64,
+                lda,
+                stride_a,
                 g.b.0 as *const f32,
-                int(g.ldb, "ldb")?,
-                g.stride_b as i64,
+                ldb,
+                stride_b,
                 &g.beta,
                 g.c.0 as *mut f32,
-                int(g.ldc, "ldc")?,
-                g.stride_c as i64,
-                int(g.batch, "batch")?,
+                ldc,
+                stride_c,
+                batch,
             )
         }?;
+        drop(live);
         if !self.capturing.load(Ordering::Relaxed) {
             self.launches.fetch_add(1, Ordering::Relaxed);
         }
@@ -604,16 +662,7 @@ impl Backend for CudaBackend {
     }
 
     fn gemm_bias(&self, g: &Gemm, bias: DevPtr) -> Result<()> {
-        if g.batch != 1 || g.beta != 0.0 {
-            return Err(Error::Invalid(format!(
-                "gemm_bias descriptor {g:?} (batch 1, beta 0)"
-            )));
-        }
-        if !bias.0.is_multiple_of(16) {
-            return Err(Error::Invalid(format!(
-                "gemm_bias: bias {bias} is not 16-byte aligned"
-            )));
-        }
+        bounds::check_gemm_bias(g, bias)?;
         for (v, what) in [
             (g.m, "m"),
             (g.n, "n"),
@@ -624,6 +673,10 @@ impl Backend for CudaBackend {
         ] {
             int(v, what)?;
         }
+        // The descriptor as cuBLAS requires it, A, B, C and the bias (`m` floats) in live
+        // allocations, f32-aligned (the Host twin's checks), before a plan is made for it. Lock
+        // order: the registry, then cuBLASLt.
+        let live = self.checked(Access::Gemm(g, Some(bias)))?;
         let lt = self.lt.as_ref().map_err(|e| Error::Cublas(e.clone()))?;
         let mut lt = lock(lt);
         self.ctx.bind_to_thread()?;
@@ -642,8 +695,9 @@ impl Backend for CudaBackend {
         let plan = lt.plan(key)?;
         let beta = 0.0f32;
         let bias_ptr: u64 = bias.0;
-        // SAFETY: the plan's descriptors are live (owned by `lt`, locked); A, B, C and the bias
-        // are device addresses holding what the descriptor describes; the workspace is the
+        // SAFETY: the plan's descriptors are live (owned by `lt`, locked); every element the
+        // descriptor addresses in A, B, C and the bias's `m` floats lie in live allocations of
+        // this backend (checked above, kept registered by `live`); the workspace is the
         // runtime's cuBLAS workspace of CUBLAS_WORKSPACE_BYTES, used on this stream only.
         unsafe {
             lt_res::set_matmul_desc_attribute(
@@ -673,6 +727,7 @@ impl Backend for CudaBackend {
             )
             .map_err(lt_err)?;
         }
+        drop(live);
         if !self.capturing.load(Ordering::Relaxed) {
             self.launches.fetch_add(1, Ordering::Relaxed);
         }
@@ -690,6 +745,11 @@ impl Backend for CudaBackend {
             return Err(Error::Capture("already capturing".into()));
         }
         self.stream.synchronize()?;
+        {
+            let mut touched = lock(&self.touched);
+            touched.clear();
+            touched.reserve(256);
+        }
         *lock(&self.free_before_capture) = self.ctx.mem_get_info().ok().map(|(free, _)| free);
         self.stream
             .begin_capture(drv_sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
@@ -701,6 +761,7 @@ impl Backend for CudaBackend {
         if !self.capturing.swap(false, Ordering::Relaxed) {
             return Err(Error::Capture("not capturing".into()));
         }
+        let mut touched = std::mem::take(&mut *lock(&self.touched));
         let g = self
             .stream
             .end_capture(drv_sys::CUgraphInstantiate_flags(0))
@@ -721,8 +782,10 @@ impl Backend for CudaBackend {
             (Some(b), Some(a)) => b.saturating_sub(a),
             _ => 0,
         };
+        touched.sort_unstable();
+        touched.dedup();
         Ok(Graph::new(
-            GraphImpl::Cuda(g),
+            GraphImpl::Cuda { graph: g, touched },
             nodes,
             bytes,
             self.counter.clone(),
@@ -736,7 +799,20 @@ impl Backend for CudaBackend {
     fn launch_graph(&self, graph: &Graph) -> Result<()> {
         self.refuse_if_capturing("graph launch")?;
         match &graph.imp {
-            GraphImpl::Cuda(g) => Ok(g.launch()?),
+            GraphImpl::Cuda { graph, touched } => {
+                // The graph is bound to the addresses it saw at capture. Refuse before running
+                // anything if an allocation one of its operations touched was freed since and
+                // its range is no longer inside a live buffer (`Error::Dangling`, as the Host
+                // twin's re-validated tape): the graph would fault or corrupt memory. `live`
+                // keeps them registered until the replay is enqueued.
+                let live = self.counter.registry.live();
+                for s in touched {
+                    live.check(s.start, s.len)?;
+                }
+                graph.launch()?;
+                drop(live);
+                Ok(())
+            }
             GraphImpl::Empty => Ok(()),
             GraphImpl::Host(_) => Err(Error::Invalid(
                 "a Host tape cannot run on the CUDA backend".into(),

@@ -1,13 +1,13 @@
 //! The Host backend: a CPU twin of the CUDA backend with the same observable semantics.
 
 use std::alloc::Layout;
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use dcc_kernels::{Arg, DevPtr, KernelDef, LaunchDims};
 
+use super::bounds::{self, Access, Registry, lock};
 use super::{
     AllocKind, Backend, BackendKind, DeviceBuffer, Gemm, Graph, GraphImpl, Marker, MarkerImpl,
     MemCounter, MemoryReport, Owner, TapeOp,
@@ -17,75 +17,9 @@ use crate::error::{Error, Result};
 /// Alignment of every Host allocation (CUDA allocations are at least 256-byte aligned too).
 pub const HOST_ALIGN: usize = 256;
 
-/// Live allocations by start address: lets replays and copies refuse addresses no live buffer
-/// owns instead of touching freed memory.
-///
-/// `stream` is the Host "stream": every operation that touches buffer memory (copies, memsets,
-/// kernel twins, GEMMs, a whole graph replay) holds it from its bounds check to its last access,
-/// and freeing a buffer takes it too. So a check can never go stale before the access it
-/// guards (no use after free), and two threads sharing the backend never race on buffer bytes:
-/// work is serialized, as on a single CUDA stream.
-#[derive(Debug, Default)]
-pub(crate) struct Registry {
-    live: Mutex<BTreeMap<u64, usize>>,
-    stream: Mutex<()>,
-}
-
-/// A poisoned lock only means another thread panicked while holding it; both maps stay
-/// consistent (single insert/remove operations) and `()` has no state to corrupt.
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-impl Registry {
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<u64, usize>> {
-        lock(&self.live)
-    }
-
-    /// Serializes access to buffer memory (see the type's docs).
-    fn stream(&self) -> MutexGuard<'_, ()> {
-        lock(&self.stream)
-    }
-
-    /// Checks that `[addr, addr + bytes)` lies inside one live allocation (overflow-safe: an
-    /// address near `u64::MAX` plus a large count is out of bounds, never wrapped around).
-    fn check(&self, addr: u64, bytes: usize) -> Result<()> {
-        let live = self.lock();
-        let Some((&start, &len)) = live.range(..=addr).next_back() else {
-            return Err(Error::Dangling(addr));
-        };
-        // `start + len` cannot overflow: it is the end of a real allocation.
-        let end = start + len as u64;
-        match addr.checked_add(bytes as u64) {
-            Some(last) if last <= end => Ok(()),
-            _ if addr < end => Err(Error::OutOfBounds(format!(
-                "{bytes} bytes at {addr:#x} overrun the buffer {start:#x}+{len}"
-            ))),
-            _ => Err(Error::Dangling(addr)),
-        }
-    }
-
-    /// Checks `count` elements of `T` at `addr`: in bounds and aligned for `T`.
-    fn check_elems<T>(&self, addr: u64, count: usize, what: &str) -> Result<()> {
-        if !addr.is_multiple_of(std::mem::align_of::<T>() as u64) {
-            return Err(Error::Invalid(format!(
-                "{what} at {addr:#x} is not aligned to {} bytes",
-                std::mem::align_of::<T>()
-            )));
-        }
-        let bytes = count.checked_mul(std::mem::size_of::<T>()).ok_or_else(|| {
-            Error::OutOfBounds(format!(
-                "{what}: {count} elements overflow the address space"
-            ))
-        })?;
-        self.check(addr, bytes)
-    }
-}
-
 pub(crate) struct HostAlloc {
     ptr: *mut u8,
     layout: Layout,
-    registry: Arc<Registry>,
 }
 
 // SAFETY: HostAlloc owns its memory exclusively; the raw pointer is only freed in Drop.
@@ -95,11 +29,10 @@ unsafe impl Sync for HostAlloc {}
 
 impl Drop for HostAlloc {
     fn drop(&mut self) {
-        // Wait for any operation in flight on another thread (it checked this buffer live).
-        let _stream = self.registry.stream();
-        self.registry.lock().remove(&(self.ptr as u64));
         // SAFETY: allocated in HostBackend::alloc with this very layout, freed once; no
-        // operation can touch it any more (unregistered under the stream lock).
+        // operation can touch it any more: `DeviceBuffer`'s `Drop` (which runs before its owner
+        // drops) unregistered it under the stream lock, after any operation in flight on
+        // another thread, and every later operation finds it gone.
         unsafe { std::alloc::dealloc(self.ptr, self.layout) };
     }
 }
@@ -107,7 +40,8 @@ impl Drop for HostAlloc {
 /// The CPU twin. Thread-safe; work runs synchronously on the calling thread, which makes the
 /// "stream" trivially ordered.
 pub struct HostBackend {
-    registry: Arc<Registry>,
+    /// The memory ledger, with the registry of live allocations and the Host "stream" lock
+    /// ([`bounds::Registry`]).
     counter: Arc<MemCounter>,
     tape: Mutex<Option<Vec<TapeOp>>>,
     launches: AtomicU64,
@@ -125,12 +59,15 @@ impl Default for HostBackend {
 impl HostBackend {
     pub fn new() -> HostBackend {
         HostBackend {
-            registry: Arc::default(),
             counter: Arc::default(),
             tape: Mutex::new(None),
             launches: AtomicU64::new(0),
             loaded: Mutex::default(),
         }
+    }
+
+    fn registry(&self) -> &Registry {
+        &self.counter.registry
     }
 
     fn tape(&self) -> MutexGuard<'_, Option<Vec<TapeOp>>> {
@@ -161,67 +98,30 @@ impl HostBackend {
         ) {
             self.launches.fetch_add(1, Ordering::Relaxed);
         }
-        let _stream = self.registry.stream();
+        let _stream = self.registry().stream();
         self.exec(&op)
     }
 
-    /// Checks every address an op names against the live allocations: copies, memsets and
-    /// GEMMs over their whole extent; kernel launches by the start of each pointer argument
-    /// (what a kernel then reads and writes is its twin's contract, see [`HostBackend::exec`]).
+    /// Checks every address an op names against the live allocations ([`bounds`], shared with
+    /// the CUDA backend): copies, memsets and GEMMs over their whole extent; kernel launches by
+    /// the start of each pointer argument (what a kernel then reads and writes is its twin's
+    /// contract, see [`HostBackend::exec`]).
     fn validate(&self, op: &TapeOp) -> Result<()> {
-        match op {
-            TapeOp::Launch { kernel, args, .. } => {
-                kernel.check_args(args)?;
-                for a in args {
-                    if let Arg::Ptr(p) = a {
-                        self.registry.check(p.0, 0)?;
-                    }
-                }
-                Ok(())
-            }
-            TapeOp::Dtod { dst, src, bytes } => {
-                self.registry.check(dst.0, *bytes)?;
-                self.registry.check(src.0, *bytes)?;
-                // Both ranges lie in allocations, so these sums do not overflow.
-                let (d, s, n) = (dst.0, src.0, *bytes as u64);
-                if n > 0 && d < s + n && s < d + n {
-                    return Err(Error::Invalid(format!(
-                        "dtod ranges overlap ({n} bytes {s:#x} -> {d:#x})"
-                    )));
-                }
-                Ok(())
-            }
-            TapeOp::Memset32 { dst, count, .. } => {
-                self.registry
-                    .check_elems::<u32>(dst.0, *count, "memset_d32")
-            }
-            TapeOp::Gemm(g) => self.check_gemm(g, None),
-            TapeOp::GemmBias(g, bias) => self.check_gemm(g, Some(*bias)),
-        }
-    }
-
-    /// Checks a GEMM as cuBLAS does (leading dimensions at least the stored rows, batch >= 1)
-    /// and every operand, all batches included, against the live allocations, f32-aligned: the
-    /// loops of [`host_gemm`] then stay inside them.
-    fn check_gemm(&self, g: &Gemm, bias: Option<DevPtr>) -> Result<()> {
-        let (ar, ac) = if g.trans_a { (g.k, g.m) } else { (g.m, g.k) };
-        let (br, bc) = if g.trans_b { (g.n, g.k) } else { (g.k, g.n) };
-        let bad = || Error::Invalid(format!("gemm descriptor {g:?}"));
-        if g.batch == 0 || g.lda < ar.max(1) || g.ldb < br.max(1) || g.ldc < g.m.max(1) {
-            return Err(bad());
-        }
-        for (p, rows, cols, ld, stride, what) in [
-            (g.a, ar, ac, g.lda, g.stride_a, "gemm A"),
-            (g.b, br, bc, g.ldb, g.stride_b, "gemm B"),
-            (g.c, g.m, g.n, g.ldc, g.stride_c, "gemm C"),
-        ] {
-            let elems = operand_elems(rows, cols, ld, stride, g.batch).ok_or_else(bad)?;
-            self.registry.check_elems::<f32>(p.0, elems, what)?;
-        }
-        match bias {
-            Some(b) => self.registry.check_elems::<f32>(b.0, g.m, "gemm bias"),
-            None => Ok(()),
-        }
+        let access = match op {
+            TapeOp::Launch { kernel, args, .. } => Access::Launch(kernel, args),
+            TapeOp::Dtod { dst, src, bytes } => Access::Dtod {
+                dst: *dst,
+                src: *src,
+                bytes: *bytes,
+            },
+            TapeOp::Memset32 { dst, count, .. } => Access::Memset32 {
+                dst: *dst,
+                count: *count,
+            },
+            TapeOp::Gemm(g) => Access::Gemm(g, None),
+            TapeOp::GemmBias(g, bias) => Access::Gemm(g, Some(*bias)),
+        };
+        self.registry().live().validate(access, |_| {})
     }
 
     /// Validates and runs one op. The caller holds the stream lock.
@@ -253,7 +153,7 @@ impl HostBackend {
             }
             TapeOp::Gemm(g) => {
                 // SAFETY: every element the descriptor addresses lies in a live allocation and
-                // is f32-aligned (`check_gemm`, via validate above).
+                // is f32-aligned (`bounds::gemm_operands`, via validate above).
                 unsafe { host_gemm(g, None) };
             }
             TapeOp::GemmBias(g, bias) => {
@@ -265,31 +165,12 @@ impl HostBackend {
     }
 }
 
-/// Elements a column-major operand of `rows × cols` (leading dimension `ld`) spans over `batch`
-/// matrices `stride` elements apart: one past the largest index [`host_gemm`] touches, 0 when
-/// it touches none; `None` on overflow.
-fn operand_elems(
-    rows: usize,
-    cols: usize,
-    ld: usize,
-    stride: usize,
-    batch: usize,
-) -> Option<usize> {
-    if rows == 0 || cols == 0 || batch == 0 {
-        return Some(0);
-    }
-    (rows - 1)
-        .checked_add((cols - 1).checked_mul(ld)?)?
-        .checked_add((batch - 1).checked_mul(stride)?)?
-        .checked_add(1)
-}
-
 /// The Host GEMM: column-major, fixed summation order, separate multiply and add; with `bias`,
 /// `alpha · acc + bias[i]` (C not read).
 ///
 /// # Safety
-/// A, B, C hold the (f32-aligned) elements the descriptor addresses ([`operand_elems`] of each,
-/// as `HostBackend::check_gemm` checks); `bias`, when given, `m` aligned floats.
+/// A, B, C hold the (f32-aligned) elements the descriptor addresses ([`bounds::operand_elems`]
+/// of each, as `bounds::gemm_operands` and [`bounds::Live::validate`] check); `bias`, when given, `m` aligned floats.
 unsafe fn host_gemm(g: &Gemm, bias: Option<*const f32>) {
     let (a, b, c) = (g.a.0 as *const f32, g.b.0 as *const f32, g.c.0 as *mut f32);
     for bt in 0..g.batch {
@@ -353,25 +234,21 @@ impl Backend for HostBackend {
                 "host allocation of {bytes} bytes failed"
             )));
         }
-        self.registry.lock().insert(ptr as u64, bytes.max(1));
+        self.registry().insert(ptr as u64, bytes.max(1));
         self.counter.add(kind, bytes);
         Ok(DeviceBuffer {
             ptr: DevPtr(ptr as u64),
             bytes,
             kind,
             counter: self.counter.clone(),
-            _owner: Owner::Host(HostAlloc {
-                ptr,
-                layout,
-                registry: self.registry.clone(),
-            }),
+            _owner: Owner::Host(HostAlloc { ptr, layout }),
         })
     }
 
     fn htod(&self, dst: DevPtr, src: &[u8]) -> Result<()> {
         self.refuse_if_capturing("htod")?;
-        let _stream = self.registry.stream();
-        self.registry.check(dst.0, src.len())?;
+        let _stream = self.registry().stream();
+        self.registry().live().check(dst.0, src.len())?;
         // SAFETY: dst range is inside a live allocation; src is a distinct Rust slice.
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst.0 as *mut u8, src.len()) };
         Ok(())
@@ -379,8 +256,8 @@ impl Backend for HostBackend {
 
     fn dtoh(&self, dst: &mut [u8], src: DevPtr) -> Result<()> {
         self.refuse_if_capturing("dtoh")?;
-        let _stream = self.registry.stream();
-        self.registry.check(src.0, dst.len())?;
+        let _stream = self.registry().stream();
+        self.registry().live().check(src.0, dst.len())?;
         // SAFETY: src range is inside a live allocation; dst is a distinct Rust slice.
         unsafe { std::ptr::copy_nonoverlapping(src.0 as *const u8, dst.as_mut_ptr(), dst.len()) };
         Ok(())
@@ -424,22 +301,13 @@ impl Backend for HostBackend {
     }
 
     fn gemm(&self, g: &Gemm) -> Result<()> {
-        // The descriptor and its operands are checked by `submit` (`check_gemm`).
+        // The descriptor and its operands are checked by `submit` (`validate`).
         self.submit(TapeOp::Gemm(*g))
     }
 
     fn gemm_bias(&self, g: &Gemm, bias: DevPtr) -> Result<()> {
-        if g.batch != 1 || g.beta != 0.0 {
-            return Err(Error::Invalid(format!(
-                "gemm_bias descriptor {g:?} (batch 1, beta 0)"
-            )));
-        }
         // As on CUDA (cuBLASLt's bias pointer), so code that runs here runs there.
-        if !bias.0.is_multiple_of(16) {
-            return Err(Error::Invalid(format!(
-                "gemm_bias: bias {bias} is not 16-byte aligned"
-            )));
-        }
+        bounds::check_gemm_bias(g, bias)?;
         self.submit(TapeOp::GemmBias(*g, bias))
     }
 
@@ -492,7 +360,7 @@ impl Backend for HostBackend {
                 // Replay is bound to the captured addresses. Refuse before running anything if
                 // one of them is no longer owned (on CUDA this would be a fault or corruption).
                 // The stream lock is held over the whole replay, so none can be freed midway.
-                let _stream = self.registry.stream();
+                let _stream = self.registry().stream();
                 for op in ops {
                     self.validate(op)?;
                 }
@@ -502,7 +370,7 @@ impl Backend for HostBackend {
                 Ok(())
             }
             GraphImpl::Empty => Ok(()),
-            GraphImpl::Cuda(_) => Err(Error::Invalid(
+            GraphImpl::Cuda { .. } => Err(Error::Invalid(
                 "a CUDA graph cannot run on the Host backend".into(),
             )),
         }

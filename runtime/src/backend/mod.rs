@@ -12,6 +12,16 @@
 //!   [`Error::Dangling`] when the old address is no longer owned by any live buffer, instead of
 //!   writing through it).
 //!
+//! Bounds: both backends keep a registry of their live allocations (`bounds::Registry`, start
+//! address → length) and check every operand of every copy, memset and GEMM over its full extent
+//! (GEMM operands over all batches, the bias, f32/u32 alignment, overflow-checked arithmetic),
+//! and the start of every kernel pointer argument, before the work is issued, refusing with a
+//! typed error ([`Error::Dangling`], [`Error::OutOfBounds`], [`Error::Invalid`]). So the safe
+//! methods cannot make either backend touch memory outside its live buffers; only
+//! [`Backend::launch`] (how far a kernel reaches from its pointers) is `unsafe`. A graph is
+//! re-checked at [`Backend::launch_graph`]: Host re-validates its tape, CUDA checks that every
+//! allocation its captured operations touched still lies inside a live buffer.
+//!
 //! Every device byte goes through [`Backend::alloc`] and is counted by kind ([`AllocKind`]);
 //! [`Backend::memory`] reports live and peak bytes (and `cuMemGetInfo` on CUDA).
 //!
@@ -21,6 +31,7 @@
 //! memset) is allowed; allocation, host copies and synchronization fail with
 //! [`Error::Capturing`] on both backends.
 
+mod bounds;
 mod cuda;
 mod host;
 
@@ -95,9 +106,13 @@ impl AllocKind {
     }
 }
 
-/// Counts every byte a backend allocates, by kind, with the peak of the total.
+/// Counts every byte a backend allocates, by kind, with the peak of the total, and registers
+/// every live allocation (address → length) for the backends' bounds checks ([`bounds`]).
 #[derive(Debug, Default)]
 pub struct MemCounter {
+    /// The live allocations; a buffer is unregistered by [`DeviceBuffer`]'s `Drop`, before its
+    /// owner frees the memory.
+    pub(crate) registry: bounds::Registry,
     live: [AtomicUsize; 8],
     peak: [AtomicUsize; 8],
     live_total: AtomicUsize,
@@ -294,6 +309,10 @@ impl fmt::Debug for DeviceBuffer {
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
+        // Unregistered before `_owner` (a field, dropped after this body) frees the memory: an
+        // operation either was checked (and, on Host, ran; on CUDA, was enqueued, so the
+        // stream-ordered free follows it) before this, or finds the buffer gone.
+        self.counter.registry.remove(self.ptr.0);
         self.counter.sub(self.kind, self.bytes);
     }
 }
@@ -322,7 +341,13 @@ pub(crate) enum TapeOp {
 
 pub(crate) enum GraphImpl {
     Host(Vec<TapeOp>),
-    Cuda(cudarc::driver::CudaGraph),
+    /// A CUDA graph and the allocations its captured operations touched (each the whole
+    /// allocation as it was at capture, sorted, deduplicated): `launch_graph` refuses to replay
+    /// unless each range still lies inside a live allocation.
+    Cuda {
+        graph: cudarc::driver::CudaGraph,
+        touched: Vec<bounds::Span>,
+    },
     /// Nothing was captured.
     Empty,
 }
@@ -454,18 +479,21 @@ pub trait Backend: Send + Sync {
     /// Allocates `bytes` (zeroed) at an address that never changes until the buffer drops.
     /// Fails during capture.
     fn alloc(&self, bytes: usize, kind: AllocKind) -> Result<DeviceBuffer>;
-    /// Host → device; complete when it returns. Fails during capture.
+    /// Host → device; complete when it returns. Fails during capture. `[dst, dst + src.len())`
+    /// must lie inside one live buffer of this backend (checked).
     fn htod(&self, dst: DevPtr, src: &[u8]) -> Result<()>;
-    /// Device → host after all prior stream work. Fails during capture.
+    /// Device → host after all prior stream work. Fails during capture. `[src, src +
+    /// dst.len())` must lie inside one live buffer of this backend (checked).
     fn dtoh(&self, dst: &mut [u8], src: DevPtr) -> Result<()>;
-    /// Device → device, stream-ordered, capturable. Overlapping ranges are refused
-    /// ([`Error::Invalid`]) on both backends.
+    /// Device → device, stream-ordered, capturable. Each range must lie inside one live buffer
+    /// (checked); overlapping ranges are refused ([`Error::Invalid`]) on both backends.
     fn dtod(&self, dst: DevPtr, src: DevPtr, bytes: usize) -> Result<()>;
-    /// Sets `count` 32-bit words to `value`, stream-ordered, capturable.
+    /// Sets `count` 32-bit words to `value`, stream-ordered, capturable. The words must lie
+    /// inside one live buffer, 4-byte aligned (checked).
     fn memset_d32(&self, dst: DevPtr, value: u32, count: usize) -> Result<()>;
     /// Launches a registered kernel, stream-ordered, capturable. Argument kinds are checked
-    /// against the kernel's declared parameters, and the Host backend checks that each pointer
-    /// argument starts inside one of its live buffers; neither backend knows how far a kernel
+    /// against the kernel's declared parameters, and both backends check that each pointer
+    /// argument starts inside one of their live buffers; neither backend knows how far a kernel
     /// reads or writes from there (kernels declare no footprint).
     ///
     /// # Safety
@@ -484,7 +512,10 @@ pub trait Backend: Send + Sync {
         dims: LaunchDims,
         args: &[Arg],
     ) -> Result<()>;
-    /// Float32 GEMM (cuBLAS, TF32 off, runtime-owned workspace; Host: ordered loops).
+    /// Float32 GEMM (cuBLAS, TF32 off, runtime-owned workspace; Host: ordered loops). The
+    /// descriptor is checked as cuBLAS requires it (batch >= 1, leading dimensions at least the
+    /// stored rows), and each operand over its extent `(rows-1) + (cols-1)·ld + (batch-1)·stride
+    /// + 1` floats must lie inside one live buffer, f32-aligned (checked).
     fn gemm(&self, g: &Gemm) -> Result<()>;
     /// Float32 GEMM with a bias epilogue: `C[i, j] = alpha · Σ_p op(A)[i, p] · op(B)[p, j] +
     /// bias[i]` (column-major, `bias` holds `m` floats), one stream operation (CUDA: cuBLASLt,
@@ -493,7 +524,8 @@ pub trait Backend: Send + Sync {
     /// `g.batch` 1. On Host the result equals [`Backend::gemm`] with `beta = 1` over a `C`
     /// pre-filled with the bias, bit for bit, when `alpha = 1` (`1·acc + 1·bias` rounds as
     /// `acc + bias`); on CUDA the epilogue adds the bias once to the finished dot product, as
-    /// `beta = 1` does.
+    /// `beta = 1` does. Operands are checked as for [`Backend::gemm`], the bias's `m` floats
+    /// too.
     fn gemm_bias(&self, g: &Gemm, bias: DevPtr) -> Result<()>;
     /// Waits for all stream work. Fails during capture.
     fn synchronize(&self) -> Result<()>;
@@ -503,7 +535,12 @@ pub trait Backend: Send + Sync {
     /// Stops recording and instantiates the graph. Ends the capture even when it fails.
     fn end_capture(&self) -> Result<Graph>;
     fn is_capturing(&self) -> bool;
-    /// Replays a graph on the stream.
+    /// Replays a graph on the stream, bound to the addresses it saw at capture. Refused
+    /// ([`Error::Dangling`] or [`Error::OutOfBounds`]) before anything runs when memory the
+    /// captured operations touched is no longer inside live buffers (Host: every op of the tape
+    /// re-validated; CUDA: every allocation the capture touched, as it was at capture, must
+    /// still lie inside a live allocation; an address freed and reallocated with at least the
+    /// same extent passes on both, as the engine's address check expects).
     fn launch_graph(&self, graph: &Graph) -> Result<()>;
 
     /// Records a point on the stream.
