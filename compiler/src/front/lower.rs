@@ -495,33 +495,43 @@ impl<'t> Lower<'t> {
 
     fn quantities(&mut self, node: &Node, what: &str) -> Vec<Quantity> {
         let help = "quantities map names to integer expressions, e.g. `f_retained: 100`";
+        self.named(node, what, help, |this, k, v| {
+            let name = this.ident(k, "a quantity name");
+            let e = this.expr(v);
+            Some(Quantity {
+                name: name?,
+                expr: e?,
+            })
+        })
+    }
+
+    fn operating_points(&mut self, node: &Node) -> Vec<OperatingPoint> {
+        let help = "operating_points map a name to quantity overrides, e.g. `duplex: {n_steps: 5}`";
+        self.named(node, "`operating_points`", help, |this, k, v| {
+            let name = this.ident(k, "an operating point name")?;
+            let what = format!("operating point `{}`", name.value);
+            let overrides = this.quantities(v, &what);
+            Some(OperatingPoint { name, overrides })
+        })
+    }
+
+    /// The entries of the mapping `node`, each lowered by `item`; entries it rejects are left
+    /// out (their diagnostics already pushed).
+    fn named<T>(
+        &mut self,
+        node: &Node,
+        what: &str,
+        help: &str,
+        mut item: impl FnMut(&mut Self, &Node, &Node) -> Option<T>,
+    ) -> Vec<T> {
         let Some(entries) = self.entries(node, what, help) else {
             return Vec::new();
         };
         let mut out = Vec::new();
         for (_, k, v) in entries {
-            let name = self.ident(k, "a quantity name");
-            let e = self.expr(v);
-            if let (Some(name), Some(expr)) = (name, e) {
-                out.push(Quantity { name, expr });
+            if let Some(x) = item(self, k, v) {
+                out.push(x);
             }
-        }
-        out
-    }
-
-    fn operating_points(&mut self, node: &Node) -> Vec<OperatingPoint> {
-        let help = "operating_points map a name to quantity overrides, e.g. `duplex: {n_steps: 5}`";
-        let Some(entries) = self.entries(node, "`operating_points`", help) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for (_, k, v) in entries {
-            let Some(name) = self.ident(k, "an operating point name") else {
-                continue;
-            };
-            let what = format!("operating point `{}`", name.value);
-            let overrides = self.quantities(v, &what);
-            out.push(OperatingPoint { name, overrides });
         }
         out
     }
@@ -529,16 +539,7 @@ impl<'t> Lower<'t> {
     fn regions(&mut self, node: &Node) -> Vec<Region> {
         let help =
             "regions map a name to a region contract (clock, growth, retention, lifetime, ...)";
-        let Some(entries) = self.entries(node, "`regions`", help) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for (_, k, v) in entries {
-            if let Some(r) = self.region(k, v) {
-                out.push(r);
-            }
-        }
-        out
+        self.named(node, "`regions`", help, Self::region)
     }
 
     fn region(&mut self, k: &Node, v: &Node) -> Option<Region> {
@@ -842,16 +843,7 @@ impl<'t> Lower<'t> {
     fn callables(&mut self, node: &Node) -> Vec<Callable> {
         let help =
             "callables map a name to `{granularity, admit, effects, query, inputs, writes, ...}`";
-        let Some(entries) = self.entries(node, "`callables`", help) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for (_, k, v) in entries {
-            if let Some(c) = self.callable(k, v) {
-                out.push(c);
-            }
-        }
-        out
+        self.named(node, "`callables`", help, Self::callable)
     }
 
     fn callable(&mut self, k: &Node, v: &Node) -> Option<Callable> {
