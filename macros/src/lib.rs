@@ -30,6 +30,7 @@ use syn::spanned::Spanned;
 use syn::{Fields, Ident, ItemStruct, LitStr};
 
 use dcc_compiler::Checked;
+use dcc_compiler::back::camel;
 use dcc_compiler::ir::{DType, Verdict};
 
 /// Binds an adapter struct to a native-clock contract. See the crate docs.
@@ -286,22 +287,6 @@ fn closest<'a>(name: &str, names: impl IntoIterator<Item = &'a str>) -> Option<&
         .filter(|(d, n)| *d <= (n.len().max(name.len()) / 3).max(2))
         .min_by_key(|(d, n)| (*d, *n))
         .map(|(_, n)| n)
-}
-
-fn camel(name: &str) -> String {
-    let mut out = String::new();
-    let mut up = true;
-    for c in name.chars() {
-        if c == '_' {
-            up = true;
-        } else if up {
-            out.extend(c.to_uppercase());
-            up = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
 }
 
 fn snake(name: &str) -> String {

@@ -20,7 +20,7 @@ use std::path::{Component, Path, PathBuf};
 use crate::Checked;
 
 pub use config::{CompileError, Config, write_if_changed};
-pub use model::{explain, module_name};
+pub use model::{camel, explain, module_name};
 
 /// Version of `dcc` written into every generated header.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -112,8 +112,9 @@ fn is_ident(s: &str) -> bool {
     syn::parse_str::<syn::Ident>(s).is_ok()
 }
 
-/// `solver_workspace` → `SolverWorkspace`.
-fn camel(name: &str) -> String {
+/// `solver_workspace` → `SolverWorkspace`: the region and callable type names of generated
+/// code (the macro names them with it too).
+pub fn camel(name: &str) -> String {
     let mut out = String::new();
     let mut up = true;
     for c in name.chars() {
