@@ -150,14 +150,7 @@ fn main() -> ExitCode {
                     code = 1;
                 }
             },
-            Err(LoadError::Spec(d)) => {
-                eprint!("{}", d.render());
-                code = 1;
-            }
-            Err(e @ LoadError::Io { .. }) => {
-                eprintln!("{e}");
-                code = 2;
-            }
+            Err(e) => code = load_failed(e),
         },
         Cmd::Graph { spec } => match load_file(&spec) {
             Ok(c) => {
@@ -168,15 +161,23 @@ fn main() -> ExitCode {
                     return ExitCode::from(2);
                 }
             }
-            Err(LoadError::Spec(d)) => {
-                eprint!("{}", d.render());
-                code = 1;
-            }
-            Err(e @ LoadError::Io { .. }) => {
-                eprintln!("{e}");
-                code = 2;
-            }
+            Err(e) => code = load_failed(e),
         },
     }
     ExitCode::from(code)
+}
+
+/// Prints why `dcc compile`/`dcc graph` could not load its spec; the exit code: 1 for spec
+/// errors, 2 for I/O.
+fn load_failed(e: LoadError) -> u8 {
+    match e {
+        LoadError::Spec(d) => {
+            eprint!("{}", d.render());
+            1
+        }
+        e @ LoadError::Io { .. } => {
+            eprintln!("{e}");
+            2
+        }
+    }
 }
