@@ -187,7 +187,9 @@ impl P {
         .help("expressions look like `f_prompt + f_retained`, `2 * (f_chunk + 3)` or `ceil_div(f_retained, f_chunk) + 1`")
     }
 
-    fn expr(&mut self, depth: usize) -> Result<Expr, Diagnostic> {
+    /// Error once `depth` passes [`MAX_EXPR_DEPTH`], so deep nesting is a diagnostic, not a
+    /// stack overflow.
+    fn check_depth(&self, depth: usize) -> Result<(), Diagnostic> {
         if depth > MAX_EXPR_DEPTH {
             return Err(Diagnostic::error(
                 Code::BadExpression,
@@ -197,6 +199,11 @@ impl P {
             .label("too deep")
             .help("simplify the expression or split it into named quantities"));
         }
+        Ok(())
+    }
+
+    fn expr(&mut self, depth: usize) -> Result<Expr, Diagnostic> {
+        self.check_depth(depth)?;
         let mut lhs = self.term(depth)?;
         while let Some(Tok::Op(c @ ('+' | '-'))) = self.peek() {
             let op = if *c == '+' { BinOp::Add } else { BinOp::Sub };
@@ -227,15 +234,7 @@ impl P {
     }
 
     fn unary(&mut self, depth: usize) -> Result<Expr, Diagnostic> {
-        if depth > MAX_EXPR_DEPTH {
-            return Err(Diagnostic::error(
-                Code::BadExpression,
-                self.span(),
-                format!("expression nested deeper than {MAX_EXPR_DEPTH} levels"),
-            )
-            .label("too deep")
-            .help("simplify the expression or split it into named quantities"));
-        }
+        self.check_depth(depth)?;
         if let Some(Tok::Op('-')) = self.peek() {
             let start = self.span();
             self.bump();
