@@ -37,13 +37,7 @@ fn tokens(st: &SafeTensors<'_>, name: &str) -> Vec<u32> {
 
 fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
     assert_eq!(got.len(), want.len());
-    let num: f64 = got
-        .iter()
-        .zip(want)
-        .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
-        .sum();
-    let den: f64 = want.iter().map(|b| (*b as f64).powi(2)).sum();
-    (num / den).sqrt()
+    dcc_models::token2wav::rel_l2(got, want)
 }
 
 fn sha(mels: &[Vec<f32>]) -> String {

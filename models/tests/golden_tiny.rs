@@ -83,13 +83,7 @@ fn load_io(file: &str) -> Io {
 
 fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
     assert_eq!(got.len(), want.len());
-    let num: f64 = got
-        .iter()
-        .zip(want)
-        .map(|(a, b)| ((*a as f64) - (*b as f64)).powi(2))
-        .sum();
-    let den: f64 = want.iter().map(|b| (*b as f64).powi(2)).sum();
-    (num / den).sqrt()
+    dcc_models::token2wav::rel_l2(got, want)
 }
 
 /// Streams the six chunks of `io` on both implementations from primed states; returns the slice

@@ -38,7 +38,7 @@ use dcc_models::token2wav::serve::{
     Arm, ContractView, Session, Token2Wav, Token2WavTiny, Token2WavTinyVendor,
 };
 use dcc_models::token2wav::{
-    DeviceFlow, DeviceLimits, Flow, FlowConfig, SolverParams, WeightStore,
+    DeviceFlow, DeviceLimits, Flow, FlowConfig, SolverParams, WeightStore, rel_l2,
 };
 use dcc_runtime::backend::{Backend, BackendKind};
 use dcc_runtime::kernels::synthetic as ks;
@@ -498,19 +498,6 @@ fn profile(s: &Setup) -> Res<()> {
         );
     }
     Ok(())
-}
-
-fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
-    if got.len() != want.len() {
-        return f64::INFINITY;
-    }
-    let num: f64 = got
-        .iter()
-        .zip(want)
-        .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
-        .sum();
-    let den: f64 = want.iter().map(|b| (*b as f64).powi(2)).sum();
-    (num / den).sqrt()
 }
 
 fn fmt_map(m: &BTreeMap<String, u64>) -> String {

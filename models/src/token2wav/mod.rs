@@ -39,6 +39,22 @@ pub use weights::{Tensor, WeightStore};
 
 use std::fmt;
 
+/// Relative L2 error `‖got − want‖ / ‖want‖`, summed in f64 in element order (the metric the
+/// golden test, the arms test and `dcc-bench check` report); `f64::INFINITY` when the lengths
+/// differ.
+pub fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
+    if got.len() != want.len() {
+        return f64::INFINITY;
+    }
+    let num: f64 = got
+        .iter()
+        .zip(want)
+        .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
+        .sum();
+    let den: f64 = want.iter().map(|b| (*b as f64).powi(2)).sum();
+    (num / den).sqrt()
+}
+
 /// Everything that can go wrong loading or running the flow.
 #[derive(Clone, Debug, PartialEq)]
 pub enum FlowError {
