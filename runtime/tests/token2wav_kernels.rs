@@ -16,7 +16,7 @@ mod common;
 use std::sync::Arc;
 
 use common::data;
-use dcc_runtime::backend::{AllocKind, Backend};
+use dcc_runtime::backend::{AllocKind, Backend, DeviceBuffer};
 use dcc_runtime::kernels::token2wav::{self as t2w, defs as kd};
 use dcc_runtime::{Arg, KernelDef, LaunchDims};
 
@@ -628,8 +628,8 @@ fn cases() -> Vec<Case> {
     c
 }
 
-/// Runs a case on `b`; returns every buffer's words after the launch.
-fn run(b: &dyn Backend, c: &Case) -> Result<Vec<Vec<u32>>, String> {
+/// Allocates the case's buffers on `b` (uploaded from `c.bufs`) and binds its arguments to them.
+fn upload(b: &dyn Backend, c: &Case) -> (Vec<DeviceBuffer>, Vec<Arg>) {
     let bufs: Vec<_> = c
         .bufs
         .iter()
@@ -645,6 +645,12 @@ fn run(b: &dyn Backend, c: &Case) -> Result<Vec<Vec<u32>>, String> {
             A::F(v) => Arg::F32(v),
         })
         .collect();
+    (bufs, args)
+}
+
+/// Runs a case on `b`; returns every buffer's words after the launch.
+fn run(b: &dyn Backend, c: &Case) -> Result<Vec<Vec<u32>>, String> {
+    let (bufs, args) = upload(b, c);
     // SAFETY: the buffers were just allocated from `c.bufs`, and every `Case` builder (`cases()`,
     // `attention`, `rel_pos`, `layer_norm`, `kv_pack`, ...) sizes each buffer from the same shape
     // parameters it passes as the kernel's counts and strides (e.g. attention: out and q hold
@@ -917,21 +923,8 @@ fn cuda_token2wav_gemm_timings() {
 }
 
 fn time(b: &Arc<dyn Backend>, c: &Case, reps: usize) -> f64 {
-    let bufs: Vec<_> = c
-        .bufs
-        .iter()
-        .map(|v| b.alloc_from(v, AllocKind::Other).unwrap())
-        .collect();
-    let args: Vec<Arg> = c
-        .args
-        .iter()
-        .map(|a| match *a {
-            A::B(i) => Arg::Ptr(bufs[i].ptr()),
-            A::I(v) => Arg::I64(v as i64),
-            A::I32(v) => Arg::I32(v),
-            A::F(v) => Arg::F32(v),
-        })
-        .collect();
+    // `_bufs` (not `_`): the buffers stay alive until the end of the function.
+    let (_bufs, args) = upload(b.as_ref(), c);
     for _ in 0..3 {
         // SAFETY: as in `run`: buffers allocated just above from the case's sized vectors, alive
         // until after the synchronize and the timed loop.
