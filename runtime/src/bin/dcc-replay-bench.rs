@@ -151,14 +151,10 @@ struct Arm {
     sha_final: String,
 }
 
+/// The element at sorted index `len / 2` (`pct`'s index `round((len − 1) · 0.5)` is exactly that:
+/// the product is exact in f64 and `round` takes `m − 0.5` up to `m`).
 fn median(v: &[f64]) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    if s.is_empty() {
-        f64::NAN
-    } else {
-        s[s.len() / 2]
-    }
+    pct(v, 0.5)
 }
 
 fn pct(v: &[f64], p: f64) -> f64 {
