@@ -5,8 +5,10 @@
 //! file) so later passes can point at the text that declared it. Names are kept in declaration
 //! order (`Vec`, not maps) so everything downstream is deterministic.
 //!
-//! Vocabulary mirrors `dcc_runtime::contract` (DType, Lifetime, CacheOrder, Verdict,
-//! Granularity, Effects) without depending on it: the compiler never depends on the runtime.
+//! The vocabulary (DType, Lifetime, Mutability, Placement, CacheOrder, Verdict, Granularity,
+//! Effects) is `dcc-vocab`'s, re-exported here: the runtime re-exports the same types from
+//! `dcc_runtime::contract`, so the two cannot drift apart, and the compiler still never depends
+//! on the runtime.
 
 use std::fmt;
 
@@ -211,169 +213,12 @@ impl fmt::Display for Expr {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Vocabulary (mirrors dcc_runtime::contract)
+// Vocabulary: shared with the runtime (dcc-vocab), plus what only the compiler needs
 // ---------------------------------------------------------------------------------------------
 
-/// Element type (β_r is [`DType::size`]).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum DType {
-    F32,
-    F16,
-    BF16,
-    I32,
-    I64,
-    U8,
-    /// Boolean masks are stored one byte per element.
-    Bool,
-}
-
-impl DType {
-    /// Every dtype, in declaration order (for "expected one of" messages).
-    pub const ALL: [DType; 7] = [
-        DType::F32,
-        DType::F16,
-        DType::BF16,
-        DType::I32,
-        DType::I64,
-        DType::U8,
-        DType::Bool,
-    ];
-    /// Bytes per element.
-    pub const fn size(self) -> u64 {
-        match self {
-            DType::F32 | DType::I32 => 4,
-            DType::F16 | DType::BF16 => 2,
-            DType::I64 => 8,
-            DType::U8 | DType::Bool => 1,
-        }
-    }
-    /// Spelling in specs and reports.
-    pub const fn name(self) -> &'static str {
-        match self {
-            DType::F32 => "f32",
-            DType::F16 => "f16",
-            DType::BF16 => "bf16",
-            DType::I32 => "i32",
-            DType::I64 => "i64",
-            DType::U8 => "u8",
-            DType::Bool => "bool",
-        }
-    }
-}
-
-/// Lifetime ℓ_r of a region (Definition 1).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Lifetime {
-    Operator,
-    Unit,
-    Turn,
-    Session,
-    Process,
-}
-
-impl Lifetime {
-    pub const ALL: [Lifetime; 5] = [
-        Lifetime::Operator,
-        Lifetime::Unit,
-        Lifetime::Turn,
-        Lifetime::Session,
-        Lifetime::Process,
-    ];
-    pub const fn name(self) -> &'static str {
-        match self {
-            Lifetime::Operator => "operator",
-            Lifetime::Unit => "unit",
-            Lifetime::Turn => "turn",
-            Lifetime::Session => "session",
-            Lifetime::Process => "process",
-        }
-    }
-}
-
-/// Mutability class μ_r (Definition 1).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Mutability {
-    /// Never written after initialization (prompt state within a turn, constants).
-    Immutable,
-    /// Shared across turns, copied before the first write of a turn.
-    CopyOnWrite,
-    /// Written in place by callables (the carry).
-    Mutable,
-    /// Contents meaningless between calls (solver workspace).
-    Scratch,
-}
-
-impl Mutability {
-    pub const ALL: [Mutability; 4] = [
-        Mutability::Immutable,
-        Mutability::CopyOnWrite,
-        Mutability::Mutable,
-        Mutability::Scratch,
-    ];
-    pub const fn name(self) -> &'static str {
-        match self {
-            Mutability::Immutable => "immutable",
-            Mutability::CopyOnWrite => "copy_on_write",
-            Mutability::Mutable => "mutable",
-            Mutability::Scratch => "scratch",
-        }
-    }
-}
-
-/// Physical placement p_r (Definition 1).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Placement {
-    /// In the session's device arena at a fixed offset (contract-owned, aliasable).
-    Arena,
-    /// Its own device allocation (still address-stable, still contract-owned).
-    Device,
-    /// Host memory (not capturable as a graph input; never aliased).
-    Host,
-}
-
-impl Placement {
-    pub const ALL: [Placement; 3] = [Placement::Arena, Placement::Device, Placement::Host];
-    pub const fn name(self) -> &'static str {
-        match self {
-            Placement::Arena => "arena",
-            Placement::Device => "device",
-            Placement::Host => "host",
-        }
-    }
-}
-
-/// Order in which a prompt + retained-history cache stores frames.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum CacheOrder {
-    /// Newest frames first, prompt-derived frames at the tail.
-    Prepend,
-    /// Oldest first, newest appended at the end.
-    Append,
-}
-
-impl CacheOrder {
-    pub const fn name(self) -> &'static str {
-        match self {
-            CacheOrder::Prepend => "prepend",
-            CacheOrder::Append => "append",
-        }
-    }
-    /// The other storage order.
-    pub const fn other(self) -> CacheOrder {
-        match self {
-            CacheOrder::Prepend => CacheOrder::Append,
-            CacheOrder::Append => CacheOrder::Prepend,
-        }
-    }
-    /// The natural keep rule of this order as `(head, tail)` names: `prepend` keeps the newest
-    /// `retained` frames at the head and the `prompt` frames at the tail; `append` the reverse.
-    pub const fn natural_keep(self) -> (&'static str, &'static str) {
-        match self {
-            CacheOrder::Prepend => ("retained", "prompt"),
-            CacheOrder::Append => ("prompt", "retained"),
-        }
-    }
-}
+pub use dcc_vocab::{
+    CacheOrder, DType, Effects, Granularity, Lifetime, Mutability, Placement, Verdict,
+};
 
 /// Which rule a prompt + history retention's kept slices follow on its storage order.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -480,44 +325,6 @@ pub fn default_layout(axes: usize, shape: usize) -> Vec<LayoutDim> {
         .collect()
 }
 
-/// Capture granularity of a callable (paper eq. 5).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Granularity {
-    /// One graph per solver step.
-    Step,
-    /// The whole solver loop in one graph.
-    Chunk,
-}
-
-impl Granularity {
-    pub const fn name(self) -> &'static str {
-        match self {
-            Granularity::Step => "step",
-            Granularity::Chunk => "chunk",
-        }
-    }
-}
-
-/// Declared effects of a callable.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Effects {
-    None,
-    /// Draws from a device Philox stream advanced by a declared increment per call.
-    DeviceRng,
-    /// Draws from the host generator: never admissible to exact replay.
-    HostRng,
-}
-
-impl Effects {
-    pub const fn name(self) -> &'static str {
-        match self {
-            Effects::None => "none",
-            Effects::DeviceRng => "device_rng",
-            Effects::HostRng => "host_rng",
-        }
-    }
-}
-
 /// Whether a callable's query length is fixed by the clocks or depends on traffic.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum QueryLength {
@@ -525,27 +332,6 @@ pub enum QueryLength {
     Fixed,
     /// Depends on how much input arrived (`query: traffic`): 𝒬_o is unbounded.
     Traffic,
-}
-
-/// Scope verdict of a callable (paper §3.5, Criterion 1).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Verdict {
-    Captured,
-    /// Catalog too wide to capture exactly.
-    OutWidth,
-    /// Query length is traffic-dependent.
-    OutQo,
-}
-
-impl Verdict {
-    /// `captured`, `out: width`, `out: Q_o`.
-    pub const fn label(self) -> &'static str {
-        match self {
-            Verdict::Captured => "captured",
-            Verdict::OutWidth => "out: width",
-            Verdict::OutQo => "out: Q_o",
-        }
-    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,8 +9,9 @@ use crate::backend::{AllocKind, Backend, DeviceBuffer};
 use crate::contract::{ArenaLayout, RegionInfo, RegionLayout};
 use crate::error::{Error, Result};
 
-/// Largest region alignment an arena honours (every backend allocation is 256-byte aligned).
-pub const MAX_ALIGN: usize = 256;
+/// Largest region alignment an arena honours: every backend allocation is aligned to
+/// [`dcc_vocab::ALLOC_ALIGN`] (256 B), the alignment the compiler lays regions out at.
+pub const MAX_ALIGN: usize = dcc_vocab::ALLOC_ALIGN;
 
 /// A contract region as a view into the arena: its static description plus its address.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -2,46 +2,13 @@
 //!
 //! Generated modules depend on this module only (never on `dcc-compiler`). Everything here is
 //! `const`-constructible so a generated catalog is a `static` the runtime indexes without
-//! allocation.
+//! allocation. The vocabulary the compiler shares (dtypes, region classes, cache orders, kept
+//! slices, verdicts, granularities, effects) is defined once in `dcc-vocab` and re-exported
+//! here, so `dcc_runtime::contract::DType` and `dcc_compiler::ir::DType` are the same type.
 
-/// Element type of a region, a tensor argument or a constant.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[repr(u8)]
-pub enum DType {
-    F32,
-    F16,
-    BF16,
-    I32,
-    I64,
-    U8,
-    /// Boolean masks, one byte per element.
-    Bool,
-}
-
-impl DType {
-    /// Width of one element in bytes (β in the paper).
-    pub const fn size(self) -> usize {
-        match self {
-            DType::F32 | DType::I32 => 4,
-            DType::F16 | DType::BF16 => 2,
-            DType::I64 => 8,
-            DType::U8 | DType::Bool => 1,
-        }
-    }
-
-    /// The name used in specs and reports (`f32`, `bf16`, ...).
-    pub const fn name(self) -> &'static str {
-        match self {
-            DType::F32 => "f32",
-            DType::F16 => "f16",
-            DType::BF16 => "bf16",
-            DType::I32 => "i32",
-            DType::I64 => "i64",
-            DType::U8 => "u8",
-            DType::Bool => "bool",
-        }
-    }
-}
+pub use dcc_vocab::{
+    CacheOrder, DType, Effects, Granularity, Keep, Lifetime, Mutability, Placement, Verdict,
+};
 
 /// Rust element types a region may be bound to; ties a Rust type to its [`DType`].
 pub trait Element: Copy + Default + 'static {
@@ -78,122 +45,6 @@ impl Element for F16 {
 }
 impl Element for Bf16 {
     const DTYPE: DType = DType::BF16;
-}
-
-/// Lifetime of a region (Definition 1, ℓ_r).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Lifetime {
-    Operator,
-    Unit,
-    Turn,
-    Session,
-    Process,
-}
-
-/// Mutability class of a region (Definition 1, μ_r).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Mutability {
-    /// Never written after initialization.
-    Immutable,
-    /// Shared across turns, copied before the first write of a turn.
-    CopyOnWrite,
-    /// Written in place by callables (the carry).
-    Mutable,
-    /// Contents meaningless between calls (solver workspace).
-    Scratch,
-}
-
-/// Physical placement of a region (Definition 1, p_r).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Placement {
-    /// In the session arena at a fixed offset ([`RegionLayout::OFFSET`]).
-    Arena,
-    /// Its own device allocation (address-stable, contract-owned); not in the arena.
-    Device,
-    /// Host memory; not in the arena, never aliased by a captured graph.
-    Host,
-}
-
-/// Order in which a prompt + retained-history cache stores its frames.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum CacheOrder {
-    /// Newest frames first, prompt-derived frames at the tail (the Token2Wav estimator cache).
-    Prepend,
-    /// Oldest first, newest frames appended at the end (the conformer cache).
-    Append,
-}
-
-/// The slices a prompt + retained-history retention keeps, on the region's storage order
-/// ([`CacheOrder`]): once the extent ℓ exceeds `head + tail`, `H[0:head] ‖ H[ℓ−tail:ℓ]`
-/// (paper eq. 2). The runtime's carry kernels take exactly these two counts.
-///
-/// Storage order and kept slices are declared separately: the Token2Wav estimator cache is
-/// prepend-ordered under both retentions; the paper keeps `head = retained, tail = prompt` (the
-/// prepend order's natural rule), minicpmo-utils 1.0.7 keeps `head = prompt, tail = retained`.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub struct Keep {
-    /// Frames kept at the start of the storage order.
-    pub head: usize,
-    /// Frames kept at the end of the storage order.
-    pub tail: usize,
-    /// The retention's declared prompt frames (`prompt:`).
-    pub prompt: usize,
-    /// The retention's declared retained frames (`retained:`).
-    pub retained: usize,
-}
-
-impl Keep {
-    /// The natural rule of `order`: `prepend` keeps the newest `retained` frames at the head and
-    /// the `prompt` frames at the tail; `append` keeps the prompt at the head and the newest
-    /// `retained` frames at the tail.
-    pub const fn natural(order: CacheOrder, prompt: usize, retained: usize) -> Keep {
-        let (head, tail) = match order {
-            CacheOrder::Prepend => (retained, prompt),
-            CacheOrder::Append => (prompt, retained),
-        };
-        Keep {
-            head,
-            tail,
-            prompt,
-            retained,
-        }
-    }
-
-    /// Frames after retention, `head + tail` (= `prompt + retained`).
-    pub const fn bound(&self) -> usize {
-        self.head + self.tail
-    }
-
-    /// Whether this is `order`'s natural rule.
-    pub const fn is_natural(&self, order: CacheOrder) -> bool {
-        let n = Keep::natural(order, self.prompt, self.retained);
-        n.head == self.head && n.tail == self.tail
-    }
-}
-
-/// Scope verdict of a callable (paper §3.5).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Verdict {
-    Captured,
-    /// Catalog too wide to capture exactly.
-    OutWidth,
-    /// Query length is traffic-dependent.
-    OutQo,
-}
-
-/// Clock at which a callable is captured (paper eq. 5).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Granularity {
-    Step,
-    Chunk,
-}
-
-/// Declared effects of a callable.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Effects {
-    None,
-    DeviceRng,
-    HostRng,
 }
 
 /// A statically sized state region in the session arena. Implemented by generated code.

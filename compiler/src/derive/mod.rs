@@ -625,7 +625,7 @@ impl<'s> Deriver<'s> {
         for (j, e) in r.shape.iter().enumerate() {
             shape.push(self.eval_at_least(e, 1, &format!("dimension {j} of `{name}`'s shape"))?);
         }
-        let beta = r.dtype.value.size();
+        let beta = beta(r.dtype.value);
         let Some(tick) = mul_all(shape.iter().copied()).and_then(|p| p.checked_mul(beta)) else {
             self.overflow(r.shape_span, "the element shape");
             return None;
@@ -843,7 +843,7 @@ impl<'s> Deriver<'s> {
             )?);
         }
         let Some(bytes) =
-            mul_all(shape.iter().copied()).and_then(|p| p.checked_mul(c.dtype.value.size()))
+            mul_all(shape.iter().copied()).and_then(|p| p.checked_mul(beta(c.dtype.value)))
         else {
             self.overflow(c.span, "the constant's bytes");
             return None;
@@ -1297,7 +1297,7 @@ impl<'s> Deriver<'s> {
         };
         let default_alias = contract && placement != Placement::Host;
         let aliased = a.alias.as_ref().map(|b| b.value).unwrap_or(default_alias) && contract;
-        let bytes = mul_all(dims.iter().copied()).and_then(|p| p.checked_mul(dtype.size()));
+        let bytes = mul_all(dims.iter().copied()).and_then(|p| p.checked_mul(beta(dtype)));
         let Some(bytes) = bytes else {
             self.overflow(a.span, "the input's bytes");
             return None;
@@ -1396,6 +1396,12 @@ impl<'s> Deriver<'s> {
             capture_limit: limit,
         })
     }
+}
+
+/// β: bytes per element, as the exact `u64` arithmetic of the derivations uses it.
+fn beta(d: DType) -> u64 {
+    // Lossless: an element is at most 8 bytes.
+    d.size() as u64
 }
 
 fn paren(e: &Expr) -> String {
