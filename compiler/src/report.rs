@@ -303,8 +303,11 @@ fn point(d: &Derived, full: bool) -> String {
     ));
     let _ = writeln!(
         o,
-        "  demand-sized arena: {}   stock reservations: {}",
-        fmt_bytes(d.arena_bytes),
+        "  session arena: {} = live {} + alignment {} (offsets aligned to {} B)   stock reservations: {}",
+        fmt_bytes(d.arena.total_bytes),
+        group_digits(d.arena.live_bytes),
+        group_digits(d.arena.padding()),
+        d.arena.align,
         fmt_bytes(d.stock_bytes)
     );
     o.push_str("\ncallables\n");
@@ -642,6 +645,21 @@ fn regions_json(d: &Derived) -> Vec<Value> {
         .collect()
 }
 
+fn arena_json(a: &DerivedArena) -> Value {
+    json!({
+        "align": a.align,
+        "live_bytes": a.live_bytes,
+        "padding_bytes": a.padding(),
+        "total_bytes": a.total_bytes,
+        "regions": a.slots.iter().map(|s| json!({
+            "name": s.region,
+            "offset": s.offset,
+            "bytes": s.bytes,
+            "padded_bytes": s.padded_bytes,
+        })).collect::<Vec<_>>(),
+    })
+}
+
 fn callables_json(d: &Derived) -> Vec<Value> {
     d.callables
         .iter()
@@ -684,6 +702,11 @@ fn callables_json(d: &Derived) -> Vec<Value> {
 
 /// The JSON object for one checked spec (`dcc check --format json`).
 ///
+/// `arena_bytes` is the bytes one session's arena allocates, alignment padding included: the
+/// generated `ARENA_BYTES`, byte for byte. `arena` lays it out: `align`, `live_bytes` (Σ region
+/// bytes), `padding_bytes`, `total_bytes` (= `arena_bytes`) and each arena region's `offset`,
+/// `bytes` and `padded_bytes`, in offset order.
+///
 /// Each entry of `callables` (and of `operating_points[].callables`) carries the catalog as
 /// follows; `classes` is what the generated catalog lists, the rest says where it comes from:
 ///
@@ -719,7 +742,8 @@ pub fn json(c: &Checked) -> Value {
         "constants": d.constants.iter().map(|k| json!({"name": k.name, "dtype": k.dtype.name(), "shape": k.shape, "bytes": k.bytes, "placement": k.placement.name()})).collect::<Vec<_>>(),
         "regions": regions_json(d),
         "callables": callables_json(d),
-        "arena_bytes": d.arena_bytes,
+        "arena_bytes": d.arena.total_bytes,
+        "arena": arena_json(&d.arena),
         "stock_bytes": d.stock_bytes,
         "capture_limit": d.capture_limit,
         "operating_points": c.operating_points.iter().map(|op| json!({
@@ -727,7 +751,8 @@ pub fn json(c: &Checked) -> Value {
             "overrides": op.overrides.iter().map(|(n, v)| json!({"name": n, "value": v})).collect::<Vec<_>>(),
             "regions": regions_json(op),
             "callables": callables_json(op),
-            "arena_bytes": op.arena_bytes,
+            "arena_bytes": op.arena.total_bytes,
+            "arena": arena_json(&op.arena),
         })).collect::<Vec<_>>(),
         "diagnostics": c.warnings.to_json(),
     })

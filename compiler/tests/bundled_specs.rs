@@ -311,7 +311,7 @@ fn token2wav_keep_rules_and_layouts() {
     }
     let vendor = spec("token2wav_tiny_vendor");
     let paper = spec("token2wav_tiny");
-    assert_eq!(vendor.derived.arena_bytes, paper.derived.arena_bytes);
+    assert_eq!(vendor.derived.arena, paper.derived.arena);
     let flow = vendor.derived.callable("flow").unwrap();
     let names: Vec<&str> = flow.reserve_chunk.classes[0]
         .args

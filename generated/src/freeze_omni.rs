@@ -186,7 +186,8 @@ pub const ARENA: dcc::ArenaLayout = dcc::ArenaLayout {
 const _: () = assert!(CodecContext::OFFSET == 0);
 
 const _: () = assert!(
-    ARENA_BYTES == CodecContext::OFFSET + dcc::align_up(CodecContext::BYTES, ARENA_ALIGN)
+    CodecContext::OFFSET + CodecContext::BYTES <= ARENA_BYTES && ARENA_BYTES
+    .is_multiple_of(ARENA_ALIGN)
 );
 
 /// Callable `codec_decode`.

@@ -1408,41 +1408,43 @@ pub const ARENA: dcc::ArenaLayout = dcc::ArenaLayout {
 const _: () = assert!(Carry::OFFSET == 0);
 
 const _: () = assert!(
-    SolverWorkspace::OFFSET == Carry::OFFSET + dcc::align_up(Carry::BYTES, ARENA_ALIGN)
+    SolverWorkspace::OFFSET.is_multiple_of(ARENA_ALIGN) && Carry::OFFSET + Carry::BYTES
+    <= SolverWorkspace::OFFSET
 );
 
 const _: () = assert!(
-    AttentionMask::OFFSET == SolverWorkspace::OFFSET +
-    dcc::align_up(SolverWorkspace::BYTES, ARENA_ALIGN)
+    AttentionMask::OFFSET.is_multiple_of(ARENA_ALIGN) && SolverWorkspace::OFFSET +
+    SolverWorkspace::BYTES <= AttentionMask::OFFSET
 );
 
 const _: () = assert!(
-    ConformerCache::OFFSET == AttentionMask::OFFSET + dcc::align_up(AttentionMask::BYTES,
-    ARENA_ALIGN)
+    ConformerCache::OFFSET.is_multiple_of(ARENA_ALIGN) && AttentionMask::OFFSET +
+    AttentionMask::BYTES <= ConformerCache::OFFSET
 );
 
 const _: () = assert!(
-    UpsampleCache::OFFSET == ConformerCache::OFFSET +
-    dcc::align_up(ConformerCache::BYTES, ARENA_ALIGN)
+    UpsampleCache::OFFSET.is_multiple_of(ARENA_ALIGN) && ConformerCache::OFFSET +
+    ConformerCache::BYTES <= UpsampleCache::OFFSET
 );
 
 const _: () = assert!(
-    EstimatorConvCache::OFFSET == UpsampleCache::OFFSET +
-    dcc::align_up(UpsampleCache::BYTES, ARENA_ALIGN)
+    EstimatorConvCache::OFFSET.is_multiple_of(ARENA_ALIGN) && UpsampleCache::OFFSET +
+    UpsampleCache::BYTES <= EstimatorConvCache::OFFSET
 );
 
 const _: () = assert!(
-    PreLookaheadCache::OFFSET == EstimatorConvCache::OFFSET +
-    dcc::align_up(EstimatorConvCache::BYTES, ARENA_ALIGN)
+    PreLookaheadCache::OFFSET.is_multiple_of(ARENA_ALIGN) && EstimatorConvCache::OFFSET +
+    EstimatorConvCache::BYTES <= PreLookaheadCache::OFFSET
 );
 
 const _: () = assert!(
-    UpLayerCache::OFFSET == PreLookaheadCache::OFFSET +
-    dcc::align_up(PreLookaheadCache::BYTES, ARENA_ALIGN)
+    UpLayerCache::OFFSET.is_multiple_of(ARENA_ALIGN) && PreLookaheadCache::OFFSET +
+    PreLookaheadCache::BYTES <= UpLayerCache::OFFSET
 );
 
 const _: () = assert!(
-    ARENA_BYTES == UpLayerCache::OFFSET + dcc::align_up(UpLayerCache::BYTES, ARENA_ALIGN)
+    UpLayerCache::OFFSET + UpLayerCache::BYTES <= ARENA_BYTES && ARENA_BYTES
+    .is_multiple_of(ARENA_ALIGN)
 );
 
 /// Callable `encoder`.
@@ -2138,7 +2140,7 @@ pub mod operating_points {
 
         /// Bytes of one session's arena at this operating point.
         ///
-        /// 9240320 = carry 4116480 + solver_workspace 4689920 + attention_mask 256 + conformer_cache 205824 + upsample_cache 205824 + estimator_conv_cache 20480 + pre_lookahead_cache 512 + up_layer_cache 1024
+        /// 9240320 = carry 4116480 + solver_workspace 4689920 + attention_mask 256 (112 aligned up to 256) + conformer_cache 205824 + upsample_cache 205824 + estimator_conv_cache 20480 + pre_lookahead_cache 512 + up_layer_cache 1024
         pub const ARENA_BYTES: usize = 9_240_320;
     }
 }

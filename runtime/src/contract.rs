@@ -147,11 +147,6 @@ pub struct ConstantInfo {
     pub bytes: usize,
 }
 
-/// `n` rounded up to a multiple of `align` (a power of two); used by generated arena layouts.
-pub const fn align_up(n: usize, align: usize) -> usize {
-    n.div_ceil(align) * align
-}
-
 /// Layout of a whole session: one allocation, every region at a fixed, aligned offset.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct ArenaLayout {

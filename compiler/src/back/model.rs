@@ -4,7 +4,10 @@
 use std::collections::BTreeMap;
 
 use crate::Checked;
-use crate::derive::types::{ArgSig, ClassSig, Derivation, Derived, DerivedRegion, Ratio};
+use crate::derive::arena::ARENA_ALIGN;
+use crate::derive::types::{
+    ArenaSlot, ArgSig, ClassSig, Derivation, Derived, DerivedArena, DerivedRegion, Ratio,
+};
 use crate::expr;
 use crate::ir::{
     ArgSource, CacheOrder, CmpOp, DType, Effects, Granularity, LayoutDim, Lifetime, Mutability,
@@ -12,10 +15,6 @@ use crate::ir::{
 };
 
 use super::GenError;
-
-/// Alignment of every region offset in the session arena (and of the arena itself): the
-/// runtime's allocations are 256-byte aligned (`dcc_runtime::arena::MAX_ALIGN`).
-pub const ARENA_ALIGN: u64 = 256;
 
 /// `pub const NAME: TY = VALUE;` with doc lines.
 pub struct ConstView {
@@ -84,7 +83,7 @@ pub struct ModuleView {
     pub arena_align: String,
     pub arena_docs: Vec<String>,
     pub arena_bytes: String,
-    /// `Carry::OFFSET + dcc::align_up(Carry::BYTES, ARENA_ALIGN)` chain checks.
+    /// Compile-time checks of the layout `derive::arena` computed: aligned, disjoint, in bounds.
     pub arena_asserts: Vec<String>,
     pub callables: Vec<CallableView>,
     pub operating_points: Vec<OperatingPointView>,
@@ -304,8 +303,51 @@ fn packed_strides(dims: &[u64]) -> Vec<u64> {
     s
 }
 
-pub fn align_up(n: u64, a: u64) -> Option<u64> {
-    n.checked_next_multiple_of(a)
+/// `{total} = carry 526909440 + attention_mask 256 (112 aligned up to 256) + ...`: the arena's
+/// total as the sum of its regions' aligned sizes.
+fn arena_sum(a: &DerivedArena) -> String {
+    if a.slots.is_empty() {
+        return "0 (no arena regions)".into();
+    }
+    let terms: Vec<String> = a
+        .slots
+        .iter()
+        .map(|s| {
+            if s.padded_bytes == s.bytes {
+                format!("{} {}", s.region, s.bytes)
+            } else {
+                format!(
+                    "{} {} ({} aligned up to {})",
+                    s.region, s.padded_bytes, s.bytes, a.align
+                )
+            }
+        })
+        .collect();
+    format!("{} = {}", a.total_bytes, terms.join(" + "))
+}
+
+/// Compile-time checks that the generated layout is what the runtime needs (the runtime checks
+/// the same at start-up): the first region at offset 0, each next one aligned and after the end
+/// of the one before, the last one inside `ARENA_BYTES`, itself a multiple of the alignment.
+fn arena_asserts(types: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    match types.first() {
+        None => out.push("ARENA_BYTES == 0".into()),
+        Some(first) => out.push(format!("{first}::OFFSET == 0")),
+    }
+    for w in types.windows(2) {
+        out.push(format!(
+            "{n}::OFFSET.is_multiple_of(ARENA_ALIGN) && {p}::OFFSET + {p}::BYTES <= {n}::OFFSET",
+            p = w[0],
+            n = w[1]
+        ));
+    }
+    if let Some(last) = types.last() {
+        out.push(format!(
+            "{last}::OFFSET + {last}::BYTES <= ARENA_BYTES && ARENA_BYTES.is_multiple_of(ARENA_ALIGN)"
+        ));
+    }
+    out
 }
 
 fn c(docs: Vec<String>, name: &str, ty: &str, value: String) -> ConstView {
@@ -426,75 +468,32 @@ pub fn build(checked: &Checked, spec_path: &str) -> Result<ModuleView, GenError>
         ));
     }
 
-    // Regions and the arena.
+    // Regions and the arena (offsets and total: `derive::arena`).
     let mut regions = Vec::new();
     let mut arena_regions = Vec::new();
-    let mut arena_terms = Vec::new();
-    let mut arena_asserts = Vec::new();
-    let mut offset: u64 = 0;
-    let mut prev_arena: Option<String> = None;
     for r in &d.regions {
         let ty = camel(&r.name);
         let buf = format!("{ty}Buf");
         names.claim(&ty, format!("region `{}`", r.name))?;
         names.claim(&buf, format!("region `{}` (buffer type)", r.name))?;
-        let in_arena = r.placement == Placement::Arena;
         let elems = r
             .dims
             .iter()
             .try_fold(1u64, |a, &x| a.checked_mul(x))
             .ok_or_else(|| overflow(&format!("elements of region `{}`", r.name)))?;
-        let aligned = align_up(r.live_bytes, ARENA_ALIGN)
-            .ok_or_else(|| overflow(&format!("bytes of region `{}`", r.name)))?;
-        let this_offset = if in_arena { offset } else { 0 };
-        if in_arena {
+        let slot = d.arena.slot(&r.name);
+        if slot.is_some() {
             arena_regions.push(ty.clone());
-            arena_terms.push(if aligned == r.live_bytes {
-                format!("{} {}", r.name, r.live_bytes)
-            } else {
-                format!(
-                    "{} {} ({} aligned up to {ARENA_ALIGN})",
-                    r.name, aligned, r.live_bytes
-                )
-            });
-            match &prev_arena {
-                None => arena_asserts.push(format!("{ty}::OFFSET == 0")),
-                Some(p) => arena_asserts.push(format!(
-                    "{ty}::OFFSET == {p}::OFFSET + dcc::align_up({p}::BYTES, ARENA_ALIGN)"
-                )),
-            }
-            prev_arena = Some(ty.clone());
-            offset = offset
-                .checked_add(aligned)
-                .ok_or_else(|| overflow("arena bytes"))?;
         }
-        regions.push(region_view(
-            checked,
-            r,
-            ty,
-            buf,
-            elems,
-            this_offset,
-            in_arena,
-        )?);
+        regions.push(region_view(checked, r, ty, buf, elems, slot)?);
     }
-    let arena_bytes = offset;
-    if let Some(p) = &prev_arena {
-        arena_asserts.push(format!(
-            "ARENA_BYTES == {p}::OFFSET + dcc::align_up({p}::BYTES, ARENA_ALIGN)"
-        ));
-    } else {
-        arena_asserts.push("ARENA_BYTES == 0".into());
-    }
+    let arena_asserts = arena_asserts(&arena_regions);
     let arena_docs = vec![
         format!(
-            "Bytes of one session's arena: every arena region at a fixed offset aligned to {ARENA_ALIGN} B."
+            "Bytes of one session's arena: every arena region at a fixed offset aligned to {} B.",
+            d.arena.align
         ),
-        if arena_terms.is_empty() {
-            "0 (no arena regions)".to_string()
-        } else {
-            format!("{} = {}", arena_bytes, arena_terms.join(" + "))
-        },
+        arena_sum(&d.arena),
     ];
 
     // Callables.
@@ -536,8 +535,6 @@ pub fn build(checked: &Checked, spec_path: &str) -> Result<ModuleView, GenError>
                 consts.push(c(docs, &upper(&q.name), ty, value));
             }
         }
-        let mut op_offset: u64 = 0;
-        let mut terms = Vec::new();
         for r in &op.regions {
             let u = upper(&r.name);
             consts.push(c(
@@ -579,23 +576,14 @@ pub fn build(checked: &Checked, spec_path: &str) -> Result<ModuleView, GenError>
                     f64_lit(s.rho),
                 ));
             }
-            if r.placement == Placement::Arena {
-                let a = align_up(r.live_bytes, ARENA_ALIGN).ok_or_else(|| overflow("arena"))?;
-                terms.push(format!("{} {}", r.name, a));
-                op_offset = op_offset.checked_add(a).ok_or_else(|| overflow("arena"))?;
-            }
         }
         consts.push(usize_c(
             vec![
                 "Bytes of one session's arena at this operating point.".into(),
-                if terms.is_empty() {
-                    "0".into()
-                } else {
-                    format!("{} = {}", op_offset, terms.join(" + "))
-                },
+                arena_sum(&op.arena),
             ],
             "ARENA_BYTES",
-            op_offset,
+            op.arena.total_bytes,
         ));
         if !is_ident(&op.operating_point)
             || op.operating_point.chars().any(|c| c.is_ascii_uppercase())
@@ -629,9 +617,9 @@ pub fn build(checked: &Checked, spec_path: &str) -> Result<ModuleView, GenError>
         constants,
         regions,
         arena_regions,
-        arena_align: lit(ARENA_ALIGN),
+        arena_align: lit(d.arena.align),
         arena_docs,
-        arena_bytes: lit(arena_bytes),
+        arena_bytes: lit(d.arena.total_bytes),
         arena_asserts,
         callables,
         operating_points,
@@ -657,8 +645,7 @@ fn region_view(
     ty: String,
     buf: String,
     elems: u64,
-    offset: u64,
-    in_arena: bool,
+    slot: Option<&ArenaSlot>,
 ) -> Result<RegionView, GenError> {
     let ir = checked.spec.region(&r.name);
     let mut docs: Vec<String> = vec![format!("Layout of region `{}`.", r.name)];
@@ -749,7 +736,7 @@ fn region_view(
             ARENA_ALIGN,
         ),
         usize_c(
-            vec![if in_arena {
+            vec![if slot.is_some() {
                 "Byte offset of the region in the session arena.".to_string()
             } else {
                 format!(
@@ -758,7 +745,7 @@ fn region_view(
                 )
             }],
             "OFFSET",
-            offset,
+            slot.map_or(0, |s| s.offset),
         ),
         usize_c(
             vec![

@@ -6,6 +6,7 @@
 //! still fail is arithmetic (overflow, division by zero) and value constraints (zero strides,
 //! retention larger than the envelope...), reported as diagnostics.
 
+pub mod arena;
 pub mod reach;
 pub mod types;
 
@@ -1358,10 +1359,17 @@ impl<'s> Deriver<'s> {
             }
             return None;
         }
-        let arena_bytes = regions
-            .iter()
-            .filter(|r| r.placement == Placement::Arena)
-            .try_fold(0u64, |a, r| a.checked_add(r.live_bytes))?;
+        let Some(arena) = arena::layout(&regions) else {
+            self.push(
+                Diagnostic::error(
+                    Code::Arithmetic,
+                    self.spec.family.span,
+                    "the session arena's bytes overflow 64 bits",
+                )
+                .help("check the magnitudes of the arena regions' shapes and extents"),
+            );
+            return None;
+        };
         let stock_bytes = regions
             .iter()
             .filter_map(|r| r.reserved_bytes())
@@ -1391,7 +1399,7 @@ impl<'s> Deriver<'s> {
             regions,
             constants,
             callables,
-            arena_bytes,
+            arena,
             stock_bytes,
             capture_limit: limit,
         })

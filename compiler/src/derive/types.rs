@@ -363,6 +363,42 @@ impl DerivedCallable {
     }
 }
 
+/// One region's place in the session arena.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ArenaSlot {
+    pub region: String,
+    /// Byte offset from the arena's start, a multiple of [`DerivedArena::align`].
+    pub offset: u64,
+    /// The region's bytes (its envelope).
+    pub bytes: u64,
+    /// `bytes` rounded up to the alignment: where the next region starts, relative to this one.
+    pub padded_bytes: u64,
+}
+
+/// The layout of one session's arena (`placement: arena` regions, in declaration order). The
+/// report and the generated module both read it: `total_bytes` is the generated `ARENA_BYTES`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DerivedArena {
+    /// Alignment of the arena and of every offset in it (bytes).
+    pub align: u64,
+    pub slots: Vec<ArenaSlot>,
+    /// Σ bytes of the arena regions (demand-sized, before alignment).
+    pub live_bytes: u64,
+    /// Bytes one session allocates: the last region's end, aligned (live + padding).
+    pub total_bytes: u64,
+}
+
+impl DerivedArena {
+    /// The slot of region `name`, if it is in the arena.
+    pub fn slot(&self, name: &str) -> Option<&ArenaSlot> {
+        self.slots.iter().find(|s| s.region == name)
+    }
+    /// Bytes spent on alignment: `total_bytes - live_bytes`.
+    pub fn padding(&self) -> u64 {
+        self.total_bytes - self.live_bytes
+    }
+}
+
 /// A quantity's value and the expression that defined it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DerivedQuantity {
@@ -383,8 +419,8 @@ pub struct Derived {
     pub regions: Vec<DerivedRegion>,
     pub constants: Vec<DerivedConstant>,
     pub callables: Vec<DerivedCallable>,
-    /// Σ live bytes of arena regions (demand-sized session arena, before alignment).
-    pub arena_bytes: u64,
+    /// The session arena: every arena region's offset, and the total one session allocates.
+    pub arena: DerivedArena,
     /// Σ primary stock bytes of the regions that declare one.
     pub stock_bytes: u64,
     /// The capture limit used for `out: width`.
