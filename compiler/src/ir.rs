@@ -562,6 +562,23 @@ pub struct TensorArg {
     pub span: Span,
 }
 
+impl TensorArg {
+    /// Whether the argument is aliased by a captured graph (passed by address, never staged):
+    /// `alias:` as written, else the default, which is true for contract-owned storage (a
+    /// region or a constant) off the host. A caller tensor never is: its address is the
+    /// caller's, so replay copies it into a static staging buffer. `placement` is the bound
+    /// region's or constant's (ignored for a caller tensor).
+    pub fn aliased(&self, placement: Placement) -> bool {
+        match self.source {
+            ArgSource::Tensor { .. } => false,
+            ArgSource::Region(_) | ArgSource::Constant(_) => self
+                .alias
+                .as_ref()
+                .map_or(placement != Placement::Host, |a| a.value),
+        }
+    }
+}
+
 /// Comparison in an admission predicate.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum CmpOp {

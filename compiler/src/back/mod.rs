@@ -9,9 +9,12 @@
 //! The generated module depends only on the public API of `dcc-runtime`
 //! (`dcc_runtime::contract`); see that module for the traits it implements.
 
+mod callable;
 mod config;
 mod model;
+mod region;
 mod render;
+mod spell;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -20,7 +23,7 @@ use std::path::{Component, Path, PathBuf};
 use crate::Checked;
 
 pub use config::{CompileError, Config, write_if_changed};
-pub use model::{camel, explain, module_name};
+pub use spell::{camel, explain, module_name};
 
 /// Version of `dcc` written into every generated header.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

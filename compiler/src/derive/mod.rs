@@ -1224,7 +1224,7 @@ impl<'s> Deriver<'s> {
         regions: &[DerivedRegion],
         consts: &[DerivedConstant],
     ) -> Option<ArgSig> {
-        let (dims, dtype, contract, bound, placement) = match &a.source {
+        let (dims, dtype, bound, placement) = match &a.source {
             ArgSource::Region(r) => {
                 let d = regions.iter().find(|d| d.name == r.value)?;
                 let ext = extents
@@ -1251,17 +1251,11 @@ impl<'s> Deriver<'s> {
                         LayoutDim::Shape(j) => dims.push(*d.shape.get(j)?),
                     }
                 }
-                (dims, d.dtype, true, Some(r.value.clone()), d.placement)
+                (dims, d.dtype, Some(r.value.clone()), d.placement)
             }
             ArgSource::Constant(k) => {
                 let d = consts.iter().find(|d| d.name == k.value)?;
-                (
-                    d.shape.clone(),
-                    d.dtype,
-                    true,
-                    Some(k.value.clone()),
-                    d.placement,
-                )
+                (d.shape.clone(), d.dtype, Some(k.value.clone()), d.placement)
             }
             ArgSource::Tensor { dtype, shape } => {
                 let mut dims = Vec::new();
@@ -1293,11 +1287,10 @@ impl<'s> Deriver<'s> {
                         }
                     }
                 }
-                (dims, dtype.value, false, None, Placement::Device)
+                (dims, dtype.value, None, Placement::Device)
             }
         };
-        let default_alias = contract && placement != Placement::Host;
-        let aliased = a.alias.as_ref().map(|b| b.value).unwrap_or(default_alias) && contract;
+        let aliased = a.aliased(placement);
         let bytes = mul_all(dims.iter().copied()).and_then(|p| p.checked_mul(beta(dtype)));
         let Some(bytes) = bytes else {
             self.overflow(a.span, "the input's bytes");
