@@ -89,6 +89,57 @@ fn token2wav_exposes_the_papers_numbers() {
     has("≈ 7.0×");
 }
 
+/// The typed I/O structs: a field per input (in `inputs:` order, documented with its binding)
+/// and per written region, the names, and the conversions to and from positional order.
+#[test]
+fn callables_have_typed_io_structs() {
+    let m = module("token2wav.yaml");
+    let has = |s: &str| assert!(m.contains(s), "generated token2wav lacks:\n{s}");
+    has("pub struct FlowInputs<T> {
+    /// `mu`: caller tensor `f32` `[f_chunk, mel_bins]` = `[50, 80]`, staged (copied into the class's static buffer before a replay).
+    pub mu: T,");
+    has("    /// `cache`: region `carry`, dims by class in `FLOW_CATALOG`, aliased (passed by address, never staged).
+    pub cache: T,
+    /// `conv_cache`: region `estimator_conv_cache`, dims `[10, 16, 2, 2, 2, 512]`, aliased (passed by address, never staged).
+    pub conv_cache: T,
+}");
+    has("impl FlowInputs<()> {
+    /// The field names, in positional order.
+    pub const NAMES: [&'static str; 5] = [\"mu\", \"cond\", \"spk\", \"cache\", \"conv_cache\"];
+}");
+    has("    pub fn into_array(self) -> [T; 5] {
+        [self.mu, self.cond, self.spk, self.cache, self.conv_cache]
+    }");
+    has("pub struct FlowWrites<T> {
+    /// Region `solver_workspace` (placement `arena`), written in place.
+    pub solver_workspace: T,
+    /// Region `carry` (placement `arena`), written in place; also read as input `cache`.
+    pub carry: T,");
+    has("pub struct EncoderInputs<T> {");
+    has("pub struct EncoderWrites<T> {");
+    // The vocoder writes nothing: no empty struct.
+    has("pub struct VocoderInputs<T> {");
+    assert!(!m.contains("VocoderWrites"));
+}
+
+#[test]
+fn io_names_that_cannot_be_fields_are_refused() {
+    let base = "family: io\nclocks:\n  frame: base\nquantities:\n  n: 3\nregions:\n  r:\n    clock: frame\n    growth: { frame: n }\n    retention: pinned\n    lifetime: session\n    mutability: mutable\n    placement: arena\n    dtype: f32\n    shape: [1]\ncallables:\n  c:\n    granularity: step\n    effects: none\n    query: fixed\n";
+    let keyword = format!("{base}    inputs:\n      type: {{ region: r }}\n");
+    let checked = dcc_compiler::check_source("io.yaml", &keyword).expect("spec is valid");
+    let err = generate(&checked).unwrap_err().to_string();
+    assert!(err.contains("input `type` of callable `c`"), "{err}");
+    let twice = format!("{base}    inputs:\n      x: {{ region: r }}\n    writes: [r, r]\n");
+    match dcc_compiler::check_source("io.yaml", &twice) {
+        // Either the checker refuses the repeated write, or the generator does.
+        Err(d) => assert!(d.render().contains("`r`"), "{}", d.render()),
+        Ok(checked) => {
+            let err = generate(&checked).unwrap_err().to_string();
+            assert!(err.contains("CWrites::r"), "{err}");
+        }
+    }
+}
+
 #[test]
 fn verdicts_of_out_of_scope_callables_have_empty_catalogs() {
     let m = module("language_backbone.yaml");

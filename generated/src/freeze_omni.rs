@@ -274,6 +274,94 @@ impl CodecDecode {
     }
 }
 
+/// The inputs of callable `codec_decode`, by name, in the spec's `inputs:` order: field `k` is `CODEC_DECODE_CATALOG[class].inputs[k]`.
+///
+/// Build an `Invocation`'s `inputs` with `into_array`; read a `Call`'s addresses back with `try_from_fn(|i| call.input(i))`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CodecDecodeInputs<T> {
+    /// `codes`: caller tensor `i64` `[1, codec_chunk]` = `[1, 40]`, staged (copied into the class's static buffer before a replay).
+    pub codes: T,
+    /// `context`: region `codec_context`, dims by class in `CODEC_DECODE_CATALOG`, aliased (passed by address, never staged).
+    pub context: T,
+}
+
+impl CodecDecodeInputs<()> {
+    /// The field names, in positional order.
+    pub const NAMES: [&'static str; 2] = ["codes", "context"];
+}
+
+impl<T> CodecDecodeInputs<T> {
+    /// The fields in positional order (what the replay engine's `Invocation` takes).
+    pub fn into_array(self) -> [T; 2] {
+        [self.codes, self.context]
+    }
+
+    /// The struct of a positional array (`NAMES[k]` is item `k`).
+    pub fn from_array(items: [T; 2]) -> Self {
+        let [codes, context] = items;
+        Self { codes, context }
+    }
+
+    /// Each field from its position, in order (e.g. `|i| call.input(i)`); the first error stops.
+    pub fn try_from_fn<E>(
+        mut f: impl FnMut(usize) -> ::core::result::Result<T, E>,
+    ) -> ::core::result::Result<Self, E> {
+        ::core::result::Result::Ok(Self {
+            codes: f(0)?,
+            context: f(1)?,
+        })
+    }
+
+    /// The same fields, each mapped by `f` (in positional order).
+    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> CodecDecodeInputs<U> {
+        CodecDecodeInputs {
+            codes: f(self.codes),
+            context: f(self.context),
+        }
+    }
+}
+
+/// The regions callable `codec_decode` writes, by name, in the spec's `writes:` order: an `Invocation`'s `writes` and `Call::write(k)`.
+///
+/// Build the `writes` with `into_array`; read a `Call`'s addresses back with `try_from_fn(|i| call.write(i))`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct CodecDecodeWrites<T> {
+    /// Region `codec_context` (placement `arena`), written in place; also read as input `context`.
+    pub codec_context: T,
+}
+
+impl CodecDecodeWrites<()> {
+    /// The field names, in positional order.
+    pub const NAMES: [&'static str; 1] = ["codec_context"];
+}
+
+impl<T> CodecDecodeWrites<T> {
+    /// The fields in positional order (what the replay engine's `Invocation` takes).
+    pub fn into_array(self) -> [T; 1] {
+        [self.codec_context]
+    }
+
+    /// The struct of a positional array (`NAMES[k]` is item `k`).
+    pub fn from_array(items: [T; 1]) -> Self {
+        let [codec_context] = items;
+        Self { codec_context }
+    }
+
+    /// Each field from its position, in order (e.g. `|i| call.input(i)`); the first error stops.
+    pub fn try_from_fn<E>(
+        mut f: impl FnMut(usize) -> ::core::result::Result<T, E>,
+    ) -> ::core::result::Result<Self, E> {
+        ::core::result::Result::Ok(Self { codec_context: f(0)? })
+    }
+
+    /// The same fields, each mapped by `f` (in positional order).
+    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> CodecDecodeWrites<U> {
+        CodecDecodeWrites {
+            codec_context: f(self.codec_context),
+        }
+    }
+}
+
 /// Captured signatures of `codec_decode`: exact shapes, strides (elements), dtypes and scalar
 /// arguments, indexed by class.
 /// - Class 0: codec_context = 40; staging 320 B.

@@ -288,6 +288,91 @@ impl DecodeStep {
     }
 }
 
+/// The inputs of callable `decode_step`, by name, in the spec's `inputs:` order: field `k` is `DECODE_STEP_CATALOG[class].inputs[k]`.
+///
+/// Build an `Invocation`'s `inputs` with `into_array`; read a `Call`'s addresses back with `try_from_fn(|i| call.input(i))`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DecodeStepInputs<T> {
+    /// `x`: caller tensor `bf16` `[1, 1, kv_heads * head_dim]`, staged (copied into the class's static buffer before a replay).
+    pub x: T,
+    /// `kv`: region `kv_cache`, dims by class in `DECODE_STEP_CATALOG`, aliased (passed by address, never staged).
+    pub kv: T,
+}
+
+impl DecodeStepInputs<()> {
+    /// The field names, in positional order.
+    pub const NAMES: [&'static str; 2] = ["x", "kv"];
+}
+
+impl<T> DecodeStepInputs<T> {
+    /// The fields in positional order (what the replay engine's `Invocation` takes).
+    pub fn into_array(self) -> [T; 2] {
+        [self.x, self.kv]
+    }
+
+    /// The struct of a positional array (`NAMES[k]` is item `k`).
+    pub fn from_array(items: [T; 2]) -> Self {
+        let [x, kv] = items;
+        Self { x, kv }
+    }
+
+    /// Each field from its position, in order (e.g. `|i| call.input(i)`); the first error stops.
+    pub fn try_from_fn<E>(
+        mut f: impl FnMut(usize) -> ::core::result::Result<T, E>,
+    ) -> ::core::result::Result<Self, E> {
+        ::core::result::Result::Ok(Self { x: f(0)?, kv: f(1)? })
+    }
+
+    /// The same fields, each mapped by `f` (in positional order).
+    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> DecodeStepInputs<U> {
+        DecodeStepInputs {
+            x: f(self.x),
+            kv: f(self.kv),
+        }
+    }
+}
+
+/// The regions callable `decode_step` writes, by name, in the spec's `writes:` order: an `Invocation`'s `writes` and `Call::write(k)`.
+///
+/// Build the `writes` with `into_array`; read a `Call`'s addresses back with `try_from_fn(|i| call.write(i))`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DecodeStepWrites<T> {
+    /// Region `kv_cache` (placement `arena`), written in place; also read as input `kv`.
+    pub kv_cache: T,
+}
+
+impl DecodeStepWrites<()> {
+    /// The field names, in positional order.
+    pub const NAMES: [&'static str; 1] = ["kv_cache"];
+}
+
+impl<T> DecodeStepWrites<T> {
+    /// The fields in positional order (what the replay engine's `Invocation` takes).
+    pub fn into_array(self) -> [T; 1] {
+        [self.kv_cache]
+    }
+
+    /// The struct of a positional array (`NAMES[k]` is item `k`).
+    pub fn from_array(items: [T; 1]) -> Self {
+        let [kv_cache] = items;
+        Self { kv_cache }
+    }
+
+    /// Each field from its position, in order (e.g. `|i| call.input(i)`); the first error stops.
+    pub fn try_from_fn<E>(
+        mut f: impl FnMut(usize) -> ::core::result::Result<T, E>,
+    ) -> ::core::result::Result<Self, E> {
+        ::core::result::Result::Ok(Self { kv_cache: f(0)? })
+    }
+
+    /// The same fields, each mapped by `f` (in positional order).
+    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> DecodeStepWrites<U> {
+        DecodeStepWrites {
+            kv_cache: f(self.kv_cache),
+        }
+    }
+}
+
 /// Captured signatures of `decode_step`: exact shapes, strides (elements), dtypes and scalar
 /// arguments, indexed by class.
 pub static DECODE_STEP_CATALOG: [dcc::Signature; 0] = [];

@@ -303,6 +303,91 @@ impl TemporalStep {
     }
 }
 
+/// The inputs of callable `temporal_step`, by name, in the spec's `inputs:` order: field `k` is `TEMPORAL_STEP_CATALOG[class].inputs[k]`.
+///
+/// Build an `Invocation`'s `inputs` with `into_array`; read a `Call`'s addresses back with `try_from_fn(|i| call.input(i))`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TemporalStepInputs<T> {
+    /// `x`: caller tensor `bf16` `[1, 1, dim]` = `[1, 1, 4096]`, staged (copied into the class's static buffer before a replay).
+    pub x: T,
+    /// `kv`: region `temporal_kv`, dims `[3000, 32, 2, 32, 128]`, aliased (passed by address, never staged).
+    pub kv: T,
+}
+
+impl TemporalStepInputs<()> {
+    /// The field names, in positional order.
+    pub const NAMES: [&'static str; 2] = ["x", "kv"];
+}
+
+impl<T> TemporalStepInputs<T> {
+    /// The fields in positional order (what the replay engine's `Invocation` takes).
+    pub fn into_array(self) -> [T; 2] {
+        [self.x, self.kv]
+    }
+
+    /// The struct of a positional array (`NAMES[k]` is item `k`).
+    pub fn from_array(items: [T; 2]) -> Self {
+        let [x, kv] = items;
+        Self { x, kv }
+    }
+
+    /// Each field from its position, in order (e.g. `|i| call.input(i)`); the first error stops.
+    pub fn try_from_fn<E>(
+        mut f: impl FnMut(usize) -> ::core::result::Result<T, E>,
+    ) -> ::core::result::Result<Self, E> {
+        ::core::result::Result::Ok(Self { x: f(0)?, kv: f(1)? })
+    }
+
+    /// The same fields, each mapped by `f` (in positional order).
+    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> TemporalStepInputs<U> {
+        TemporalStepInputs {
+            x: f(self.x),
+            kv: f(self.kv),
+        }
+    }
+}
+
+/// The regions callable `temporal_step` writes, by name, in the spec's `writes:` order: an `Invocation`'s `writes` and `Call::write(k)`.
+///
+/// Build the `writes` with `into_array`; read a `Call`'s addresses back with `try_from_fn(|i| call.write(i))`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct TemporalStepWrites<T> {
+    /// Region `temporal_kv` (placement `arena`), written in place; also read as input `kv`.
+    pub temporal_kv: T,
+}
+
+impl TemporalStepWrites<()> {
+    /// The field names, in positional order.
+    pub const NAMES: [&'static str; 1] = ["temporal_kv"];
+}
+
+impl<T> TemporalStepWrites<T> {
+    /// The fields in positional order (what the replay engine's `Invocation` takes).
+    pub fn into_array(self) -> [T; 1] {
+        [self.temporal_kv]
+    }
+
+    /// The struct of a positional array (`NAMES[k]` is item `k`).
+    pub fn from_array(items: [T; 1]) -> Self {
+        let [temporal_kv] = items;
+        Self { temporal_kv }
+    }
+
+    /// Each field from its position, in order (e.g. `|i| call.input(i)`); the first error stops.
+    pub fn try_from_fn<E>(
+        mut f: impl FnMut(usize) -> ::core::result::Result<T, E>,
+    ) -> ::core::result::Result<Self, E> {
+        ::core::result::Result::Ok(Self { temporal_kv: f(0)? })
+    }
+
+    /// The same fields, each mapped by `f` (in positional order).
+    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> TemporalStepWrites<U> {
+        TemporalStepWrites {
+            temporal_kv: f(self.temporal_kv),
+        }
+    }
+}
+
 /// Captured signatures of `temporal_step`: exact shapes, strides (elements), dtypes and scalar
 /// arguments, indexed by class.
 /// - Class 0: no varying extent; staging 8192 B.

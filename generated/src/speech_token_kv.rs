@@ -285,6 +285,91 @@ impl Decode {
     }
 }
 
+/// The inputs of callable `decode`, by name, in the spec's `inputs:` order: field `k` is `DECODE_CATALOG[class].inputs[k]`.
+///
+/// Build an `Invocation`'s `inputs` with `into_array`; read a `Call`'s addresses back with `try_from_fn(|i| call.input(i))`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DecodeInputs<T> {
+    /// `x`: caller tensor `bf16` `[1, max_query, heads * head_dim]` = `[1, 32, 1024]`, staged (copied into the class's static buffer before a replay).
+    pub x: T,
+    /// `kv`: region `kv_cache`, dims `[300, 20, 2, 16, 64]`, aliased (passed by address, never staged).
+    pub kv: T,
+}
+
+impl DecodeInputs<()> {
+    /// The field names, in positional order.
+    pub const NAMES: [&'static str; 2] = ["x", "kv"];
+}
+
+impl<T> DecodeInputs<T> {
+    /// The fields in positional order (what the replay engine's `Invocation` takes).
+    pub fn into_array(self) -> [T; 2] {
+        [self.x, self.kv]
+    }
+
+    /// The struct of a positional array (`NAMES[k]` is item `k`).
+    pub fn from_array(items: [T; 2]) -> Self {
+        let [x, kv] = items;
+        Self { x, kv }
+    }
+
+    /// Each field from its position, in order (e.g. `|i| call.input(i)`); the first error stops.
+    pub fn try_from_fn<E>(
+        mut f: impl FnMut(usize) -> ::core::result::Result<T, E>,
+    ) -> ::core::result::Result<Self, E> {
+        ::core::result::Result::Ok(Self { x: f(0)?, kv: f(1)? })
+    }
+
+    /// The same fields, each mapped by `f` (in positional order).
+    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> DecodeInputs<U> {
+        DecodeInputs {
+            x: f(self.x),
+            kv: f(self.kv),
+        }
+    }
+}
+
+/// The regions callable `decode` writes, by name, in the spec's `writes:` order: an `Invocation`'s `writes` and `Call::write(k)`.
+///
+/// Build the `writes` with `into_array`; read a `Call`'s addresses back with `try_from_fn(|i| call.write(i))`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct DecodeWrites<T> {
+    /// Region `kv_cache` (placement `arena`), written in place; also read as input `kv`.
+    pub kv_cache: T,
+}
+
+impl DecodeWrites<()> {
+    /// The field names, in positional order.
+    pub const NAMES: [&'static str; 1] = ["kv_cache"];
+}
+
+impl<T> DecodeWrites<T> {
+    /// The fields in positional order (what the replay engine's `Invocation` takes).
+    pub fn into_array(self) -> [T; 1] {
+        [self.kv_cache]
+    }
+
+    /// The struct of a positional array (`NAMES[k]` is item `k`).
+    pub fn from_array(items: [T; 1]) -> Self {
+        let [kv_cache] = items;
+        Self { kv_cache }
+    }
+
+    /// Each field from its position, in order (e.g. `|i| call.input(i)`); the first error stops.
+    pub fn try_from_fn<E>(
+        mut f: impl FnMut(usize) -> ::core::result::Result<T, E>,
+    ) -> ::core::result::Result<Self, E> {
+        ::core::result::Result::Ok(Self { kv_cache: f(0)? })
+    }
+
+    /// The same fields, each mapped by `f` (in positional order).
+    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> DecodeWrites<U> {
+        DecodeWrites {
+            kv_cache: f(self.kv_cache),
+        }
+    }
+}
+
 /// Captured signatures of `decode`: exact shapes, strides (elements), dtypes and scalar
 /// arguments, indexed by class.
 pub static DECODE_CATALOG: [dcc::Signature; 0] = [];

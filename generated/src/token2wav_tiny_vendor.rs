@@ -1542,6 +1542,147 @@ impl Encoder {
     }
 }
 
+/// The inputs of callable `encoder`, by name, in the spec's `inputs:` order: field `k` is `ENCODER_CATALOG[class].inputs[k]`.
+///
+/// Build an `Invocation`'s `inputs` with `into_array`; read a `Call`'s addresses back with `try_from_fn(|i| call.input(i))`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct EncoderInputs<T> {
+    /// `tokens`: caller tensor `i32` `[1, chunk_tokens + lookahead_tokens]` = `[1, 28]`, staged (copied into the class's static buffer before a replay).
+    pub tokens: T,
+    /// `cache`: region `conformer_cache`, dims by class in `ENCODER_CATALOG`, aliased (passed by address, never staged).
+    pub cache: T,
+    /// `up_cache`: region `upsample_cache`, dims by class in `ENCODER_CATALOG`, aliased (passed by address, never staged).
+    pub up_cache: T,
+    /// `pre_cache`: region `pre_lookahead_cache`, dims `[2, 64]`, aliased (passed by address, never staged).
+    pub pre_cache: T,
+    /// `up_ctx`: region `up_layer_cache`, dims `[4, 64]`, aliased (passed by address, never staged).
+    pub up_ctx: T,
+}
+
+impl EncoderInputs<()> {
+    /// The field names, in positional order.
+    pub const NAMES: [&'static str; 5] = [
+        "tokens",
+        "cache",
+        "up_cache",
+        "pre_cache",
+        "up_ctx",
+    ];
+}
+
+impl<T> EncoderInputs<T> {
+    /// The fields in positional order (what the replay engine's `Invocation` takes).
+    pub fn into_array(self) -> [T; 5] {
+        [self.tokens, self.cache, self.up_cache, self.pre_cache, self.up_ctx]
+    }
+
+    /// The struct of a positional array (`NAMES[k]` is item `k`).
+    pub fn from_array(items: [T; 5]) -> Self {
+        let [tokens, cache, up_cache, pre_cache, up_ctx] = items;
+        Self {
+            tokens,
+            cache,
+            up_cache,
+            pre_cache,
+            up_ctx,
+        }
+    }
+
+    /// Each field from its position, in order (e.g. `|i| call.input(i)`); the first error stops.
+    pub fn try_from_fn<E>(
+        mut f: impl FnMut(usize) -> ::core::result::Result<T, E>,
+    ) -> ::core::result::Result<Self, E> {
+        ::core::result::Result::Ok(Self {
+            tokens: f(0)?,
+            cache: f(1)?,
+            up_cache: f(2)?,
+            pre_cache: f(3)?,
+            up_ctx: f(4)?,
+        })
+    }
+
+    /// The same fields, each mapped by `f` (in positional order).
+    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> EncoderInputs<U> {
+        EncoderInputs {
+            tokens: f(self.tokens),
+            cache: f(self.cache),
+            up_cache: f(self.up_cache),
+            pre_cache: f(self.pre_cache),
+            up_ctx: f(self.up_ctx),
+        }
+    }
+}
+
+/// The regions callable `encoder` writes, by name, in the spec's `writes:` order: an `Invocation`'s `writes` and `Call::write(k)`.
+///
+/// Build the `writes` with `into_array`; read a `Call`'s addresses back with `try_from_fn(|i| call.write(i))`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct EncoderWrites<T> {
+    /// Region `conformer_cache` (placement `arena`), written in place; also read as input `cache`.
+    pub conformer_cache: T,
+    /// Region `upsample_cache` (placement `arena`), written in place; also read as input `up_cache`.
+    pub upsample_cache: T,
+    /// Region `pre_lookahead_cache` (placement `arena`), written in place; also read as input `pre_cache`.
+    pub pre_lookahead_cache: T,
+    /// Region `up_layer_cache` (placement `arena`), written in place; also read as input `up_ctx`.
+    pub up_layer_cache: T,
+}
+
+impl EncoderWrites<()> {
+    /// The field names, in positional order.
+    pub const NAMES: [&'static str; 4] = [
+        "conformer_cache",
+        "upsample_cache",
+        "pre_lookahead_cache",
+        "up_layer_cache",
+    ];
+}
+
+impl<T> EncoderWrites<T> {
+    /// The fields in positional order (what the replay engine's `Invocation` takes).
+    pub fn into_array(self) -> [T; 4] {
+        [
+            self.conformer_cache,
+            self.upsample_cache,
+            self.pre_lookahead_cache,
+            self.up_layer_cache,
+        ]
+    }
+
+    /// The struct of a positional array (`NAMES[k]` is item `k`).
+    pub fn from_array(items: [T; 4]) -> Self {
+        let [conformer_cache, upsample_cache, pre_lookahead_cache, up_layer_cache] = items;
+        Self {
+            conformer_cache,
+            upsample_cache,
+            pre_lookahead_cache,
+            up_layer_cache,
+        }
+    }
+
+    /// Each field from its position, in order (e.g. `|i| call.input(i)`); the first error stops.
+    pub fn try_from_fn<E>(
+        mut f: impl FnMut(usize) -> ::core::result::Result<T, E>,
+    ) -> ::core::result::Result<Self, E> {
+        ::core::result::Result::Ok(Self {
+            conformer_cache: f(0)?,
+            upsample_cache: f(1)?,
+            pre_lookahead_cache: f(2)?,
+            up_layer_cache: f(3)?,
+        })
+    }
+
+    /// The same fields, each mapped by `f` (in positional order).
+    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> EncoderWrites<U> {
+        EncoderWrites {
+            conformer_cache: f(self.conformer_cache),
+            upsample_cache: f(self.upsample_cache),
+            pre_lookahead_cache: f(self.pre_lookahead_cache),
+            up_layer_cache: f(self.up_layer_cache),
+        }
+    }
+}
+
 /// Captured signatures of `encoder`: exact shapes, strides (elements), dtypes and scalar
 /// arguments, indexed by class.
 /// - Class 0: conformer_cache = 151, upsample_cache = 302; staging 112 B.
@@ -1768,6 +1909,130 @@ impl Flow {
     }
 }
 
+/// The inputs of callable `flow`, by name, in the spec's `inputs:` order: field `k` is `FLOW_CATALOG[class].inputs[k]`.
+///
+/// Build an `Invocation`'s `inputs` with `into_array`; read a `Call`'s addresses back with `try_from_fn(|i| call.input(i))`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FlowInputs<T> {
+    /// `mu`: caller tensor `f32` `[f_chunk, mel_bins]` = `[50, 80]`, staged (copied into the class's static buffer before a replay).
+    pub mu: T,
+    /// `cond`: caller tensor `f32` `[f_chunk, mel_bins]` = `[50, 80]`, staged (copied into the class's static buffer before a replay).
+    pub cond: T,
+    /// `spk`: caller tensor `f32` `[1, spk_dim]` = `[1, 192]`, staged (copied into the class's static buffer before a replay).
+    pub spk: T,
+    /// `cache`: region `carry`, dims by class in `FLOW_CATALOG`, aliased (passed by address, never staged).
+    pub cache: T,
+    /// `conv_cache`: region `estimator_conv_cache`, dims `[10, 2, 2, 2, 2, 64]`, aliased (passed by address, never staged).
+    pub conv_cache: T,
+}
+
+impl FlowInputs<()> {
+    /// The field names, in positional order.
+    pub const NAMES: [&'static str; 5] = ["mu", "cond", "spk", "cache", "conv_cache"];
+}
+
+impl<T> FlowInputs<T> {
+    /// The fields in positional order (what the replay engine's `Invocation` takes).
+    pub fn into_array(self) -> [T; 5] {
+        [self.mu, self.cond, self.spk, self.cache, self.conv_cache]
+    }
+
+    /// The struct of a positional array (`NAMES[k]` is item `k`).
+    pub fn from_array(items: [T; 5]) -> Self {
+        let [mu, cond, spk, cache, conv_cache] = items;
+        Self {
+            mu,
+            cond,
+            spk,
+            cache,
+            conv_cache,
+        }
+    }
+
+    /// Each field from its position, in order (e.g. `|i| call.input(i)`); the first error stops.
+    pub fn try_from_fn<E>(
+        mut f: impl FnMut(usize) -> ::core::result::Result<T, E>,
+    ) -> ::core::result::Result<Self, E> {
+        ::core::result::Result::Ok(Self {
+            mu: f(0)?,
+            cond: f(1)?,
+            spk: f(2)?,
+            cache: f(3)?,
+            conv_cache: f(4)?,
+        })
+    }
+
+    /// The same fields, each mapped by `f` (in positional order).
+    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> FlowInputs<U> {
+        FlowInputs {
+            mu: f(self.mu),
+            cond: f(self.cond),
+            spk: f(self.spk),
+            cache: f(self.cache),
+            conv_cache: f(self.conv_cache),
+        }
+    }
+}
+
+/// The regions callable `flow` writes, by name, in the spec's `writes:` order: an `Invocation`'s `writes` and `Call::write(k)`.
+///
+/// Build the `writes` with `into_array`; read a `Call`'s addresses back with `try_from_fn(|i| call.write(i))`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct FlowWrites<T> {
+    /// Region `solver_workspace` (placement `arena`), written in place.
+    pub solver_workspace: T,
+    /// Region `carry` (placement `arena`), written in place; also read as input `cache`.
+    pub carry: T,
+    /// Region `estimator_conv_cache` (placement `arena`), written in place; also read as input `conv_cache`.
+    pub estimator_conv_cache: T,
+}
+
+impl FlowWrites<()> {
+    /// The field names, in positional order.
+    pub const NAMES: [&'static str; 3] = [
+        "solver_workspace",
+        "carry",
+        "estimator_conv_cache",
+    ];
+}
+
+impl<T> FlowWrites<T> {
+    /// The fields in positional order (what the replay engine's `Invocation` takes).
+    pub fn into_array(self) -> [T; 3] {
+        [self.solver_workspace, self.carry, self.estimator_conv_cache]
+    }
+
+    /// The struct of a positional array (`NAMES[k]` is item `k`).
+    pub fn from_array(items: [T; 3]) -> Self {
+        let [solver_workspace, carry, estimator_conv_cache] = items;
+        Self {
+            solver_workspace,
+            carry,
+            estimator_conv_cache,
+        }
+    }
+
+    /// Each field from its position, in order (e.g. `|i| call.input(i)`); the first error stops.
+    pub fn try_from_fn<E>(
+        mut f: impl FnMut(usize) -> ::core::result::Result<T, E>,
+    ) -> ::core::result::Result<Self, E> {
+        ::core::result::Result::Ok(Self {
+            solver_workspace: f(0)?,
+            carry: f(1)?,
+            estimator_conv_cache: f(2)?,
+        })
+    }
+
+    /// The same fields, each mapped by `f` (in positional order).
+    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> FlowWrites<U> {
+        FlowWrites {
+            solver_workspace: f(self.solver_workspace),
+            carry: f(self.carry),
+            estimator_conv_cache: f(self.estimator_conv_cache),
+        }
+    }
+}
+
 /// Captured signatures of `flow`: exact shapes, strides (elements), dtypes and scalar
 /// arguments, indexed by class.
 /// - Class 0: carry = 302; staging 32768 B.
@@ -1987,6 +2252,57 @@ impl Vocoder {
     /// `f` is the frames one call advances; partial flushes are bounded by it.
     pub const fn admit(f: usize) -> bool {
         f <= 50
+    }
+}
+
+/// The inputs of callable `vocoder`, by name, in the spec's `inputs:` order: field `k` is `VOCODER_CATALOG[class].inputs[k]`.
+///
+/// Build an `Invocation`'s `inputs` with `into_array`; read a `Call`'s addresses back with `try_from_fn(|i| call.input(i))`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct VocoderInputs<T> {
+    /// `mel`: caller tensor `f32` `[1, mel_bins, f_chunk]` = `[1, 80, 50]`, staged (copied into the class's static buffer before a replay).
+    pub mel: T,
+    /// `window`: constant `stft_window`, dims `[16]`, aliased (passed by address, never staged).
+    pub window: T,
+    /// `harmonics`: constant `harmonic_mult`, dims `[9]`, aliased (passed by address, never staged).
+    pub harmonics: T,
+}
+
+impl VocoderInputs<()> {
+    /// The field names, in positional order.
+    pub const NAMES: [&'static str; 3] = ["mel", "window", "harmonics"];
+}
+
+impl<T> VocoderInputs<T> {
+    /// The fields in positional order (what the replay engine's `Invocation` takes).
+    pub fn into_array(self) -> [T; 3] {
+        [self.mel, self.window, self.harmonics]
+    }
+
+    /// The struct of a positional array (`NAMES[k]` is item `k`).
+    pub fn from_array(items: [T; 3]) -> Self {
+        let [mel, window, harmonics] = items;
+        Self { mel, window, harmonics }
+    }
+
+    /// Each field from its position, in order (e.g. `|i| call.input(i)`); the first error stops.
+    pub fn try_from_fn<E>(
+        mut f: impl FnMut(usize) -> ::core::result::Result<T, E>,
+    ) -> ::core::result::Result<Self, E> {
+        ::core::result::Result::Ok(Self {
+            mel: f(0)?,
+            window: f(1)?,
+            harmonics: f(2)?,
+        })
+    }
+
+    /// The same fields, each mapped by `f` (in positional order).
+    pub fn map<U>(self, mut f: impl FnMut(T) -> U) -> VocoderInputs<U> {
+        VocoderInputs {
+            mel: f(self.mel),
+            window: f(self.window),
+            harmonics: f(self.harmonics),
+        }
     }
 }
 

@@ -177,6 +177,46 @@ fn build_script_macro_and_committed_modules_agree() {
     assert_eq!(built::Carry::ATTENDED, 402);
     assert_eq!(built::SolverWorkspace::ENVELOPE_AXES, [10, 458]);
     assert_eq!(built::Flow::ATTENDED_EXTENTS, [302, 352, 402]);
+    // The typed I/O structs name the catalog's inputs and the declared writes, in their order.
+    for sig in &built::FLOW_CATALOG {
+        let names: Vec<&str> = sig.inputs.iter().map(|t| t.name).collect();
+        assert_eq!(names, built::FlowInputs::NAMES);
+    }
+    for sig in &built::ENCODER_CATALOG {
+        let names: Vec<&str> = sig.inputs.iter().map(|t| t.name).collect();
+        assert_eq!(names, built::EncoderInputs::NAMES);
+    }
+    assert_eq!(built::Flow::WRITES, built::FlowWrites::NAMES);
+    assert_eq!(built::Encoder::WRITES, built::EncoderWrites::NAMES);
+    assert_eq!(
+        built::FlowInputs::from_array([0, 1, 2, 3, 4]),
+        built::FlowInputs {
+            mu: 0,
+            cond: 1,
+            spk: 2,
+            cache: 3,
+            conv_cache: 4
+        }
+    );
+    let writes = built::FlowWrites {
+        solver_workspace: "ws",
+        carry: "carry",
+        estimator_conv_cache: "conv",
+    };
+    assert_eq!(writes.into_array(), ["ws", "carry", "conv"]);
+    assert_eq!(
+        built::FlowWrites::try_from_fn(|i| ["a", "b", "c"].get(i).copied().ok_or(i)),
+        Ok(built::FlowWrites {
+            solver_workspace: "a",
+            carry: "b",
+            estimator_conv_cache: "c"
+        })
+    );
+    assert_eq!(
+        built::FlowWrites::try_from_fn(|i| if i < 2 { Ok(i) } else { Err(i) }),
+        Err(2),
+        "the first error stops"
+    );
     assert_eq!(
         <built::Carry as RegionLayout>::INFO,
         *built::ARENA.region("carry").unwrap()
@@ -204,13 +244,17 @@ struct CodecAdapter {
     decode: u32,
 }
 
-/// One kernel over the context region: ctx = ctx * 0.5 + 0.25, over the attended frames.
+/// One kernel over the context region: ctx = ctx * 0.5 + 0.25, over the attended frames. Reads
+/// its arguments by name through the generated I/O structs.
 fn decode(call: &mut Call<'_>) -> dcc_runtime::Result<()> {
-    let ctx = call.write(0)?;
-    let frames = call.dims(1)?[0];
-    let n = frames * call.dims(1)?[1];
-    // SAFETY: the engines of this test bind write 0 to an arena's `codec_context` region and
-    // input 1 to the same region with the catalog's dims [frames, 512], frames = 40 or 50; the
+    use contracts::freeze_omni::{CodecDecodeInputs, CodecDecodeWrites};
+    let ctx = CodecDecodeWrites::try_from_fn(|i| call.write(i))?.codec_context;
+    let dims = CodecDecodeInputs::try_from_fn(|i| call.dims(i))?.context;
+    let frames = dims[0];
+    let n = frames * dims[1];
+    // SAFETY: the engines of this test bind the write `codec_context` to an arena's region of
+    // that name and the input `context` to the same region with the catalog's dims
+    // [frames, 512], frames = 40 or 50; the
     // region is sized for the retention window codec_chunk + codec_pad = 50 frames of 512 floats
     // (`fo::CodecContext::ELEMS`), so n = frames·512 floats lie inside it. The arenas outlive
     // the engines' graphs; AFFINE is elementwise, so in place is allowed.
@@ -294,26 +338,32 @@ fn host_arena_and_replay_follow_the_generated_contract() {
         let frames = sig.attended;
         let run = |e: &mut ExactShapeReplay<_>, arena: &Arena, codes: dcc_runtime::DevPtr| {
             let ctx = arena.ptr("codec_context").unwrap();
-            let codes_sig = &sig.inputs[0];
-            let ctx_sig = &sig.inputs[1];
-            assert_eq!(ctx_sig.dims, &[frames, 512]);
-            let inputs = [
-                TensorArg {
+            let sigs = fo::CodecDecodeInputs::from_array([&sig.inputs[0], &sig.inputs[1]]);
+            assert_eq!(
+                sigs.map(|t| t.name),
+                fo::CodecDecodeInputs::from_array(fo::CodecDecodeInputs::NAMES)
+            );
+            let ctx_dims = [frames, 512];
+            assert_eq!(sigs.context.dims, &ctx_dims);
+            let inputs = fo::CodecDecodeInputs {
+                codes: TensorArg {
                     ptr: codes,
-                    dims: codes_sig.dims,
-                    strides: codes_sig.strides,
+                    dims: sigs.codes.dims,
+                    strides: sigs.codes.strides,
                     dtype: DType::I64,
                 },
-                TensorArg {
+                context: TensorArg {
                     ptr: ctx,
-                    dims: &[frames, 512],
+                    dims: &ctx_dims,
                     strides: &[512, 1],
                     dtype: DType::F32,
                 },
-            ];
+            }
+            .into_array();
+            let writes = fo::CodecDecodeWrites { codec_context: ctx }.into_array();
             e.call(&Invocation {
                 inputs: &inputs,
-                writes: &[ctx],
+                writes: &writes,
                 scalars: &[frames as i64],
             })
             .unwrap()

@@ -6,6 +6,7 @@ use crate::expr;
 use crate::ir::{ArgSource, CmpOp, LayoutDim, Verdict};
 
 use super::GenError;
+use super::io::io_views;
 use super::model::{CallableView, SigView, TensorView};
 use super::spell::*;
 
@@ -352,6 +353,10 @@ pub(super) fn callable_view(
             )
         }
     };
+    let io = match ir {
+        Some(c) => io_views(checked, dc, c, &ty, &catalog_static)?,
+        None => Vec::new(),
+    };
     Ok(CallableView {
         name: dc.name.clone(),
         name_lit: rust_str(&dc.name),
@@ -363,5 +368,6 @@ pub(super) fn callable_view(
         admit_docs,
         admit_param,
         admit_body,
+        io,
     })
 }

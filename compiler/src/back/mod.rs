@@ -11,6 +11,7 @@
 
 mod callable;
 mod config;
+mod io;
 mod model;
 mod region;
 mod render;
@@ -130,9 +131,9 @@ pub fn generate_body(checked: &Checked, spec_path: &str) -> Result<String, GenEr
 /// indentation (an item starts with a doc comment, an attribute or an item keyword, and the line
 /// before it ends an item).
 fn space_items(text: &str) -> String {
-    const STARTS: [&str; 12] = [
-        "///", "#[", "pub ", "impl ", "const ", "static ", "use ", "mod ", "type ", "struct ",
-        "fn ", "enum ",
+    const STARTS: [&str; 13] = [
+        "///", "#[", "pub ", "impl ", "impl<", "const ", "static ", "use ", "mod ", "type ",
+        "struct ", "fn ", "enum ",
     ];
     let mut out = String::with_capacity(text.len() + text.len() / 8);
     let mut prev: Option<&str> = None;

@@ -56,6 +56,22 @@ pub struct CallableView {
     pub admit_docs: Vec<String>,
     pub admit_param: String,
     pub admit_body: String,
+    /// The typed I/O structs (`<Callable>Inputs`, `<Callable>Writes`), when they have fields.
+    pub io: Vec<IoView>,
+}
+
+/// `<Callable>Inputs<T>` or `<Callable>Writes<T>`: one field per positional argument.
+pub struct IoView {
+    pub ty: String,
+    pub docs: Vec<String>,
+    pub fields: Vec<IoFieldView>,
+    /// The field names as string literals, comma-separated.
+    pub names: String,
+}
+
+pub struct IoFieldView {
+    pub name: String,
+    pub docs: Vec<String>,
 }
 
 pub struct OperatingPointView {
@@ -271,7 +287,11 @@ pub fn build(checked: &Checked, spec_path: &str) -> Result<ModuleView, GenError>
         names.claim(&ty, format!("callable `{}`", dc.name))?;
         let catalog_static = format!("{}_CATALOG", upper(&dc.name));
         names.claim(&catalog_static, format!("callable `{}` (catalog)", dc.name))?;
-        callables.push(callable_view(checked, d, dc, ty, catalog_static)?);
+        let view = callable_view(checked, d, dc, ty, catalog_static)?;
+        for io in &view.io {
+            names.claim(&io.ty, format!("callable `{}` (I/O struct)", dc.name))?;
+        }
+        callables.push(view);
     }
 
     // Operating points: what differs from the base.
