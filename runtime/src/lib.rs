@@ -42,9 +42,22 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 ///     dcc_runtime::include_contracts!("token2wav");
 /// }
 /// ```
+///
+/// The items land in a hidden child module and are re-exported, so `token2wav::Carry`,
+/// `token2wav::FlowInputs` etc. are where they would be with a plain `include!`. That child
+/// module allows `dead_code` (and the re-export `unused_imports`): a contract module describes
+/// the whole contract — every quantity, region, callable and operating point — and a crate
+/// typically reads a few of its items, so in a private module or a binary the rest would
+/// otherwise each be a warning. Invoke it once per module.
 #[macro_export]
 macro_rules! include_contracts {
     ($family:literal) => {
-        include!(concat!(env!("OUT_DIR"), "/dcc/", $family, ".rs"));
+        #[doc(hidden)]
+        #[allow(dead_code)]
+        mod __dcc_contract {
+            include!(concat!(env!("OUT_DIR"), "/dcc/", $family, ".rs"));
+        }
+        #[allow(unused_imports)]
+        pub use self::__dcc_contract::*;
     };
 }
