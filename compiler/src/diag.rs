@@ -108,6 +108,9 @@ pub enum Code {
     Effects,
     /// Clock declarations that are cyclic or inconsistent.
     Clock,
+    /// A callable writes storage one of its inputs stages (`alias: false`): replay would read
+    /// the staged copy while the graph writes the storage in place, and diverge from eager.
+    StagedWrite,
     /// A derived number is suspicious (warning).
     Suspicious,
 }
@@ -140,6 +143,7 @@ impl Code {
             Code::AliasNonContract => "E0033",
             Code::Effects => "E0034",
             Code::Clock => "E0035",
+            Code::StagedWrite => "E0036",
             Code::Suspicious => "W0001",
         }
     }

@@ -797,7 +797,20 @@ impl<'s> V<'s> {
                 );
             }
         }
-        for w in &c.writes {
+        for (i, w) in c.writes.iter().enumerate() {
+            if let Some(first) = c.writes[..i].iter().find(|f| f.value == w.value) {
+                self.diags.push(
+                    Diagnostic::error(
+                        Code::DuplicateName,
+                        w.span,
+                        format!("callable `{}` lists `{}` twice in `writes:`", c.name.value, w.value),
+                    )
+                    .label("listed again here")
+                    .with_secondary(first.span, "first listed here")
+                    .help("list each written region once: the runtime binds one address per written region"),
+                );
+                continue;
+            }
             match self.spec.region(&w.value) {
                 None => self.diags.push(
                     undefined("region", w, &regions, "regions")

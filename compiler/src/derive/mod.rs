@@ -8,6 +8,7 @@
 
 pub mod arena;
 pub mod reach;
+pub mod soundness;
 pub mod types;
 
 use std::collections::HashMap;
@@ -1363,6 +1364,16 @@ impl<'s> Deriver<'s> {
             );
             return None;
         };
+        let unsound: Vec<Diagnostic> = self
+            .spec
+            .callables
+            .iter()
+            .flat_map(|c| soundness::staged_writes(c, &regions, &arena))
+            .collect();
+        if !unsound.is_empty() {
+            unsound.into_iter().for_each(|d| self.push(d));
+            return None;
+        }
         let stock_bytes = regions
             .iter()
             .filter_map(|r| r.reserved_bytes())
