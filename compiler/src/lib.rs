@@ -59,29 +59,19 @@ impl Checked {
 }
 
 /// Errors of [`load_file`]: the file could not be read, or the spec has errors.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     /// I/O error reading the file (CLI exit code 2).
+    #[error("error: cannot read `{}`: {error}", path.display())]
     Io {
         path: std::path::PathBuf,
+        #[source]
         error: std::io::Error,
     },
-    /// The spec has errors (CLI exit code 1).
+    /// The spec has errors (CLI exit code 1); `Display` renders them.
+    #[error("{0}")]
     Spec(Diagnostics),
 }
-
-impl std::fmt::Display for LoadError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LoadError::Io { path, error } => {
-                write!(f, "error: cannot read `{}`: {}", path.display(), error)
-            }
-            LoadError::Spec(d) => write!(f, "{d}"),
-        }
-    }
-}
-
-impl std::error::Error for LoadError {}
 
 /// SHA-256 of `bytes`, lowercase hex.
 pub fn sha256_hex(bytes: &[u8]) -> String {

@@ -310,11 +310,9 @@ pub(super) fn callable_view(
             let mut terms = Vec::new();
             let mut shown = Vec::new();
             for (op, e) in &p.clauses {
-                let v = expr::eval(e, &env).map_err(|err| {
-                    GenError::Eval(format!(
-                        "the admission predicate of `{}`: {}",
-                        dc.name, err.message
-                    ))
+                let v = expr::eval(e, &env).map_err(|error| GenError::Admission {
+                    callable: dc.name.clone(),
+                    error,
                 })?;
                 let names: Vec<String> = e
                     .names()

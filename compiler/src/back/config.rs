@@ -12,7 +12,6 @@
 //! Files go to `$OUT_DIR/dcc/<family>.rs` (or [`Config::out_dir`]), written only when their
 //! content changed, and every spec is announced with `cargo:rerun-if-changed`.
 
-use std::fmt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -20,40 +19,33 @@ use super::{GenError, GenOptions, display_spec_path, generate_with};
 use crate::LoadError;
 
 /// Why [`Config::compile`] failed.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub enum CompileError {
     /// `OUT_DIR` is not set and no [`Config::out_dir`] was given (not running under Cargo).
+    #[error("OUT_DIR is not set: call dcc_compiler::Config from a build script, or set out_dir")]
     NoOutDir,
-    /// A spec could not be read or has errors (the rendered diagnostics).
-    Spec { path: PathBuf, message: String },
+    /// A spec could not be read or has errors (its `Display` renders the diagnostics).
+    #[error("spec `{}` has errors:\n{error}", path.display())]
+    Spec {
+        path: PathBuf,
+        #[source]
+        error: LoadError,
+    },
     /// Code generation refused the spec.
-    Gen { path: PathBuf, error: GenError },
+    #[error("{}: {error}", path.display())]
+    Gen {
+        path: PathBuf,
+        #[source]
+        error: GenError,
+    },
     /// Writing an output failed.
+    #[error("cannot write `{}`: {error}", path.display())]
     Io {
         path: PathBuf,
+        #[source]
         error: std::io::Error,
     },
 }
-
-impl fmt::Display for CompileError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CompileError::NoOutDir => write!(
-                f,
-                "OUT_DIR is not set: call dcc_compiler::Config from a build script, or set out_dir"
-            ),
-            CompileError::Spec { path, message } => {
-                write!(f, "spec `{}` has errors:\n{message}", path.display())
-            }
-            CompileError::Gen { path, error } => write!(f, "{}: {error}", path.display()),
-            CompileError::Io { path, error } => {
-                write!(f, "cannot write `{}`: {error}", path.display())
-            }
-        }
-    }
-}
-
-impl std::error::Error for CompileError {}
 
 /// Compiles specs into Rust modules from a build script.
 #[derive(Clone, Debug, Default)]
@@ -108,12 +100,9 @@ impl Config {
             if self.rerun_if_changed {
                 println!("cargo:rerun-if-changed={}", path.display());
             }
-            let checked = crate::load_file(path).map_err(|e| CompileError::Spec {
+            let checked = crate::load_file(path).map_err(|error| CompileError::Spec {
                 path: path.to_path_buf(),
-                message: match e {
-                    LoadError::Spec(d) => d.render(),
-                    io => io.to_string(),
-                },
+                error,
             })?;
             let options = GenOptions {
                 spec_path: display_spec_path(path),

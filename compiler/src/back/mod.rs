@@ -18,7 +18,6 @@ mod render;
 mod spell;
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
 use crate::Checked;
@@ -56,48 +55,38 @@ impl GenOptions {
 }
 
 /// Why code could not be generated. Every case is a property of the spec's names (a clash the
-/// generated module cannot express) or an internal inconsistency, never an I/O problem.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// generated module cannot express), an arithmetic limit, or an internal inconsistency, never an
+/// I/O problem.
+#[derive(Debug, thiserror::Error)]
 pub enum GenError {
     /// A name of the spec cannot be a Rust module/item name (keyword, not an identifier).
+    #[error("{what} `{name}` cannot be used as a Rust name in the generated module; rename it")]
     BadName { what: String, name: String },
     /// Two items of the generated module would have the same name.
+    #[error(
+        "generated item `{item}` would be defined twice (by {first} and by {second}); rename one of them"
+    )]
     NameClash {
         item: String,
         first: String,
         second: String,
     },
-    /// An expression of the spec could not be evaluated again at generation time.
-    Eval(String),
+    /// A number the module spells (elements of a region) overflows 64 bits.
+    #[error("cannot evaluate {what}: arithmetic overflow")]
+    Overflow { what: String },
+    /// The admission predicate of a callable could not be evaluated again at generation time.
+    #[error("cannot evaluate the admission predicate of `{callable}`: {}", error.message)]
+    Admission {
+        callable: String,
+        error: crate::expr::EvalError,
+    },
+    /// The template could not be rendered (a bug in `dcc`).
+    #[error("internal error: the module template failed ({0}); please report this")]
+    Template(#[source] askama::Error),
     /// The template produced text that is not valid Rust (a bug in `dcc`).
-    Format(String),
+    #[error("internal error: generated code does not parse ({0}); please report this")]
+    Parse(#[source] syn::Error),
 }
-
-impl fmt::Display for GenError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            GenError::BadName { what, name } => write!(
-                f,
-                "{what} `{name}` cannot be used as a Rust name in the generated module; rename it"
-            ),
-            GenError::NameClash {
-                item,
-                first,
-                second,
-            } => write!(
-                f,
-                "generated item `{item}` would be defined twice (by {first} and by {second}); rename one of them"
-            ),
-            GenError::Eval(m) => write!(f, "cannot evaluate {m}"),
-            GenError::Format(m) => write!(
-                f,
-                "internal error: generated code does not parse ({m}); please report this"
-            ),
-        }
-    }
-}
-
-impl std::error::Error for GenError {}
 
 /// Generate the Rust module for `checked` with the header of the committed file
 /// (`generated/src/<module>.rs`): one entry, `<module>.rs` → source text.
@@ -123,7 +112,7 @@ pub fn generate_with(
 pub fn generate_body(checked: &Checked, spec_path: &str) -> Result<String, GenError> {
     let view = model::build(checked, spec_path)?;
     let raw = render::module(&view)?;
-    let file = syn::parse_file(&raw).map_err(|e| GenError::Format(e.to_string()))?;
+    let file = syn::parse_file(&raw).map_err(GenError::Parse)?;
     Ok(space_items(&prettyplease::unparse(&file)))
 }
 

@@ -171,7 +171,9 @@ impl Names {
 }
 
 fn overflow(what: &str) -> GenError {
-    GenError::Eval(format!("{what}: arithmetic overflow"))
+    GenError::Overflow {
+        what: what.to_string(),
+    }
 }
 
 pub fn build(checked: &Checked, spec_path: &str) -> Result<ModuleView, GenError> {

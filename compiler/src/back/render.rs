@@ -45,5 +45,5 @@ pub fn module(v: &ModuleView) -> Result<String, GenError> {
         operating_points: &v.operating_points,
     }
     .render()
-    .map_err(|e| GenError::Format(format!("template: {e}")))
+    .map_err(GenError::Template)
 }

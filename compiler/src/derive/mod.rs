@@ -1,4 +1,4 @@
-//! Derivations (DESIGN.md §3, paper eqs. 1–7): quantities, clock rates, attended and envelope
+//! Derivations (paper eqs. 1–7): quantities, clock rates, attended and envelope
 //! extents, bytes, ρ (eq. 3), catalogs 𝓛 (eq. 4) and widths K_r (eq. 7), verdicts, M_reserve
 //! (eq. 6) at step and chunk granularity and the host-launch ratio (eq. 5).
 //!

@@ -1,4 +1,4 @@
-//! Result types of the derivations (DESIGN.md §3, paper eqs. 1–7).
+//! Result types of the derivations (paper eqs. 1–7).
 //!
 //! Every derived number is a [`Derivation`]: the value, the formula it came from and the named
 //! inputs, so reports can print `402 = f_prompt 302 + f_retained 100` and code generation can
