@@ -19,7 +19,7 @@ use dcc_runtime::contract::{
 };
 use dcc_runtime::kernels::synthetic as ks;
 use dcc_runtime::replay::{
-    Call, ExactShapeReplay, Fallback, Invocation, Outcome, ReplaySpec, TensorArg,
+    Call, ExactShapeReplay, Fallback, Invocation, Outcome, ReplaySpec, TensorArg, WriteArg,
 };
 use dcc_runtime::rng::HostRng;
 use dcc_runtime::{Arena, Arg, Backend, LaunchDims, backend};
@@ -311,9 +311,13 @@ fn host_arena_and_replay_follow_the_generated_contract() {
                     dtype: DType::F32,
                 },
             ];
+            let region = arena.region("codec_context").unwrap();
             e.call(&Invocation {
                 inputs: &inputs,
-                writes: &[ctx],
+                writes: &[WriteArg {
+                    ptr: ctx,
+                    bytes: region.bytes(),
+                }],
                 scalars: &[frames as i64],
             })
             .unwrap()
