@@ -3,7 +3,7 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -395,16 +395,17 @@ fn replay_soundness_hidden_host_state(b: Arc<dyn Backend>) {
 }
 
 /// Hole 4: another thread's work during a capture must neither be recorded into the graph nor
-/// be lost: it waits for the capture to end, then runs.
+/// be lost: it waits for the capture to end, then runs. So does another thread's capture.
 fn replay_soundness_capture_is_exclusive(b: Arc<dyn Backend>) {
     b.preload(ks::KERNELS).unwrap();
     let src = b.alloc_from(&[7u32; N], AllocKind::Other).unwrap();
     let dst = b.alloc(N * 4, AllocKind::Other).unwrap();
     let mine = b.alloc(N * 4, AllocKind::Other).unwrap();
-    let (s, d) = (src.ptr(), dst.ptr());
+    let theirs = b.alloc(N * 4, AllocKind::Other).unwrap();
+    let (s, d, t) = (src.ptr(), dst.ptr(), theirs.ptr());
     b.begin_capture().unwrap();
-    let done = Arc::new(AtomicBool::new(false));
-    let other = {
+    let done = Arc::new(AtomicU32::new(0));
+    let copier = {
         let (b, done) = (b.clone(), done.clone());
         std::thread::spawn(move || {
             assert!(
@@ -412,21 +413,38 @@ fn replay_soundness_capture_is_exclusive(b: Arc<dyn Backend>) {
                 "a capture belongs to the thread that began it"
             );
             let r = b.dtod(d, s, N * 4);
-            done.store(true, Ordering::SeqCst);
+            done.fetch_add(1, Ordering::SeqCst);
             r
+        })
+    };
+    let capturer = {
+        let (b, done) = (b.clone(), done.clone());
+        std::thread::spawn(move || {
+            b.begin_capture()?;
+            let r = b.memset_d32(t, 9, N);
+            let g = b.end_capture();
+            done.fetch_add(1, Ordering::SeqCst);
+            let g = r.and(g)?;
+            // A graph stays on the thread that made it (not `Send`): launched here.
+            let before = b.download::<u32>(t, N)?;
+            b.launch_graph(&g)?;
+            Ok::<_, Error>((g.nodes(), before))
         })
     };
     std::thread::sleep(Duration::from_millis(300));
     let done_during_capture = done.load(Ordering::SeqCst);
     b.memset_d32(mine.ptr(), 3, N).unwrap();
     let g = b.end_capture().unwrap();
-    other.join().unwrap().unwrap();
+    copier.join().unwrap().unwrap();
+    let (their_nodes, before_launch) = capturer.join().unwrap().unwrap();
     b.synchronize().unwrap();
-    assert!(
-        !done_during_capture,
-        "another thread's copy completed while this thread captured"
+    assert_eq!(
+        done_during_capture, 0,
+        "another thread's work completed while this thread captured"
     );
     assert_eq!(g.nodes(), 1, "the graph holds this thread's work only");
+    assert_eq!(their_nodes, 1, "and theirs holds theirs");
+    assert_eq!(before_launch, vec![0; N], "their capture executed nothing");
     assert_eq!(
         b.download::<u32>(d, N).unwrap(),
         vec![7; N],
@@ -436,6 +454,7 @@ fn replay_soundness_capture_is_exclusive(b: Arc<dyn Backend>) {
     b.launch_graph(&g).unwrap();
     b.synchronize().unwrap();
     assert_eq!(b.download::<u32>(mine.ptr(), N).unwrap(), vec![3; N]);
+    assert_eq!(b.download::<u32>(t, N).unwrap(), vec![9; N]);
     assert_eq!(
         b.download::<u32>(d, N).unwrap(),
         vec![0; N],

@@ -541,6 +541,8 @@ impl Backend for CudaBackend {
         let pass = self.counter.gate.enter();
         let live = self.checked(Access::Dtod { dst, src, bytes }, &pass)?;
         if bytes == 0 {
+            // Nothing to enqueue; traced all the same, as on Host.
+            self.tracer.record(|| StreamOp::Dtod { dst, src, bytes });
             return Ok(());
         }
         self.ctx.bind_to_thread()?;
@@ -557,6 +559,9 @@ impl Backend for CudaBackend {
         let pass = self.counter.gate.enter();
         let live = self.checked(Access::Memset32 { dst, count }, &pass)?;
         if count == 0 {
+            // Nothing to enqueue; traced all the same, as on Host.
+            self.tracer
+                .record(|| StreamOp::Memset32 { dst, value, count });
             return Ok(());
         }
         self.ctx.bind_to_thread()?;
