@@ -174,7 +174,10 @@ impl<'a> Call<'a> {
         self.backend
     }
 
-    /// Address of input `i` (the caller's, or its staging buffer during capture).
+    /// Address of input `i` (the caller's, or its staging copy during capture). An input is
+    /// read, never written, over its span: a staging copy holds only the span and is never
+    /// copied back. Whatever the callable writes is a written region ([`Call::write`]), declared
+    /// with its extent, which the engine checks against every staged input.
     pub fn input(&self, i: usize) -> Result<DevPtr> {
         self.ptrs
             .get(i)
