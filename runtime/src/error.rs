@@ -28,6 +28,9 @@ pub enum Error {
     /// the buffer was freed after capture): both backends refuse instead of writing through a
     /// dangling pointer.
     Dangling(u64),
+    /// A graph replay names memory whose buffer was freed after capture and another buffer now
+    /// holds the address (the allocation identity differs): refused like [`Error::Dangling`].
+    Reallocated(u64),
     /// A buffer access is outside the allocation.
     OutOfBounds(String),
     /// An arena layout or a region lookup is inconsistent.
@@ -49,6 +52,10 @@ impl fmt::Display for Error {
             Error::Capturing(what) => write!(f, "{what} is not allowed during capture"),
             Error::Capture(m) => write!(f, "capture: {m}"),
             Error::Dangling(a) => write!(f, "replay touches {a:#x}, which no live buffer owns"),
+            Error::Reallocated(a) => write!(
+                f,
+                "replay touches {a:#x}, whose buffer was freed and reallocated since capture"
+            ),
             Error::OutOfBounds(m) => write!(f, "out of bounds: {m}"),
             Error::Layout(m) => write!(f, "layout: {m}"),
             Error::Carry(m) => write!(f, "carry: {m}"),

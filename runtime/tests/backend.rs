@@ -101,9 +101,8 @@ fn graph_is_bound_to_captured_pointers(b: Arc<dyn Backend>) {
     // SAFETY: `old` (1024 B) and `x` (256 floats) were allocated just above; AFFINE touches
     // 256 floats of each. Both live until the end of the test except for the deliberate replay
     // after `drop(old)` below: that breaks the "alive for every replay" clause on purpose, and is
-    // sound only because both backends refuse it (`Error::Dangling`) before anything runs: the
-    // Host backend re-validates a tape at replay, the CUDA backend re-checks the allocations the
-    // capture touched.
+    // sound only because both backends refuse it (`Error::Dangling`) before anything runs: both
+    // re-check every allocation the capture touched, whole and by identity.
     unsafe {
         b.launch(
             &ks::AFFINE,

@@ -10,7 +10,8 @@ use dcc_runtime::backend::{AllocKind, Backend, DeviceBuffer};
 use dcc_runtime::contract::{DType, Effects, Granularity, Signature, TensorSig, Verdict};
 use dcc_runtime::kernels::synthetic as ks;
 use dcc_runtime::replay::{
-    Call, ClassStatus, ExactShapeReplay, Fallback, Invocation, Mode, Outcome, ReplaySpec, TensorArg,
+    Call, ClassStatus, ExactShapeReplay, Fallback, Invocation, Mode, Outcome, ReplaySpec,
+    TensorArg, WriteArg,
 };
 use dcc_runtime::rng::{DeviceRng, HostRng};
 use dcc_runtime::{Arg, DevPtr, LaunchDims, Result};
@@ -162,7 +163,12 @@ impl World {
     }
 }
 
-fn invoke<F: FnMut(&mut Call<'_>) -> Result<()>>(
+/// Every written region of these tests is a whole buffer.
+fn whole(b: &dyn Backend, p: DevPtr) -> WriteArg {
+    WriteArg::to_end_of_buffer(b, p).unwrap()
+}
+
+fn invoke<F: Fn(&mut Call<'_>) -> Result<()>>(
     e: &mut ExactShapeReplay<F>,
     x: DevPtr,
     carry: DevPtr,
@@ -185,6 +191,7 @@ fn invoke<F: FnMut(&mut Call<'_>) -> Result<()>>(
             dtype: DType::F32,
         },
     ];
+    let writes = writes.map(|p| whole(&**e.backend(), p));
     e.call(&Invocation {
         inputs: &inputs,
         writes: &writes,
@@ -328,7 +335,7 @@ fn signature_miss_runs_eager(b: Arc<dyn Backend>) {
     let o = replay
         .call(&Invocation {
             inputs: &inputs,
-            writes: &[wr.acc.ptr(), wr.sums.ptr()],
+            writes: &[whole(&*b, wr.acc.ptr()), whole(&*b, wr.sums.ptr())],
             scalars: &[3],
         })
         .unwrap();
@@ -345,7 +352,7 @@ fn signature_miss_runs_eager(b: Arc<dyn Backend>) {
     let o = replay
         .call(&Invocation {
             inputs: &inputs,
-            writes: &[wr.acc.ptr(), wr.sums.ptr()],
+            writes: &[whole(&*b, wr.acc.ptr()), whole(&*b, wr.sums.ptr())],
             scalars: &[4],
         })
         .unwrap();
@@ -361,7 +368,7 @@ fn signature_miss_runs_eager(b: Arc<dyn Backend>) {
     let o = replay
         .call(&Invocation {
             inputs: &inputs,
-            writes: &[wr.acc.ptr(), wr.sums.ptr()],
+            writes: &[whole(&*b, wr.acc.ptr()), whole(&*b, wr.sums.ptr())],
             scalars: &[3],
         })
         .unwrap();
@@ -851,7 +858,7 @@ fn step_and_chunk_granularity_agree(b: Arc<dyn Backend>) {
         for _ in 0..STEPS {
             step.call(&Invocation {
                 inputs: &inputs,
-                writes: &[xs.ptr()],
+                writes: &[whole(&*b, xs.ptr())],
                 scalars: &[],
             })
             .unwrap();
@@ -859,7 +866,7 @@ fn step_and_chunk_granularity_agree(b: Arc<dyn Backend>) {
         chunk
             .call(&Invocation {
                 inputs: &inputs,
-                writes: &[xc.ptr()],
+                writes: &[whole(&*b, xc.ptr())],
                 scalars: &[],
             })
             .unwrap();

@@ -11,7 +11,9 @@ use dcc_runtime::contract::{
     ArenaLayout, DType, Effects, Granularity, Lifetime, RegionInfo, Signature, TensorSig, Verdict,
 };
 use dcc_runtime::kernels::{rng as kr, synthetic as ks};
-use dcc_runtime::replay::{Call, ExactShapeReplay, Invocation, Outcome, ReplaySpec, TensorArg};
+use dcc_runtime::replay::{
+    Call, ExactShapeReplay, Invocation, Outcome, ReplaySpec, TensorArg, WriteArg,
+};
 use dcc_runtime::rng::HostRng;
 use dcc_runtime::session::SessionPool;
 use dcc_runtime::{Arg, LaunchDims, Result};
@@ -209,11 +211,18 @@ impl Rig {
     fn chunk(&mut self, b: &dyn Backend, s: u64, c: u64) -> (Outcome, Vec<u8>) {
         b.upload(self.x.ptr(), &data(s * 7919 + c, N)).unwrap();
         let a = &self.arena;
+        let region = |name: &str| {
+            let r = a.region(name).unwrap();
+            WriteArg {
+                ptr: r.ptr,
+                bytes: r.bytes(),
+            }
+        };
         let writes = [
-            a.ptr("state").unwrap(),
-            a.ptr("out").unwrap(),
-            a.ptr("rng").unwrap(),
-            a.ptr("scratch").unwrap(),
+            region("state"),
+            region("out"),
+            region("rng"),
+            region("scratch"),
         ];
         let inputs = [TensorArg {
             ptr: self.x.ptr(),
@@ -229,7 +238,7 @@ impl Rig {
                 scalars: &[],
             })
             .unwrap();
-        (o, b.download::<u8>(writes[1], N * 4).unwrap())
+        (o, b.download::<u8>(writes[1].ptr, N * 4).unwrap())
     }
 }
 

@@ -19,7 +19,7 @@ use dcc_runtime::contract::{
 };
 use dcc_runtime::kernels::synthetic as ks;
 use dcc_runtime::replay::{
-    Call, ExactShapeReplay, Fallback, Invocation, Outcome, ReplaySpec, TensorArg,
+    Call, ExactShapeReplay, Fallback, Invocation, Outcome, ReplaySpec, TensorArg, WriteArg,
 };
 use dcc_runtime::rng::HostRng;
 use dcc_runtime::{Arena, Arg, Backend, LaunchDims, backend};
@@ -360,7 +360,14 @@ fn host_arena_and_replay_follow_the_generated_contract() {
                 },
             }
             .into_array();
-            let writes = fo::CodecDecodeWrites { codec_context: ctx }.into_array();
+            let region = arena.region("codec_context").unwrap();
+            let writes = fo::CodecDecodeWrites {
+                codec_context: WriteArg {
+                    ptr: ctx,
+                    bytes: region.bytes(),
+                },
+            }
+            .into_array();
             e.call(&Invocation {
                 inputs: &inputs,
                 writes: &writes,

@@ -35,6 +35,7 @@ use dcc_runtime::contract::{
 };
 use dcc_runtime::replay::{
     Call, EngineReport, ExactShapeReplay, Fallback, Invocation, Outcome, ReplaySpec, TensorArg,
+    WriteArg,
 };
 use dcc_runtime::rng::HostRng;
 
@@ -274,7 +275,7 @@ impl Arm {
     }
 }
 
-type Callable = Box<dyn FnMut(&mut Call<'_>) -> dcc_runtime::Result<()> + Send>;
+type Callable = Box<dyn Fn(&mut Call<'_>) -> dcc_runtime::Result<()> + Send>;
 type Engine = ExactShapeReplay<Callable>;
 
 fn rt(e: FlowError) -> dcc_runtime::Error {
@@ -700,14 +701,30 @@ impl Session {
                 dtype: DType::F32,
             },
         ];
+        // written regions with their extents: the contract regions (state rule) or whole
+        // buffers of their own (stock)
+        let region = |ptr: DevPtr, info: &RegionInfo| WriteArg {
+            ptr,
+            bytes: info.bytes,
+        };
+        let whole = |ptr| WriteArg::to_end_of_buffer(&**dev.backend(), ptr);
+        let c = &self.contract;
         let writes_rule = [
-            self.st.conformer_carry(),
-            self.st.upsample_carry(),
-            ctx.pre_cnn,
-            ctx.up_cnn,
+            region(self.st.conformer_carry(), c.conformer),
+            region(self.st.upsample_carry(), c.upsample),
+            region(ctx.pre_cnn, c.pre_lookahead),
+            region(ctx.up_cnn, c.up_layer),
         ];
-        let writes_stock = [dev.conformer_workspace(), ctx.pre_cnn, ctx.up_cnn];
-        let enc_writes: &[DevPtr] = if rule { &writes_rule } else { &writes_stock };
+        let writes_stock = if rule {
+            Vec::new()
+        } else {
+            vec![
+                whole(dev.conformer_workspace())?,
+                whole(ctx.pre_cnn)?,
+                whole(ctx.up_cnn)?,
+            ]
+        };
+        let enc_writes: &[WriteArg] = if rule { &writes_rule } else { &writes_stock };
         let enc = self.encoder.as_mut().expect("replay arm");
         let o = enc.call(&Invocation {
             inputs: &enc_inputs,
@@ -737,12 +754,20 @@ impl Session {
         let spk_dims = [1, dev.config().spk_dim];
         let spk_strides = [dev.config().spk_dim, 1];
         let step_floats = d.depth * 2 * d.heads * l_old * 2 * d.head_dim;
+        let ws_region = c
+            .arena
+            .region("solver_workspace")
+            .ok_or_else(|| FlowError::Config("the contract has no `solver_workspace`".into()))?;
         let writes_rule = [
-            self.st.solver_workspace(),
-            self.st.estimator_carry(),
-            ctx.est_cnn,
+            region(self.st.solver_workspace(), ws_region),
+            region(self.st.estimator_carry(), c.carry),
+            region(ctx.est_cnn, c.estimator_conv),
         ];
-        let writes_stock = [self.st.solver_workspace(), ctx.est_cnn];
+        let writes_stock = if rule {
+            Vec::new()
+        } else {
+            vec![whole(self.st.solver_workspace())?, whole(ctx.est_cnn)?]
+        };
         for si in 0..self.flow.len() {
             let carry = if !rule && step_clock {
                 self.st.estimator_carry().offset(si * step_floats * 4)
@@ -769,7 +794,7 @@ impl Session {
                 t(carry, &est_dims, &est_strides, DType::F32),
                 t(ctx.est_cnn, &edims, &estrides, DType::F32),
             ];
-            let writes: &[DevPtr] = if rule { &writes_rule } else { &writes_stock };
+            let writes: &[WriteArg] = if rule { &writes_rule } else { &writes_stock };
             let eng = &mut self.flow[si];
             let o = eng.call(&Invocation {
                 inputs: &inputs,

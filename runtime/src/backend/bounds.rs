@@ -8,10 +8,16 @@
 //! impossible descriptor). All arithmetic is overflow-checked: an address near `u64::MAX` plus
 //! a large count is out of bounds, never wrapped around.
 //!
+//! Every allocation carries an identity ([`Allocation::id`], from a per-backend counter), so a
+//! graph that recorded the allocations it touches can tell a buffer that is still the one it saw
+//! from one freed and reallocated at the same address with the same length
+//! ([`Live::check_same`]).
+//!
 //! A lookup is one `BTreeMap` range query under a mutex and never allocates, so it is cheap on
 //! the eager path and allowed inside a capture.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use dcc_kernels::{Arg, DevPtr, KernelDef};
@@ -34,14 +40,19 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// its (stream-ordered) free is enqueued, so checked work is always ordered before the free.
 #[derive(Debug, Default)]
 pub(crate) struct Registry {
-    live: Mutex<BTreeMap<u64, usize>>,
+    /// Start address → (length, identity).
+    live: Mutex<BTreeMap<u64, (usize, u64)>>,
     stream: Mutex<()>,
+    /// The last identity handed out (identities start at 1).
+    last_id: AtomicU64,
 }
 
 impl Registry {
-    /// Registers the allocation `[start, start + len)`.
-    pub(crate) fn insert(&self, start: u64, len: usize) {
-        lock(&self.live).insert(start, len);
+    /// Registers the allocation `[start, start + len)` under a fresh identity, which it returns.
+    pub(crate) fn insert(&self, start: u64, len: usize) -> u64 {
+        let id = self.last_id.fetch_add(1, Ordering::Relaxed) + 1;
+        lock(&self.live).insert(start, (len, id));
+        id
     }
 
     /// Unregisters the allocation starting at `start`, after any Host operation in flight on
@@ -63,11 +74,25 @@ impl Registry {
     }
 }
 
-/// One live allocation, as a check found it (its whole range, not just the bytes checked).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub(crate) struct Span {
+/// One live allocation, as a check found it: its whole range (not just the bytes checked) and
+/// its identity.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Allocation {
+    /// First byte.
     pub start: u64,
+    /// Bytes.
     pub len: usize,
+    /// Unique per backend over its life: a buffer freed and reallocated at the same address
+    /// gets a new one.
+    pub id: u64,
+}
+
+impl Allocation {
+    /// One past the last byte.
+    pub fn end(&self) -> u64 {
+        // Cannot overflow: the range of a real allocation.
+        self.start + self.len as u64
+    }
 }
 
 /// The device memory one stream operation names, checked by [`Live::validate`].
@@ -90,19 +115,19 @@ pub(crate) enum Access<'a> {
 }
 
 /// The locked registry (see [`Registry::live`]).
-pub(crate) struct Live<'a>(MutexGuard<'a, BTreeMap<u64, usize>>);
+pub(crate) struct Live<'a>(MutexGuard<'a, BTreeMap<u64, (usize, u64)>>);
 
 impl Live<'_> {
     /// Checks that `[addr, addr + bytes)` lies inside one live allocation and returns it
     /// (`bytes == 0` checks that `addr` lies in an allocation or at its end).
-    pub(crate) fn check(&self, addr: u64, bytes: usize) -> Result<Span> {
-        let Some((&start, &len)) = self.0.range(..=addr).next_back() else {
+    pub(crate) fn check(&self, addr: u64, bytes: usize) -> Result<Allocation> {
+        let Some((&start, &(len, id))) = self.0.range(..=addr).next_back() else {
             return Err(Error::Dangling(addr));
         };
         // `start + len` cannot overflow: it is the end of a real allocation.
         let end = start + len as u64;
         match addr.checked_add(bytes as u64) {
-            Some(last) if last <= end => Ok(Span { start, len }),
+            Some(last) if last <= end => Ok(Allocation { start, len, id }),
             _ if addr < end => Err(Error::OutOfBounds(format!(
                 "{bytes} bytes at {addr:#x} overrun the buffer {start:#x}+{len}"
             ))),
@@ -111,7 +136,7 @@ impl Live<'_> {
     }
 
     /// Checks `count` elements of `T` at `addr`: in bounds and aligned for `T`.
-    pub(crate) fn check_elems<T>(&self, addr: u64, count: usize, what: &str) -> Result<Span> {
+    pub(crate) fn check_elems<T>(&self, addr: u64, count: usize, what: &str) -> Result<Allocation> {
         if !addr.is_multiple_of(std::mem::align_of::<T>() as u64) {
             return Err(Error::Invalid(format!(
                 "{what} at {addr:#x} is not aligned to {} bytes",
@@ -126,9 +151,35 @@ impl Live<'_> {
         self.check(addr, bytes)
     }
 
+    /// Checks that `a` is still live as it was found: the same range under the same identity.
+    /// [`Error::Reallocated`] when its start lies in a live allocation that is not `a` (freed
+    /// and reallocated), [`Error::Dangling`] when no live allocation holds it.
+    pub(crate) fn check_same(&self, a: &Allocation) -> Result<()> {
+        if let Some(&(len, id)) = self.0.get(&a.start)
+            && len == a.len
+            && id == a.id
+        {
+            return Ok(());
+        }
+        let covered = self
+            .0
+            .range(..=a.start)
+            .next_back()
+            .is_some_and(|(&start, &(len, _))| a.start < start + len as u64);
+        Err(if covered {
+            Error::Reallocated(a.start)
+        } else {
+            Error::Dangling(a.start)
+        })
+    }
+
     /// Checks every address `op` names (see [`Access`]); `touched` sees the allocation of each
-    /// operand that passed (a CUDA capture records them to re-check at replay).
-    pub(crate) fn validate(&self, op: Access<'_>, mut touched: impl FnMut(Span)) -> Result<()> {
+    /// operand that passed (a capture records them for [`Live::check_same`] at replay).
+    pub(crate) fn validate(
+        &self,
+        op: Access<'_>,
+        mut touched: impl FnMut(Allocation),
+    ) -> Result<()> {
         match op {
             Access::Launch(kernel, args) => {
                 kernel.check_args(args)?;

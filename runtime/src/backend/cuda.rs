@@ -8,7 +8,8 @@
 //! `CUBLAS_DEFAULT_MATH` (no TF32) for exact float32.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::mem::ManuallyDrop;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 use cudarc::cublas::sys as blas_sys;
@@ -20,10 +21,11 @@ use cudarc::driver::{result as drv, sys as drv_sys};
 use cudarc::nvrtc::{CompileOptions, Ptx};
 use dcc_kernels::{Arg, DevPtr, KernelDef, LaunchDims};
 
-use super::bounds::{self, Access, Live, Span, lock};
+use super::bounds::{self, Access, Allocation, Live, lock};
+use super::gate::{Pass, Tracer};
 use super::{
     AllocKind, Backend, BackendKind, DeviceBuffer, Gemm, Graph, GraphImpl, Marker, MarkerImpl,
-    MemCounter, MemoryReport, Owner,
+    MemCounter, MemoryReport, Owner, StreamOp,
 };
 use crate::error::{Error, Result};
 
@@ -254,12 +256,14 @@ pub struct CudaBackend {
     /// Host twin, [`bounds`]). A buffer is unregistered (under the registry's lock) before its
     /// slice frees the memory, stream-ordered after all work enqueued so far (`cuMemFreeAsync`
     /// on the backend's stream, or a synchronize then `cuMemFree`), so an operation either was
-    /// checked and enqueued before the free or finds the buffer gone.
+    /// checked and enqueued before the free or finds the buffer gone. It also holds the capture
+    /// gate: the stream is captured by one thread, and only that thread's work reaches it
+    /// while it captures (a capturing stream would take in work enqueued from any thread).
     counter: Arc<MemCounter>,
     /// The allocations the current capture's operations touched (host memory only, reserved at
     /// `begin_capture`; a lookup itself never allocates).
-    touched: Mutex<Vec<Span>>,
-    capturing: AtomicBool,
+    touched: Mutex<Vec<Allocation>>,
+    tracer: Tracer,
     free_before_capture: Mutex<Option<usize>>,
     launches: AtomicU64,
 }
@@ -309,7 +313,7 @@ impl CudaBackend {
             arch: format!("sm_{major}{minor}"),
             counter,
             touched: Mutex::default(),
-            capturing: AtomicBool::new(false),
+            tracer: Tracer::default(),
             free_before_capture: Mutex::new(None),
             launches: AtomicU64::new(0),
         };
@@ -381,12 +385,14 @@ impl CudaBackend {
         &self.arch
     }
 
-    fn refuse_if_capturing(&self, what: &'static str) -> Result<()> {
-        if self.capturing.load(Ordering::Relaxed) {
-            Err(Error::Capturing(what))
-        } else {
-            Ok(())
+    /// Admits host work (allocation, host copies, synchronization, graph launches): refused on
+    /// the capturing thread, waits for the capture to end on any other.
+    fn host_work(&self, what: &'static str) -> Result<Pass<'_>> {
+        let pass = self.counter.gate.enter();
+        if pass.capturing() {
+            return Err(Error::Capturing(what));
         }
+        Ok(pass)
     }
 
     fn module(&self, k: &'static KernelDef) -> Result<Arc<CudaModule>> {
@@ -426,11 +432,12 @@ impl CudaBackend {
         Ok(m)
     }
 
-    fn function(&self, k: &'static KernelDef) -> Result<CudaFunction> {
+    /// The kernel's function; `capturing`: whether the calling thread captures.
+    fn function(&self, k: &'static KernelDef, capturing: bool) -> Result<CudaFunction> {
         if let Some(f) = lock(&self.functions).get(k.name) {
             return Ok(f.clone());
         }
-        if self.capturing.load(Ordering::Relaxed) {
+        if capturing {
             // Module loading is not a stream operation, but compiling inside a capture would put
             // NVRTC into capture time; preload instead.
             return Err(Error::Capturing(
@@ -447,12 +454,12 @@ impl CudaBackend {
     }
 
     /// Checks every address `op` names against the live allocations ([`Live::validate`], the
-    /// Host twin's checks) and, while capturing, records the allocations it touches for
-    /// `launch_graph`. The returned guard keeps every buffer registered (no free can be
-    /// enqueued) until the caller has enqueued the work and drops it.
-    fn checked(&self, op: Access<'_>) -> Result<Live<'_>> {
+    /// Host twin's checks) and, while the calling thread captures (`pass`), records the
+    /// allocations it touches for `launch_graph`. The returned guard keeps every buffer
+    /// registered (no free can be enqueued) until the caller has enqueued the work and drops it.
+    fn checked(&self, op: Access<'_>, pass: &Pass<'_>) -> Result<Live<'_>> {
         let live = self.counter.registry.live();
-        if self.capturing.load(Ordering::Relaxed) {
+        if pass.capturing() {
             let mut touched = lock(&self.touched);
             live.validate(op, |s| touched.push(s))?;
         } else {
@@ -484,7 +491,7 @@ impl Backend for CudaBackend {
     }
 
     fn alloc(&self, bytes: usize, kind: AllocKind) -> Result<DeviceBuffer> {
-        self.refuse_if_capturing("allocation")?;
+        let _pass = self.host_work("allocation")?;
         let slice = self.stream.alloc_zeros::<u8>(bytes.max(1))?;
         let ptr = {
             let (p, _sync) = slice.device_ptr(&self.stream);
@@ -497,12 +504,12 @@ impl Backend for CudaBackend {
             bytes,
             kind,
             counter: self.counter.clone(),
-            _owner: Owner::Cuda(slice),
+            _owner: ManuallyDrop::new(Owner::Cuda(slice)),
         })
     }
 
     fn htod(&self, dst: DevPtr, src: &[u8]) -> Result<()> {
-        self.refuse_if_capturing("htod")?;
+        let _pass = self.host_work("htod")?;
         let live = self.counter.registry.live();
         live.check(dst.0, src.len())?;
         self.ctx.bind_to_thread()?;
@@ -516,7 +523,7 @@ impl Backend for CudaBackend {
     }
 
     fn dtoh(&self, dst: &mut [u8], src: DevPtr) -> Result<()> {
-        self.refuse_if_capturing("dtoh")?;
+        let _pass = self.host_work("dtoh")?;
         let live = self.counter.registry.live();
         live.check(src.0, dst.len())?;
         self.ctx.bind_to_thread()?;
@@ -531,8 +538,11 @@ impl Backend for CudaBackend {
 
     fn dtod(&self, dst: DevPtr, src: DevPtr, bytes: usize) -> Result<()> {
         // Both ranges in live allocations; overlap refused (cuMemcpyDtoD is undefined on it).
-        let live = self.checked(Access::Dtod { dst, src, bytes })?;
+        let pass = self.counter.gate.enter();
+        let live = self.checked(Access::Dtod { dst, src, bytes }, &pass)?;
         if bytes == 0 {
+            // Nothing to enqueue; traced all the same, as on Host.
+            self.tracer.record(|| StreamOp::Dtod { dst, src, bytes });
             return Ok(());
         }
         self.ctx.bind_to_thread()?;
@@ -541,12 +551,17 @@ impl Backend for CudaBackend {
         // frees are stream-ordered after it).
         unsafe { drv::memcpy_dtod_async(dst.0, src.0, bytes, self.stream_ptr()) }?;
         drop(live);
+        self.tracer.record(|| StreamOp::Dtod { dst, src, bytes });
         Ok(())
     }
 
     fn memset_d32(&self, dst: DevPtr, value: u32, count: usize) -> Result<()> {
-        let live = self.checked(Access::Memset32 { dst, count })?;
+        let pass = self.counter.gate.enter();
+        let live = self.checked(Access::Memset32 { dst, count }, &pass)?;
         if count == 0 {
+            // Nothing to enqueue; traced all the same, as on Host.
+            self.tracer
+                .record(|| StreamOp::Memset32 { dst, value, count });
             return Ok(());
         }
         self.ctx.bind_to_thread()?;
@@ -554,6 +569,8 @@ impl Backend for CudaBackend {
         // (checked above, kept registered by `live` until the memset is enqueued).
         unsafe { drv_sys::cuMemsetD32Async(dst.0, value, count, self.stream_ptr()).result() }?;
         drop(live);
+        self.tracer
+            .record(|| StreamOp::Memset32 { dst, value, count });
         Ok(())
     }
 
@@ -564,11 +581,12 @@ impl Backend for CudaBackend {
         args: &[Arg],
     ) -> Result<()> {
         kernel.check_args(args)?;
-        let f = self.function(kernel)?;
+        let pass = self.counter.gate.enter();
+        let f = self.function(kernel, pass.capturing())?;
         // As on Host: each pointer argument starts inside a live buffer (and, while capturing,
         // its allocation is recorded for `launch_graph`). How far the kernel reaches from there
         // is the caller's `# Safety` contract.
-        let live = self.checked(Access::Launch(kernel, args))?;
+        let live = self.checked(Access::Launch(kernel, args), &pass)?;
         let cfg = LaunchConfig {
             grid_dim: dims.grid,
             block_dim: dims.block,
@@ -595,9 +613,14 @@ impl Backend for CudaBackend {
         // `Backend::launch`.
         unsafe { b.launch(cfg) }?;
         drop(live);
-        if !self.capturing.load(Ordering::Relaxed) {
+        if !pass.capturing() {
             self.launches.fetch_add(1, Ordering::Relaxed);
         }
+        self.tracer.record(|| StreamOp::Launch {
+            kernel,
+            dims,
+            args: args.to_vec(),
+        });
         Ok(())
     }
 
@@ -622,9 +645,10 @@ impl Backend for CudaBackend {
             long(g.stride_c, "stride_c")?,
         );
         // The descriptor as cuBLAS requires it, and A, B, C over all batches in live
-        // allocations, f32-aligned (the Host twin's checks). Lock order: the registry, then
-        // cuBLAS.
-        let live = self.checked(Access::Gemm(g, None))?;
+        // allocations, f32-aligned (the Host twin's checks). Lock order: the gate, the
+        // registry, then cuBLAS.
+        let pass = self.counter.gate.enter();
+        let live = self.checked(Access::Gemm(g, None), &pass)?;
         let blas = self.blas.as_ref().map_err(|e| Error::Cublas(e.clone()))?;
         let blas = lock(blas);
         self.ctx.bind_to_thread()?;
@@ -655,9 +679,10 @@ impl Backend for CudaBackend {
             )
         }?;
         drop(live);
-        if !self.capturing.load(Ordering::Relaxed) {
+        if !pass.capturing() {
             self.launches.fetch_add(1, Ordering::Relaxed);
         }
+        self.tracer.record(|| StreamOp::Gemm(*g));
         Ok(())
     }
 
@@ -675,8 +700,9 @@ impl Backend for CudaBackend {
         }
         // The descriptor as cuBLAS requires it, A, B, C and the bias (`m` floats) in live
         // allocations, f32-aligned (the Host twin's checks), before a plan is made for it. Lock
-        // order: the registry, then cuBLASLt.
-        let live = self.checked(Access::Gemm(g, Some(bias)))?;
+        // order: the gate, the registry, then cuBLASLt.
+        let pass = self.counter.gate.enter();
+        let live = self.checked(Access::Gemm(g, Some(bias)), &pass)?;
         let lt = self.lt.as_ref().map_err(|e| Error::Cublas(e.clone()))?;
         let mut lt = lock(lt);
         self.ctx.bind_to_thread()?;
@@ -728,46 +754,57 @@ impl Backend for CudaBackend {
             .map_err(lt_err)?;
         }
         drop(live);
-        if !self.capturing.load(Ordering::Relaxed) {
+        if !pass.capturing() {
             self.launches.fetch_add(1, Ordering::Relaxed);
         }
+        self.tracer.record(|| StreamOp::GemmBias(*g, bias));
         Ok(())
     }
 
     fn synchronize(&self) -> Result<()> {
-        self.refuse_if_capturing("synchronize")?;
+        let _pass = self.host_work("synchronize")?;
         self.stream.synchronize()?;
         Ok(())
     }
 
     fn begin_capture(&self) -> Result<()> {
-        if self.capturing.load(Ordering::Relaxed) {
-            return Err(Error::Capture("already capturing".into()));
+        // Exclusive from here: other threads' work waits (the stream would record it).
+        self.counter.gate.begin()?;
+        let begun = (|| {
+            self.stream.synchronize()?;
+            {
+                let mut touched = lock(&self.touched);
+                touched.clear();
+                touched.reserve(256);
+            }
+            *lock(&self.free_before_capture) = self.ctx.mem_get_info().ok().map(|(free, _)| free);
+            self.stream
+                .begin_capture(drv_sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
+            Ok(())
+        })();
+        if begun.is_err() {
+            // Not capturing after all: let the other threads in again.
+            drop(self.counter.gate.ending());
         }
-        self.stream.synchronize()?;
-        {
-            let mut touched = lock(&self.touched);
-            touched.clear();
-            touched.reserve(256);
-        }
-        *lock(&self.free_before_capture) = self.ctx.mem_get_info().ok().map(|(free, _)| free);
-        self.stream
-            .begin_capture(drv_sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)?;
-        self.capturing.store(true, Ordering::Relaxed);
-        Ok(())
+        begun
     }
 
     fn end_capture(&self) -> Result<Graph> {
-        if !self.capturing.swap(false, Ordering::Relaxed) {
-            return Err(Error::Capture("not capturing".into()));
-        }
-        let mut touched = std::mem::take(&mut *lock(&self.touched));
+        // Other threads wait until the graph is instantiated and uploaded, whatever fails.
+        let _ending = self.counter.gate.ending()?;
+        let touched = std::mem::take(&mut *lock(&self.touched));
         let g = self
             .stream
             .end_capture(drv_sys::CUgraphInstantiate_flags(0))
             .map_err(|e| Error::Capture(format!("end capture / instantiate: {e:?}")))?;
         let Some(g) = g else {
-            return Ok(Graph::new(GraphImpl::Empty, 0, 0, self.counter.clone()));
+            return Ok(Graph::new(
+                GraphImpl::Empty,
+                Vec::new(),
+                0,
+                0,
+                self.counter.clone(),
+            ));
         };
         let mut nodes: usize = 0;
         // SAFETY: the graph is alive (owned by `g`); a null node array asks only for the count.
@@ -782,10 +819,9 @@ impl Backend for CudaBackend {
             (Some(b), Some(a)) => b.saturating_sub(a),
             _ => 0,
         };
-        touched.sort_unstable();
-        touched.dedup();
         Ok(Graph::new(
-            GraphImpl::Cuda { graph: g, touched },
+            GraphImpl::Cuda(g),
+            touched,
             nodes,
             bytes,
             self.counter.clone(),
@@ -793,23 +829,21 @@ impl Backend for CudaBackend {
     }
 
     fn is_capturing(&self) -> bool {
-        self.capturing.load(Ordering::Relaxed)
+        self.counter.gate.is_mine()
     }
 
     fn launch_graph(&self, graph: &Graph) -> Result<()> {
-        self.refuse_if_capturing("graph launch")?;
+        let _pass = self.host_work("graph launch")?;
         match &graph.imp {
-            GraphImpl::Cuda { graph, touched } => {
-                // The graph is bound to the addresses it saw at capture. Refuse before running
-                // anything if an allocation one of its operations touched was freed since and
-                // its range is no longer inside a live buffer (`Error::Dangling`, as the Host
-                // twin's re-validated tape): the graph would fault or corrupt memory. `live`
-                // keeps them registered until the replay is enqueued.
+            GraphImpl::Cuda(g) => {
+                // The graph is bound to the allocations it saw at capture. Refuse before running
+                // anything if one its operations touched was freed since, or freed and
+                // reallocated (same address or not: the identity differs), as the Host twin
+                // does: the graph would fault or corrupt memory. `live` keeps them registered
+                // until the replay is enqueued.
                 let live = self.counter.registry.live();
-                for s in touched {
-                    live.check(s.start, s.len)?;
-                }
-                graph.launch()?;
+                graph.check_touched(&live)?;
+                g.launch()?;
                 drop(live);
                 Ok(())
             }
@@ -820,7 +854,20 @@ impl Backend for CudaBackend {
         }
     }
 
+    fn allocation(&self, ptr: DevPtr, bytes: usize) -> Result<Allocation> {
+        self.counter.registry.live().check(ptr.0, bytes)
+    }
+
+    fn begin_trace(&self) {
+        self.tracer.begin();
+    }
+
+    fn end_trace(&self) -> Vec<StreamOp> {
+        self.tracer.end()
+    }
+
     fn marker(&self) -> Result<Marker> {
+        let _pass = self.counter.gate.enter();
         let e = self
             .ctx
             .new_event(Some(drv_sys::CUevent_flags::CU_EVENT_DEFAULT))?;
@@ -839,8 +886,9 @@ impl Backend for CudaBackend {
     }
 
     fn preload(&self, kernels: &[&'static KernelDef]) -> Result<()> {
+        let pass = self.counter.gate.enter();
         for k in kernels {
-            self.function(k)?;
+            self.function(k, pass.capturing())?;
         }
         Ok(())
     }

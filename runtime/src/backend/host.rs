@@ -1,49 +1,123 @@
 //! The Host backend: a CPU twin of the CUDA backend with the same observable semantics.
 
 use std::alloc::Layout;
+use std::collections::HashMap;
+use std::mem::ManuallyDrop;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use dcc_kernels::{Arg, DevPtr, KernelDef, LaunchDims};
 
-use super::bounds::{self, Access, Registry, lock};
+use super::bounds::{self, Allocation, Registry, lock};
+use super::gate::{Pass, Tracer};
 use super::{
     AllocKind, Backend, BackendKind, DeviceBuffer, Gemm, Graph, GraphImpl, Marker, MarkerImpl,
-    MemCounter, MemoryReport, Owner, TapeOp,
+    MemCounter, MemoryReport, Owner, StreamOp,
 };
 use crate::error::{Error, Result};
 
 /// Alignment of every Host allocation (CUDA allocations are at least 256-byte aligned too).
 pub const HOST_ALIGN: usize = 256;
 
+/// Freed blocks kept at most, in bytes, for reuse.
+const POOL_BYTES: usize = 64 << 20;
+
+/// Freed Host blocks kept for reuse by the next allocation of the same size, newest first, as
+/// CUDA's stream-ordered pool (`cuMemAllocAsync`, which the CUDA backend allocates through) hands
+/// a freed address straight back. So address reuse, and the hazard of a graph replayed into a
+/// buffer freed and reallocated at the same address, shows up on Host as on the GPU.
+#[derive(Default)]
+struct Pool(Mutex<PoolState>);
+
+#[derive(Default)]
+struct PoolState {
+    /// Block size → addresses (each block allocated with `Layout(size, HOST_ALIGN)`).
+    free: HashMap<usize, Vec<usize>>,
+    bytes: usize,
+}
+
+impl Pool {
+    /// A kept block of exactly `layout` (contents undefined), if any.
+    fn take(&self, layout: Layout) -> Option<*mut u8> {
+        let mut s = lock(&self.0);
+        let p = s.free.get_mut(&layout.size())?.pop()?;
+        s.bytes -= layout.size();
+        Some(p as *mut u8)
+    }
+
+    /// Keeps `ptr` (a block of `layout` the caller owns and gives up) or frees it.
+    ///
+    /// # Safety
+    /// `ptr` was allocated by `std::alloc` with `layout`, is owned by the caller, and is not
+    /// used by it afterwards.
+    unsafe fn put(&self, ptr: *mut u8, layout: Layout) {
+        let mut s = lock(&self.0);
+        if s.bytes + layout.size() <= POOL_BYTES {
+            s.bytes += layout.size();
+            s.free.entry(layout.size()).or_default().push(ptr as usize);
+        } else {
+            drop(s);
+            // SAFETY: allocated with this layout, owned and given up by the caller.
+            unsafe { std::alloc::dealloc(ptr, layout) };
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        let s = lock(&self.0);
+        for (&size, ptrs) in &s.free {
+            // Cannot fail: the layout of every kept block was valid when it was allocated.
+            if let Ok(layout) = Layout::from_size_align(size, HOST_ALIGN) {
+                for &p in ptrs {
+                    // SAFETY: a block the pool owns (given up by its `HostAlloc`), allocated
+                    // with this layout, freed once here.
+                    unsafe { std::alloc::dealloc(p as *mut u8, layout) };
+                }
+            }
+        }
+    }
+}
+
 pub(crate) struct HostAlloc {
     ptr: *mut u8,
     layout: Layout,
+    pool: Arc<Pool>,
 }
 
-// SAFETY: HostAlloc owns its memory exclusively; the raw pointer is only freed in Drop.
+// SAFETY: HostAlloc owns its memory exclusively; the raw pointer is only given up in Drop.
 unsafe impl Send for HostAlloc {}
 // SAFETY: no interior access through &HostAlloc.
 unsafe impl Sync for HostAlloc {}
 
 impl Drop for HostAlloc {
     fn drop(&mut self) {
-        // SAFETY: allocated in HostBackend::alloc with this very layout, freed once; no
-        // operation can touch it any more: `DeviceBuffer`'s `Drop` (which runs before its owner
-        // drops) unregistered it under the stream lock, after any operation in flight on
-        // another thread, and every later operation finds it gone.
-        unsafe { std::alloc::dealloc(self.ptr, self.layout) };
+        // SAFETY: allocated with this very layout (in HostBackend::alloc, or by the pool's first
+        // owner), given up once; no operation can touch it any more: `DeviceBuffer`'s `Drop`
+        // (which drops this owner) unregistered it first, under the stream lock, after any
+        // operation in flight on another thread, and every later operation finds it gone.
+        unsafe { self.pool.put(self.ptr, self.layout) };
     }
+}
+
+/// What a capture has recorded so far.
+struct Tape {
+    ops: Vec<StreamOp>,
+    /// Every allocation the ops touched, with its identity ([`Graph::check_live`]).
+    touched: Vec<Allocation>,
 }
 
 /// The CPU twin. Thread-safe; work runs synchronously on the calling thread, which makes the
 /// "stream" trivially ordered.
 pub struct HostBackend {
-    /// The memory ledger, with the registry of live allocations and the Host "stream" lock
-    /// ([`bounds::Registry`]).
+    /// The memory ledger, with the registry of live allocations, the Host "stream" lock
+    /// ([`bounds::Registry`]) and the capture gate.
     counter: Arc<MemCounter>,
-    tape: Mutex<Option<Vec<TapeOp>>>,
+    /// The capturing thread's tape (the capture gate says which thread that is).
+    tape: Mutex<Option<Tape>>,
+    pool: Arc<Pool>,
+    tracer: Tracer,
     launches: AtomicU64,
     /// Kernels "loaded" (preloaded or launched eagerly once). As on CUDA, the first use of a
     /// kernel inside a capture is refused, so code that captures on Host captures on CUDA.
@@ -61,6 +135,8 @@ impl HostBackend {
         HostBackend {
             counter: Arc::default(),
             tape: Mutex::new(None),
+            pool: Arc::default(),
+            tracer: Tracer::default(),
             launches: AtomicU64::new(0),
             loaded: Mutex::default(),
         }
@@ -70,65 +146,58 @@ impl HostBackend {
         &self.counter.registry
     }
 
-    fn tape(&self) -> MutexGuard<'_, Option<Vec<TapeOp>>> {
+    fn tape(&self) -> MutexGuard<'_, Option<Tape>> {
         lock(&self.tape)
     }
 
-    fn refuse_if_capturing(&self, what: &'static str) -> Result<()> {
-        if self.tape().is_some() {
-            Err(Error::Capturing(what))
-        } else {
-            Ok(())
+    /// Admits host work (allocation, host copies, synchronization, graph launches): refused on
+    /// the capturing thread, waits for the capture to end on any other.
+    fn host_work(&self, what: &'static str) -> Result<Pass<'_>> {
+        let pass = self.counter.gate.enter();
+        if pass.capturing() {
+            return Err(Error::Capturing(what));
         }
+        Ok(pass)
     }
 
-    /// Records the op when capturing, else runs it.
-    fn submit(&self, op: TapeOp) -> Result<()> {
-        {
+    /// Records the op when the calling thread captures, else runs it (waiting for another
+    /// thread's capture to end first).
+    fn submit(&self, op: StreamOp) -> Result<()> {
+        let pass = self.counter.gate.enter();
+        if pass.capturing() {
             let mut tape = self.tape();
-            if let Some(t) = tape.as_mut() {
-                self.validate(&op)?;
-                t.push(op);
-                return Ok(());
-            }
+            let t = tape
+                .as_mut()
+                .ok_or_else(|| Error::Capture("capturing without a tape".into()))?;
+            self.registry()
+                .live()
+                .validate(op.access(), |a| t.touched.push(a))?;
+            self.tracer.record(|| op.clone());
+            t.ops.push(op);
+            return Ok(());
         }
-        if matches!(
-            op,
-            TapeOp::Launch { .. } | TapeOp::Gemm(_) | TapeOp::GemmBias(..)
-        ) {
+        if op.is_launch() {
             self.launches.fetch_add(1, Ordering::Relaxed);
         }
         let _stream = self.registry().stream();
-        self.exec(&op)
+        self.exec(&op)?;
+        self.tracer.record(|| op);
+        Ok(())
     }
 
     /// Checks every address an op names against the live allocations ([`bounds`], shared with
     /// the CUDA backend): copies, memsets and GEMMs over their whole extent; kernel launches by
     /// the start of each pointer argument (what a kernel then reads and writes is its twin's
     /// contract, see [`HostBackend::exec`]).
-    fn validate(&self, op: &TapeOp) -> Result<()> {
-        let access = match op {
-            TapeOp::Launch { kernel, args, .. } => Access::Launch(kernel, args),
-            TapeOp::Dtod { dst, src, bytes } => Access::Dtod {
-                dst: *dst,
-                src: *src,
-                bytes: *bytes,
-            },
-            TapeOp::Memset32 { dst, count, .. } => Access::Memset32 {
-                dst: *dst,
-                count: *count,
-            },
-            TapeOp::Gemm(g) => Access::Gemm(g, None),
-            TapeOp::GemmBias(g, bias) => Access::Gemm(g, Some(*bias)),
-        };
-        self.registry().live().validate(access, |_| {})
+    fn validate(&self, op: &StreamOp) -> Result<()> {
+        self.registry().live().validate(op.access(), |_| {})
     }
 
     /// Validates and runs one op. The caller holds the stream lock.
-    fn exec(&self, op: &TapeOp) -> Result<()> {
+    fn exec(&self, op: &StreamOp) -> Result<()> {
         self.validate(op)?;
         match op {
-            TapeOp::Launch { kernel, dims, args } => {
+            StreamOp::Launch { kernel, dims, args } => {
                 // SAFETY: every pointer argument starts inside a live Host allocation (validated
                 // above) that cannot be freed or touched by another thread while the stream lock
                 // is held. That the twin stays inside those allocations, and that its written
@@ -138,25 +207,25 @@ impl HostBackend {
                 // tape now replayed) promised for these arguments.
                 unsafe { kernel.run_host(dims, args)? };
             }
-            TapeOp::Dtod { dst, src, bytes } => {
+            StreamOp::Dtod { dst, src, bytes } => {
                 // SAFETY: both ranges lie in live allocations and do not overlap (validated).
                 unsafe {
                     std::ptr::copy_nonoverlapping(src.0 as *const u8, dst.0 as *mut u8, *bytes)
                 };
             }
-            TapeOp::Memset32 { dst, value, count } => {
+            StreamOp::Memset32 { dst, value, count } => {
                 let p = dst.0 as *mut u32;
                 for i in 0..*count {
                     // SAFETY: `count` aligned words lie in a live allocation (validated).
                     unsafe { p.add(i).write(*value) };
                 }
             }
-            TapeOp::Gemm(g) => {
+            StreamOp::Gemm(g) => {
                 // SAFETY: every element the descriptor addresses lies in a live allocation and
                 // is f32-aligned (`bounds::gemm_operands`, via validate above).
                 unsafe { host_gemm(g, None) };
             }
-            TapeOp::GemmBias(g, bias) => {
+            StreamOp::GemmBias(g, bias) => {
                 // SAFETY: as above; the bias holds `m` aligned floats (validated).
                 unsafe { host_gemm(g, Some(bias.0 as *const f32)) };
             }
@@ -224,11 +293,19 @@ impl Backend for HostBackend {
     }
 
     fn alloc(&self, bytes: usize, kind: AllocKind) -> Result<DeviceBuffer> {
-        self.refuse_if_capturing("allocation")?;
+        let _pass = self.host_work("allocation")?;
         let layout = Layout::from_size_align(bytes.max(1), HOST_ALIGN)
             .map_err(|e| Error::Invalid(format!("allocation of {bytes} bytes: {e}")))?;
-        // SAFETY: layout has non-zero size.
-        let ptr = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = match self.pool.take(layout) {
+            Some(p) => {
+                // SAFETY: a block of `layout.size()` bytes the pool gave up to us, unused by
+                // anything else; zeroed as a fresh allocation is.
+                unsafe { std::ptr::write_bytes(p, 0, layout.size()) };
+                p
+            }
+            // SAFETY: layout has non-zero size.
+            None => unsafe { std::alloc::alloc_zeroed(layout) },
+        };
         if ptr.is_null() {
             return Err(Error::Invalid(format!(
                 "host allocation of {bytes} bytes failed"
@@ -241,12 +318,16 @@ impl Backend for HostBackend {
             bytes,
             kind,
             counter: self.counter.clone(),
-            _owner: Owner::Host(HostAlloc { ptr, layout }),
+            _owner: ManuallyDrop::new(Owner::Host(HostAlloc {
+                ptr,
+                layout,
+                pool: self.pool.clone(),
+            })),
         })
     }
 
     fn htod(&self, dst: DevPtr, src: &[u8]) -> Result<()> {
-        self.refuse_if_capturing("htod")?;
+        let _pass = self.host_work("htod")?;
         let _stream = self.registry().stream();
         self.registry().live().check(dst.0, src.len())?;
         // SAFETY: dst range is inside a live allocation; src is a distinct Rust slice.
@@ -255,7 +336,7 @@ impl Backend for HostBackend {
     }
 
     fn dtoh(&self, dst: &mut [u8], src: DevPtr) -> Result<()> {
-        self.refuse_if_capturing("dtoh")?;
+        let _pass = self.host_work("dtoh")?;
         let _stream = self.registry().stream();
         self.registry().live().check(src.0, dst.len())?;
         // SAFETY: src range is inside a live allocation; dst is a distinct Rust slice.
@@ -264,11 +345,11 @@ impl Backend for HostBackend {
     }
 
     fn dtod(&self, dst: DevPtr, src: DevPtr, bytes: usize) -> Result<()> {
-        self.submit(TapeOp::Dtod { dst, src, bytes })
+        self.submit(StreamOp::Dtod { dst, src, bytes })
     }
 
     fn memset_d32(&self, dst: DevPtr, value: u32, count: usize) -> Result<()> {
-        self.submit(TapeOp::Memset32 { dst, value, count })
+        self.submit(StreamOp::Memset32 { dst, value, count })
     }
 
     unsafe fn launch(
@@ -293,7 +374,7 @@ impl Backend for HostBackend {
                 loaded.insert(kernel.name);
             }
         }
-        self.submit(TapeOp::Launch {
+        self.submit(StreamOp::Launch {
             kernel,
             dims,
             args: args.to_vec(),
@@ -302,47 +383,55 @@ impl Backend for HostBackend {
 
     fn gemm(&self, g: &Gemm) -> Result<()> {
         // The descriptor and its operands are checked by `submit` (`validate`).
-        self.submit(TapeOp::Gemm(*g))
+        self.submit(StreamOp::Gemm(*g))
     }
 
     fn gemm_bias(&self, g: &Gemm, bias: DevPtr) -> Result<()> {
         // As on CUDA (cuBLASLt's bias pointer), so code that runs here runs there.
         bounds::check_gemm_bias(g, bias)?;
-        self.submit(TapeOp::GemmBias(*g, bias))
+        self.submit(StreamOp::GemmBias(*g, bias))
     }
 
     fn synchronize(&self) -> Result<()> {
-        self.refuse_if_capturing("synchronize")
+        self.host_work("synchronize").map(|_| ())
     }
 
     fn begin_capture(&self) -> Result<()> {
-        let mut t = self.tape();
-        if t.is_some() {
-            return Err(Error::Capture("already capturing".into()));
-        }
-        *t = Some(Vec::new());
+        self.counter.gate.begin()?;
+        *self.tape() = Some(Tape {
+            ops: Vec::new(),
+            touched: Vec::new(),
+        });
         Ok(())
     }
 
     fn end_capture(&self) -> Result<Graph> {
-        let ops = self
+        let _ending = self.counter.gate.ending()?;
+        let Tape { ops, touched } = self
             .tape()
             .take()
             .ok_or_else(|| Error::Capture("not capturing".into()))?;
         if ops.is_empty() {
-            return Ok(Graph::new(GraphImpl::Empty, 0, 0, self.counter.clone()));
+            return Ok(Graph::new(
+                GraphImpl::Empty,
+                Vec::new(),
+                0,
+                0,
+                self.counter.clone(),
+            ));
         }
         let n = ops.len();
-        let bytes = n * std::mem::size_of::<TapeOp>()
+        let bytes = n * std::mem::size_of::<StreamOp>()
             + ops
                 .iter()
                 .map(|o| match o {
-                    TapeOp::Launch { args, .. } => args.len() * std::mem::size_of::<Arg>(),
+                    StreamOp::Launch { args, .. } => args.len() * std::mem::size_of::<Arg>(),
                     _ => 0,
                 })
                 .sum::<usize>();
         Ok(Graph::new(
             GraphImpl::Host(ops),
+            touched,
             n,
             bytes,
             self.counter.clone(),
@@ -350,30 +439,42 @@ impl Backend for HostBackend {
     }
 
     fn is_capturing(&self) -> bool {
-        self.tape().is_some()
+        self.counter.gate.is_mine()
     }
 
     fn launch_graph(&self, graph: &Graph) -> Result<()> {
-        self.refuse_if_capturing("graph launch")?;
+        let _pass = self.host_work("graph launch")?;
         match &graph.imp {
             GraphImpl::Host(ops) => {
-                // Replay is bound to the captured addresses. Refuse before running anything if
-                // one of them is no longer owned (on CUDA this would be a fault or corruption).
-                // The stream lock is held over the whole replay, so none can be freed midway.
+                // Replay is bound to the captured allocations. Refuse before running anything if
+                // one of them is no longer the one the capture saw (on CUDA this would be a
+                // fault or corruption): the whole allocation with its identity, as on CUDA. The
+                // stream lock is held over the whole replay, so none can be freed midway; `exec`
+                // re-validates each op besides.
                 let _stream = self.registry().stream();
-                for op in ops {
-                    self.validate(op)?;
-                }
+                graph.check_touched(&self.registry().live())?;
                 for op in ops {
                     self.exec(op)?;
                 }
                 Ok(())
             }
             GraphImpl::Empty => Ok(()),
-            GraphImpl::Cuda { .. } => Err(Error::Invalid(
+            GraphImpl::Cuda(_) => Err(Error::Invalid(
                 "a CUDA graph cannot run on the Host backend".into(),
             )),
         }
+    }
+
+    fn allocation(&self, ptr: DevPtr, bytes: usize) -> Result<Allocation> {
+        self.registry().live().check(ptr.0, bytes)
+    }
+
+    fn begin_trace(&self) {
+        self.tracer.begin();
+    }
+
+    fn end_trace(&self) -> Vec<StreamOp> {
+        self.tracer.end()
     }
 
     fn marker(&self) -> Result<Marker> {

@@ -8,19 +8,23 @@
 //! * [`HostBackend`]: a CPU twin with the same semantics. Buffers live at fixed host addresses,
 //!   launches run the kernels' host twins synchronously, and a "graph" is a recorded tape of
 //!   launches bound to the raw pointers it saw at capture, so replaying it after a buffer moved
-//!   touches the old address exactly as a CUDA graph would (the Host twin refuses with
-//!   [`Error::Dangling`] when the old address is no longer owned by any live buffer, instead of
-//!   writing through it).
+//!   touches the old address exactly as a CUDA graph would (both refuse, alike, when the old
+//!   buffer was freed, see below, instead of writing through it). Freed Host blocks are handed
+//!   back to the next allocation of the same size, as CUDA's stream-ordered pool hands back
+//!   freed addresses, so address reuse shows up on Host too.
 //!
 //! Bounds: both backends keep a registry of their live allocations (`bounds::Registry`, start
-//! address → length) and check every operand of every copy, memset and GEMM over its full extent
-//! (GEMM operands over all batches, the bias, f32/u32 alignment, overflow-checked arithmetic),
-//! and the start of every kernel pointer argument, before the work is issued, refusing with a
-//! typed error ([`Error::Dangling`], [`Error::OutOfBounds`], [`Error::Invalid`]). So the safe
-//! methods cannot make either backend touch memory outside its live buffers; only
-//! [`Backend::launch`] (how far a kernel reaches from its pointers) is `unsafe`. A graph is
-//! re-checked at [`Backend::launch_graph`]: Host re-validates its tape, CUDA checks that every
-//! allocation its captured operations touched still lies inside a live buffer.
+//! address → length and identity) and check every operand of every copy, memset and GEMM over its
+//! full extent (GEMM operands over all batches, the bias, f32/u32 alignment, overflow-checked
+//! arithmetic), and the start of every kernel pointer argument, before the work is issued,
+//! refusing with a typed error ([`Error::Dangling`], [`Error::OutOfBounds`], [`Error::Invalid`]).
+//! So the safe methods cannot make either backend touch memory outside its live buffers; only
+//! [`Backend::launch`] (how far a kernel reaches from its pointers) is `unsafe`. A capture
+//! records every allocation its operations touched, whole and with its identity
+//! ([`Allocation`]); [`Backend::launch_graph`] refuses, on both backends alike, when one of them
+//! was freed ([`Error::Dangling`]) or freed and reallocated, even at the same address with the
+//! same length ([`Error::Reallocated`]). [`Graph::check_live`] asks the same question without
+//! launching.
 //!
 //! Every device byte goes through [`Backend::alloc`] and is counted by kind ([`AllocKind`]);
 //! [`Backend::memory`] reports live and peak bytes (and `cuMemGetInfo` on CUDA).
@@ -28,22 +32,37 @@
 //! Stream semantics: all work is ordered on the backend's single stream. [`Backend::dtoh`]
 //! waits for the stream; [`Backend::htod`] is complete when it returns. During capture
 //! ([`Backend::begin_capture`]..[`Backend::end_capture`]) only stream work (launch, gemm, dtod,
-//! memset) is allowed; allocation, host copies and synchronization fail with
-//! [`Error::Capturing`] on both backends.
+//! memset) is allowed on the capturing thread; allocation, host copies, synchronization and
+//! graph launches fail there with [`Error::Capturing`] on both backends.
+//!
+//! Threading: a backend is `Send + Sync`; any thread may issue work, in the order the calls
+//! return. A capture is exclusive: from [`Backend::begin_capture`] to [`Backend::end_capture`]
+//! (which must be called on the same thread), every other thread's call that issues work,
+//! allocates or frees (a [`DeviceBuffer`] dropped) blocks until the capture has ended, on both
+//! backends, so the graph holds exactly the capturing thread's work and nothing another thread
+//! issued is lost into it. `begin_capture` itself waits for another thread's capture to end and
+//! for work already admitted to be issued. So a capturing thread must not wait for another
+//! thread that uses the same backend (it would wait for ever).
 
 mod bounds;
 mod cuda;
+mod gate;
 mod host;
+mod memory;
+mod op;
 
-use std::collections::BTreeMap;
 use std::fmt;
+use std::mem::ManuallyDrop;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
 use std::time::Instant;
 
+pub use bounds::Allocation;
 pub use cuda::CudaBackend;
 pub use dcc_kernels::{Arg, DevPtr, KernelDef, LaunchDims};
 pub use host::HostBackend;
+pub use memory::{KindUsage, MemCounter, MemoryReport};
+pub use op::StreamOp;
 
 use crate::error::{Error, Result};
 
@@ -106,119 +125,6 @@ impl AllocKind {
     }
 }
 
-/// Counts every byte a backend allocates, by kind, with the peak of the total, and registers
-/// every live allocation (address → length) for the backends' bounds checks ([`bounds`]).
-#[derive(Debug, Default)]
-pub struct MemCounter {
-    /// The live allocations; a buffer is unregistered by [`DeviceBuffer`]'s `Drop`, before its
-    /// owner frees the memory.
-    pub(crate) registry: bounds::Registry,
-    live: [AtomicUsize; 8],
-    peak: [AtomicUsize; 8],
-    live_total: AtomicUsize,
-    peak_total: AtomicUsize,
-    allocations: AtomicU64,
-}
-
-impl MemCounter {
-    pub(crate) fn add(&self, kind: AllocKind, bytes: usize) {
-        let i = kind.index();
-        let now = self.live[i].fetch_add(bytes, Ordering::Relaxed) + bytes;
-        self.peak[i].fetch_max(now, Ordering::Relaxed);
-        let total = self.live_total.fetch_add(bytes, Ordering::Relaxed) + bytes;
-        self.peak_total.fetch_max(total, Ordering::Relaxed);
-        self.allocations.fetch_add(1, Ordering::Relaxed);
-    }
-
-    /// Starts a new peak window: every peak becomes the live count now.
-    pub(crate) fn reset_peak(&self) {
-        for k in AllocKind::ALL {
-            let live = self.live[k.index()].load(Ordering::Relaxed);
-            self.peak[k.index()].store(live, Ordering::Relaxed);
-        }
-        let total = self.live_total.load(Ordering::Relaxed);
-        self.peak_total.store(total, Ordering::Relaxed);
-    }
-
-    pub(crate) fn sub(&self, kind: AllocKind, bytes: usize) {
-        self.live[kind.index()].fetch_sub(bytes, Ordering::Relaxed);
-        self.live_total.fetch_sub(bytes, Ordering::Relaxed);
-    }
-
-    fn report(&self) -> MemoryReport {
-        let mut by_kind = BTreeMap::new();
-        for k in AllocKind::ALL {
-            let live = self.live[k.index()].load(Ordering::Relaxed);
-            let peak = self.peak[k.index()].load(Ordering::Relaxed);
-            if peak > 0 {
-                by_kind.insert(k, KindUsage { live, peak });
-            }
-        }
-        MemoryReport {
-            by_kind,
-            live_total: self.live_total.load(Ordering::Relaxed),
-            peak_total: self.peak_total.load(Ordering::Relaxed),
-            allocations: self.allocations.load(Ordering::Relaxed),
-            device_free: None,
-            device_total: None,
-        }
-    }
-}
-
-/// Live and peak bytes of one kind.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Default)]
-pub struct KindUsage {
-    pub live: usize,
-    pub peak: usize,
-}
-
-/// The runtime's memory ledger.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
-pub struct MemoryReport {
-    pub by_kind: BTreeMap<AllocKind, KindUsage>,
-    pub live_total: usize,
-    pub peak_total: usize,
-    /// Number of allocations made (graph memory entries included).
-    pub allocations: u64,
-    /// `cuMemGetInfo` (free, total) on CUDA; `None` on Host.
-    pub device_free: Option<usize>,
-    pub device_total: Option<usize>,
-}
-
-impl MemoryReport {
-    pub fn live(&self, kind: AllocKind) -> usize {
-        self.by_kind.get(&kind).map_or(0, |u| u.live)
-    }
-}
-
-impl fmt::Display for MemoryReport {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const MIB: f64 = 1024.0 * 1024.0;
-        write!(
-            f,
-            "live {:.3} MiB, peak {:.3} MiB (",
-            self.live_total as f64 / MIB,
-            self.peak_total as f64 / MIB
-        )?;
-        for (i, (k, u)) in self.by_kind.iter().enumerate() {
-            if i > 0 {
-                write!(f, ", ")?;
-            }
-            write!(f, "{} {}/{} B", k.name(), u.live, u.peak)?;
-        }
-        write!(f, ")")?;
-        if let (Some(free), Some(total)) = (self.device_free, self.device_total) {
-            write!(
-                f,
-                "; cuMemGetInfo free {:.1} / total {:.1} MiB",
-                free as f64 / MIB,
-                total as f64 / MIB
-            )?;
-        }
-        Ok(())
-    }
-}
-
 /// What keeps an allocation alive; held only for its `Drop`.
 #[allow(dead_code)]
 pub(crate) enum Owner {
@@ -233,7 +139,8 @@ pub struct DeviceBuffer {
     bytes: usize,
     kind: AllocKind,
     counter: Arc<MemCounter>,
-    _owner: Owner,
+    /// Freed by `Drop`, inside the capture gate.
+    _owner: ManuallyDrop<Owner>,
 }
 
 impl DeviceBuffer {
@@ -262,7 +169,7 @@ impl DeviceBuffer {
 
     /// The kind of backend that allocated the buffer.
     pub fn backend_kind(&self) -> BackendKind {
-        match self._owner {
+        match *self._owner {
             Owner::Host(_) => BackendKind::Host,
             Owner::Cuda(_) => BackendKind::Cuda,
         }
@@ -309,45 +216,23 @@ impl fmt::Debug for DeviceBuffer {
 
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
-        // Unregistered before `_owner` (a field, dropped after this body) frees the memory: an
-        // operation either was checked (and, on Host, ran; on CUDA, was enqueued, so the
-        // stream-ordered free follows it) before this, or finds the buffer gone.
+        // A free is stream work on CUDA (`cuMemFreeAsync`): while another thread captures, it
+        // waits for the capture to end rather than land in its graph.
+        let _pass = self.counter.gate.enter();
+        // Unregistered before the owner frees the memory: an operation either was checked (and,
+        // on Host, ran; on CUDA, was enqueued, so the stream-ordered free follows it) before
+        // this, or finds the buffer gone.
         self.counter.registry.remove(self.ptr.0);
         self.counter.sub(self.kind, self.bytes);
+        // SAFETY: dropped exactly once, here, in `Drop`, and never touched again.
+        unsafe { ManuallyDrop::drop(&mut self._owner) };
     }
 }
 
-/// One operation of a Host tape.
-#[derive(Clone, Debug)]
-pub(crate) enum TapeOp {
-    Launch {
-        kernel: &'static KernelDef,
-        dims: LaunchDims,
-        args: Vec<Arg>,
-    },
-    Dtod {
-        dst: DevPtr,
-        src: DevPtr,
-        bytes: usize,
-    },
-    Memset32 {
-        dst: DevPtr,
-        value: u32,
-        count: usize,
-    },
-    Gemm(Gemm),
-    GemmBias(Gemm, DevPtr),
-}
-
 pub(crate) enum GraphImpl {
-    Host(Vec<TapeOp>),
-    /// A CUDA graph and the allocations its captured operations touched (each the whole
-    /// allocation as it was at capture, sorted, deduplicated): `launch_graph` refuses to replay
-    /// unless each range still lies inside a live allocation.
-    Cuda {
-        graph: cudarc::driver::CudaGraph,
-        touched: Vec<bounds::Span>,
-    },
+    /// The Host twin's tape.
+    Host(Vec<StreamOp>),
+    Cuda(cudarc::driver::CudaGraph),
     /// Nothing was captured.
     Empty,
 }
@@ -355,6 +240,9 @@ pub(crate) enum GraphImpl {
 /// An instantiated graph: replays the captured work against the addresses it saw at capture.
 pub struct Graph {
     pub(crate) imp: GraphImpl,
+    /// Every allocation the captured operations touched, whole, with its identity, as it was at
+    /// capture (sorted, deduplicated): a replay is refused unless each is still live as it was.
+    touched: Vec<Allocation>,
     nodes: usize,
     bytes: usize,
     counter: Arc<MemCounter>,
@@ -363,17 +251,35 @@ pub struct Graph {
 impl Graph {
     pub(crate) fn new(
         imp: GraphImpl,
+        mut touched: Vec<Allocation>,
         nodes: usize,
         bytes: usize,
         counter: Arc<MemCounter>,
     ) -> Graph {
         counter.add(AllocKind::Graph, bytes);
+        touched.sort_unstable();
+        touched.dedup();
         Graph {
             imp,
+            touched,
             nodes,
             bytes,
             counter,
         }
+    }
+
+    /// Checks, under `live`, that every allocation the capture touched is still the one it saw
+    /// ([`Error::Dangling`] or [`Error::Reallocated`] otherwise).
+    pub(crate) fn check_touched(&self, live: &bounds::Live<'_>) -> Result<()> {
+        self.touched.iter().try_for_each(|a| live.check_same(a))
+    }
+
+    /// Whether a replay would be admitted now: every allocation the captured operations touched
+    /// is still live, the same allocation (identity) with the same range, as at capture. The
+    /// check [`Backend::launch_graph`] makes before it runs anything, for callers that must
+    /// know before they move any byte (the replay engine falls back to eager instead).
+    pub fn check_live(&self) -> Result<()> {
+        self.check_touched(&self.counter.registry.live())
     }
 
     /// Operations recorded (kernel launches, copies, memsets, GEMMs).
@@ -530,18 +436,33 @@ pub trait Backend: Send + Sync {
     /// Waits for all stream work. Fails during capture.
     fn synchronize(&self) -> Result<()>;
 
-    /// Starts recording stream work instead of executing it.
+    /// Starts recording the calling thread's stream work instead of executing it. Exclusive:
+    /// waits for another thread's capture to end and for work other threads already issue;
+    /// from then on other threads' calls block until [`Backend::end_capture`] (module docs,
+    /// "Threading"). Fails when the calling thread already captures.
     fn begin_capture(&self) -> Result<()>;
-    /// Stops recording and instantiates the graph. Ends the capture even when it fails.
+    /// Stops recording and instantiates the graph. Must be called on the capturing thread
+    /// (elsewhere it fails, [`Error::Capture`], and ends nothing). Ends the capture even when
+    /// it fails.
     fn end_capture(&self) -> Result<Graph>;
+    /// Whether the calling thread is capturing.
     fn is_capturing(&self) -> bool;
-    /// Replays a graph on the stream, bound to the addresses it saw at capture. Refused
-    /// ([`Error::Dangling`] or [`Error::OutOfBounds`]) before anything runs when memory the
-    /// captured operations touched is no longer inside live buffers (Host: every op of the tape
-    /// re-validated; CUDA: every allocation the capture touched, as it was at capture, must
-    /// still lie inside a live allocation; an address freed and reallocated with at least the
-    /// same extent passes on both, as the engine's address check expects).
+    /// Replays a graph on the stream, bound to the addresses it saw at capture. Refused before
+    /// anything runs, alike on both backends, unless every allocation the captured operations
+    /// touched is still live as it was at capture, whole and with the same identity
+    /// ([`Error::Dangling`] when freed, [`Error::Reallocated`] when freed and another buffer
+    /// now holds the address, even one of the same length).
     fn launch_graph(&self, graph: &Graph) -> Result<()>;
+
+    /// The live allocation of this backend holding `[ptr, ptr + bytes)` ([`Error::Dangling`]
+    /// or [`Error::OutOfBounds`] when none holds it all).
+    fn allocation(&self, ptr: DevPtr, bytes: usize) -> Result<Allocation>;
+    /// Starts a trace of the stream operations the calling thread issues from now on, eager or
+    /// captured, each as issued (after its checks passed); restarts one already running. The
+    /// replay engine compares the traces of two runs of a callable.
+    fn begin_trace(&self);
+    /// Ends the calling thread's trace and returns it (empty when none was running).
+    fn end_trace(&self) -> Vec<StreamOp>;
 
     /// Records a point on the stream.
     fn marker(&self) -> Result<Marker>;

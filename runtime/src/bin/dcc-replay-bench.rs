@@ -13,9 +13,11 @@ use std::time::Instant;
 use dcc_runtime::backend::{self, AllocKind, Backend, BackendKind, DeviceBuffer};
 use dcc_runtime::contract::{DType, Effects, Granularity, Signature, TensorSig, Verdict};
 use dcc_runtime::kernels::synthetic as ks;
-use dcc_runtime::replay::{Call, ExactShapeReplay, Invocation, Outcome, ReplaySpec, TensorArg};
+use dcc_runtime::replay::{
+    Call, ExactShapeReplay, Invocation, Outcome, ReplaySpec, TensorArg, WriteArg,
+};
 use dcc_runtime::rng::HostRng;
-use dcc_runtime::{Arg, DevPtr, LaunchDims, Result};
+use dcc_runtime::{Arg, LaunchDims, Result};
 use sha2::Digest;
 
 const N_DEFAULT: usize = 1024;
@@ -193,7 +195,14 @@ impl Rig {
             strides: &[1],
             dtype: DType::F32,
         }];
-        let writes: Vec<DevPtr> = self.bufs.iter().map(|b| b.ptr()).collect();
+        let writes: Vec<WriteArg> = self
+            .bufs
+            .iter()
+            .map(|b| WriteArg {
+                ptr: b.ptr(),
+                bytes: b.bytes(),
+            })
+            .collect();
         e.call(&Invocation {
             inputs: &inputs,
             writes: &writes,
