@@ -110,7 +110,9 @@ pub fn stock_concat(
 /// lies inside one live buffer of `be` ([`Backend::check_range`]: [`Error::Dangling`],
 /// [`Error::OutOfBounds`]), and that they do not overlap unless in place ([`Error::Carry`]).
 /// The buffers must stay alive until the work completes (a graph capturing it: until its last
-/// replay), as for every stream operation.
+/// replay), as for every stream operation; the range check and the launch are two lookups of the
+/// backend's registry, so a buffer another thread frees (and reallocates) between them is not
+/// seen, as with the start checks of [`Backend::launch`].
 #[allow(clippy::too_many_arguments)]
 pub fn write_back(
     be: &dyn Backend,
@@ -190,6 +192,7 @@ pub fn write_back(
             // exactly the `dst_words` / `src_words` ranges checked above to lie inside one live
             // buffer each, 4-byte aligned, not overlapping; every count fits i64. The buffers
             // outlive the work per this function's contract (frees are stream-ordered).
+            // (`outer · extent · inner ≤ src_words`: `src_row_frames ≥ extent`.)
             unsafe {
                 be.launch(
                     &kcopy::BLOCK,
