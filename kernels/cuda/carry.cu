@@ -5,12 +5,12 @@
 // `inner` 32-bit words each (frame f of row r at word r * row_stride + f * inner). The frame axis
 // is the inner-but-one axis of e.g. (layers, 2, heads, frames, 128).
 //
-// Every retention keeps a head that is already in place and moves one tail window left by
-// shift = extent - L frames:
-//   prepend order (newest first, prompt-derived frames at the tail):
-//       C[., 0:f_ret] <- H[., 0:f_ret]  ||  C[., f_ret:L] <- H[., extent-f_prompt : extent]
-//   append order (prompt head, newest at the end):
-//       C[., 0:f_prompt] <- H[., 0:f_prompt]  ||  C[., f_prompt:L] <- H[., extent-f_ret : extent]
+// One kernel for every storage order and keep rule: with the extent ℓ above head + tail it keeps
+//       C[., 0:head] <- H[., 0:head]  ||  C[., head:head+tail] <- H[., ℓ-tail : ℓ]
+// i.e. a head already in place and one tail window moved left by shift = ℓ - (head + tail)
+// frames. The contract's `keep: {head, tail}` gives the pair: prepend storage under the paper's
+// rule keeps head = retained, tail = prompt; append storage (and the vendor's slicing of prepend
+// storage) keeps head = prompt, tail = retained.
 //
 // In place (dst == src): the head is skipped (it is already there) and the tail window is moved
 // in passes of `shift` frames, one block per row, with __syncthreads() between passes. Pass p
@@ -44,14 +44,16 @@ __device__ __forceinline__ void dcc_retain(unsigned* dst, const unsigned* src, l
     }
 }
 
-extern "C" __global__ void carry_prepend(unsigned* dst, const unsigned* src, long long outer, long long dst_rs,
-                                         long long src_rs, long long inner, long long f_prompt,
-                                         long long f_retained, long long extent) {
-    dcc_retain(dst, src, outer, dst_rs, src_rs, inner, f_retained, extent - f_prompt, f_prompt);
-}
-
-extern "C" __global__ void carry_append(unsigned* dst, const unsigned* src, long long outer, long long dst_rs,
-                                        long long src_rs, long long inner, long long f_prompt,
-                                        long long f_retained, long long extent) {
-    dcc_retain(dst, src, outer, dst_rs, src_rs, inner, f_prompt, extent - f_retained, f_retained);
+// Guards (the host twin refuses the same launches with a KernelError; the runtime validates
+// before launching on either backend): a negative size, a tail longer than the extent, an
+// extent not above head + tail (the window would not move left: an in-place pass of
+// shift <= 0 frames never ends), or dst == src with different row strides. Such a launch
+// returns without writing. The comparisons are written so that no sum can overflow.
+extern "C" __global__ void carry_retain(unsigned* dst, const unsigned* src, long long outer, long long dst_rs,
+                                        long long src_rs, long long inner, long long head, long long tail,
+                                        long long extent) {
+    if (outer < 0 || dst_rs < 0 || src_rs < 0 || inner < 0 || head < 0 || tail < 0) return;
+    if (tail > extent || extent - tail <= head) return;
+    if ((const unsigned*)dst == src && dst_rs != src_rs) return;
+    dcc_retain(dst, src, outer, dst_rs, src_rs, inner, head, extent - tail, tail);
 }

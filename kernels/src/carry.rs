@@ -1,8 +1,15 @@
-//! The carry kernels (`kernels/cuda/carry.cu`, paper eq. 2) and their host twins.
+//! The carry kernel (`kernels/cuda/carry.cu`, paper eq. 2) and its host twin.
 //!
-//! Both kernels take `(dst, src, outer, dst_row_stride, src_row_stride, inner, f_prompt,
-//! f_retained, extent)`, all sizes in 32-bit words / frames. See the .cu file for the in-place
-//! ordering argument; the twin performs the very same passes.
+//! [`RETAIN`] takes `(dst, src, outer, dst_row_stride, src_row_stride, inner, head, tail,
+//! extent)`, all sizes in 32-bit words / frames, and keeps `H[·, 0:head] ‖ H[·, extent−tail :
+//! extent]` of each of `outer` rows ([`Retention`]). One kernel serves every storage order and
+//! keep rule: the contract's `keep: {head, tail}` is the pair it takes. See the .cu file for the
+//! in-place ordering argument; the twin performs the very same passes.
+//!
+//! Guards: a launch whose window would not move left (`extent ≤ head + tail`), whose tail is
+//! longer than the extent, or that runs in place (`dst == src`) with different row strides is
+//! refused by the twin ([`KernelError::Invalid`]) and returns without writing on the device (an
+//! in-place pass of `shift ≤ 0` frames would never end).
 
 use crate::abi::{Arg, Args, KernelError, LaunchDims, Param};
 use crate::{CudaSource, KernelDef};
@@ -12,122 +19,83 @@ pub static SOURCE: CudaSource = CudaSource {
     code: include_str!("../cuda/carry.cu"),
 };
 
-const PARAMS: &[Param] = &[
-    Param::Ptr,
-    Param::Ptr,
-    Param::I64,
-    Param::I64,
-    Param::I64,
-    Param::I64,
-    Param::I64,
-    Param::I64,
-    Param::I64,
-];
-
-/// Prepend-ordered cache (newest first, prompt tail): keeps `H[0:f_ret] ‖ H[ℓ-f_prompt:ℓ]`.
-pub static PREPEND: KernelDef = KernelDef {
-    name: "carry.prepend",
+/// `carry_retain(dst, src, outer, dst_row_stride, src_row_stride, inner, head, tail, extent)`:
+/// keeps `H[·, 0:head] ‖ H[·, extent−tail : extent]` of `outer` rows of `src` in frames
+/// `[0, head + tail)` of the rows of `dst` (in place when `dst == src`). One block per row
+/// (grid-strided), any block size.
+pub static RETAIN: KernelDef = KernelDef {
+    name: "carry.retain",
     source: &SOURCE,
-    entry: "carry_prepend",
-    params: PARAMS,
-    host: host_prepend,
+    entry: "carry_retain",
+    params: &[
+        Param::Ptr,
+        Param::Ptr,
+        Param::I64,
+        Param::I64,
+        Param::I64,
+        Param::I64,
+        Param::I64,
+        Param::I64,
+        Param::I64,
+    ],
+    host: host_retain,
 };
 
-/// Append-ordered cache (prompt head, newest last): keeps `H[0:f_prompt] ‖ H[ℓ-f_ret:ℓ]`.
-pub static APPEND: KernelDef = KernelDef {
-    name: "carry.append",
-    source: &SOURCE,
-    entry: "carry_append",
-    params: PARAMS,
-    host: host_append,
-};
+pub static KERNELS: &[&KernelDef] = &[&RETAIN];
 
-pub static KERNELS: &[&KernelDef] = &[&PREPEND, &APPEND];
-
-/// Geometry of one retention, as the kernels see it.
+/// Geometry of one retention, as the kernel sees it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Retention {
     /// Frames kept in place at the start of each row.
     pub head: usize,
-    /// First source frame of the tail window.
+    /// First source frame of the tail window (`extent − tail`).
     pub tail_src: usize,
-    /// Frames in the tail window (written at `head..head+tail_len`).
+    /// Frames in the tail window (written at `head..head + tail_len`).
     pub tail_len: usize,
 }
 
 impl Retention {
-    /// Prepend order: head = newest `f_retained`, tail = the last `f_prompt` frames.
-    pub fn prepend(f_prompt: usize, f_retained: usize, extent: usize) -> Option<Retention> {
-        Retention {
-            head: f_retained,
-            tail_src: extent.checked_sub(f_prompt)?,
-            tail_len: f_prompt,
-        }
-        .valid()
+    /// Keeps `H[0:head] ‖ H[extent−tail : extent]`. `None` unless the window moves left by at
+    /// least one frame (`extent > head + tail`, which also gives `tail ≤ extent`): at
+    /// `extent ≤ head + tail` there is nothing to drop, and the kernel refuses the launch.
+    pub fn new(head: usize, tail: usize, extent: usize) -> Option<Retention> {
+        let tail_src = extent.checked_sub(tail)?;
+        (tail_src > head).then_some(Retention {
+            head,
+            tail_src,
+            tail_len: tail,
+        })
     }
 
-    /// Append order: head = the `f_prompt` prompt frames, tail = the newest `f_retained`.
-    pub fn append(f_prompt: usize, f_retained: usize, extent: usize) -> Option<Retention> {
-        Retention {
-            head: f_prompt,
-            tail_src: extent.checked_sub(f_retained)?,
-            tail_len: f_retained,
-        }
-        .valid()
-    }
-
-    fn valid(self) -> Option<Retention> {
-        // The window must move left by at least one frame (extent > L).
-        (self.tail_src > self.head).then_some(self)
-    }
-
-    /// Frames after retention (L).
+    /// Frames after retention (`head + tail`).
     pub fn kept(&self) -> usize {
         self.head + self.tail_len
     }
 
-    /// Frames the window moves left by (`extent - L`), the in-place pass length.
+    /// Frames the window moves left by (`extent − kept`), the in-place pass length.
     pub fn shift(&self) -> usize {
         self.tail_src - self.head
     }
-}
-
-struct Geometry {
-    dst: *mut u32,
-    src: *const u32,
-    outer: usize,
-    dst_rs: usize,
-    src_rs: usize,
-    inner: usize,
-}
-
-fn geometry(a: &[Arg]) -> Result<(Geometry, usize, usize, usize), KernelError> {
-    let g = Geometry {
-        dst: a.ptr(0)?.0 as *mut u32,
-        src: a.ptr(1)?.0 as *const u32,
-        outer: a.usize(2)?,
-        dst_rs: a.usize(3)?,
-        src_rs: a.usize(4)?,
-        inner: a.usize(5)?,
-    };
-    Ok((g, a.usize(6)?, a.usize(7)?, a.usize(8)?))
 }
 
 /// The twin of `dcc_retain`: the same passes, row by row.
 ///
 /// # Safety
 /// Rows of `dst`/`src` hold the frames the retention touches.
-unsafe fn retain(g: &Geometry, r: Retention) -> Result<(), KernelError> {
-    let inplace = std::ptr::eq(g.dst, g.src);
-    if inplace && g.dst_rs != g.src_rs {
-        return Err(KernelError::Invalid(
-            "in-place carry with different row strides".into(),
-        ));
-    }
-    let inner = g.inner;
-    for row in 0..g.outer {
+#[allow(clippy::too_many_arguments)]
+unsafe fn retain(
+    dst: *mut u32,
+    src: *const u32,
+    outer: usize,
+    dst_rs: usize,
+    src_rs: usize,
+    inner: usize,
+    r: Retention,
+) {
+    let inplace = std::ptr::eq(dst, src);
+    for row in 0..outer {
         // SAFETY: row bases are inside the buffers (caller).
-        let (d, s) = unsafe { (g.dst.add(row * g.dst_rs), g.src.add(row * g.src_rs)) };
+        let (d, s) = unsafe { (dst.add(row * dst_rs), src.add(row * src_rs)) };
         if !inplace {
             // SAFETY: distinct buffers; the head is `head * inner` words in each.
             unsafe { std::ptr::copy_nonoverlapping(s, d, r.head * inner) };
@@ -148,29 +116,25 @@ unsafe fn retain(g: &Geometry, r: Retention) -> Result<(), KernelError> {
             p0 = p1;
         }
     }
+}
+
+unsafe fn host_retain(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    let (dst, src) = (a.ptr(0)?.0 as *mut u32, a.ptr(1)?.0 as *const u32);
+    let (outer, dst_rs, src_rs, inner) = (a.usize(2)?, a.usize(3)?, a.usize(4)?, a.usize(5)?);
+    let (head, tail, extent) = (a.usize(6)?, a.usize(7)?, a.usize(8)?);
+    if std::ptr::eq(dst, src) && dst_rs != src_rs {
+        return Err(KernelError::Invalid(format!(
+            "carry.retain in place with different row strides ({dst_rs} and {src_rs})"
+        )));
+    }
+    let r = Retention::new(head, tail, extent).ok_or_else(|| {
+        KernelError::Invalid(format!(
+            "carry.retain needs tail {tail} <= extent {extent} and extent > head {head} + tail"
+        ))
+    })?;
+    // SAFETY: HostFn contract.
+    unsafe { retain(dst, src, outer, dst_rs, src_rs, inner, r) };
     Ok(())
-}
-
-unsafe fn host_prepend(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
-    let (g, f_prompt, f_retained, extent) = geometry(a)?;
-    let r = Retention::prepend(f_prompt, f_retained, extent).ok_or_else(|| {
-        KernelError::Invalid(format!(
-            "prepend carry needs extent {extent} > {f_prompt}+{f_retained}"
-        ))
-    })?;
-    // SAFETY: HostFn contract.
-    unsafe { retain(&g, r) }
-}
-
-unsafe fn host_append(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
-    let (g, f_prompt, f_retained, extent) = geometry(a)?;
-    let r = Retention::append(f_prompt, f_retained, extent).ok_or_else(|| {
-        KernelError::Invalid(format!(
-            "append carry needs extent {extent} > {f_prompt}+{f_retained}"
-        ))
-    })?;
-    // SAFETY: HostFn contract.
-    unsafe { retain(&g, r) }
 }
 
 #[cfg(test)]
@@ -178,17 +142,17 @@ mod tests {
     use super::*;
     use crate::abi::DevPtr;
 
+    /// Runs the twin in place over `buf`.
     #[allow(clippy::too_many_arguments)]
     fn run(
-        k: &KernelDef,
         buf: &mut [u32],
         outer: usize,
         rs: usize,
         inner: usize,
-        fp: usize,
-        fr: usize,
+        head: usize,
+        tail: usize,
         ext: usize,
-    ) {
+    ) -> Result<(), KernelError> {
         let p = DevPtr(buf.as_mut_ptr() as u64);
         let args = [
             Arg::Ptr(p),
@@ -197,38 +161,39 @@ mod tests {
             Arg::I64(rs as i64),
             Arg::I64(rs as i64),
             Arg::I64(inner as i64),
-            Arg::I64(fp as i64),
-            Arg::I64(fr as i64),
+            Arg::I64(head as i64),
+            Arg::I64(tail as i64),
             Arg::I64(ext as i64),
         ];
-        // SAFETY: buf holds outer * rs words and ext * inner <= rs.
-        unsafe { k.run_host(&LaunchDims::blocks(1, 32), &args).unwrap() };
+        // SAFETY: buf holds outer * rs words and ext * inner <= rs (every caller below).
+        unsafe { RETAIN.run_host(&LaunchDims::blocks(1, 32), &args) }
     }
 
     #[test]
     fn in_place_equals_concat_for_every_shift() {
-        let (outer, inner, fp, fr) = (3, 2, 7, 4);
+        let (outer, inner) = (3, 2);
         let cap = 40;
-        for ext in fp + fr + 1..=cap {
-            for (k, prepend) in [(&PREPEND, true), (&APPEND, false)] {
+        // (head, tail): prepend storage under the paper's rule (retained 4, prompt 7), then the
+        // append rule (prompt 7, retained 4), then degenerate splits.
+        for (head, tail) in [(4, 7), (7, 4), (0, 5), (5, 0)] {
+            for ext in head + tail + 1..=cap {
                 let rs = cap * inner;
                 let mut buf: Vec<u32> = (0..outer * rs)
                     .map(|i| (i as u32).wrapping_mul(2654435761))
                     .collect();
                 let orig = buf.clone();
-                run(k, &mut buf, outer, rs, inner, fp, fr, ext);
+                run(&mut buf, outer, rs, inner, head, tail, ext).unwrap();
                 for r in 0..outer {
                     let row = &orig[r * rs..r * rs + ext * inner];
-                    let (a, b) = if prepend {
-                        (&row[..fr * inner], &row[(ext - fp) * inner..])
-                    } else {
-                        (&row[..fp * inner], &row[(ext - fr) * inner..])
-                    };
-                    let want: Vec<u32> = a.iter().chain(b).copied().collect();
+                    let want: Vec<u32> = row[..head * inner]
+                        .iter()
+                        .chain(&row[(ext - tail) * inner..])
+                        .copied()
+                        .collect();
                     assert_eq!(
-                        &buf[r * rs..r * rs + (fp + fr) * inner],
+                        &buf[r * rs..r * rs + (head + tail) * inner],
                         &want[..],
-                        "ext {ext} prepend {prepend}"
+                        "ext {ext} head {head} tail {tail}"
                     );
                     // Frames past L are left as they were (envelope spare capacity).
                     assert_eq!(
@@ -241,9 +206,68 @@ mod tests {
     }
 
     #[test]
-    fn rejects_extent_not_past_bound() {
-        assert!(Retention::prepend(302, 100, 402).is_none());
-        assert!(Retention::prepend(302, 100, 403).is_some());
-        assert_eq!(Retention::append(302, 100, 452).unwrap().shift(), 50);
+    fn geometry_needs_the_window_to_move_left() {
+        assert!(Retention::new(100, 302, 402).is_none());
+        assert!(Retention::new(100, 302, 401).is_none());
+        assert!(
+            Retention::new(0, 10, 5).is_none(),
+            "tail longer than the extent"
+        );
+        let r = Retention::new(100, 302, 403).unwrap();
+        assert_eq!((r.head, r.tail_src, r.tail_len), (100, 101, 302));
+        assert_eq!((r.kept(), r.shift()), (402, 1));
+        assert_eq!(Retention::new(302, 100, 452).unwrap().shift(), 50);
+    }
+
+    /// Every launch the kernel returns from without writing, the twin refuses with a typed
+    /// error, also without writing.
+    #[test]
+    fn guards_refuse_without_writing() {
+        let (outer, inner, cap) = (2, 3, 20);
+        let rs = cap * inner;
+        let orig: Vec<u32> = (0..outer * rs).map(|i| i as u32 ^ 0x5a5a).collect();
+        let invalid = |r: &Result<(), KernelError>| matches!(r, Err(KernelError::Invalid(_)));
+        // extent == head + tail (shift 0: an in-place pass would never end) and below it
+        for ext in [12, 11, 0] {
+            let mut buf = orig.clone();
+            assert!(
+                invalid(&run(&mut buf, outer, rs, inner, 5, 7, ext)),
+                "ext {ext}"
+            );
+            assert_eq!(buf, orig);
+        }
+        // tail longer than the extent
+        let mut buf = orig.clone();
+        assert!(invalid(&run(&mut buf, outer, rs, inner, 0, 9, 8)));
+        assert_eq!(buf, orig);
+        // in place with different row strides
+        let mut buf = orig.clone();
+        let p = DevPtr(buf.as_mut_ptr() as u64);
+        let args = [
+            Arg::Ptr(p),
+            Arg::Ptr(p),
+            Arg::I64(1),
+            Arg::I64(rs as i64),
+            Arg::I64(rs as i64 - inner as i64),
+            Arg::I64(inner as i64),
+            Arg::I64(2),
+            Arg::I64(3),
+            Arg::I64(10),
+        ];
+        // SAFETY: one row of at most rs words of buf; refused before any access.
+        let r = unsafe { RETAIN.run_host(&LaunchDims::blocks(1, 32), &args) };
+        assert!(invalid(&r), "{r:?}");
+        assert_eq!(buf, orig);
+        // a negative size is refused as an argument error
+        let mut buf = orig.clone();
+        let p = DevPtr(buf.as_mut_ptr() as u64);
+        let mut args = args;
+        args[0] = Arg::Ptr(p);
+        args[1] = Arg::Ptr(p);
+        args[4] = Arg::I64(rs as i64);
+        args[6] = Arg::I64(-1);
+        // SAFETY: as above.
+        assert!(unsafe { RETAIN.run_host(&LaunchDims::blocks(1, 32), &args) }.is_err());
+        assert_eq!(buf, orig);
     }
 }

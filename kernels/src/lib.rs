@@ -26,25 +26,57 @@
 //!   tree over a fixed block size); no atomics in reductions.
 //! * Integer arithmetic wraps (`wrapping_*` in Rust, unsigned overflow in C).
 //!
-//! # Adding a module (how `token2wav` plugs in)
+//! # Families
 //!
-//! 1. Write `kernels/cuda/<module>.cu` with `extern "C" __global__` entries.
-//! 2. Write `kernels/src/<module>.rs` (or `<module>/mod.rs`) with
-//!    `pub static SOURCE: CudaSource = CudaSource { name: "<module>", code: include_str!("../cuda/<module>.cu") };`,
-//!    one `pub static FOO: KernelDef = KernelDef { .. }` per entry, its host twin, and
-//!    `pub static KERNELS: &[&KernelDef] = &[&FOO, ..];`.
-//! 3. Add `pub mod <module>;` below and `<module>::KERNELS` to [`MODULES`].
+//! Kernels are grouped by what they compute, one module per family: [`norm`], [`act`],
+//! [`elementwise`], [`attention`], [`copy`], [`embed`], [`carry`], [`rng`] (and [`synthetic`],
+//! the runtime's test kernels). A kernel is named `<family>.<op>` and its CUDA entry
+//! `<family>_<op>`. Each family's host twins live beside its kernels in `kernels/src/<family>.rs`;
+//! a twin rebuilds slices from the raw addresses and calls the family's public slice function that
+//! performs the kernel's arithmetic: that function *is* the twin's body, so there is one copy of
+//! every row body. [`gemm`] holds the host matrix products (no kernel: on a device every `Linear`
+//! and convolution is the runtime's `Backend::gemm`); [`math`] the twins of the shared
+//! `__device__` helpers (transcendentals, the warp reduction order) of `kernels/cuda/common.cuh`.
+//! No name here refers to a model: the same kernels serve any model the runtime runs.
+//!
+//! Layout conventions of the model families: activations are row-major `[rows, cols]`
+//! ("time-major": one row per frame, channels contiguous); a `torch.nn.Linear` weight is
+//! `[out, in]` row-major, as stored in a vendor state_dict; convolution weights are re-laid out
+//! once at load time from torch's `[out, in, k]` to `[out, k, in]` ([`gemm::conv_weight_okc`]) so
+//! that a 1-D convolution over a time-major input is a plain GEMM over overlapping rows.
+//!
+//! # Adding a family
+//!
+//! 1. Write `kernels/cuda/<family>.cu` with `extern "C" __global__` entries named
+//!    `<family>_<op>`. If it needs the shared helpers, its source is `common.cuh` followed by the
+//!    family file (one NVRTC translation unit, no `#include`).
+//! 2. Write `kernels/src/<family>.rs` (or `<family>/mod.rs` when long) with
+//!    `pub static SOURCE: CudaSource = CudaSource { name: "<family>", code:
+//!    concat!(include_str!("../cuda/common.cuh"), include_str!("../cuda/<family>.cu")) };` (or
+//!    just `include_str!` of the family file), one `pub static FOO: KernelDef` per entry
+//!    (`twin::kdef!` names it `<family>.<op>` / `<family>_<op>`), its host twin over the family's
+//!    public slice function, and `pub static KERNELS: &[&KernelDef] = &[&FOO, ..];`.
+//! 3. Add `pub mod <family>;` below and `<family>::KERNELS` to [`MODULES`].
 //! 4. The runtime's tests compile every module in [`MODULES`] on the GPU machine
-//!    (`cuda_all_modules_compile`), and each twin should get a test against its kernel there.
+//!    (`cuda_all_registered_modules_compile`), and each twin gets a test against its kernel there
+//!    (`runtime/tests/kernels.rs`).
 //!
 //! Kernel names are unique across the registry ([`registry`] checks it in a test).
 
 pub mod abi;
+pub mod act;
+pub mod attention;
 pub mod carry;
+pub mod copy;
+pub mod elementwise;
+pub mod embed;
+pub mod gemm;
+pub mod math;
+pub mod norm;
 pub mod philox;
 pub mod rng;
 pub mod synthetic;
-pub mod token2wav;
+mod twin;
 
 pub use abi::{Arg, Args, DevPtr, KernelError, LaunchDims, Param};
 
@@ -53,7 +85,8 @@ pub use abi::{Arg, Args, DevPtr, KernelError, LaunchDims, Param};
 pub struct CudaSource {
     /// Module name; the runtime caches compiled PTX per process under this name.
     pub name: &'static str,
-    /// CUDA C text (`include_str!` of `kernels/cuda/<name>.cu`).
+    /// CUDA C text (`include_str!` of `kernels/cuda/<name>.cu`, after `common.cuh` for the
+    /// families that share its helpers).
     pub code: &'static str,
 }
 
@@ -67,7 +100,7 @@ pub type HostFn = unsafe fn(dims: &LaunchDims, args: &[Arg]) -> Result<(), Kerne
 /// A kernel: CUDA entry plus host twin.
 #[derive(Debug)]
 pub struct KernelDef {
-    /// Unique name across the registry (by convention `<module>.<entry>`).
+    /// Unique name across the registry (`<family>.<op>`).
     pub name: &'static str,
     pub source: &'static CudaSource,
     /// The `extern "C"` symbol in `source`.
@@ -123,10 +156,15 @@ pub const NVRTC_OPTIONS: &[&str] = &[
 
 /// Every module's kernel list. Extend with one line per module.
 pub static MODULES: &[&[&KernelDef]] = &[
+    norm::KERNELS,
+    act::KERNELS,
+    elementwise::KERNELS,
+    attention::KERNELS,
+    copy::KERNELS,
+    embed::KERNELS,
     carry::KERNELS,
     rng::KERNELS,
     synthetic::KERNELS,
-    token2wav::KERNELS,
 ];
 
 /// All registered kernels.
@@ -173,6 +211,45 @@ mod tests {
             assert!(
                 k.source.code.contains("extern \"C\""),
                 "{}: no extern C",
+                k.source.name
+            );
+        }
+    }
+
+    /// Every CUDA file under `kernels/cuda` is a registered module (its kernels in [`MODULES`]),
+    /// and every `extern "C"` entry of every registered source is some kernel's entry.
+    #[test]
+    fn every_module_and_entry_is_registered() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("cuda");
+        let mut files: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter_map(|f| f.strip_suffix(".cu").map(str::to_owned))
+            .collect();
+        files.sort();
+        let mut modules: Vec<&str> = sources().iter().map(|s| s.name).collect();
+        modules.sort_unstable();
+        assert_eq!(
+            files, modules,
+            "kernels/cuda/*.cu vs the modules in MODULES"
+        );
+        for s in sources() {
+            let mut rest = s.code;
+            while let Some(i) = rest.find("extern \"C\" __global__ void ") {
+                rest = &rest[i + "extern \"C\" __global__ void ".len()..];
+                let entry = &rest[..rest.find('(').unwrap()];
+                assert!(
+                    registry().any(|k| k.entry == entry && std::ptr::eq(k.source, s)),
+                    "{}: entry `{entry}` has no KernelDef",
+                    s.name
+                );
+            }
+        }
+        for k in registry() {
+            assert!(
+                k.name.starts_with(&format!("{}.", k.source.name)),
+                "{} is not named after its family {}",
+                k.name,
                 k.source.name
             );
         }

@@ -3,13 +3,14 @@
 //!
 //! A cache is `outer` rows (e.g. layers × 2 × heads) of frames of `inner` 32-bit words; the frame
 //! axis is the inner-but-one axis, as in `(layers, 2, heads, frames, 128)`. When the live extent
-//! ℓ exceeds `L = f_prompt + f_retained`, retention keeps
+//! ℓ exceeds `L = head + tail`, retention keeps `H[·, 0:head] ‖ H[·, ℓ−tail:ℓ]`, with `(head,
+//! tail)` the contract's [`Keep`] on the region's storage order:
 //!
-//! * prepend order, paper slicing: `H[·, 0:f_ret] ‖ H[·, ℓ−f_prompt:ℓ]` (newest first, prompt
-//!   tail) — kernel `carry.prepend`;
-//! * prepend order, vendor slicing (minicpmo-utils 1.0.7): `H[·, :f_prompt] ‖ H[·, −f_ret:]` —
-//!   kernel `carry.append`;
-//! * append order: `H[·, :f_prompt] ‖ H[·, ℓ−f_ret:ℓ]` — kernel `carry.append`.
+//! * prepend order, paper rule: `head = retained, tail = prompt` (newest first, prompt tail);
+//! * prepend order, vendor slicing (minicpmo-utils 1.0.7) and append order:
+//!   `head = prompt, tail = retained`.
+//!
+//! One kernel, `carry.retain`, takes the pair as it is declared.
 //!
 //! **In-place choice.** The carry region *is* the live region (one envelope of `capacity`
 //! frames per row; the model writes new frames into its spare capacity). The head of the kept
@@ -19,52 +20,30 @@
 //! address never changes. A separate carry region (`Carry::separate`) is also supported and
 //! copies both parts in one pass each. Turn reset copies the saved base state into the same
 //! bytes.
+//!
+//! [`write_back`] is the one checked entry point for a retention launch: it validates the
+//! geometry and checks every range the kernel will touch against the backend's live buffers
+//! before launching, so both backends refuse a bad write-back alike, with a typed error.
 
 use std::collections::BTreeSet;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
 use dcc_kernels::carry::{self as kc, Retention};
-use dcc_kernels::{Arg, KernelDef, LaunchDims};
+use dcc_kernels::copy as kcopy;
+use dcc_kernels::{Arg, LaunchDims};
 
 use crate::DevPtr;
 use crate::backend::{AllocKind, Backend, DeviceBuffer};
-use crate::contract::{CacheOrder, Keep};
+use crate::contract::Keep;
 use crate::error::{Error, Result};
-
-/// Which slicing a contract declares for its retention.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Slicing {
-    /// Paper eq. 2 (`--retention paper`).
-    Paper,
-    /// minicpmo-utils 1.0.7 on the prepend cache: `[:f_prompt] ‖ [-f_retained:]`
-    /// (`--retention vendor`).
-    Vendor,
-}
-
-impl Slicing {
-    /// The slicing a contract declares with a storage order and a keep rule
-    /// ([`crate::contract::RegionInfo::order`] and `keep`): the order's natural rule is
-    /// [`Slicing::Paper`]; on prepend storage the append rule (`head = prompt, tail = retained`)
-    /// is [`Slicing::Vendor`]. `None` for a split the carry kernels do not implement on that
-    /// order (e.g. newest frames at the head of append storage).
-    pub fn of(order: CacheOrder, keep: &Keep) -> Option<Slicing> {
-        if keep.is_natural(order) {
-            return Some(Slicing::Paper);
-        }
-        let append = Keep::natural(CacheOrder::Append, keep.prompt, keep.retained);
-        (order == CacheOrder::Prepend && (keep.head, keep.tail) == (append.head, append.tail))
-            .then_some(Slicing::Vendor)
-    }
-}
 
 /// Geometry and policy of one carried cache.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct CarrySpec {
-    pub order: CacheOrder,
-    pub slicing: Slicing,
-    pub f_prompt: usize,
-    pub f_retained: usize,
+    /// The kept slices, `H[·, 0:head] ‖ H[·, ℓ−tail:ℓ]` on the storage order (with the declared
+    /// prompt and retained frames).
+    pub keep: Keep,
     /// Rows (product of the axes outside the frame axis).
     pub outer: usize,
     /// 32-bit words per frame (product of the axes inside the frame axis × dtype bytes / 4).
@@ -74,32 +53,15 @@ pub struct CarrySpec {
 }
 
 impl CarrySpec {
-    /// `L = f_prompt + f_retained`.
+    /// `L = head + tail`.
     pub fn bound(&self) -> usize {
-        self.f_prompt + self.f_retained
+        self.keep.head + self.keep.tail
     }
 
-    /// True when retention keeps the newest frames at the head (prepend kernel).
-    fn newest_head(&self) -> bool {
-        self.order == CacheOrder::Prepend && self.slicing == Slicing::Paper
-    }
-
-    /// The kernel that implements this declaration.
-    pub fn kernel(&self) -> &'static KernelDef {
-        if self.newest_head() {
-            &kc::PREPEND
-        } else {
-            &kc::APPEND
-        }
-    }
-
-    /// The geometry of a retention at extent `extent` under this declaration.
+    /// The geometry of a retention at extent `extent` under this declaration (`None` while
+    /// `extent ≤ L`).
     pub fn retention(&self, extent: usize) -> Option<Retention> {
-        if self.newest_head() {
-            Retention::prepend(self.f_prompt, self.f_retained, extent)
-        } else {
-            Retention::append(self.f_prompt, self.f_retained, extent)
-        }
+        Retention::new(self.keep.head, self.keep.tail, extent)
     }
 
     /// Bytes of the live region (`outer × capacity × inner` words).
@@ -132,6 +94,154 @@ pub fn stock_concat(
         );
     }
     Some(out)
+}
+
+/// Writes a cache back: `outer` rows of `src` (row stride `src_row_frames` frames of `inner`
+/// 32-bit words, frames `[0, extent)` live) into the rows of `dst` (stride `dst_row_frames`).
+/// With `extent ≤ keep.head + keep.tail` the rows are copied as they are (a strided copy,
+/// `copy.block`; nothing to do in place); above, `carry.retain` keeps
+/// `H[·, 0:head] ‖ H[·, extent−tail : extent]`. Returns the extent after the write-back
+/// (`extent`, or `head + tail`).
+///
+/// Checked before anything is launched, with the same typed errors on both backends: the
+/// geometry ([`Error::Carry`]: the kept frames fit a destination row and `extent` a source row,
+/// in place (`dst == src`) only with equal strides, every size representable as the kernels'
+/// `i64`), 4-byte alignment ([`Error::Invalid`]), that each of the two ranges the launch touches
+/// lies inside one live buffer of `be` ([`Backend::check_range`]: [`Error::Dangling`],
+/// [`Error::OutOfBounds`]), and that they do not overlap unless in place ([`Error::Carry`]).
+/// The buffers must stay alive until the work completes (a graph capturing it: until its last
+/// replay), as for every stream operation; the range check and the launch are two lookups of the
+/// backend's registry, so a buffer another thread frees (and reallocates) between them is not
+/// seen, as with the start checks of [`Backend::launch`].
+#[allow(clippy::too_many_arguments)]
+pub fn write_back(
+    be: &dyn Backend,
+    dst: DevPtr,
+    dst_row_frames: usize,
+    src: DevPtr,
+    src_row_frames: usize,
+    outer: usize,
+    inner: usize,
+    keep: Keep,
+    extent: usize,
+) -> Result<usize> {
+    let bad = |why: &str| {
+        Error::Carry(format!(
+            "write-back of {outer} rows of {extent} frames × {inner} words keeping \
+             head {} ‖ tail {} from rows of {src_row_frames} into rows of {dst_row_frames} \
+             frames: {why}",
+            keep.head, keep.tail
+        ))
+    };
+    let retention = Retention::new(keep.head, keep.tail, extent);
+    let kept = retention.map_or(Some(extent), |_| keep.head.checked_add(keep.tail));
+    let kept = kept.ok_or_else(|| bad("head + tail overflows"))?;
+    if extent > src_row_frames || kept > dst_row_frames {
+        return Err(bad("the frames do not fit the rows"));
+    }
+    let inplace = dst == src;
+    if inplace && dst_row_frames != src_row_frames {
+        return Err(bad("in place with different row strides"));
+    }
+    // Words each side spans, `((outer − 1)·row_frames + frames)·inner`, and every kernel
+    // argument, as checked integers that fit the kernels' i64.
+    let span = |row_frames: usize, frames: usize| -> Option<usize> {
+        if outer == 0 || frames == 0 || inner == 0 {
+            return Some(0);
+        }
+        (outer - 1)
+            .checked_mul(row_frames)?
+            .checked_add(frames)?
+            .checked_mul(inner)
+    };
+    let fits = |v: Option<usize>| {
+        v.filter(|&w| w.checked_mul(4).is_some_and(|b| i64::try_from(b).is_ok()))
+    };
+    let (Some(dst_words), Some(src_words), Some(dst_rs), Some(src_rs)) = (
+        fits(span(dst_row_frames, kept)),
+        fits(span(src_row_frames, extent)),
+        fits(dst_row_frames.checked_mul(inner)),
+        fits(src_row_frames.checked_mul(inner)),
+    ) else {
+        return Err(bad("the sizes overflow"));
+    };
+    if fits(Some(outer)).is_none() || fits(extent.checked_mul(inner)).is_none() {
+        return Err(bad("the sizes overflow"));
+    }
+    if !dst.0.is_multiple_of(4) || !src.0.is_multiple_of(4) {
+        return Err(Error::Invalid(format!(
+            "write-back: {dst} or {src} is not 4-byte aligned"
+        )));
+    }
+    be.check_range(dst, dst_words * 4)?;
+    be.check_range(src, src_words * 4)?;
+    // Both ranges lie in live allocations, so these sums do not overflow.
+    let (d0, d1) = (dst.0, dst.0 + dst_words as u64 * 4);
+    let (s0, s1) = (src.0, src.0 + src_words as u64 * 4);
+    if !inplace && dst_words > 0 && src_words > 0 && d0 < s1 && s0 < d1 {
+        return Err(bad("the destination overlaps the source"));
+    }
+    let n = |v: usize| Arg::I64(v as i64);
+    match retention {
+        None => {
+            if inplace || dst_words == 0 {
+                return Ok(extent);
+            }
+            // SAFETY: `copy.block` with rep 1 writes `outer` rows of `extent·inner` words at
+            // stride `dst_rs` from `dst` and reads the same shape at stride `src_rs` from `src`:
+            // exactly the `dst_words` / `src_words` ranges checked above to lie inside one live
+            // buffer each, 4-byte aligned, not overlapping; every count fits i64. The buffers
+            // outlive the work per this function's contract (frees are stream-ordered).
+            // (`outer · extent · inner ≤ src_words`: `src_row_frames ≥ extent`.)
+            unsafe {
+                be.launch(
+                    &kcopy::BLOCK,
+                    LaunchDims::linear(outer * extent * inner, 128),
+                    &[
+                        Arg::Ptr(dst),
+                        n(dst_rs),
+                        Arg::Ptr(src),
+                        n(src_rs),
+                        n(outer),
+                        n(extent * inner),
+                        n(1),
+                    ],
+                )
+            }?;
+            Ok(extent)
+        }
+        Some(r) => {
+            if dst_words == 0 {
+                return Ok(r.kept());
+            }
+            // SAFETY: `carry.retain` at these arguments (extent > head + tail, so the kernel runs
+            // and its window moves left) writes frames [0, head + tail) of `outer` rows at
+            // stride `dst_rs` words from `dst` and reads frames [0, extent) at stride `src_rs`
+            // from `src`: the `dst_words` / `src_words` ranges checked above to lie inside one
+            // live buffer each, 4-byte aligned, every count within i64. In place, dst == src
+            // with equal strides, the aliasing the kernel is written for; otherwise the ranges
+            // do not overlap (checked). The buffers outlive the work per this function's
+            // contract (frees are stream-ordered).
+            unsafe {
+                be.launch(
+                    &kc::RETAIN,
+                    LaunchDims::blocks(outer.min(65_535) as u32, 256),
+                    &[
+                        Arg::Ptr(dst),
+                        Arg::Ptr(src),
+                        n(outer),
+                        n(dst_rs),
+                        n(src_rs),
+                        n(inner),
+                        n(r.head),
+                        n(r.tail_len),
+                        n(extent),
+                    ],
+                )
+            }?;
+            Ok(r.kept())
+        }
+    }
 }
 
 /// First elementwise disagreement found by the auditor.
@@ -184,17 +294,17 @@ impl std::fmt::Display for AuditReport {
 }
 
 /// A carried cache at a fixed address, over buffers it borrows for its life (so they cannot be
-/// freed under it). Every retention launch is checked against their sizes first.
+/// freed under it). Every retention goes through [`write_back`], which checks it first.
 pub struct Carry<'a> {
     backend: Arc<dyn Backend>,
     spec: CarrySpec,
     live: DevPtr,
     carry: DevPtr,
-    /// Bytes of the buffers at `live` and `carry` (checked at construction to hold the rows).
-    live_region_bytes: usize,
-    carry_region_bytes: usize,
-    carry_row_stride: usize,
-    kernel: &'static KernelDef,
+    /// Frames per row of the carry region (`capacity` in place, `L` separate).
+    carry_row_frames: usize,
+    /// The (head, tail) the kernel is launched with: the declaration's, unless replaced by
+    /// [`Carry::with_launch_keep`].
+    launch_keep: Keep,
     extent: usize,
     base: Option<(DeviceBuffer, usize)>,
     audit: Option<AuditReport>,
@@ -212,16 +322,13 @@ impl<'a> Carry<'a> {
     ) -> Result<Carry<'a>> {
         Self::check(&spec)?;
         region.check_elems::<u32>(backend.kind(), 0, spec.live_bytes() / 4)?;
-        let rs = spec.capacity * spec.inner;
         Ok(Carry {
             backend,
-            kernel: spec.kernel(),
+            carry_row_frames: spec.capacity,
+            launch_keep: spec.keep,
             spec,
             live: region.ptr(),
             carry: region.ptr(),
-            live_region_bytes: region.bytes(),
-            carry_region_bytes: region.bytes(),
-            carry_row_stride: rs,
             extent: 0,
             base: None,
             audit: None,
@@ -242,7 +349,6 @@ impl<'a> Carry<'a> {
         Self::check(&spec)?;
         live.check_elems::<u32>(backend.kind(), 0, spec.live_bytes() / 4)?;
         carry.check_elems::<u32>(backend.kind(), 0, spec.carry_bytes() / 4)?;
-        let (live_region_bytes, carry_region_bytes) = (live.bytes(), carry.bytes());
         let (live, carry) = (live.ptr(), carry.ptr());
         let (lb, cb) = (spec.live_bytes() as u64, spec.carry_bytes() as u64);
         // Saturating: a range reaching past the address space overlaps everything after it.
@@ -253,13 +359,11 @@ impl<'a> Carry<'a> {
         }
         Ok(Carry {
             backend,
-            kernel: spec.kernel(),
-            carry_row_stride: spec.bound() * spec.inner,
+            carry_row_frames: spec.bound(),
+            launch_keep: spec.keep,
             spec,
             live,
             carry,
-            live_region_bytes,
-            carry_region_bytes,
             extent: 0,
             base: None,
             audit: None,
@@ -269,7 +373,7 @@ impl<'a> Carry<'a> {
     }
 
     fn check(spec: &CarrySpec) -> Result<()> {
-        if spec.f_prompt == 0 && spec.f_retained == 0 || spec.outer == 0 || spec.inner == 0 {
+        if spec.bound() == 0 || spec.outer == 0 || spec.inner == 0 {
             return Err(Error::Carry(format!("degenerate carry {spec:?}")));
         }
         // Every size the carry derives (`live_bytes`, and the i64 kernel arguments) must be
@@ -278,7 +382,7 @@ impl<'a> Carry<'a> {
             .into_iter()
             .try_fold(1usize, usize::checked_mul)
             .filter(|&b| i64::try_from(b).is_ok());
-        if live.is_none() || spec.f_prompt.checked_add(spec.f_retained).is_none() {
+        if live.is_none() || spec.keep.head.checked_add(spec.keep.tail).is_none() {
             return Err(Error::Carry(format!("carry {spec:?} overflows its sizes")));
         }
         if spec.capacity <= spec.bound() {
@@ -291,12 +395,12 @@ impl<'a> Carry<'a> {
         Ok(())
     }
 
-    /// Replaces the retention kernel (e.g. to reproduce an append/prepend mix-up; the auditor
-    /// still checks against the declared slicing).
-    /// Only the carry kernels (`carry.prepend`, `carry.append`) are launched: `retain` refuses
-    /// any other kernel.
-    pub fn with_kernel(mut self, kernel: &'static KernelDef) -> Carry<'a> {
-        self.kernel = kernel;
+    /// Launches the kernel with another (head, tail) than the declaration's, e.g. the append
+    /// rule on prepend storage, to reproduce a storage-order mix-up; the auditor still checks
+    /// against the declaration. The kept frames `head + tail` must equal the declared `L`
+    /// (checked at [`Carry::retain`]), so the launch stays inside the regions.
+    pub fn with_launch_keep(mut self, keep: Keep) -> Carry<'a> {
+        self.launch_keep = keep;
         self
     }
 
@@ -348,7 +452,7 @@ impl<'a> Carry<'a> {
     /// Saves the current carry contents (the whole carry region, so `extent` frames per row)
     /// as the turn's base state. The base buffer is allocated on the first save and reused.
     pub fn save_base(&mut self) -> Result<()> {
-        let bytes = self.spec.outer * self.carry_row_stride * 4;
+        let bytes = self.spec.outer * self.carry_row_frames * self.spec.inner * 4;
         let buf = match self.base.take() {
             Some((buf, _)) => buf,
             None => self.backend.alloc(bytes, AllocKind::Session)?,
@@ -375,43 +479,22 @@ impl<'a> Carry<'a> {
         Ok(())
     }
 
-    /// Checks a retention launch at `extent` against the regions before it is issued: the
-    /// kernel is a carry kernel, the retention moves the window (ℓ > L), and every frame it
-    /// reads or writes lies inside the buffers.
-    fn check_launch(&self, extent: usize) -> Result<()> {
-        let spec = &self.spec;
-        if !std::ptr::eq(self.kernel, &kc::PREPEND) && !std::ptr::eq(self.kernel, &kc::APPEND) {
-            return Err(Error::Carry(format!(
-                "{} is not a carry kernel",
-                self.kernel.name
-            )));
-        }
-        let live_rs = spec.capacity * spec.inner;
-        // `check` bounded outer × capacity × inner × 4, and capacity > L, so these do not
-        // overflow.
-        let fits = extent > spec.bound()
-            && extent <= spec.capacity
-            && spec.bound() * spec.inner <= self.carry_row_stride
-            && spec.outer * live_rs * 4 <= self.live_region_bytes
-            && spec.outer * self.carry_row_stride * 4 <= self.carry_region_bytes;
-        if !fits {
-            return Err(Error::Carry(format!(
-                "retention at extent {extent} does not fit the regions ({spec:?}, {} / {} bytes)",
-                self.live_region_bytes, self.carry_region_bytes
-            )));
-        }
-        Ok(())
-    }
-
-    /// Applies retention if ℓ > L (returns whether it did). `chunk` labels the application in
-    /// the audit report. With ℓ ≤ L nothing is written (a separate carry region is then not
-    /// refreshed from the live region).
+    /// Applies retention if ℓ > L (returns whether it did), through [`write_back`]. `chunk`
+    /// labels the application in the audit report. With ℓ ≤ L nothing is written (a separate
+    /// carry region is then not refreshed from the live region).
     pub fn retain(&mut self, chunk: u64) -> Result<bool> {
         let spec = self.spec;
         let extent = self.extent;
         let Some(declared) = spec.retention(extent) else {
             return Ok(false);
         };
+        if self.launch_keep.bound() != spec.bound() {
+            return Err(Error::Carry(format!(
+                "launch keep {:?} does not keep the declared L = {} frames",
+                self.launch_keep,
+                spec.bound()
+            )));
+        }
         let live_rs = spec.capacity * spec.inner;
         let expected = match &self.audit {
             Some(_) => {
@@ -420,45 +503,29 @@ impl<'a> Carry<'a> {
             }
             None => None,
         };
-        self.check_launch(extent)?;
-        // SAFETY: `check_launch` just established what the kernel's footprint needs: it is a
-        // carry kernel (which keeps `head + tail_len = L` frames of each of `outer` rows: writes
-        // dst frames [0, L), reads src frames [0, extent), both kernels alike), extent > L (so
-        // the window moves left and every in-place pass is disjoint), L frames fit in a carry
-        // row and `extent` frames in a live row, and `outer` rows of each stride lie inside the
-        // borrowed buffers (checked for this backend and u32 alignment at construction, alive
-        // for 'a, freed stream-ordered after this work). In place, dst == src with equal
-        // strides, the aliasing the carry kernels are written for; separate regions do not
-        // overlap (checked at construction).
-        unsafe {
-            self.backend.launch(
-                self.kernel,
-                LaunchDims::blocks(spec.outer.min(65_535) as u32, 256),
-                &[
-                    Arg::Ptr(self.carry),
-                    Arg::Ptr(self.live),
-                    Arg::I64(spec.outer as i64),
-                    Arg::I64(self.carry_row_stride as i64),
-                    Arg::I64(live_rs as i64),
-                    Arg::I64(spec.inner as i64),
-                    Arg::I64(spec.f_prompt as i64),
-                    Arg::I64(spec.f_retained as i64),
-                    Arg::I64(extent as i64),
-                ],
-            )
-        }?;
-        self.extent = declared.kept();
+        let kept_frames = write_back(
+            &*self.backend,
+            self.carry,
+            self.carry_row_frames,
+            self.live,
+            spec.capacity,
+            spec.outer,
+            spec.inner,
+            self.launch_keep,
+            extent,
+        )?;
+        // The launch keeps `launch_keep.bound() = L` frames, as the declaration does.
+        self.extent = kept_frames;
         self.retentions += 1;
         if let (Some(want), Some(report)) = (expected, self.audit.as_mut()) {
-            let got: Vec<u32> = self
-                .backend
-                .download(self.carry, spec.outer * self.carry_row_stride)?;
+            let crs = self.carry_row_frames * spec.inner;
+            let got: Vec<u32> = self.backend.download(self.carry, spec.outer * crs)?;
             report.applications += 1;
             report.addresses.insert(self.carry.0);
             let kept = declared.kept() * spec.inner;
             let mut first = None;
             'rows: for row in 0..spec.outer {
-                let g = &got[row * self.carry_row_stride..row * self.carry_row_stride + kept];
+                let g = &got[row * crs..row * crs + kept];
                 let w = &want[row * kept..(row + 1) * kept];
                 if let Some(i) = g.iter().zip(w).position(|(a, b)| a != b) {
                     first = Some(Divergence {
@@ -483,37 +550,5 @@ impl<'a> Carry<'a> {
             }
         }
         Ok(true)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn slicing_from_a_keep_rule() {
-        let (p, r) = (302, 100);
-        let pre = CacheOrder::Prepend;
-        let app = CacheOrder::Append;
-        assert_eq!(
-            Slicing::of(pre, &Keep::natural(pre, p, r)),
-            Some(Slicing::Paper)
-        );
-        assert_eq!(
-            Slicing::of(pre, &Keep::natural(app, p, r)),
-            Some(Slicing::Vendor)
-        );
-        assert_eq!(
-            Slicing::of(app, &Keep::natural(app, p, r)),
-            Some(Slicing::Paper)
-        );
-        assert_eq!(Slicing::of(app, &Keep::natural(pre, p, r)), None);
-        let split = Keep {
-            head: 200,
-            tail: 202,
-            prompt: p,
-            retained: r,
-        };
-        assert_eq!(Slicing::of(pre, &split), None);
     }
 }

@@ -508,10 +508,11 @@ fn cuda_kernels_match_host_twins() {
         }
         .unwrap()
     });
-    // Carry kernels, in place, every shift from 1 to past the window (one pass, many passes).
+    // The carry kernel, in place, every shift from 1 to past the window (one pass, many
+    // passes), with the prepend rule (head = retained, tail = prompt) and the append rule.
     let (outer, inner, fp, fr, cap) = (5usize, 16usize, 30usize, 10usize, 90usize);
     for ext in [fp + fr + 1, fp + fr + 3, fp + fr + 10, fp + fr + 31, cap] {
-        for k in [&kc::PREPEND, &kc::APPEND] {
+        for (head, tail) in [(fr, fp), (fp, fr)] {
             same_on_both(
                 &cuda,
                 &host,
@@ -519,11 +520,11 @@ fn cuda_kernels_match_host_twins() {
                 &|b, p| {
                     let rs = (cap * inner) as i64;
                     // SAFETY: p[0] holds outer·cap·inner words (the slice passed above), rows of stride
-                    // cap·inner; the carry kernels touch frames [0, ext) of each of `outer` rows in place, with
-                    // fp + fr < ext <= cap.
+                    // cap·inner; the carry kernel touches frames [0, ext) of each of `outer` rows in place, with
+                    // head + tail < ext <= cap.
                     unsafe {
                         b.launch(
-                            k,
+                            &kc::RETAIN,
                             LaunchDims::blocks(outer as u32, 256),
                             &[
                                 Arg::Ptr(p[0]),
@@ -532,8 +533,8 @@ fn cuda_kernels_match_host_twins() {
                                 Arg::I64(rs),
                                 Arg::I64(rs),
                                 Arg::I64(inner as i64),
-                                Arg::I64(fp as i64),
-                                Arg::I64(fr as i64),
+                                Arg::I64(head as i64),
+                                Arg::I64(tail as i64),
                                 Arg::I64(ext as i64),
                             ],
                         )

@@ -5,22 +5,29 @@ mod common;
 use std::sync::Arc;
 
 use common::data;
+use dcc_runtime::Error;
 use dcc_runtime::backend::{AllocKind, Backend};
-use dcc_runtime::carry::{Carry, CarrySpec, Slicing, stock_concat};
-use dcc_runtime::contract::CacheOrder;
-use dcc_runtime::kernels::carry as kc;
+use dcc_runtime::carry::{Carry, CarrySpec, stock_concat};
+use dcc_runtime::contract::{CacheOrder, Keep};
 
 const FP: usize = 302;
 const FR: usize = 100;
 const CHUNK: usize = 50;
 const CAP: usize = FP + FR + CHUNK;
 
-fn spec(order: CacheOrder, slicing: Slicing) -> CarrySpec {
+/// The paper's rule on `order` storage (`Keep::natural`).
+fn paper(order: CacheOrder) -> Keep {
+    Keep::natural(order, FP, FR)
+}
+
+/// minicpmo-utils 1.0.7 on prepend storage: the append rule (`head = prompt, tail = retained`).
+fn vendor() -> Keep {
+    Keep::natural(CacheOrder::Append, FP, FR)
+}
+
+fn spec(keep: Keep) -> CarrySpec {
     CarrySpec {
-        order,
-        slicing,
-        f_prompt: FP,
-        f_retained: FR,
+        keep,
         outer: 6,
         inner: 8,
         capacity: CAP,
@@ -109,7 +116,7 @@ fn drive(
 
 fn carry_equals_stock_over_300_retentions(b: Arc<dyn Backend>) {
     for order in [CacheOrder::Prepend, CacheOrder::Append] {
-        let s = spec(order, Slicing::Paper);
+        let s = spec(paper(order));
         let region = b.alloc(s.live_bytes(), AllocKind::Arena).unwrap();
         let mut carry = Carry::in_place(b.clone(), s, &region).unwrap().with_audit();
         drive(&b, &mut carry, 350, 25, 11, true);
@@ -125,7 +132,7 @@ fn carry_equals_stock_over_300_retentions(b: Arc<dyn Backend>) {
 }
 
 fn separate_carry_region_equals_stock(b: Arc<dyn Backend>) {
-    let s = spec(CacheOrder::Prepend, Slicing::Paper);
+    let s = spec(paper(CacheOrder::Prepend));
     let live = b.alloc(s.live_bytes(), AllocKind::Arena).unwrap();
     let c = b
         .alloc(s.outer * s.bound() * s.inner * 4, AllocKind::Arena)
@@ -146,13 +153,13 @@ fn separate_carry_region_equals_stock(b: Arc<dyn Backend>) {
 }
 
 fn mixup_is_caught_at_first_divergent_chunk(b: Arc<dyn Backend>) {
-    // A prepend-ordered cache declared with the paper's slicing, retained by the append kernel
+    // A prepend-ordered cache declared with the paper's rule, retained with the append rule
     // (the development bug the paper reports): the auditor flags chunk 3, the first retention.
-    let s = spec(CacheOrder::Prepend, Slicing::Paper);
+    let s = spec(paper(CacheOrder::Prepend));
     let region = b.alloc(s.live_bytes(), AllocKind::Arena).unwrap();
     let mut carry = Carry::in_place(b.clone(), s, &region)
         .unwrap()
-        .with_kernel(&kc::APPEND)
+        .with_launch_keep(paper(CacheOrder::Append))
         .with_audit();
     drive(&b, &mut carry, 10, 100, 3, false);
     let a = carry.audit().unwrap();
@@ -162,8 +169,8 @@ fn mixup_is_caught_at_first_divergent_chunk(b: Arc<dyn Backend>) {
         .expect("the auditor must catch the mix-up");
     assert_eq!((d.application, d.chunk), (1, 3));
     assert_eq!(a.agreements, 0);
-    // At chunk 3 (ℓ = FP + 3·CHUNK) both kernels keep H[0:FR] in place; the paper's slicing then
-    // wants H[ℓ − FP] at frame FR, the append kernel leaves H[FR] there. Both are prompt frames
+    // At chunk 3 (ℓ = FP + 3·CHUNK) both rules keep H[0:FR] in place; the paper's rule then
+    // wants H[ℓ − FP] at frame FR, the append rule leaves H[FR] there. Both are prompt frames
     // of row 0, so the first divergence is (row 0, frame FR, word 0) with these exact values.
     let prompt = bits(&data(3, s.outer * s.capacity * s.inner));
     let l = FP + 3 * CHUNK;
@@ -173,8 +180,8 @@ fn mixup_is_caught_at_first_divergent_chunk(b: Arc<dyn Backend>) {
 }
 
 fn paper_and_vendor_slicing_differ_from_chunk_3(b: Arc<dyn Backend>) {
-    let sp = spec(CacheOrder::Prepend, Slicing::Paper);
-    let sv = spec(CacheOrder::Prepend, Slicing::Vendor);
+    let sp = spec(paper(CacheOrder::Prepend));
+    let sv = spec(vendor());
     let (rp, rv) = (
         b.alloc(sp.live_bytes(), AllocKind::Arena).unwrap(),
         b.alloc(sv.live_bytes(), AllocKind::Arena).unwrap(),
@@ -204,12 +211,12 @@ both!(
     paper_and_vendor_slicing_differ_from_chunk_3,
 );
 
-/// Property test over random geometries on the Host backend: for every (ℓ, f_prompt,
-/// f_retained, order, slicing, outer, inner, capacity) the API accepts, in place and into a
+/// Property test over random geometries on the Host backend: for every (ℓ, head, tail, outer,
+/// inner, capacity) the API accepts, in place and into a
 /// separate region, the carry equals a naive concatenation of the declared slices, the address
 /// never moves, the other rows are not disturbed, and a separate carry leaves the live region
 /// untouched. Shifts ℓ − L from 1 (many overlapping passes) to more than the tail (one pass),
-/// and the degenerate f_prompt = 0 / f_retained = 0 declarations, are all drawn.
+/// and the degenerate head = 0 / tail = 0 declarations, are all drawn.
 #[test]
 fn carry_equals_naive_concat_for_random_geometries() {
     let b = common::host();
@@ -221,21 +228,18 @@ fn carry_equals_naive_concat_for_random_geometries() {
         (rng % n as u64) as usize
     };
     for case in 0..600 {
-        let (f_prompt, f_retained) = match next(8) {
+        let (prompt, retained) = match next(8) {
             0 => (0, 1 + next(20)),
             1 => (1 + next(20), 0),
             _ => (1 + next(40), 1 + next(40)),
         };
-        let bound = f_prompt + f_retained;
+        let bound = prompt + retained;
         let capacity = bound + 1 + next(2 * bound + 3);
         let extent = bound + 1 + next(capacity - bound);
         let order = [CacheOrder::Prepend, CacheOrder::Append][next(2)];
-        let slicing = [Slicing::Paper, Slicing::Vendor][next(2)];
+        let keep = Keep::natural(order, prompt, retained);
         let s = CarrySpec {
-            order,
-            slicing,
-            f_prompt,
-            f_retained,
+            keep,
             outer: 1 + next(4),
             inner: 1 + next(5),
             capacity,
@@ -245,10 +249,10 @@ fn carry_equals_naive_concat_for_random_geometries() {
             .map(|i| (i as u32).wrapping_mul(0x9E37_79B9) ^ case)
             .collect();
         // Naive concatenation of the declared slices (independent of `Retention`).
-        let (head, tail) = if order == CacheOrder::Prepend && slicing == Slicing::Paper {
-            (f_retained, f_prompt)
+        let (head, tail) = if order == CacheOrder::Prepend {
+            (retained, prompt)
         } else {
-            (f_prompt, f_retained)
+            (prompt, retained)
         };
         let want: Vec<Vec<u32>> = (0..s.outer)
             .map(|r| {
@@ -303,7 +307,7 @@ fn carry_equals_naive_concat_for_random_geometries() {
 #[test]
 fn turn_reset_restores_the_base_in_place() {
     let b = common::host();
-    let s = spec(CacheOrder::Prepend, Slicing::Paper);
+    let s = spec(paper(CacheOrder::Prepend));
     let region = b.alloc(s.live_bytes(), AllocKind::Arena).unwrap();
     let mut carry = Carry::in_place(b.clone(), s, &region).unwrap();
     assert!(carry.reset_turn().is_err(), "no base saved yet");
@@ -326,20 +330,25 @@ fn turn_reset_restores_the_base_in_place() {
 }
 
 /// The carry knows its regions' sizes: a buffer too small for the declared rows is refused at
-/// construction (before any launch could write past it), and so is a non-carry kernel at the
-/// first retention.
+/// construction (before any launch could write past it), and so is a launch keep rule that
+/// keeps another number of frames than the declaration, at the first retention.
 #[test]
 fn carry_regions_are_checked_before_any_launch() {
     let b = common::host();
-    let s = spec(CacheOrder::Prepend, Slicing::Paper);
+    let s = spec(paper(CacheOrder::Prepend));
     let small = b.alloc(s.live_bytes() - 4, AllocKind::Arena).unwrap();
     assert!(Carry::in_place(b.clone(), s, &small).is_err());
     let live = b.alloc(s.live_bytes(), AllocKind::Arena).unwrap();
     let sep = b.alloc(s.carry_bytes() - 4, AllocKind::Arena).unwrap();
     assert!(Carry::separate(b.clone(), s, &live, &sep).is_err());
+    let before: Vec<u32> = b.download(live.ptr(), s.live_bytes() / 4).unwrap();
     let mut carry = Carry::in_place(b.clone(), s, &live)
         .unwrap()
-        .with_kernel(&dcc_runtime::kernels::synthetic::MIX);
+        .with_launch_keep(Keep::natural(CacheOrder::Prepend, FP + 1, FR));
     carry.set_extent(CAP).unwrap();
-    assert!(carry.retain(0).is_err(), "only carry kernels are launched");
+    assert!(
+        matches!(carry.retain(0), Err(Error::Carry(_))),
+        "a launch keeping another L is refused"
+    );
+    assert_eq!(b.download::<u32>(live.ptr(), before.len()).unwrap(), before);
 }

@@ -1,5 +1,5 @@
 //! The flow on a runtime [`Backend`]: every op is a registered kernel launch
-//! (`dcc_kernels::token2wav::defs`) or a `Backend::gemm`, over device buffers at fixed addresses.
+//! (the op families of `dcc_kernels`) or a `Backend::gemm`, over device buffers at fixed addresses.
 //!
 //! State (per session, [`DeviceState`]) lives in one of two stores ([`StateStore`]):
 //! * **state rule** (`Fixed`): the estimator carry `[n_steps, depth, 2, heads, L, 2·head_dim]`
@@ -9,13 +9,13 @@
 //!   `[up_blocks, heads, L, 2·d_k]` (`upsample_cache`), append-ordered, at fixed addresses for
 //!   the session's life (one region arena laid out by a contract, or buffers of the same
 //!   shapes); every carry is
-//!   written back in place by the runtime's carry kernels (`carry.prepend` for the paper's
-//!   retention of the prepend-ordered estimator cache, `carry.append` for the vendor's slicing
-//!   and for the conformer caches) right after the layer (conformer) or solver step (estimator)
+//!   written back in place by the runtime's carry kernel (`carry.retain` with head = retained,
+//!   tail = prompt for the paper's retention of the prepend-ordered estimator cache, head =
+//!   prompt, tail = retained for the vendor's slicing and for the conformer caches) right after the layer (conformer) or solver step (estimator)
 //!   that reads it, which equals the vendor's trim after the call;
 //! * **stock** (`Stock`): the vendor's 16-step × 1000-frame estimator envelope; after every call
 //!   the kept frames are materialized into freshly allocated compact buffers (the vendor's
-//!   `torch.cat`, by the same carry kernels) and the old buffers freed, so carry addresses drift.
+//!   `torch.cat`, by the same carry kernel) and the old buffers freed, so carry addresses drift.
 //!
 //! The work of one chunk is split into the contract's callables: [`DeviceFlow::encoder_call`]
 //! (embedding, conformer encoder, `encoder_proj`) and [`DeviceFlow::flow_call`] (a range of CFM
@@ -32,7 +32,7 @@
 
 use std::sync::Arc;
 
-use dcc_kernels::token2wav::defs::{self as kd, act};
+use dcc_kernels::{act, attention, copy, elementwise, embed, norm};
 use dcc_runtime::backend::{AllocKind, Backend, DeviceBuffer, Gemm, Marker};
 use dcc_runtime::{Arg, DevPtr, KernelDef, LaunchDims};
 
@@ -553,7 +553,7 @@ impl DeviceFlow {
         let enc = &flow.encoder;
         let dit = &flow.dit;
         let mut pe = vec![0.0f32; (2 * pe_size - 1) * e.dim];
-        dcc_kernels::token2wav::espnet_rel_pos_table(pe_size, e.dim, &mut pe);
+        dcc_kernels::embed::espnet_rel_pos_table(pe_size, e.dim, &mut pe);
 
         // workspace
         let alloc = |floats: usize| -> Result<DeviceBuffer, FlowError> {
@@ -1125,7 +1125,7 @@ impl DeviceFlow {
             return Ok(());
         }
         self.go(
-            &kd::COPY_BLOCK,
+            &copy::BLOCK,
             rows * cols,
             &[p(dst), n(ldd), p(src), n(lds), n(rows), n(cols), n(rep)],
         )
@@ -1196,7 +1196,7 @@ impl DeviceFlow {
             n(dim),
             Arg::F32(nm.eps),
         ];
-        self.go(&kd::LAYER_NORM, kd::row_threads(rows), &args)
+        self.go(&norm::LAYER_NORM, norm::row_threads(rows), &args)
     }
 
     fn norm_mod(
@@ -1209,8 +1209,8 @@ impl DeviceFlow {
         y: DevPtr,
     ) -> Result<(), FlowError> {
         self.go(
-            &kd::LAYER_NORM_MODULATE,
-            kd::row_threads(rows),
+            &norm::LAYER_NORM_MODULATE,
+            norm::row_threads(rows),
             &[
                 p(y),
                 p(x),
@@ -1235,8 +1235,8 @@ impl DeviceFlow {
     ) -> Result<(), FlowError> {
         let hid = self.cfg.dit.hidden;
         self.go(
-            &kd::GATED_NORM_MODULATE,
-            kd::row_threads(rows),
+            &norm::GATED_ADD_MODULATE,
+            norm::row_threads(rows),
             &[
                 p(self.w.x.ptr()),
                 p(gate),
@@ -1253,18 +1253,19 @@ impl DeviceFlow {
 
     fn act(&self, x: DevPtr, count: usize, op: i32, alpha: f32) -> Result<(), FlowError> {
         self.go(
-            &kd::ACT,
+            &act::APPLY,
             count,
             &[p(x), n(count), Arg::I32(op), Arg::F32(alpha)],
         )
     }
 
     fn add(&self, x: DevPtr, y: DevPtr, count: usize) -> Result<(), FlowError> {
-        self.go(&kd::ADD, count, &[p(x), p(y), n(count)])
+        self.go(&elementwise::ADD, count, &[p(x), p(y), n(count)])
     }
 
-    /// Writes a cache back from a workspace: plain copy while `extent ≤ L`, else the carry
-    /// kernel of `order` (rows of `inner` floats per frame; `prompt`/`retained` on this clock).
+    /// Writes a cache back from a workspace: plain copy while `extent ≤ L`, else `carry.retain`
+    /// (`prepend`: the paper's rule on prepend storage; rows of `inner` floats per frame;
+    /// `prompt`/`retained` on this clock).
     #[allow(clippy::too_many_arguments)]
     fn write_back(
         &self,
@@ -1291,11 +1292,14 @@ impl DeviceFlow {
             )?;
             return Ok(extent);
         }
-        let k = if prepend {
-            &dcc_kernels::carry::PREPEND
+        // (head, tail): the paper's rule on prepend storage keeps the newest `retained` frames
+        // at the head and the prompt at the tail; the append rule keeps the prompt at the head.
+        let (head, tail) = if prepend {
+            (retained, prompt)
         } else {
-            &dcc_kernels::carry::APPEND
+            (prompt, retained)
         };
+        let k = &dcc_kernels::carry::RETAIN;
         let args = [
             p(dst),
             p(src),
@@ -1303,8 +1307,8 @@ impl DeviceFlow {
             n(dst_frames * inner),
             n(src_frames * inner),
             n(inner),
-            n(prompt),
-            n(retained),
+            n(head),
+            n(tail),
             n(extent),
         ];
         self.mark(k.name)?;
@@ -1447,8 +1451,8 @@ impl DeviceFlow {
         let c = &self.cfg;
         let (normed, proj) = self.spk_slots();
         self.go(
-            &kd::L2_NORMALIZE,
-            kd::row_threads(1),
+            &norm::L2_NORMALIZE,
+            norm::row_threads(1),
             &[p(normed), p(raw), n(1), n(c.spk_dim), Arg::F32(1e-12)],
         )?;
         self.lin(&self.spk_affine, 1, normed, proj)?;
@@ -1578,7 +1582,7 @@ impl DeviceFlow {
             )));
         }
         self.go(
-            &kd::EMBEDDING,
+            &embed::GATHER,
             t * d,
             &[
                 p(w.a.ptr()),
@@ -1719,7 +1723,7 @@ impl DeviceFlow {
             n(t),
             n(dk),
         ];
-        self.go(&kd::KV_PACK, h * t * dk, &kv_args)?;
+        self.go(&copy::KV_PACK, h * t * dk, &kv_args)?;
         // relative positions for size tk: the centre 2tk − 1 rows of the stored table
         let pe = at(&self.pe, (self.pe_size - tk) * d);
         self.lin(&ly.pos, 2 * tk - 1, pe, w.pos.ptr())?;
@@ -1736,8 +1740,8 @@ impl DeviceFlow {
             n(dk),
             n(work),
         ];
-        let dims = kd::attention_dims(h, t, tk, dk).map_err(dcc_runtime::Error::from)?;
-        self.mark(kd::REL_POS_ATTENTION.name)?;
+        let dims = attention::attention_dims(h, t, tk, dk).map_err(dcc_runtime::Error::from)?;
+        self.mark(attention::REL_POS.name)?;
         // SAFETY: att and q are this flow's `Work` buffers, sized for `t_tok_cap`/`t_up_cap`
         // rows of `dim` (t is bounded by them on entry to `encoder_call`); u and w are the
         // layer's `[heads, dk]` weights; pos holds the 2tk − 1 projected rows just written
@@ -1745,7 +1749,7 @@ impl DeviceFlow {
         // conformer workspace, `h` rows of `work` frames, holding the tk = l + t frames
         // copied/packed above (`encoder_call` checks l + t against `work`). `dims` come from
         // `attention_dims`, which the twin and kernel re-check.
-        unsafe { self.be.launch(&kd::REL_POS_ATTENTION, dims, &args) }?;
+        unsafe { self.be.launch(&attention::REL_POS, dims, &args) }?;
         self.lin(&ly.out, t, w.att.ptr(), w.o.ptr())?;
         self.add(w.x.ptr(), w.o.ptr(), t * d)?;
         self.norm(&ly.norm_ff, t, d, w.x.ptr(), w.xn.ptr())?;
@@ -1850,7 +1854,7 @@ impl DeviceFlow {
             let spk = self.speaker(io.spk)?;
             // z = noise[:, l_old : l_old + frames]ᵀ · temperature
             self.go(
-                &kd::TRANSPOSE,
+                &copy::TRANSPOSE,
                 frames * mel,
                 &[
                     p(w.xs.ptr()),
@@ -1896,7 +1900,7 @@ impl DeviceFlow {
             };
             // x_in[b] ← x for both CFG rows
             self.go(
-                &kd::COPY_BATCHED,
+                &copy::BATCHED,
                 rows * mel,
                 &[
                     p(w.xin.ptr()),
@@ -1911,7 +1915,7 @@ impl DeviceFlow {
                 ],
             )?;
             self.go(
-                &kd::TIMESTEP_EMBEDDING,
+                &embed::TIMESTEP,
                 dc.freq_dim / 2,
                 &[
                     p(freq),
@@ -1955,8 +1959,8 @@ impl DeviceFlow {
                     return Err(FlowError::Config("q/k LayerNorms differ in eps".into()));
                 }
                 self.go(
-                    &kd::QK_NORM_PACK,
-                    kd::row_threads(2 * rows * heads),
+                    &norm::QK_PACK,
+                    norm::row_threads(2 * rows * heads),
                     &qk_args,
                 )?;
                 self.copy(
@@ -1980,15 +1984,15 @@ impl DeviceFlow {
                     n(work),
                     Arg::F32(scale),
                 ];
-                let dims = kd::attention_dims(CFG_BATCH * heads, frames, tk, hd)
+                let dims = attention::attention_dims(CFG_BATCH * heads, frames, tk, hd)
                     .map_err(dcc_runtime::Error::from)?;
-                self.mark(kd::ATTENTION.name)?;
+                self.mark(attention::SDPA.name)?;
                 // SAFETY: att and qn are `Work` buffers sized for CFG_BATCH·t_up_cap rows of
                 // `inner` floats, and frames <= t_up_cap (checked on entry); kvw is layer li's
                 // slice of the solver workspace `io.ws`, CFG_BATCH·heads rows of `work` =
                 // `io.ws_frames` frames, of which tk <= work (checked on entry) were filled
                 // above; the workspace's extent is the caller's `# Safety` promise.
-                unsafe { self.be.launch(&kd::ATTENTION, dims, &args) }?;
+                unsafe { self.be.launch(&attention::SDPA, dims, &args) }?;
                 self.lin(&blk.proj, rows, w.att.ptr(), w.o.ptr())?;
                 // x += gate_msa · o; xn = modulate(norm3(x), shift_conv, scale_conv)
                 self.gated_norm(rows, w.o.ptr(), m(li, 2), m(li, 6), m(li, 7))?;
@@ -1997,7 +2001,7 @@ impl DeviceFlow {
                 let cnn0 = io.est_cnn.offset((si * dc.depth + li) * cnn_per_layer * 4);
                 let cnn1 = cnn0.offset(ctx * hid * 4);
                 self.go(
-                    &kd::CONV_IM2COL,
+                    &copy::IM2COL,
                     col_rows,
                     &[
                         p(col1),
@@ -2013,7 +2017,7 @@ impl DeviceFlow {
                 )?;
                 self.linear(&blk.conv1, rows, col1, CONV_K * hid, w.q.ptr(), hid)?;
                 // LayerNorm + Mish of conv1's output, straight into conv2's im2col rows
-                self.mark(kd::LAYER_NORM_ACT_IM2COL.name)?;
+                self.mark(norm::LAYER_NORM_ACT_IM2COL.name)?;
                 // SAFETY: col2 is the second half of `ccol` (sized for two im2col blocks of
                 // CFG_BATCH·t_up_cap rows of CONV_K·hidden), q holds conv1's CFG_BATCH·frames
                 // rows of hidden, g/b are the block's `[hidden]` norm weights, and cnn1 is this
@@ -2022,8 +2026,8 @@ impl DeviceFlow {
                 // and the cache's extent is the caller's `# Safety` promise.
                 unsafe {
                     self.be.launch(
-                        &kd::LAYER_NORM_ACT_IM2COL,
-                        LaunchDims::blocks((CFG_BATCH * (frames + ctx)) as u32, kd::LN_ACT_BLOCK),
+                        &norm::LAYER_NORM_ACT_IM2COL,
+                        LaunchDims::blocks((CFG_BATCH * (frames + ctx)) as u32, norm::LN_ACT_BLOCK),
                         &[
                             p(col2),
                             p(w.q.ptr()),
@@ -2044,7 +2048,7 @@ impl DeviceFlow {
                 // new contexts (both convs, both CFG rows): the last ctx rows of ctx ‖ input,
                 // i.e. slots 1..K of each batch's last im2col row
                 self.go(
-                    &kd::COPY_BATCHED,
+                    &copy::BATCHED,
                     CFG_BATCH * 2 * ctx * hid,
                     &[
                         p(cnn0),
@@ -2075,8 +2079,8 @@ impl DeviceFlow {
                 self.gated_norm(rows, w.o.ptr(), m(li, 5), sh, sc)?;
             }
             // carry write-back for this step (every layer's [new ‖ old] → carry), state rule
-            // paper: carry.prepend keeps [:retained] ‖ [ℓ−prompt:]; vendor: carry.append keeps
-            // [:prompt] ‖ [ℓ−retained:] of the same prepend-ordered cache
+            // paper: carry.retain keeps [:retained] ‖ [ℓ−prompt:]; vendor: [:prompt] ‖
+            // [ℓ−retained:] of the same prepend-ordered cache
             if io.write_back {
                 kept = self.write_back(
                     carry_step,
@@ -2094,7 +2098,7 @@ impl DeviceFlow {
             // final layer (w.xn = modulate(norm_final(x))), guidance, Euler step
             self.lin(&self.final_linear, rows, w.xn.ptr(), w.vel.ptr())?;
             self.go(
-                &kd::CFG_EULER,
+                &elementwise::CFG_EULER,
                 frames * mel,
                 &[
                     p(w.xs.ptr()),
@@ -2111,7 +2115,7 @@ impl DeviceFlow {
         }
         if steps.end == sv.n_steps {
             self.go(
-                &kd::TRANSPOSE,
+                &copy::TRANSPOSE,
                 frames * mel,
                 &[
                     p(w.mel_out.ptr()),

@@ -1,6 +1,6 @@
 //! The DiT estimator (`decoder_dit.DiT.forward_chunk`) over a CFG batch.
 
-use dcc_kernels::token2wav as k;
+use dcc_kernels as k;
 
 use super::FlowError;
 use super::config::DitConfig;
@@ -125,12 +125,12 @@ impl Dit {
     /// batch repeats the same `t`).
     pub fn time_condition(&self, t: f32) -> Vec<f32> {
         let mut freq = vec![0.0f32; self.cfg.freq_dim];
-        k::timestep_embedding(t, T_SCALE, self.cfg.freq_dim, MAX_PERIOD, &mut freq);
+        k::embed::timestep_embedding(t, T_SCALE, self.cfg.freq_dim, MAX_PERIOD, &mut freq);
         let mut h = self.t_mlp0.apply(1, &freq);
-        k::silu_inplace(&mut h);
+        k::act::silu_inplace(&mut h);
         let mut c = self.t_mlp2.apply(1, &h);
         // every adaLN_modulation starts with SiLU
-        k::silu_inplace(&mut c);
+        k::act::silu_inplace(&mut c);
         c
     }
 
@@ -165,7 +165,7 @@ impl Dit {
             let (shift_conv, scale_conv, gate_conv) = (chunk(6), chunk(7), chunk(8));
 
             // attention over [new ‖ cache]
-            k::layer_norm_modulate(rows, hid, &x, ADALN_EPS, shift_msa, scale_msa, &mut tmp);
+            k::norm::layer_norm_modulate(rows, hid, &x, ADALN_EPS, shift_msa, scale_msa, &mut tmp);
             let q = blk.q.apply(rows, &tmp);
             let kk = blk.k.apply(rows, &tmp);
             let v = blk.v.apply(rows, &tmp);
@@ -178,8 +178,8 @@ impl Dit {
                 for h in 0..heads {
                     let base = (b * heads + h) * tk * 2 * hd;
                     let src = b * t * inner + h * hd;
-                    k::copy_block(t, hd, &kk[src..], inner, &mut kv[base..], 2 * hd);
-                    k::copy_block(t, hd, &v[src..], inner, &mut kv[base + hd..], 2 * hd);
+                    k::copy::copy_block(t, hd, &kk[src..], inner, &mut kv[base..], 2 * hd);
+                    k::copy::copy_block(t, hd, &v[src..], inner, &mut kv[base + hd..], 2 * hd);
                     let n = sc.t_cache * 2 * hd;
                     let old = (b * heads + h) * n;
                     kv[base + t * 2 * hd..base + tk * 2 * hd]
@@ -187,7 +187,7 @@ impl Dit {
                 }
             }
             let mut att = vec![0.0f32; rows * inner];
-            k::attention(
+            k::attention::attention(
                 batch,
                 heads,
                 t,
@@ -195,19 +195,21 @@ impl Dit {
                 hd,
                 scale,
                 &q,
-                k::AttnLayout::rows(t, heads, hd),
+                k::attention::AttnLayout::rows(t, heads, hd),
                 kv,
-                k::AttnLayout::kv_cache(heads, tk, hd, false),
+                k::attention::AttnLayout::kv_cache(heads, tk, hd, false),
                 kv,
-                k::AttnLayout::kv_cache(heads, tk, hd, true),
+                k::attention::AttnLayout::kv_cache(heads, tk, hd, true),
                 &mut att,
-                k::AttnLayout::rows(t, heads, hd),
+                k::attention::AttnLayout::rows(t, heads, hd),
             );
             let o = blk.proj.apply(rows, &att);
-            k::gated_add(rows, hid, &mut x, gate_msa, &o);
+            k::elementwise::gated_add(rows, hid, &mut x, gate_msa, &o);
 
             // causal conv block
-            k::layer_norm_modulate(rows, hid, &x, ADALN_EPS, shift_conv, scale_conv, &mut tmp);
+            k::norm::layer_norm_modulate(
+                rows, hid, &x, ADALN_EPS, shift_conv, scale_conv, &mut tmp,
+            );
             let ctx = CONV_K - 1;
             let nc = &mut new_cnn[l];
             nc.clear();
@@ -223,24 +225,24 @@ impl Dit {
                 let mut y = blk.conv1.apply(t + ctx, &buf);
                 let yn = blk.conv_norm.apply(t, &y);
                 y.copy_from_slice(&yn);
-                k::mish_inplace(&mut y);
+                k::act::mish_inplace(&mut y);
                 buf[..ctx * hid].copy_from_slice(&cb[ctx * hid..]);
                 buf[ctx * hid..].copy_from_slice(&y);
                 nb[ctx * hid..].copy_from_slice(&buf[t * hid..]);
                 blk.conv2
                     .forward(t + ctx, &buf, &mut conv_out[b * t * hid..(b + 1) * t * hid]);
             }
-            k::gated_add(rows, hid, &mut x, gate_conv, &conv_out);
+            k::elementwise::gated_add(rows, hid, &mut x, gate_conv, &conv_out);
 
             // MLP
-            k::layer_norm_modulate(rows, hid, &x, ADALN_EPS, shift_mlp, scale_mlp, &mut tmp);
+            k::norm::layer_norm_modulate(rows, hid, &x, ADALN_EPS, shift_mlp, scale_mlp, &mut tmp);
             let mut h1 = blk.fc1.apply(rows, &tmp);
-            k::gelu_tanh_inplace(&mut h1);
+            k::act::gelu_tanh_inplace(&mut h1);
             let h2 = blk.fc2.apply(rows, &h1);
-            k::gated_add(rows, hid, &mut x, gate_mlp, &h2);
+            k::elementwise::gated_add(rows, hid, &mut x, gate_mlp, &h2);
         }
         let m = self.final_ada.apply(1, cond_act);
-        k::layer_norm_modulate(rows, hid, &x, ADALN_EPS, &m[..hid], &m[hid..], &mut tmp);
+        k::norm::layer_norm_modulate(rows, hid, &x, ADALN_EPS, &m[..hid], &m[hid..], &mut tmp);
         self.final_linear.apply(rows, &tmp)
     }
 }

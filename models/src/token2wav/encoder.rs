@@ -1,6 +1,6 @@
 //! `UpsampleConformerEncoderV2.forward_chunk` (batch 1) with its streaming caches.
 
-use dcc_kernels::token2wav as k;
+use dcc_kernels as k;
 
 use super::FlowError;
 use super::config::EncoderConfig;
@@ -95,12 +95,12 @@ impl ConformerLayer {
             let base = h * tk * 2 * dk;
             kv[base..base + old.len()].copy_from_slice(old);
             let dst = &mut kv[base + t_cache * 2 * dk..];
-            k::copy_block(t, dk, &kk[h * dk..], d, dst, 2 * dk);
-            k::copy_block(t, dk, &v[h * dk..], d, &mut dst[dk..], 2 * dk);
+            k::copy::copy_block(t, dk, &kk[h * dk..], d, dst, 2 * dk);
+            k::copy::copy_block(t, dk, &v[h * dk..], d, &mut dst[dk..], 2 * dk);
         }
         let p = self.pos.apply(2 * tk - 1, pos_table);
         let mut att = vec![0.0f32; t * d];
-        k::rel_pos_attention(
+        k::attention::rel_pos_attention(
             heads,
             t,
             tk,
@@ -117,13 +117,13 @@ impl ConformerLayer {
         );
         *cache = kv;
         let o = self.out.apply(t, &att);
-        k::add_inplace(x, &o);
+        k::elementwise::add_inplace(x, &o);
         // feed forward
         let xn = self.norm_ff.apply(t, x);
         let mut h1 = self.w1.apply(t, &xn);
-        k::silu_inplace(&mut h1);
+        k::act::silu_inplace(&mut h1);
         let h2 = self.w2.apply(t, &h1);
-        k::add_inplace(x, &h2);
+        k::elementwise::add_inplace(x, &h2);
     }
 }
 
@@ -147,7 +147,7 @@ impl Embed {
     fn apply(&self, t: usize, x: &[f32]) -> Vec<f32> {
         let y = self.lin.apply(t, x);
         let mut y = self.norm.apply(t, &y);
-        k::scale_inplace(&mut y, self.xscale);
+        k::act::scale_inplace(&mut y, self.xscale);
         y
     }
 }
@@ -220,7 +220,7 @@ impl ConformerCache {
             "conformer retention must keep the two clocks aligned"
         );
         let mut att = vec![0.0; c.blocks * c.heads * nt * dk2];
-        k::gather_time_segments(
+        k::copy::gather_time_segments(
             c.blocks * c.heads,
             self.t_tok,
             dk2,
@@ -229,7 +229,7 @@ impl ConformerCache {
             &mut att,
         );
         let mut up_att = vec![0.0; c.up_blocks * c.heads * nu * dk2];
-        k::gather_time_segments(
+        k::copy::gather_time_segments(
             c.up_blocks * c.heads,
             t_up,
             dk2,
@@ -295,17 +295,17 @@ impl Encoder {
         // pre-lookahead layer: conv1 (k = la + 1) sees the lookahead, leaky ReLU, causal conv2
         let mut h = self.pre_conv1.apply(t, &x);
         let tn = t - la;
-        k::leaky_relu_inplace(&mut h, 0.01);
+        k::act::leaky_relu_inplace(&mut h, 0.01);
         let cat = causal_concat(&mut cache.pre_cnn, &h, d);
         let mut y = self.pre_conv2.apply(tn + CONV2_K - 1, &cat);
-        k::add_inplace(&mut y, &x[..tn * d]);
+        k::elementwise::add_inplace(&mut y, &x[..tn * d]);
         let mut x = y;
 
         // first conformer stack, token clock
         let t_cache = cache.t_tok;
         let dk2 = 2 * (d / c.heads);
         let mut pe = vec![0.0f32; (2 * (t_cache + tn) - 1) * d];
-        k::espnet_rel_pos_table(t_cache + tn, d, &mut pe);
+        k::embed::espnet_rel_pos_table(t_cache + tn, d, &mut pe);
         let per = c.heads * t_cache * dk2;
         let mut new_att = Vec::with_capacity(c.blocks * c.heads * (t_cache + tn) * dk2);
         for (i, layer) in self.encoders.iter().enumerate() {
@@ -318,7 +318,7 @@ impl Encoder {
         let s = c.up_stride;
         let tu = tn * s;
         let mut up = vec![0.0f32; tu * d];
-        k::repeat_rows(tn, d, s, &x, &mut up);
+        k::copy::repeat_rows(tn, d, s, &x, &mut up);
         let cat = causal_concat(&mut cache.up_cnn, &up, d);
         let y = self.up_conv.apply(tu + 2 * s, &cat);
         let mut x = self.up_embed.apply(tu, &y);
@@ -326,7 +326,7 @@ impl Encoder {
         // second conformer stack, frame clock
         let tu_cache = t_cache * s;
         let mut pe = vec![0.0f32; (2 * (tu_cache + tu) - 1) * d];
-        k::espnet_rel_pos_table(tu_cache + tu, d, &mut pe);
+        k::embed::espnet_rel_pos_table(tu_cache + tu, d, &mut pe);
         let per = c.heads * tu_cache * dk2;
         let mut new_up_att = Vec::with_capacity(c.up_blocks * c.heads * (tu_cache + tu) * dk2);
         for (i, layer) in self.up_encoders.iter().enumerate() {

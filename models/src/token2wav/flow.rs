@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use dcc_kernels::token2wav as k;
+use dcc_kernels as k;
 
 use super::FlowError;
 use super::config::FlowConfig;
@@ -85,7 +85,7 @@ impl FlowCache {
             let outer = e.n_steps * d.depth * CFG_BATCH * d.heads;
             let kept: usize = segs.iter().map(|s| s.len()).sum();
             let mut att = vec![0.0f32; outer * kept * 2 * d.head_dim];
-            k::gather_time_segments(outer, e.extent, 2 * d.head_dim, &segs, &e.att, &mut att);
+            k::copy::gather_time_segments(outer, e.extent, 2 * d.head_dim, &segs, &e.att, &mut att);
             e.att = att;
             e.extent = kept;
         }
@@ -160,7 +160,7 @@ impl Flow {
             )));
         }
         let mut n = vec![0.0f32; spk.len()];
-        k::l2_normalize(1, spk.len(), spk, 1e-12, &mut n);
+        k::norm::l2_normalize(1, spk.len(), spk, 1e-12, &mut n);
         Ok(self.spk_affine.apply(1, &n))
     }
 
@@ -181,7 +181,7 @@ impl Flow {
             )));
         }
         let mut emb = vec![0.0f32; tokens.len() * d];
-        k::embedding_gather(&self.embedding, d, tokens, &mut emb).map_err(|id| {
+        k::embed::embedding_gather(&self.embedding, d, tokens, &mut emb).map_err(|id| {
             FlowError::Input(format!(
                 "token {id} outside the vocabulary of {}",
                 self.cfg.vocab
@@ -245,7 +245,7 @@ impl Flow {
         let x = self.solve(frames, &mu, &spk, None, &mut cache.estimator, solver)?;
         let mel = self.cfg.mel;
         let mut feat = vec![0.0f32; mel * frames];
-        k::transpose(frames, mel, &x, mel, &mut feat, frames);
+        k::copy::transpose(frames, mel, &x, mel, &mut feat, frames);
         Ok(feat)
     }
 
@@ -286,7 +286,7 @@ impl Flow {
         }
         // z = rand_noise[:, :, offset : offset + frames] · temperature, time-major
         let mut x = vec![0.0f32; frames * mel];
-        k::transpose(
+        k::copy::transpose(
             mel,
             frames,
             &self.noise[offset..],
@@ -294,15 +294,15 @@ impl Flow {
             &mut x,
             mel,
         );
-        k::scale_inplace(&mut x, solver.temperature);
+        k::act::scale_inplace(&mut x, solver.temperature);
 
         // x_in = [x ‖ mu ‖ spk ‖ cond] for the conditional row, [x ‖ 0 ‖ 0 ‖ 0] for the other
         let rows = CFG_BATCH * frames;
         let mut x_in = vec![0.0f32; rows * cin];
-        k::copy_block(frames, mel, mu, mel, &mut x_in[mel..], cin);
-        k::broadcast_row(frames, mel, spk, &mut x_in[2 * mel..], cin);
+        k::copy::copy_block(frames, mel, mu, mel, &mut x_in[mel..], cin);
+        k::copy::broadcast_row(frames, mel, spk, &mut x_in[2 * mel..], cin);
         if let Some(c) = cond {
-            k::copy_block(frames, mel, c, mel, &mut x_in[3 * mel..], cin);
+            k::copy::copy_block(frames, mel, c, mel, &mut x_in[3 * mel..], cin);
         }
 
         let t_span = cosine_t_span(solver.n_steps);
@@ -319,7 +319,7 @@ impl Flow {
         let mut new_cnn = vec![Vec::new(); depth];
         for step in 1..=solver.n_steps {
             for b in 0..CFG_BATCH {
-                k::copy_block(frames, mel, &x, mel, &mut x_in[b * frames * cin..], cin);
+                k::copy::copy_block(frames, mel, &x, mel, &mut x_in[b * frames * cin..], cin);
             }
             let s = step - 1;
             let caches: Vec<StepCache<'_>> = (0..depth)
@@ -343,7 +343,7 @@ impl Flow {
                 &mut new_cnn,
             );
             let n = frames * mel;
-            k::cfg_euler_step(&mut x, &v[..n], &v[n..2 * n], solver.cfg_rate, dt);
+            k::elementwise::cfg_euler_step(&mut x, &v[..n], &v[n..2 * n], solver.cfg_rate, dt);
             t += dt;
             if step < solver.n_steps {
                 dt = t_span[step + 1] - t;

@@ -1,6 +1,6 @@
 //! Typed parameter groups and their forward calls over the kernel host twins.
 
-use dcc_kernels::token2wav as k;
+use dcc_kernels as k;
 
 use super::FlowError;
 use super::weights::WeightStore;
@@ -38,7 +38,7 @@ impl Linear {
 
     /// `y[rows, out] = x[rows, in] · Wᵀ + b` (contiguous rows).
     pub fn forward(&self, rows: usize, x: &[f32], y: &mut [f32]) {
-        k::linear(
+        k::gemm::linear(
             rows,
             self.in_dim,
             self.out_dim,
@@ -83,7 +83,7 @@ impl LayerNorm {
     /// Normalises `rows` contiguous rows of width `dim`.
     pub fn forward(&self, rows: usize, x: &[f32], y: &mut [f32]) {
         let d = self.dim();
-        k::layer_norm(rows, d, x, d, Some(&self.g), Some(&self.b), self.eps, y, d);
+        k::norm::layer_norm(rows, d, x, d, Some(&self.g), Some(&self.b), self.eps, y, d);
     }
 
     pub fn apply(&self, rows: usize, x: &[f32]) -> Vec<f32> {
@@ -114,7 +114,7 @@ impl Conv1d {
         let w = ws.get(&format!("{prefix}.weight"), &[c_out, c_in, kk])?;
         let b = ws.get(&format!("{prefix}.bias"), &[c_out])?;
         Ok(Self {
-            w_okc: k::conv_weight_okc(&w, c_out, c_in, kk),
+            w_okc: k::gemm::conv_weight_okc(&w, c_out, c_in, kk),
             b,
             c_in,
             c_out,
@@ -126,7 +126,7 @@ impl Conv1d {
     pub fn forward(&self, t_in: usize, x: &[f32], y: &mut [f32]) -> usize {
         assert!(t_in >= self.k, "conv input shorter than its kernel");
         let t_out = t_in - self.k + 1;
-        k::linear(
+        k::gemm::linear(
             t_out,
             self.k * self.c_in,
             self.c_out,

@@ -4,8 +4,8 @@
 //! `CausalConditionalCFM` (Euler, cosine schedule, CFG as a batch of 2, noise from the fixed
 //! table at the cache offset) over the DiT estimator → mel.
 //!
-//! The arithmetic runs through the host twins of `dcc_kernels::token2wav` (one call per future
-//! CUDA kernel); this module owns the orchestration and the streaming state.
+//! The arithmetic runs through the slice functions of `dcc_kernels`' op families (the bodies of
+//! the kernels' host twins); this module owns the orchestration and the streaming state.
 //!
 //! ```no_run
 //! use dcc_models::token2wav::{Flow, Retention, SolverParams};

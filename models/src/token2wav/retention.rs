@@ -3,8 +3,7 @@
 
 use std::ops::Range;
 
-use dcc_runtime::carry::Slicing;
-use dcc_runtime::contract::{CacheOrder, RegionInfo};
+use dcc_runtime::contract::{CacheOrder, Keep, RegionInfo};
 
 /// Two kept segments along one time axis, in output order.
 pub type Segments = [Range<usize>; 2];
@@ -65,10 +64,13 @@ impl Retention {
                 carry.order
             ));
         }
-        let r = match Slicing::of(CacheOrder::Prepend, &keep) {
-            Some(Slicing::Paper) => Retention::paper(keep.prompt, keep.retained),
-            Some(Slicing::Vendor) => Retention::vendor(keep.prompt, keep.retained),
-            None => {
+        let vendor = Keep::natural(CacheOrder::Append, keep.prompt, keep.retained);
+        let r = match (keep.head, keep.tail) {
+            _ if keep.is_natural(CacheOrder::Prepend) => {
+                Retention::paper(keep.prompt, keep.retained)
+            }
+            ht if ht == (vendor.head, vendor.tail) => Retention::vendor(keep.prompt, keep.retained),
+            _ => {
                 return Err(format!(
                     "region `{name}` keeps head {} ‖ tail {} of prepend storage: the port \
                      implements head = retained ‖ tail = prompt (paper) and head = prompt ‖ \

@@ -68,6 +68,12 @@ impl Registry {
         Live(lock(&self.live))
     }
 
+    /// Checks that `[addr, addr + bytes)` lies inside one live allocation ([`Live::check`]),
+    /// for `Backend::check_range`.
+    pub(crate) fn check_range(&self, addr: u64, bytes: usize) -> Result<()> {
+        self.live().check(addr, bytes).map(|_| ())
+    }
+
     /// Serializes access to Host buffer memory (see the type's docs).
     pub(crate) fn stream(&self) -> MutexGuard<'_, ()> {
         lock(&self.stream)

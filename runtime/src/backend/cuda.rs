@@ -574,6 +574,10 @@ impl Backend for CudaBackend {
         Ok(())
     }
 
+    fn check_range(&self, ptr: DevPtr, bytes: usize) -> Result<()> {
+        self.counter.registry.check_range(ptr.0, bytes)
+    }
+
     unsafe fn launch(
         &self,
         kernel: &'static KernelDef,

@@ -352,6 +352,10 @@ impl Backend for HostBackend {
         self.submit(StreamOp::Memset32 { dst, value, count })
     }
 
+    fn check_range(&self, ptr: DevPtr, bytes: usize) -> Result<()> {
+        self.registry().check_range(ptr.0, bytes)
+    }
+
     unsafe fn launch(
         &self,
         kernel: &'static KernelDef,

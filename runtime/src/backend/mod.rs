@@ -397,6 +397,11 @@ pub trait Backend: Send + Sync {
     /// Sets `count` 32-bit words to `value`, stream-ordered, capturable. The words must lie
     /// inside one live buffer, 4-byte aligned (checked).
     fn memset_d32(&self, dst: DevPtr, value: u32, count: usize) -> Result<()>;
+    /// Checks that `[ptr, ptr + bytes)` lies inside one live buffer of this backend, refusing as
+    /// a copy of that range would ([`Error::Dangling`], [`Error::OutOfBounds`]); touches no
+    /// memory and is allowed during capture. Safe wrappers of a kernel launch
+    /// ([`crate::carry::write_back`]) check the kernel's whole footprint with it first.
+    fn check_range(&self, ptr: DevPtr, bytes: usize) -> Result<()>;
     /// Launches a registered kernel, stream-ordered, capturable. Argument kinds are checked
     /// against the kernel's declared parameters, and both backends check that each pointer
     /// argument starts inside one of their live buffers; neither backend knows how far a kernel
@@ -408,8 +413,8 @@ pub trait Backend: Send + Sync {
     /// live buffers of this backend (allocated by it, not freed), holding elements of the
     /// kernel's element type for that parameter (aligned for it). A range the kernel writes
     /// may overlap another pointer argument's range only where the kernel allows it (an
-    /// elementwise kernel reading and writing the same index, the carry kernels' `dst == src`);
-    /// the token2wav Host twins hold each written range as an exclusive slice. Those buffers
+    /// elementwise kernel reading and writing the same index, the carry kernel's `dst == src`);
+    /// the model kernels' Host twins hold each written range as an exclusive slice. Those buffers
     /// must stay alive until the work completes in stream order; for a launch recorded during
     /// capture, until the graph's last replay completes.
     unsafe fn launch(

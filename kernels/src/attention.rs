@@ -1,10 +1,140 @@
-//! Attention kernels. Launch: one warp per `(batch, head, query row)` (several rows of one head
-//! per block, sharing key/value tiles in shared memory, see `defs::attention_dims`); the warp
-//! computes the score row (each dot product ascending over the head dimension), its max, the
-//! exp-sum in the warp order ([`warp_sum`]), then the weighted value sum (ascending over keys).
-//! No atomics; the order is fixed.
+//! Attention (`kernels/cuda/attention.cu`): scaled dot-product attention ([`SDPA`]) and the
+//! conformer's relative-position attention ([`REL_POS`]), whose host twins' bodies are
+//! [`attention`] and [`rel_pos_attention`]. Launch: one warp per `(batch, head, query row)`
+//! (several rows of one head per block, sharing key/value tiles in shared memory, see
+//! [`attention_dims`]); the warp computes the score row (each dot product ascending over the head
+//! dimension), its max, the exp-sum in the warp order ([`warp_sum`]), then the weighted value sum
+//! (ascending over keys). No atomics; the order is fixed.
+#![allow(clippy::too_many_arguments)]
 
-use super::math::{exp_f32, warp_sum};
+use crate::CudaSource;
+use crate::abi::{Arg, Args, KernelError, LaunchDims, Param};
+use crate::math::{WARP, exp_f32, warp_sum};
+use crate::twin::{check_warp_block, invalid, kdef, rd, wr};
+
+use Param::{F32, I64, Ptr};
+
+pub static SOURCE: CudaSource = CudaSource {
+    name: "attention",
+    code: concat!(
+        include_str!("../cuda/common.cuh"),
+        include_str!("../cuda/attention.cu")
+    ),
+};
+
+kdef!(
+    SDPA,
+    "attention",
+    "sdpa",
+    [Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, I64, F32],
+    host_sdpa,
+    "`(out, q, kv, batch, heads, tq, tk, d, cap, scale)`: unmasked SDPA ([`attention`]), `q`/`out` `[batch, tq, heads·d]`, keys/values frames `0..tk` of a `[batch, heads, cap, 2d]` cache, `d ≤ 128`; one warp per query row, launch with [`attention_dims`]."
+);
+kdef!(
+    REL_POS,
+    "attention",
+    "rel_pos",
+    [Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, I64, I64, I64, I64, I64],
+    host_rel_pos,
+    "`(out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, tk, d, cap)`: the conformer's relative-position attention ([`rel_pos_attention`], batch 1), `d ≤ 128`; one warp per query row, launch with [`attention_dims`]."
+);
+
+pub static KERNELS: &[&crate::KernelDef] = &[&SDPA, &REL_POS];
+
+/// Largest head dimension of the attention kernels.
+pub const MAX_HEAD_DIM: usize = 128;
+
+/// Query rows (warps) per block the attention kernels are launched with, at most.
+pub const ATTN_WARPS: usize = 8;
+
+/// Frames per key/value tile the attention kernels stage in shared memory.
+pub const ATTN_TILE: usize = 64;
+
+/// Dynamic shared memory a block of `warps` query rows needs: queries `2·warps·d`, scores
+/// `warps·tk`, one key/value tile `64·(d + 1)` floats.
+pub const fn attention_shared_bytes(warps: usize, tk: usize, d: usize) -> usize {
+    (2 * warps * d + warps * tk + ATTN_TILE * (d + 1)) * 4
+}
+
+/// Shared memory a block may take without an opt-in attribute.
+pub const MAX_SHARED_BYTES: usize = 48 * 1024;
+
+/// Launch shape of [`SDPA`] (`outer` = batch · heads) and [`REL_POS`] (`outer` = heads) with
+/// `warps` query rows per block (`1..=8`; see [`attention_dims`]).
+pub fn attention_dims_with(
+    warps: usize,
+    outer: usize,
+    tq: usize,
+    tk: usize,
+    d: usize,
+) -> Result<LaunchDims, KernelError> {
+    if !(1..=ATTN_WARPS).contains(&warps) || d == 0 || d > MAX_HEAD_DIM {
+        return Err(invalid(format!(
+            "attention: {warps} warps per block (1..={ATTN_WARPS}) or head dim {d} (1..={MAX_HEAD_DIM})"
+        )));
+    }
+    let shared = attention_shared_bytes(warps, tk, d);
+    if shared > MAX_SHARED_BYTES {
+        return Err(invalid(format!(
+            "attention: {tk} keys of dim {d} need {shared} B of shared memory for {warps} rows per block (max {MAX_SHARED_BYTES})"
+        )));
+    }
+    let blocks = (outer * tq.div_ceil(warps)).clamp(1, u32::MAX as usize);
+    Ok(LaunchDims {
+        grid: (blocks as u32, 1, 1),
+        block: ((warps * WARP) as u32, 1, 1),
+        shared_bytes: shared as u32,
+    })
+}
+
+/// Blocks below which [`attention_dims`] trades rows per block for more blocks (an H200 has 132
+/// SMs; one block of 8 rows per SM was measured slower than two of 4 for the conformer's
+/// 8 heads × 56 rows, and faster for the DiT's 16 × 56).
+pub const ATTN_MIN_BLOCKS: usize = 96;
+
+/// Launch shape of the attention kernels: [`ATTN_WARPS`] query rows per block, fewer (down to 2)
+/// while that leaves fewer than [`ATTN_MIN_BLOCKS`] blocks, and fewer still where the score rows
+/// of `tk` keys would not fit in shared memory; an error when not even one fits (`tk` above
+/// about 8,000 keys at `d = 64`) or `d > 128`. The result does not depend on the rows per block
+/// (each row's reductions are its own warp's).
+pub fn attention_dims(
+    outer: usize,
+    tq: usize,
+    tk: usize,
+    d: usize,
+) -> Result<LaunchDims, KernelError> {
+    let mut w = ATTN_WARPS;
+    while w > 2 && outer * tq.div_ceil(w) < ATTN_MIN_BLOCKS {
+        w /= 2;
+    }
+    while w > 1 && attention_shared_bytes(w, tk, d) > MAX_SHARED_BYTES {
+        w /= 2;
+    }
+    attention_dims_with(w, outer, tq, tk, d)
+}
+
+/// Checks an attention launch against what the kernel needs (it traps otherwise).
+fn check_attention_launch(
+    name: &str,
+    dims: &LaunchDims,
+    tk: usize,
+    d: usize,
+) -> Result<(), KernelError> {
+    let warps = check_warp_block(name, dims)?;
+    if d == 0 || d > MAX_HEAD_DIM {
+        return Err(invalid(format!(
+            "{name}: head dim {d} outside 1..={MAX_HEAD_DIM}"
+        )));
+    }
+    let need = attention_shared_bytes(warps, tk, d);
+    if (dims.shared_bytes as usize) < need {
+        return Err(invalid(format!(
+            "{name}: {} B of shared memory given, {need} B needed ({warps} rows of {tk} keys, d = {d})",
+            dims.shared_bytes
+        )));
+    }
+    Ok(())
+}
 
 /// Strided view of a 4-D `(batch, head, time, d)` tensor with `d` contiguous:
 /// element `(b, h, t, j)` lives at `offset + b·batch + h·head + t·time + j`.
@@ -172,6 +302,66 @@ pub fn rel_pos_attention(
             out[i * ldo + h * d..i * ldo + (h + 1) * d].copy_from_slice(&acc);
         }
     }
+}
+
+unsafe fn host_sdpa(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    let (batch, heads, tq, tk, d, cap, scale) = (
+        a.usize(3)?,
+        a.usize(4)?,
+        a.usize(5)?,
+        a.usize(6)?,
+        a.usize(7)?,
+        a.usize(8)?,
+        a.f32(9)?,
+    );
+    if tk > cap || tk == 0 {
+        return Err(invalid("attention.sdpa: tk outside 1..=cap"));
+    }
+    check_attention_launch("attention.sdpa", dims, tk, d)?;
+    let n = batch * tq * heads * d;
+    // SAFETY: HostFn contract.
+    let (out, q, kv) = unsafe {
+        (
+            wr(a.ptr(0)?, n)?,
+            rd(a.ptr(1)?, n)?,
+            rd(a.ptr(2)?, batch * heads * cap * 2 * d)?,
+        )
+    };
+    let rows = AttnLayout::rows(tq, heads, d);
+    let kl = AttnLayout::kv_cache(heads, cap, d, false);
+    let vl = AttnLayout::kv_cache(heads, cap, d, true);
+    attention(
+        batch, heads, tq, tk, d, scale, q, rows, kv, kl, kv, vl, out, rows,
+    );
+    Ok(())
+}
+
+unsafe fn host_rel_pos(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    let (heads, tq, tk, d, cap) = (
+        a.usize(6)?,
+        a.usize(7)?,
+        a.usize(8)?,
+        a.usize(9)?,
+        a.usize(10)?,
+    );
+    if tq == 0 || tq > tk || tk > cap {
+        return Err(invalid("attention.rel_pos: need 0 < tq <= tk <= cap"));
+    }
+    check_attention_launch("attention.rel_pos", dims, tk, d)?;
+    let hd = heads * d;
+    // SAFETY: HostFn contract.
+    let (out, q, u, w, kv, p) = unsafe {
+        (
+            wr(a.ptr(0)?, tq * hd)?,
+            rd(a.ptr(1)?, tq * hd)?,
+            rd(a.ptr(2)?, hd)?,
+            rd(a.ptr(3)?, hd)?,
+            rd(a.ptr(4)?, heads * cap * 2 * d)?,
+            rd(a.ptr(5)?, (2 * tk - 1) * hd)?,
+        )
+    };
+    rel_pos_attention(heads, tq, tk, d, cap, q, hd, u, w, kv, p, out, hd);
+    Ok(())
 }
 
 #[cfg(test)]

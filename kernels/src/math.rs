@@ -1,3 +1,6 @@
+//! The host twins of the shared `__device__` helpers of `kernels/cuda/common.cuh`, which every
+//! model kernel family includes: transcendentals and the warp reduction order.
+//!
 //! Transcendentals from `+ − * /` (and fused multiply-adds) only, so that a CUDA `__device__`
 //! port of each helper (`--fmad=false`, `__fmaf_rn` where the twin writes `mul_add`,
 //! `__longlong_as_double` / `__int_as_float` for the bit casts, `round`/`rintf` which are exact)
@@ -192,7 +195,7 @@ fn pow2_f32(k: i32) -> f32 {
     f32::from_bits(((k + 127) as u32) << 23)
 }
 
-/// `expf` in single precision (`t2w_expf` in `token2wav.cu`, line by line): `k = rint(x·log2 e)`,
+/// `expf` in single precision (`dcc_expf` in `common.cuh`, line by line): `k = rint(x·log2 e)`,
 /// `r = x − k·ln 2` (Cody–Waite, two fused multiply-adds, `|r| ≤ 0.35`), `e^r` by its Taylor
 /// polynomial of degree 7 (Horner, fused multiply-adds; truncation < 0.1 ulp), then `· 2^k` as two
 /// exact power-of-two factors (one rounding, also into the subnormal range). Within 1 ulp of the
@@ -223,7 +226,7 @@ pub fn exp_f32(x: f32) -> f32 {
     (p * pow2_f32(k1)) * pow2_f32(ki - k1)
 }
 
-/// `torch.nn.Mish` of one float (`t2w_mish` in `token2wav.cu`): `x · tanh(softplus(x))` through
+/// `torch.nn.Mish` of one float (`dcc_mish` in `common.cuh`): `x · tanh(softplus(x))` through
 /// the identity `tanh(ln(1 + n)) = n(n + 2) / (n(n + 2) + 2)` with `n = e^x` ([`exp_f32`]): one
 /// exponential and one division. `x > 20` returns `x` (torch's softplus threshold; the factor
 /// rounds to 1 there anyway).
@@ -267,7 +270,7 @@ pub const WARP: usize = 32;
 /// `Σ_{j<n} term(j)` in the kernels' warp order: lane `l` sums the terms `j ≡ l (mod 32)` in
 /// ascending `j` from `0.0`, then the 32 lane partials are added in a fixed tree
 /// (`lane[l] += lane[l + off]` for `off` = 16, 8, 4, 2, 1), the result being lane 0's.
-/// `t2w_warp_tree` in `token2wav.cu` performs the same additions (`__shfl_down_sync`).
+/// `dcc_warp_tree` in `common.cuh` performs the same additions (`__shfl_down_sync`).
 #[inline]
 pub fn warp_sum(n: usize, term: impl Fn(usize) -> f32) -> f32 {
     let mut lanes = [0.0f32; WARP];
@@ -431,7 +434,7 @@ mod f32_accuracy {
         let mut worst = (0.0f64, 0.0f32);
         sweep(-80.0, 80.0, |x| {
             let mut v = [x];
-            crate::token2wav::elementwise::silu_inplace(&mut v);
+            crate::act::silu_inplace(&mut v);
             let want = x as f64 / (1.0 + (-(x as f64)).exp());
             if want.abs() > 1e-30 {
                 let e = err_ulps(v[0], want);
@@ -446,12 +449,13 @@ mod f32_accuracy {
 
 #[cfg(test)]
 mod cuda_cross_check {
-    //! Bits of the helpers and of the `ACT` / `TIMESTEP_EMBEDDING` twins over a fixed grid,
-    //! hashed (FNV-1a over the float bits). The expected values come from compiling
-    //! `kernels/cuda/token2wav.cu` as C++ on a CPU (`g++ -ffp-contract=off`, a shim defining the
-    //! CUDA builtins, one thread per launch): the CUDA source and the twins agree bit for bit.
+    //! Bits of the helpers and of the `act.apply` / `embed.timestep` twins over a fixed grid,
+    //! hashed (FNV-1a over the float bits). The expected values come from compiling the CUDA
+    //! source (`common.cuh` with `act.cu` and `embed.cu`) as C++ on a CPU
+    //! (`g++ -ffp-contract=off`, a shim defining the CUDA builtins, one thread per launch): the
+    //! CUDA source and the twins agree bit for bit.
     use super::*;
-    use crate::token2wav::{elementwise as ew, pos};
+    use crate::{act as ew, embed as pos};
 
     struct Fnv(u64);
     impl Fnv {
@@ -492,7 +496,7 @@ mod cuda_cross_check {
     }
 
     /// `exp_f32` and `mish_f32` at every 997th bit pattern of `u32` (all signs, subnormals,
-    /// infinities, NaNs), hashed; the same loop over `t2w_expf` / `t2w_mish` compiled as C++.
+    /// infinities, NaNs), hashed; the same loop over `dcc_expf` / `dcc_mish` compiled as C++.
     #[test]
     fn single_precision_helpers_match_the_cuda_source_run_on_cpu() {
         let mut h = Fnv(1_469_598_103_934_665_603);

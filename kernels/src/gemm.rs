@@ -1,6 +1,17 @@
-//! Matrix products. Host twin of a one-thread-per-output-element SGEMM (and the cuBLAS call
-//! the CUDA path may substitute): `acc = Σ_k a·b` summed for k = 0, 1, … in order, then the
-//! epilogue (`alpha`, `beta`, bias) applied once.
+//! Matrix products and 1-D convolutions as matrix products, on the host. No kernel of this crate
+//! computes them: on a device every `Linear` and every convolution is the runtime's
+//! `Backend::gemm` (cuBLAS). These are the plain ordered loops (the reference arithmetic of a
+//! one-thread-per-output-element SGEMM): `acc = Σ_k a·b` summed for k = 0, 1, … in order, then
+//! the epilogue (`alpha`, `beta`, bias) applied once.
+//!
+//! A `Conv1d(c_in, c_out, k)` (stride 1, no padding) applied to a time-major input `x[t, c]`
+//! (`t_out + k − 1` rows of `c_in` contiguous floats: the causal left context, from a cache or
+//! zeros, is written in front by the caller) is
+//! `y[t, o] = bias[o] + Σ_{κ<k} Σ_{c<c_in} w[o, κ, c] · x[t + κ, c]`.
+//! The `k` consecutive input rows of output `t` form one contiguous run of `k·c_in` floats, so
+//! the convolution is [`linear`] with `in_dim = k·c_in` and `ldx = c_in` (overlapping rows),
+//! given the weight in `[o, κ, c]` order ([`conv_weight_okc`]).
+#![allow(clippy::too_many_arguments)]
 
 /// Row-major GEMM: `C[i, j] = alpha · Σ_k opA[i, k] · opB[k, j] + beta · C[i, j]`.
 ///
@@ -49,7 +60,7 @@ pub fn gemm(
     }
 }
 
-/// `torch.nn.Linear` (also every convolution, see `conv`): `Y[r, o] = Σ_i X[r, i] · W[o, i] + bias[o]`.
+/// `torch.nn.Linear` (also every convolution, see the module docs): `Y[r, o] = Σ_i X[r, i] · W[o, i] + bias[o]`.
 ///
 /// `X[r, i]` at `x[r·ldx + i]` (rows may overlap: a causal conv passes `ldx = channels` and
 /// `in_dim = k · channels`), `W` is `[out_dim, in_dim]` row-major, `Y[r, o]` at `y[r·ldy + o]`.
@@ -95,6 +106,20 @@ pub fn linear(
     }
 }
 
+/// Re-lay a torch `Conv1d` weight `[c_out, c_in, k]` as `[c_out, k, c_in]` (done once at load).
+pub fn conv_weight_okc(w: &[f32], c_out: usize, c_in: usize, k: usize) -> Vec<f32> {
+    assert_eq!(w.len(), c_out * c_in * k);
+    let mut out = vec![0.0f32; w.len()];
+    for o in 0..c_out {
+        for c in 0..c_in {
+            for kk in 0..k {
+                out[(o * k + kk) * c_in + c] = w[(o * c_in + c) * k + kk];
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,5 +162,42 @@ mod tests {
         let mut y = [0.0; 2];
         linear(2, 4, 1, &x, 2, &w, None, &mut y, 1);
         assert_eq!(y, [10.0, 18.0]);
+    }
+
+    #[test]
+    fn conv_as_linear_matches_direct_conv() {
+        let (c_in, c_out, k, t_out) = (3, 2, 3, 4);
+        let w: Vec<f32> = (0..c_out * c_in * k)
+            .map(|i| (i as f32 * 0.37).sin())
+            .collect();
+        let b = [0.5, -0.25];
+        let x: Vec<f32> = (0..(t_out + k - 1) * c_in)
+            .map(|i| (i as f32 * 0.11).cos())
+            .collect();
+        let wt = conv_weight_okc(&w, c_out, c_in, k);
+        let mut y = vec![0.0; t_out * c_out];
+        linear(
+            t_out,
+            k * c_in,
+            c_out,
+            &x,
+            c_in,
+            &wt,
+            Some(&b),
+            &mut y,
+            c_out,
+        );
+        for t in 0..t_out {
+            for o in 0..c_out {
+                let mut want = 0.0f64;
+                for c in 0..c_in {
+                    for kk in 0..k {
+                        want += (w[(o * c_in + c) * k + kk] * x[(t + kk) * c_in + c]) as f64;
+                    }
+                }
+                want += b[o] as f64;
+                assert!((y[t * c_out + o] as f64 - want).abs() < 1e-5);
+            }
+        }
     }
 }

@@ -1,0 +1,314 @@
+// Attention: scaled dot-product (attention_sdpa) and the conformer's relative-position attention
+// (attention_rel_pos). Host twins: kernels/src/attention.rs. Prepended with common.cuh.
+// One warp per query row, W = blockDim.x / 32 query rows per block.
+//
+// A block takes W consecutive query rows of one (batch, head). Keys and values are staged in
+// shared memory 64 frames at a time (coalesced loads, rows padded to d + 1 floats). Warp w owns
+// query row i0 + w: lane l scores keys j0 + l and j0 + 32 + l of each tile (two independent dot
+// products, each ascending over c, as the twin), the row's scores live in shared memory, the softmax sum is the warp reduction above, and
+// lane l accumulates the output columns l, l + 32, ... over all keys in ascending order.
+//
+// Dynamic shared memory (launch's shared_bytes): floats [W·d (queries) | W·d (rel-pos: q + w) |
+// W·tk (scores) | 64·(d + 1) (key/value tile)], see `attention::attention_dims`. The kernel traps if
+// the launch gives less, or if d is outside 1..=128. The bodies are templated on the head
+// dimension (D = 32, 64, 128 unrolled; D = 0 any d): same operations in the same order.
+
+#define DCC_MAX_HEAD_DIM 128
+#define DCC_TILE 64
+
+__device__ __forceinline__ unsigned dcc_dyn_smem_bytes() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%dynamic_smem_size;" : "=r"(r));
+    return r;
+}
+
+__device__ __forceinline__ void dcc_check_attention_launch(i64 tk, i64 d) {
+    dcc_require_warps();
+    const i64 W = blockDim.x / DCC_WARP;
+    if (d < 1 || d > DCC_MAX_HEAD_DIM || tk < 1 ||
+        (i64)dcc_dyn_smem_bytes() < (2 * W * d + W * tk + DCC_TILE * (d + 1)) * 4)
+        __trap();
+}
+
+extern __shared__ float dcc_smem[];
+
+// Stages frames j0 .. j0 + 64 of one (batch, head) cache slice (`base` + `off`: 0 keys, d values)
+// into tile[jj · (d + 1) + c]; frames ≥ tk read as 0. Loads go out in batches of 16 per thread
+// before any store, so their latencies overlap.
+#define DCC_STAGE_BATCH 16
+template <int D>
+__device__ __forceinline__ void dcc_stage(float* tile, const float* base, int off, int j0, int tk, int d) {
+    const int dd = D ? D : d;
+    const int total = DCC_TILE * dd;
+    for (int i0 = 0; i0 < total; i0 += DCC_STAGE_BATCH * blockDim.x) {
+        float buf[DCC_STAGE_BATCH];
+#pragma unroll
+        for (int r = 0; r < DCC_STAGE_BATCH; ++r) {
+            const int idx = i0 + r * blockDim.x + threadIdx.x;
+            const int jj = idx / dd, c = idx - jj * dd;
+            const int j = j0 + jj;
+            buf[r] = (idx < total && j < tk) ? base[(i64)j * 2 * dd + off + c] : 0.0f;
+        }
+#pragma unroll
+        for (int r = 0; r < DCC_STAGE_BATCH; ++r) {
+            const int idx = i0 + r * blockDim.x + threadIdx.x;
+            const int jj = idx / dd, c = idx - jj * dd;
+            if (idx < total) tile[jj * (dd + 1) + c] = buf[r];
+        }
+    }
+}
+
+// Software-pipelined staging (blocks of NT = DCC_PIPE_THREADS threads, a compile-time count so
+// that the R = 64·D / NT loads of a thread are one address plus constant offsets): thread t
+// holds the tile elements idx = r · NT + t of the *next* tile in registers, so their global loads
+// are in flight while the block computes on the current one. `dcc_tile_next` waits for every
+// warp to finish with the shared tile, stores the registers into it, and issues the loads of the
+// tile after (`next_j0` < 0: none). NT = 0 stages synchronously (dcc_stage, any block size). The
+// tile contents are the same either way; only the timing of the loads differs.
+#define DCC_PIPE_THREADS 256
+template <int D, int NT>
+struct DccPipe {
+    static constexpr int R = (NT > 0 && D > 0) ? DCC_TILE * D / NT : 1;
+};
+
+template <int D, int NT>
+__device__ __forceinline__ void dcc_fetch(float (&buf)[DccPipe<D, NT>::R], const float* base, int off, int j0,
+                                          int tk) {
+    if constexpr (NT > 0 && D > 0) {
+#pragma unroll
+        for (int r = 0; r < DccPipe<D, NT>::R; ++r) {
+            const int idx = r * NT + threadIdx.x;
+            const int jj = idx / D, c = idx - jj * D;
+            const int j = j0 + jj;
+            buf[r] = j < tk ? base[(i64)j * 2 * D + off + c] : 0.0f;
+        }
+    }
+}
+
+template <int D, int NT>
+__device__ __forceinline__ void dcc_tile_next(float* tile, float (&buf)[DccPipe<D, NT>::R], const float* base,
+                                              int off, int j0, int next_off, int next_j0, int tk, int d) {
+    __syncthreads();
+    if constexpr (NT > 0 && D > 0) {
+#pragma unroll
+        for (int r = 0; r < DccPipe<D, NT>::R; ++r) {
+            const int idx = r * NT + threadIdx.x;
+            const int jj = idx / D, c = idx - jj * D;
+            tile[jj * (D + 1) + c] = buf[r];
+        }
+    } else {
+        dcc_stage<D>(tile, base, off, j0, tk, d);
+    }
+    __syncthreads();
+    if (next_j0 >= 0) dcc_fetch<D, NT>(buf, base, next_off, next_j0, tk);
+}
+
+// Softmax numerators e_j = exp(s_j − max) in place over the warp's score row; returns Σ e_j in
+// the warp order.
+__device__ __forceinline__ float dcc_softmax_row(float* sw, int tk, int lane) {
+    float m = -__int_as_float(0x7f800000);
+    for (int j = lane; j < tk; j += DCC_WARP) m = fmaxf(m, sw[j]);
+    m = dcc_warp_max(m);
+#pragma unroll 4
+    for (int j = lane; j < tk; j += DCC_WARP) sw[j] = dcc_expf(sw[j] - m);
+    float sum = 0.0f;
+    for (int j = lane; j < tk; j += DCC_WARP) sum = sum + sw[j];
+    sum = dcc_warp_tree(sum);
+    __syncwarp();
+    return sum;
+}
+
+// acc[k] (column lane + 32k) = Σ_j coef(sw[j]) · v_j[c], ascending j; `inv` = 0 means
+// coef(e) = e (attention), else coef(e) = e · inv (rel-pos attention). On entry `buf` holds the
+// first value tile (R > 0).
+template <int D, int NT, bool SCALED>
+__device__ __forceinline__ void dcc_weighted_values(float* acc, float (&buf)[DccPipe<D, NT>::R], const float* sw,
+                                                    float inv, float* tile, const float* base, int tk, int d,
+                                                    bool live, int lane) {
+    constexpr int K = (D ? D : DCC_MAX_HEAD_DIM) / DCC_WARP;
+    const int dd = D ? D : d;
+#pragma unroll
+    for (int k = 0; k < K; ++k) acc[k] = 0.0f;
+    for (int j0 = 0; j0 < tk; j0 += DCC_TILE) {
+        dcc_tile_next<D, NT>(tile, buf, base, dd, j0, dd, j0 + DCC_TILE < tk ? j0 + DCC_TILE : -1, tk, dd);
+        if (!live) continue;
+        const int n = tk - j0 < DCC_TILE ? tk - j0 : DCC_TILE;
+#pragma unroll 8
+        for (int jj = 0; jj < n; ++jj) {
+            const float e = SCALED ? sw[j0 + jj] * inv : sw[j0 + jj];
+            const float* vj = tile + jj * (dd + 1);
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                const int c = lane + k * DCC_WARP;
+                if (D || c < dd) acc[k] = acc[k] + e * vj[c];
+            }
+        }
+    }
+}
+
+template <int D, int NT>
+__device__ void dcc_attention_body(float* out, const float* q, const float* kv, i64 batch, i64 heads, i64 tq,
+                                   int tk, int d, i64 cap, float scale) {
+    constexpr int K = (D ? D : DCC_MAX_HEAD_DIM) / DCC_WARP;
+    const int dd = D ? D : d;
+    const int W = blockDim.x / DCC_WARP;
+    const int lane = threadIdx.x % DCC_WARP, w = threadIdx.x / DCC_WARP;
+    float* qw = dcc_smem + w * dd;                          // [W, d] queries
+    float* sw = dcc_smem + 2 * W * dd + w * tk;             // [W, tk] scores
+    float* tile = dcc_smem + 2 * W * dd + W * tk;           // [64, d + 1]
+    const i64 tiles = (tq + W - 1) / W;
+    float buf[DccPipe<D, NT>::R];
+    for (i64 unit = blockIdx.x; unit < batch * heads * tiles; unit += gridDim.x) {
+        const i64 i0 = (unit % tiles) * W, h = (unit / tiles) % heads, b = unit / (tiles * heads);
+        const i64 i = i0 + w;
+        const bool live = i < tq;
+        const float* base = kv + (b * heads + h) * cap * 2 * dd;
+        dcc_fetch<D, NT>(buf, base, 0, 0, tk);
+        if (live) {
+            const float* qi = q + (b * tq + i) * heads * dd + h * dd;
+            for (int c = lane; c < dd; c += DCC_WARP) qw[c] = qi[c];
+        }
+        __syncwarp();
+        for (int j0 = 0; j0 < tk; j0 += DCC_TILE) {
+            // after the last key tile, the first value tile is fetched
+            const bool more = j0 + DCC_TILE < tk;
+            dcc_tile_next<D, NT>(tile, buf, base, 0, j0, more ? 0 : dd, more ? j0 + DCC_TILE : 0, tk, dd);
+            if (live) {
+                const float* k0 = tile + lane * (dd + 1);
+                const float* k1 = tile + (lane + DCC_WARP) * (dd + 1);
+                float a0 = 0.0f, a1 = 0.0f;
+                if constexpr (D != 0) {
+                    // the query in 16-byte broadcasts (D is a multiple of 4; same products and sums)
+#pragma unroll 4
+                    for (int c = 0; c < D; c += 4) {
+                        const float4 q4 = *reinterpret_cast<const float4*>(qw + c);
+                        a0 = a0 + q4.x * k0[c];
+                        a1 = a1 + q4.x * k1[c];
+                        a0 = a0 + q4.y * k0[c + 1];
+                        a1 = a1 + q4.y * k1[c + 1];
+                        a0 = a0 + q4.z * k0[c + 2];
+                        a1 = a1 + q4.z * k1[c + 2];
+                        a0 = a0 + q4.w * k0[c + 3];
+                        a1 = a1 + q4.w * k1[c + 3];
+                    }
+                } else {
+                    for (int c = 0; c < dd; ++c) {
+                        const float qc = qw[c];
+                        a0 = a0 + qc * k0[c];
+                        a1 = a1 + qc * k1[c];
+                    }
+                }
+                if (j0 + lane < tk) sw[j0 + lane] = scale * a0;
+                if (j0 + DCC_WARP + lane < tk) sw[j0 + DCC_WARP + lane] = scale * a1;
+            }
+        }
+        __syncwarp();
+        const float sum = dcc_softmax_row(sw, tk, lane);
+        float acc[K];
+        dcc_weighted_values<D, NT, false>(acc, buf, sw, 0.0f, tile, base, tk, dd, live, lane);
+        if (live) {
+            float* o = out + (b * tq + i) * heads * dd + h * dd;
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                const int c = lane + k * DCC_WARP;
+                if (D || c < dd) o[c] = acc[k] / sum;
+            }
+        }
+    }
+}
+
+// Synchronous staging for every block size. The register-pipelined staging (NT =
+// DCC_PIPE_THREADS) is bit-equal but was measured slower on the H200: it needs ~170 registers (one
+// 256-thread block per SM; the prompt call's 624 blocks then run in 5 waves), and capping it at
+// 128 with launch bounds spills (DiT chunk 44.8 µs vs 37.4 µs synchronous). Kept for a later
+// cp.async double-buffered variant; not instantiated.
+#define DCC_ATTN_DISPATCH(BODY, D, ...) BODY<D, 0>(__VA_ARGS__);
+
+extern "C" __global__ void attention_sdpa(float* out, const float* q, const float* kv, i64 batch, i64 heads, i64 tq,
+                                          i64 tk, i64 d, i64 cap, float scale) {
+    dcc_check_attention_launch(tk, d);
+    switch (d) {
+        case 32: DCC_ATTN_DISPATCH(dcc_attention_body, 32, out, q, kv, batch, heads, tq, (int)tk, 32, cap, scale); break;
+        case 64: DCC_ATTN_DISPATCH(dcc_attention_body, 64, out, q, kv, batch, heads, tq, (int)tk, 64, cap, scale); break;
+        case 128: DCC_ATTN_DISPATCH(dcc_attention_body, 128, out, q, kv, batch, heads, tq, (int)tk, 128, cap, scale); break;
+        default: dcc_attention_body<0, 0>(out, q, kv, batch, heads, tq, (int)tk, (int)d, cap, scale); break;
+    }
+}
+
+template <int D, int NT>
+__device__ void dcc_rel_pos_body(float* out, const float* q, const float* pos_bias_u, const float* pos_bias_v,
+                                 const float* kv, const float* p, i64 heads, i64 tq, int tk, int d, i64 cap) {
+    constexpr int K = (D ? D : DCC_MAX_HEAD_DIM) / DCC_WARP;
+    const int dd = D ? D : d;
+    const int W = blockDim.x / DCC_WARP;
+    const int lane = threadIdx.x % DCC_WARP, w = threadIdx.x / DCC_WARP;
+    const i64 hd = heads * dd;
+    const float denom = (float)sqrt((double)dd);
+    float* qu = dcc_smem + w * dd;                          // [W, d]: q + u
+    float* qv = dcc_smem + W * dd + w * dd;                 // [W, d]: q + w
+    float* sw = dcc_smem + 2 * W * dd + w * tk;             // [W, tk]
+    float* tile = dcc_smem + 2 * W * dd + W * tk;           // [64, d + 1]
+    const i64 tiles = (tq + W - 1) / W;
+    float buf[DccPipe<D, NT>::R];
+    for (i64 unit = blockIdx.x; unit < heads * tiles; unit += gridDim.x) {
+        const i64 i0 = (unit % tiles) * W, h = unit / tiles;
+        const i64 i = i0 + w;
+        const bool live = i < tq;
+        const float* base = kv + h * cap * 2 * dd;
+        dcc_fetch<D, NT>(buf, base, 0, 0, tk);
+        if (live) {
+            const float* qi = q + i * hd + h * dd;
+            for (int c = lane; c < dd; c += DCC_WARP) {
+                qu[c] = qi[c] + pos_bias_u[h * dd + c];
+                qv[c] = qi[c] + pos_bias_v[h * dd + c];
+            }
+        }
+        __syncwarp();
+        for (int j0 = 0; j0 < tk; j0 += DCC_TILE) {
+            const bool more = j0 + DCC_TILE < tk;
+            dcc_tile_next<D, NT>(tile, buf, base, 0, j0, more ? 0 : dd, more ? j0 + DCC_TILE : 0, tk, dd);
+            if (live) {
+#pragma unroll
+                for (int t = 0; t < DCC_TILE / DCC_WARP; ++t) {
+                    const int j = j0 + t * DCC_WARP + lane;
+                    if (j < tk) {
+                        const float* kj = tile + (t * DCC_WARP + lane) * (dd + 1);
+                        const float* pr = p + (tq - 1 - i + j) * hd + h * dd;
+                        float ac = 0.0f, bd = 0.0f;
+#pragma unroll
+                        for (int c = 0; c < dd; ++c) {
+                            ac = ac + qu[c] * kj[c];
+                            bd = bd + qv[c] * pr[c];
+                        }
+                        sw[j] = (ac + bd) / denom;
+                    }
+                }
+            }
+        }
+        __syncwarp();
+        const float sum = dcc_softmax_row(sw, tk, lane);
+        const float inv = 1.0f / sum;
+        float acc[K];
+        dcc_weighted_values<D, NT, true>(acc, buf, sw, inv, tile, base, tk, dd, live, lane);
+        if (live) {
+            float* o = out + i * hd + h * dd;
+#pragma unroll
+            for (int k = 0; k < K; ++k) {
+                const int c = lane + k * DCC_WARP;
+                if (D || c < dd) o[c] = acc[k];
+            }
+        }
+    }
+}
+
+extern "C" __global__ void attention_rel_pos(float* out, const float* q, const float* pos_bias_u,
+                                             const float* pos_bias_v, const float* kv, const float* p, i64 heads,
+                                             i64 tq, i64 tk, i64 d, i64 cap) {
+    dcc_check_attention_launch(tk, d);
+    switch (d) {
+        case 32: DCC_ATTN_DISPATCH(dcc_rel_pos_body, 32, out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, (int)tk, 32, cap); break;
+        case 64: DCC_ATTN_DISPATCH(dcc_rel_pos_body, 64, out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, (int)tk, 64, cap); break;
+        case 128: DCC_ATTN_DISPATCH(dcc_rel_pos_body, 128, out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, (int)tk, 128, cap); break;
+        default: dcc_rel_pos_body<0, 0>(out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, (int)tk, (int)d, cap); break;
+    }
+}

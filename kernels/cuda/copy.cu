@@ -1,0 +1,47 @@
+// Copies, packs and gathers: strided blocks (concat, broadcast, nearest upsampling, im2col rows),
+// transposes, key/value cache packing, causal-conv im2col. Host twins: kernels/src/copy.rs.
+// Prepended with common.cuh. One thread per destination element, grid-strided.
+
+extern "C" __global__ void copy_block(float* dst, i64 ldd, const float* src, i64 lds, i64 rows, i64 cols,
+                                      i64 rep) {
+    DCC_GRID_STRIDE(i, rows * cols) {
+        const i64 r = i / cols, j = i % cols;
+        dst[r * ldd + j] = src[(r / rep) * lds + j];
+    }
+}
+
+extern "C" __global__ void copy_transpose(float* out, i64 ldo, const float* x, i64 ldx, i64 rows, i64 cols) {
+    DCC_GRID_STRIDE(i, rows * cols) {
+        const i64 r = i / cols, c = i % cols;
+        out[c * ldo + r] = x[r * ldx + c];
+    }
+}
+
+extern "C" __global__ void copy_kv_pack(float* cache, i64 cap, i64 t0, const float* k, const float* v, i64 ld,
+                                        i64 batch, i64 heads, i64 t, i64 d) {
+    DCC_GRID_STRIDE(i, batch * heads * t * d) {
+        const i64 c = i % d, ti = (i / d) % t, h = (i / (d * t)) % heads, b = i / (d * t * heads);
+        const i64 dst = ((b * heads + h) * cap + t0 + ti) * 2 * d + c;
+        const i64 src = (b * t + ti) * ld + h * d + c;
+        cache[dst] = k[src];
+        cache[dst + d] = v[src];
+    }
+}
+
+extern "C" __global__ void copy_im2col(float* col, const float* src, i64 src_b, const float* ctx, i64 ctx_b,
+                                       i64 batch, i64 frames, i64 k, i64 dim) {
+    const i64 c0 = k - 1;
+    DCC_GRID_STRIDE(i, batch * frames * k * dim) {
+        const i64 c = i % dim, s = (i / dim) % k, f = (i / (dim * k)) % frames, b = i / (dim * k * frames);
+        const i64 r = f + s;
+        col[i] = r < c0 ? ctx[b * ctx_b + r * dim + c] : src[b * src_b + (r - c0) * dim + c];
+    }
+}
+
+extern "C" __global__ void copy_batched(float* dst, i64 dst_b, i64 ldd, const float* src, i64 src_b, i64 lds,
+                                        i64 batch, i64 rows, i64 cols) {
+    DCC_GRID_STRIDE(i, batch * rows * cols) {
+        const i64 j = i % cols, r = (i / cols) % rows, b = i / (cols * rows);
+        dst[b * dst_b + r * ldd + j] = src[b * src_b + r * lds + j];
+    }
+}

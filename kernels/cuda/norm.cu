@@ -1,0 +1,332 @@
+// Row normalisations (LayerNorm, modulated LayerNorm, L2) and the fused launches built on them.
+// Host twins: kernels/src/norm.rs. Prepended with common.cuh. One warp per row, rows grid-strided
+// over warps; the row statistics use the warp reduction of common.cuh.
+
+#define DCC_WARP_ROWS(r, rows)                                                                       \
+    for (i64 r = (blockIdx.x * (i64)blockDim.x + threadIdx.x) / DCC_WARP; r < (rows);                 \
+         r += ((i64)gridDim.x * blockDim.x) / DCC_WARP)
+
+__device__ __forceinline__ void dcc_moments(const float* row, i64 n, float eps, int lane, float* mean,
+                                            float* rstd) {
+    float s = 0.0f;
+    for (i64 j = lane; j < n; j += DCC_WARP) s = s + row[j];
+    s = dcc_warp_tree(s);
+    const float m = s / (float)n;
+    float q = 0.0f;
+    for (i64 j = lane; j < n; j += DCC_WARP) {
+        const float d = row[j] - m;
+        q = q + d * d;
+    }
+    q = dcc_warp_tree(q);
+    const float var = q / (float)n;
+    *mean = m;
+    *rstd = 1.0f / sqrtf(var + eps);
+}
+
+// Rows of at most DCC_ROW_REGS · 32 elements are held in registers (one load batch; the same
+// additions in the same order as dcc_moments).
+#define DCC_ROW_REGS 16
+
+__device__ __forceinline__ void dcc_moments_regs(const float (&v)[DCC_ROW_REGS], i64 n, float eps, int lane,
+                                                 float* mean, float* rstd) {
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < DCC_ROW_REGS; ++k)
+        if (lane + k * DCC_WARP < n) s = s + v[k];
+    s = dcc_warp_tree(s);
+    const float m = s / (float)n;
+    float q = 0.0f;
+#pragma unroll
+    for (int k = 0; k < DCC_ROW_REGS; ++k)
+        if (lane + k * DCC_WARP < n) {
+            const float d = v[k] - m;
+            q = q + d * d;
+        }
+    q = dcc_warp_tree(q);
+    const float var = q / (float)n;
+    *mean = m;
+    *rstd = 1.0f / sqrtf(var + eps);
+}
+
+__device__ __forceinline__ void dcc_load_row(float (&v)[DCC_ROW_REGS], const float* row, i64 n, int lane) {
+#pragma unroll
+    for (int k = 0; k < DCC_ROW_REGS; ++k) {
+        const i64 j = lane + k * DCC_WARP;
+        v[k] = j < n ? row[j] : 0.0f;
+    }
+}
+
+// Loads the lane's columns of a [dim] parameter vector (0 where absent or past the row). Every
+// kernel below issues all of its loads before its first store: the stores may alias the inputs as
+// far as the compiler knows, so a load after a store would wait for a whole round trip.
+__device__ __forceinline__ void dcc_load_vec(float (&v)[DCC_ROW_REGS], const float* p, i64 n, int lane) {
+#pragma unroll
+    for (int k = 0; k < DCC_ROW_REGS; ++k) {
+        const i64 j = lane + k * DCC_WARP;
+        v[k] = (p && j < n) ? p[j] : 0.0f;
+    }
+}
+
+extern "C" __global__ void norm_layer_norm(float* y, i64 ldy, const float* x, i64 ldx, const float* gamma,
+                                           const float* beta, i64 rows, i64 dim, float eps) {
+    dcc_require_warps();
+    const int lane = threadIdx.x % DCC_WARP;
+    DCC_WARP_ROWS(r, rows) {
+        const float* xr = x + r * ldx;
+        float* yr = y + r * ldy;
+        float mean, rstd;
+        if (dim <= DCC_ROW_REGS * DCC_WARP) {
+            float v[DCC_ROW_REGS], g[DCC_ROW_REGS], be[DCC_ROW_REGS];
+            dcc_load_row(v, xr, dim, lane);
+            dcc_load_vec(g, gamma, dim, lane);
+            dcc_load_vec(be, beta, dim, lane);
+            dcc_moments_regs(v, dim, eps, lane, &mean, &rstd);
+            const float bias = -mean * rstd;
+#pragma unroll
+            for (int k = 0; k < DCC_ROW_REGS; ++k) {
+                const i64 j = lane + k * DCC_WARP;
+                if (j < dim) {
+                    float o = v[k] * rstd + bias;
+                    if (gamma) o = o * g[k];
+                    if (beta) o = o + be[k];
+                    yr[j] = o;
+                }
+            }
+            continue;
+        }
+        dcc_moments(xr, dim, eps, lane, &mean, &rstd);
+        const float bias = -mean * rstd;
+        for (i64 j = lane; j < dim; j += DCC_WARP) {
+            float v = xr[j] * rstd + bias;
+            if (gamma) v = v * gamma[j];
+            if (beta) v = v + beta[j];
+            yr[j] = v;
+        }
+    }
+}
+
+extern "C" __global__ void norm_layer_norm_modulate(float* y, const float* x, const float* shift, const float* scale,
+                                                    i64 rows, i64 dim, float eps) {
+    dcc_require_warps();
+    const int lane = threadIdx.x % DCC_WARP;
+    DCC_WARP_ROWS(r, rows) {
+        const float* xr = x + r * dim;
+        float* yr = y + r * dim;
+        float mean, rstd;
+        if (dim <= DCC_ROW_REGS * DCC_WARP) {
+            float v[DCC_ROW_REGS], sc[DCC_ROW_REGS], sh[DCC_ROW_REGS];
+            dcc_load_row(v, xr, dim, lane);
+            dcc_load_vec(sc, scale, dim, lane);
+            dcc_load_vec(sh, shift, dim, lane);
+            dcc_moments_regs(v, dim, eps, lane, &mean, &rstd);
+            const float bias = -mean * rstd;
+#pragma unroll
+            for (int k = 0; k < DCC_ROW_REGS; ++k) {
+                const i64 j = lane + k * DCC_WARP;
+                if (j < dim) {
+                    const float n = v[k] * rstd + bias;
+                    yr[j] = n * (1.0f + sc[k]) + sh[k];
+                }
+            }
+            continue;
+        }
+        dcc_moments(xr, dim, eps, lane, &mean, &rstd);
+        const float bias = -mean * rstd;
+        for (i64 j = lane; j < dim; j += DCC_WARP) {
+            const float n = xr[j] * rstd + bias;
+            yr[j] = n * (1.0f + scale[j]) + shift[j];
+        }
+    }
+}
+
+extern "C" __global__ void norm_l2_normalize(float* y, const float* x, i64 rows, i64 dim, float eps) {
+    dcc_require_warps();
+    const int lane = threadIdx.x % DCC_WARP;
+    DCC_WARP_ROWS(r, rows) {
+        const float* xr = x + r * dim;
+        float s = 0.0f;
+        for (i64 j = lane; j < dim; j += DCC_WARP) s = s + xr[j] * xr[j];
+        s = dcc_warp_tree(s);
+        const float norm = fmaxf(sqrtf(s), eps);
+        for (i64 j = lane; j < dim; j += DCC_WARP) y[r * dim + j] = xr[j] / norm;
+    }
+}
+
+// ---- fused (one launch for a sequence of the ops above, same arithmetic) --------------------
+
+// LayerNorm of one row by one warp, exactly norm_layer_norm's row body.
+__device__ __forceinline__ void dcc_ln_row(float* yr, const float* xr, i64 dim, const float* gamma,
+                                           const float* beta, float eps, int lane) {
+    float mean, rstd;
+    if (dim <= DCC_ROW_REGS * DCC_WARP) {
+        float v[DCC_ROW_REGS], g[DCC_ROW_REGS], be[DCC_ROW_REGS];
+        dcc_load_row(v, xr, dim, lane);
+        dcc_load_vec(g, gamma, dim, lane);
+        dcc_load_vec(be, beta, dim, lane);
+        dcc_moments_regs(v, dim, eps, lane, &mean, &rstd);
+        const float bias = -mean * rstd;
+#pragma unroll
+        for (int k = 0; k < DCC_ROW_REGS; ++k) {
+            const i64 j = lane + k * DCC_WARP;
+            if (j < dim) {
+                float o = v[k] * rstd + bias;
+                if (gamma) o = o * g[k];
+                if (beta) o = o + be[k];
+                yr[j] = o;
+            }
+        }
+        return;
+    }
+    dcc_moments(xr, dim, eps, lane, &mean, &rstd);
+    const float bias = -mean * rstd;
+    for (i64 j = lane; j < dim; j += DCC_WARP) {
+        float v = xr[j] * rstd + bias;
+        if (gamma) v = v * gamma[j];
+        if (beta) v = v + beta[j];
+        yr[j] = v;
+    }
+}
+
+
+extern "C" __global__ void norm_qk_pack(float* qn, float* cache, i64 cap, i64 t0, const float* qkv, i64 ld,
+                                        const float* gq, const float* bq, const float* gk, const float* bk,
+                                        i64 batch, i64 heads, i64 t, i64 d, float eps) {
+    dcc_require_warps();
+    const int lane = threadIdx.x % DCC_WARP;
+    const i64 units = batch * t * heads, inner = heads * d;
+    DCC_WARP_ROWS(u, 2 * units) {
+        const bool is_k = u >= units;
+        const i64 uu = is_k ? u - units : u;
+        const i64 h = uu % heads, row = uu / heads;
+        const i64 b = row / t, i = row % t;
+        const float* src = qkv + row * ld + h * d;
+        if (!is_k) {
+            dcc_ln_row(qn + row * inner + h * d, src, d, gq, bq, eps, lane);
+        } else {
+            float* dst = cache + ((b * heads + h) * cap + t0 + i) * 2 * d;
+            dcc_ln_row(dst, src + inner, d, gk, bk, eps, lane);
+            for (i64 c = lane; c < d; c += DCC_WARP) dst[d + c] = src[2 * inner + c];
+        }
+    }
+}
+
+extern "C" __global__ void norm_gated_add_modulate(float* x, const float* gate, const float* y, float* xn,
+                                                   const float* shift, const float* scale, i64 rows, i64 dim,
+                                                   float eps) {
+    dcc_require_warps();
+    const int lane = threadIdx.x % DCC_WARP;
+    DCC_WARP_ROWS(r, rows) {
+        float* xr = x + r * dim;
+        const float* yr = y + r * dim;
+        float* nr = xn + r * dim;
+        float mean, rstd;
+        if (dim <= DCC_ROW_REGS * DCC_WARP) {
+            // every load first (x, gate, y, scale, shift: one round trip), then the stores
+            float v[DCC_ROW_REGS], g[DCC_ROW_REGS], yv[DCC_ROW_REGS], sc[DCC_ROW_REGS], sh[DCC_ROW_REGS];
+            dcc_load_row(v, xr, dim, lane);
+            dcc_load_vec(g, gate, dim, lane);
+            dcc_load_row(yv, yr, dim, lane);
+            dcc_load_vec(sc, scale, dim, lane);
+            dcc_load_vec(sh, shift, dim, lane);
+#pragma unroll
+            for (int k = 0; k < DCC_ROW_REGS; ++k) {
+                const i64 j = lane + k * DCC_WARP;
+                v[k] = j < dim ? v[k] + g[k] * yv[k] : 0.0f;
+            }
+#pragma unroll
+            for (int k = 0; k < DCC_ROW_REGS; ++k) {
+                const i64 j = lane + k * DCC_WARP;
+                if (j < dim) xr[j] = v[k];
+            }
+            dcc_moments_regs(v, dim, eps, lane, &mean, &rstd);
+            const float bias = -mean * rstd;
+#pragma unroll
+            for (int k = 0; k < DCC_ROW_REGS; ++k) {
+                const i64 j = lane + k * DCC_WARP;
+                if (j < dim) {
+                    const float n = v[k] * rstd + bias;
+                    nr[j] = n * (1.0f + sc[k]) + sh[k];
+                }
+            }
+            continue;
+        }
+        for (i64 j = lane; j < dim; j += DCC_WARP) xr[j] = xr[j] + gate[j] * yr[j];
+        __syncwarp();
+        dcc_moments(xr, dim, eps, lane, &mean, &rstd);
+        const float bias = -mean * rstd;
+        for (i64 j = lane; j < dim; j += DCC_WARP) {
+            const float n = xr[j] * rstd + bias;
+            nr[j] = n * (1.0f + scale[j]) + shift[j];
+        }
+        __syncwarp();
+    }
+}
+
+// grid-strided over rows): the row is written to every im2col slot that reads it,
+// col[(b·frames + f)·k + s] with f + s = r. Every warp of the block reduces the whole row (the
+// same warp-order sums, so the same statistics), then applies LayerNorm + activation to its
+// share of the columns (register k of lane l, column l + 32k, goes to warp k mod W): the
+// transcendental-heavy activation is spread over W warps instead of one.
+extern "C" __global__ void norm_layer_norm_act_im2col(float* col, const float* x, const float* gamma,
+                                                      const float* beta, float eps, int op, float alpha,
+                                                      const float* ctx, i64 ctx_b, i64 batch, i64 frames, i64 k,
+                                                      i64 dim) {
+    dcc_require_warps();
+    const int lane = threadIdx.x % DCC_WARP, w = threadIdx.x / DCC_WARP, W = blockDim.x / DCC_WARP;
+    const i64 c0 = k - 1, per = frames + c0;
+    for (i64 u = blockIdx.x; u < batch * per; u += gridDim.x) {
+        const i64 b = u / per, r = u % per;
+        const i64 s_lo = r - (frames - 1) > 0 ? r - (frames - 1) : 0;
+        const i64 s_hi = r < k - 1 ? r : k - 1;
+        if (r < c0) {
+            const float* cr = ctx + b * ctx_b + r * dim;
+            for (i64 s = s_lo; s <= s_hi; ++s) {
+                float* o = col + ((b * frames + r - s) * k + s) * dim;
+                for (i64 j = threadIdx.x; j < dim; j += blockDim.x) o[j] = cr[j];
+            }
+            continue;
+        }
+        const float* xr = x + (b * frames + r - c0) * dim;
+        float mean, rstd;
+        if (dim <= DCC_ROW_REGS * DCC_WARP) {
+            // the row and this warp's gamma/beta columns in one round trip, stores last
+            float v[DCC_ROW_REGS], g[DCC_ROW_REGS], be[DCC_ROW_REGS];
+            dcc_load_row(v, xr, dim, lane);
+#pragma unroll
+            for (int kk = 0; kk < DCC_ROW_REGS; ++kk) {
+                const i64 j = lane + kk * DCC_WARP;
+                const bool mine = kk % W == w && j < dim;
+                g[kk] = mine ? gamma[j] : 0.0f;
+                be[kk] = mine ? beta[j] : 0.0f;
+            }
+            dcc_moments_regs(v, dim, eps, lane, &mean, &rstd);
+            const float bias = -mean * rstd;
+#pragma unroll
+            for (int kk = 0; kk < DCC_ROW_REGS; ++kk) {
+                const i64 j = lane + kk * DCC_WARP;
+                if (kk % W == w && j < dim) {
+                    float o = v[kk] * rstd + bias;
+                    o = o * g[kk];
+                    o = o + be[kk];
+                    v[kk] = dcc_act1(o, op, alpha);
+                }
+            }
+#pragma unroll
+            for (int kk = 0; kk < DCC_ROW_REGS; ++kk) {
+                const i64 j = lane + kk * DCC_WARP;
+                if (kk % W == w && j < dim)
+                    for (i64 s = s_lo; s <= s_hi; ++s) col[((b * frames + r - s) * k + s) * dim + j] = v[kk];
+            }
+            continue;
+        }
+        dcc_moments(xr, dim, eps, lane, &mean, &rstd);
+        const float bias = -mean * rstd;
+        for (i64 j = threadIdx.x; j < dim; j += blockDim.x) {
+            float v = xr[j] * rstd + bias;
+            v = v * gamma[j];
+            v = v + beta[j];
+            v = dcc_act1(v, op, alpha);
+            for (i64 s = s_lo; s <= s_hi; ++s) col[((b * frames + r - s) * k + s) * dim + j] = v;
+        }
+    }
+}

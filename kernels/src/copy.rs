@@ -1,0 +1,357 @@
+//! Copies, packs and gathers (`kernels/cuda/copy.cu`): strided row blocks (concat into an offset,
+//! bias broadcast, nearest upsampling, im2col with overlapping rows), transposes, key/value cache
+//! packing, causal-conv im2col and batched 2-D copies. Each kernel's host twin's body is the
+//! slice function below; the other slice functions are host-side helpers of the same family.
+//! Launch: one thread per destination element, grid-strided.
+
+#![allow(clippy::too_many_arguments)]
+
+use crate::CudaSource;
+use crate::abi::{Arg, Args, KernelError, LaunchDims, Param};
+use crate::twin::{invalid, kdef, rd, span, wr};
+
+use Param::{I64, Ptr};
+
+pub static SOURCE: CudaSource = CudaSource {
+    name: "copy",
+    code: concat!(
+        include_str!("../cuda/common.cuh"),
+        include_str!("../cuda/copy.cu")
+    ),
+};
+
+kdef!(
+    BLOCK,
+    "copy",
+    "block",
+    [Ptr, I64, Ptr, I64, I64, I64, I64],
+    host_block,
+    "`(dst, ldd, src, lds, rows, cols, rep)`: `dst[r·ldd + j] = src[(r / rep)·lds + j]` (concat into an offset, bias broadcast with `lds = 0`, nearest upsampling with `rep`, im2col with overlapping source rows)."
+);
+kdef!(
+    TRANSPOSE,
+    "copy",
+    "transpose",
+    [Ptr, I64, Ptr, I64, I64, I64],
+    host_transpose,
+    "`(out, ldo, x, ldx, rows, cols)`: `out[c·ldo + r] = x[r·ldx + c]` ([`transpose`])."
+);
+kdef!(
+    KV_PACK,
+    "copy",
+    "kv_pack",
+    [Ptr, I64, I64, Ptr, Ptr, I64, I64, I64, I64, I64],
+    host_kv_pack,
+    "`(cache, cap, t0, k, v, ld, batch, heads, t, d)`: writes `t` new key/value rows (`[batch·t, ld]`, head `h` at column `h·d`) into a `[batch, heads, cap, 2d]` cache at frames `t0..t0+t` ([`kv_pack`])."
+);
+kdef!(
+    IM2COL,
+    "copy",
+    "im2col",
+    [Ptr, Ptr, I64, Ptr, I64, I64, I64, I64, I64],
+    host_im2col,
+    "`(col, src, src_b, ctx, ctx_b, batch, frames, k, dim)`: im2col rows of a causal conv of kernel `k` over `ctx_b ‖ src_b` per batch (`k − 1` context rows; [`conv_im2col`])."
+);
+kdef!(
+    BATCHED,
+    "copy",
+    "batched",
+    [Ptr, I64, I64, Ptr, I64, I64, I64, I64, I64],
+    host_batched,
+    "`(dst, dst_b, ldd, src, src_b, lds, batch, rows, cols)`: `dst[b·dst_b + r·ldd + j] = src[b·src_b + r·lds + j]` ([`copy_batched`])."
+);
+
+pub static KERNELS: &[&crate::KernelDef] = &[&BLOCK, &TRANSPOSE, &KV_PACK, &IM2COL, &BATCHED];
+
+/// Copy a `rows × cols` block: `dst[r·ldd + j] = src[r·lds + j]` (concat into an offset:
+/// pass `dst` already advanced to the column/row offset).
+pub fn copy_block(rows: usize, cols: usize, src: &[f32], lds: usize, dst: &mut [f32], ldd: usize) {
+    for r in 0..rows {
+        dst[r * ldd..r * ldd + cols].copy_from_slice(&src[r * lds..r * lds + cols]);
+    }
+}
+
+/// Fill a `rows × cols` block with `value`.
+pub fn fill_block(rows: usize, cols: usize, dst: &mut [f32], ldd: usize, value: f32) {
+    for r in 0..rows {
+        dst[r * ldd..r * ldd + cols].fill(value);
+    }
+}
+
+/// Broadcast one row over `rows` rows of a block: `dst[r·ldd + j] = v[j]`.
+pub fn broadcast_row(rows: usize, cols: usize, v: &[f32], dst: &mut [f32], ldd: usize) {
+    for r in 0..rows {
+        dst[r * ldd..r * ldd + cols].copy_from_slice(&v[..cols]);
+    }
+}
+
+/// `out[c, r] = x[r, c]` for an `rows × cols` input (`x` with leading dimension `ldx`,
+/// `out` with leading dimension `ldo`).
+pub fn transpose(rows: usize, cols: usize, x: &[f32], ldx: usize, out: &mut [f32], ldo: usize) {
+    for r in 0..rows {
+        for c in 0..cols {
+            out[c * ldo + r] = x[r * ldx + c];
+        }
+    }
+}
+
+/// Nearest-neighbour upsampling along time (`F.interpolate(mode="nearest")` with an integer
+/// factor) of a time-major `rows × cols` block: `out[r, :] = x[r / factor, :]`.
+pub fn repeat_rows(rows: usize, cols: usize, factor: usize, x: &[f32], out: &mut [f32]) {
+    for r in 0..rows * factor {
+        let s = r / factor;
+        out[r * cols..(r + 1) * cols].copy_from_slice(&x[s * cols..(s + 1) * cols]);
+    }
+}
+
+/// Writes `t` new key/value rows into a `[batch, heads, cap, 2d]` cache at frames `t0..t0 + t`:
+/// `cache[b, h, t0 + i, 0..d] = k[(b·t + i)·ld + h·d ..]`, `cache[b, h, t0 + i, d..2d] = v[…]`.
+pub fn kv_pack(
+    cache: &mut [f32],
+    cap: usize,
+    t0: usize,
+    k: &[f32],
+    v: &[f32],
+    ld: usize,
+    batch: usize,
+    heads: usize,
+    t: usize,
+    d: usize,
+) {
+    for b in 0..batch {
+        for h in 0..heads {
+            for i in 0..t {
+                let dst = ((b * heads + h) * cap + t0 + i) * 2 * d;
+                let src = (b * t + i) * ld + h * d;
+                cache[dst..dst + d].copy_from_slice(&k[src..src + d]);
+                cache[dst + d..dst + 2 * d].copy_from_slice(&v[src..src + d]);
+            }
+        }
+    }
+}
+
+/// The retention carry along one time axis: for each of `outer` slices of a tensor
+/// `[outer, t_src, inner]`, `dst[o, :, :] = src[o, s0.start..s0.end, :] ‖ src[o, s1.start..s1.end, :] ‖ …`
+/// where `dst` is `[outer, t_dst, inner]` with `t_dst = Σ segment lengths` (a strided copy; the
+/// CUDA twin maps one thread per destination element and computes its source index).
+pub fn gather_time_segments(
+    outer: usize,
+    t_src: usize,
+    inner: usize,
+    segments: &[std::ops::Range<usize>],
+    src: &[f32],
+    dst: &mut [f32],
+) {
+    let t_dst: usize = segments.iter().map(|s| s.len()).sum();
+    for o in 0..outer {
+        let mut td = 0;
+        for s in segments {
+            assert!(s.end <= t_src, "gather_time_segments: segment out of range");
+            let from = (o * t_src + s.start) * inner;
+            let to = (o * t_dst + td) * inner;
+            let n = s.len() * inner;
+            dst[to..to + n].copy_from_slice(&src[from..from + n]);
+            td += s.len();
+        }
+    }
+}
+
+/// im2col of a causal convolution of kernel `k` over `batch` sequences with a `k − 1`-row
+/// context: with `cat_b = ctx_b ‖ src_b` (`ctx_b` at `ctx[b·ctx_b..]`, `k − 1` rows; `src_b` at
+/// `src[b·src_b..]`, `frames` rows; rows of `dim`), writes
+/// `col[((b·frames + f)·k + s)·dim + c] = cat_b[f + s, c]`.
+/// Launch: one thread per element of `col`.
+pub fn conv_im2col(
+    col: &mut [f32],
+    src: &[f32],
+    src_b: usize,
+    ctx: &[f32],
+    ctx_b: usize,
+    batch: usize,
+    frames: usize,
+    k: usize,
+    dim: usize,
+) {
+    let c0 = k - 1;
+    for b in 0..batch {
+        for f in 0..frames {
+            for s in 0..k {
+                let r = f + s;
+                let dst = ((b * frames + f) * k + s) * dim;
+                let from = if r < c0 {
+                    &ctx[b * ctx_b + r * dim..b * ctx_b + (r + 1) * dim]
+                } else {
+                    let o = b * src_b + (r - c0) * dim;
+                    &src[o..o + dim]
+                };
+                col[dst..dst + dim].copy_from_slice(from);
+            }
+        }
+    }
+}
+
+/// Batched 2-D copy: `dst[b·dst_b + r·ldd + j] = src[b·src_b + r·lds + j]`.
+/// Launch: one thread per element.
+pub fn copy_batched(
+    dst: &mut [f32],
+    dst_b: usize,
+    ldd: usize,
+    src: &[f32],
+    src_b: usize,
+    lds: usize,
+    batch: usize,
+    rows: usize,
+    cols: usize,
+) {
+    for b in 0..batch {
+        for r in 0..rows {
+            let (d, s) = (b * dst_b + r * ldd, b * src_b + r * lds);
+            dst[d..d + cols].copy_from_slice(&src[s..s + cols]);
+        }
+    }
+}
+
+unsafe fn host_block(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    let (ldd, lds, rows, cols, rep) = (
+        a.usize(1)?,
+        a.usize(3)?,
+        a.usize(4)?,
+        a.usize(5)?,
+        a.usize(6)?,
+    );
+    if rep == 0 {
+        return Err(invalid("copy.block: rep = 0"));
+    }
+    let src_rows = if rows == 0 { 0 } else { (rows - 1) / rep + 1 };
+    // SAFETY: HostFn contract; dst and src do not overlap.
+    let (dst, src) = unsafe {
+        (
+            wr(a.ptr(0)?, span(rows, cols, ldd))?,
+            rd(a.ptr(2)?, span(src_rows, cols, lds))?,
+        )
+    };
+    for r in 0..rows {
+        let s = (r / rep) * lds;
+        dst[r * ldd..r * ldd + cols].copy_from_slice(&src[s..s + cols]);
+    }
+    Ok(())
+}
+
+unsafe fn host_transpose(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    let (ldo, ldx, rows, cols) = (a.usize(1)?, a.usize(3)?, a.usize(4)?, a.usize(5)?);
+    // SAFETY: HostFn contract.
+    let (out, x) = unsafe {
+        (
+            wr(a.ptr(0)?, span(cols, rows, ldo))?,
+            rd(a.ptr(2)?, span(rows, cols, ldx))?,
+        )
+    };
+    transpose(rows, cols, x, ldx, out, ldo);
+    Ok(())
+}
+
+unsafe fn host_kv_pack(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    let (cap, t0, ld) = (a.usize(1)?, a.usize(2)?, a.usize(5)?);
+    let (batch, heads, t, d) = (a.usize(6)?, a.usize(7)?, a.usize(8)?, a.usize(9)?);
+    if t0 + t > cap || heads * d > ld {
+        return Err(invalid(
+            "copy.kv_pack: frames past the cache capacity or head columns past ld",
+        ));
+    }
+    // SAFETY: HostFn contract.
+    let (cache, k, v) = unsafe {
+        (
+            wr(a.ptr(0)?, batch * heads * cap * 2 * d)?,
+            rd(a.ptr(3)?, span(batch * t, heads * d, ld))?,
+            rd(a.ptr(4)?, span(batch * t, heads * d, ld))?,
+        )
+    };
+    kv_pack(cache, cap, t0, k, v, ld, batch, heads, t, d);
+    Ok(())
+}
+
+unsafe fn host_im2col(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    let (src_b, ctx_b) = (a.usize(2)?, a.usize(4)?);
+    let (batch, frames, k, dim) = (a.usize(5)?, a.usize(6)?, a.usize(7)?, a.usize(8)?);
+    if k == 0 {
+        return Err(invalid("copy.im2col: k = 0"));
+    }
+    let c0 = k - 1;
+    // SAFETY: HostFn contract.
+    let (col, src, ctx) = unsafe {
+        (
+            wr(a.ptr(0)?, batch * frames * k * dim)?,
+            rd(a.ptr(1)?, span(batch, frames * dim, src_b))?,
+            rd(a.ptr(3)?, span(batch, c0 * dim, ctx_b))?,
+        )
+    };
+    conv_im2col(col, src, src_b, ctx, ctx_b, batch, frames, k, dim);
+    Ok(())
+}
+
+unsafe fn host_batched(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    let (dst_b, ldd, src_b, lds) = (a.usize(1)?, a.usize(2)?, a.usize(4)?, a.usize(5)?);
+    let (batch, rows, cols) = (a.usize(6)?, a.usize(7)?, a.usize(8)?);
+    let ext = |bs: usize, ld: usize| {
+        if batch == 0 {
+            0
+        } else {
+            (batch - 1) * bs + span(rows, cols, ld)
+        }
+    };
+    // SAFETY: HostFn contract; dst and src do not overlap.
+    let (dst, src) = unsafe {
+        (
+            wr(a.ptr(0)?, ext(dst_b, ldd))?,
+            rd(a.ptr(3)?, ext(src_b, lds))?,
+        )
+    };
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    copy_batched(dst, dst_b, ldd, src, src_b, lds, batch, rows, cols);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::DevPtr;
+
+    #[test]
+    fn copies_and_gathers() {
+        let mut out = [0.0; 6];
+        repeat_rows(1, 3, 2, &[1.0, 2.0, 3.0], &mut out);
+        assert_eq!(out, [1.0, 2.0, 3.0, 1.0, 2.0, 3.0]);
+        let mut t = [0.0; 6];
+        transpose(2, 3, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 3, &mut t, 2);
+        assert_eq!(t, [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
+        // [outer=2, t=4, inner=1], keep [0..1] ‖ [2..4]
+        let src = [0.0, 1.0, 2.0, 3.0, 10.0, 11.0, 12.0, 13.0];
+        let mut dst = [0.0; 6];
+        gather_time_segments(2, 4, 1, &[0..1, 2..4], &src, &mut dst);
+        assert_eq!(dst, [0.0, 2.0, 3.0, 10.0, 12.0, 13.0]);
+        let mut blk = [0.0; 6];
+        copy_block(2, 2, &[1.0, 2.0, 3.0, 4.0], 2, &mut blk[1..], 3);
+        assert_eq!(blk, [0.0, 1.0, 2.0, 0.0, 3.0, 4.0]);
+    }
+
+    #[test]
+    fn block_twin_broadcasts_and_repeats() {
+        let src = [1.0f32, 2.0, 3.0, 4.0];
+        let mut dst = [0.0f32; 8];
+        let p = |v: &[f32]| Arg::Ptr(DevPtr(v.as_ptr() as u64));
+        let args = [
+            Arg::Ptr(DevPtr(dst.as_mut_ptr() as u64)),
+            Arg::I64(2),
+            p(&src),
+            Arg::I64(2),
+            Arg::I64(4),
+            Arg::I64(2),
+            Arg::I64(2),
+        ];
+        // SAFETY: buffers sized for the launch.
+        unsafe { BLOCK.run_host(&LaunchDims::linear(8, 128), &args).unwrap() };
+        assert_eq!(dst, [1.0, 2.0, 1.0, 2.0, 3.0, 4.0, 3.0, 4.0]);
+    }
+}

@@ -1,0 +1,248 @@
+//! `carry::write_back`, the checked entry point of every retention launch, and the guards of the
+//! `carry.retain` kernel itself, on both backends.
+
+mod common;
+
+use std::sync::Arc;
+
+use dcc_runtime::backend::{AllocKind, Backend};
+use dcc_runtime::carry::write_back;
+use dcc_runtime::contract::{CacheOrder, Keep};
+use dcc_runtime::kernels::KernelError;
+use dcc_runtime::kernels::carry::RETAIN;
+use dcc_runtime::{Arg, DevPtr, Error, LaunchDims};
+
+const OUTER: usize = 3;
+const INNER: usize = 4;
+const CAP: usize = 30;
+
+fn words(seed: u32, n: usize) -> Vec<u32> {
+    (0..n as u32)
+        .map(|i| (i ^ seed).wrapping_mul(0x9E37_79B9))
+        .collect()
+}
+
+/// `H[·, 0:head] ‖ H[·, ℓ−tail:ℓ]` of rows of `rs` words, or the first ℓ frames when ℓ ≤ L.
+fn naive(h: &[u32], rs: usize, keep: Keep, extent: usize) -> Vec<Vec<u32>> {
+    (0..OUTER)
+        .map(|r| {
+            let row = &h[r * rs..r * rs + extent * INNER];
+            if extent <= keep.bound() {
+                return row.to_vec();
+            }
+            let mut v = row[..keep.head * INNER].to_vec();
+            v.extend_from_slice(&row[(extent - keep.tail) * INNER..]);
+            v
+        })
+        .collect()
+}
+
+/// In place and into a separate region, for extents below, at and above `L`, both storage
+/// orders' rules: the rows hold the naive concatenation (or the rows as they were, ℓ ≤ L), the
+/// returned extent is `min(ℓ, L)`-shaped as documented, and nothing past it moves.
+fn write_back_equals_naive(b: Arc<dyn Backend>) {
+    let (p, r) = (7, 5);
+    for keep in [
+        Keep::natural(CacheOrder::Prepend, p, r),
+        Keep::natural(CacheOrder::Append, p, r),
+    ] {
+        for extent in [0, 3, p + r, p + r + 1, p + r + 9, CAP] {
+            let rs = CAP * INNER;
+            let h = words(extent as u32, OUTER * rs);
+            let want = naive(&h, rs, keep, extent);
+            let kept = if extent > keep.bound() {
+                keep.bound()
+            } else {
+                extent
+            };
+            let what = format!("{keep:?} extent {extent}");
+
+            let live = b.alloc_from(&h, AllocKind::Arena).unwrap();
+            let got = write_back(
+                &*b,
+                live.ptr(),
+                CAP,
+                live.ptr(),
+                CAP,
+                OUTER,
+                INNER,
+                keep,
+                extent,
+            );
+            assert_eq!(got, Ok(kept), "{what} in place");
+            let dev: Vec<u32> = b.download(live.ptr(), OUTER * rs).unwrap();
+            for (row, w) in want.iter().enumerate() {
+                assert_eq!(&dev[row * rs..row * rs + kept * INNER], &w[..], "{what}");
+                assert_eq!(
+                    &dev[row * rs + extent.max(kept) * INNER..(row + 1) * rs],
+                    &h[row * rs + extent.max(kept) * INNER..(row + 1) * rs],
+                    "{what}: spare capacity untouched"
+                );
+            }
+
+            let src = b.alloc_from(&h, AllocKind::Arena).unwrap();
+            let dst_frames = keep.bound() + 2;
+            let dst = b
+                .alloc(OUTER * dst_frames * INNER * 4, AllocKind::Arena)
+                .unwrap();
+            let got = write_back(
+                &*b,
+                dst.ptr(),
+                dst_frames,
+                src.ptr(),
+                CAP,
+                OUTER,
+                INNER,
+                keep,
+                extent,
+            );
+            assert_eq!(got, Ok(kept), "{what} separate");
+            let dev: Vec<u32> = b.download(dst.ptr(), OUTER * dst_frames * INNER).unwrap();
+            for (row, w) in want.iter().enumerate() {
+                let at = row * dst_frames * INNER;
+                assert_eq!(&dev[at..at + kept * INNER], &w[..], "{what} separate");
+                assert!(
+                    dev[at + kept * INNER..at + dst_frames * INNER]
+                        .iter()
+                        .all(|&x| x == 0),
+                    "{what}: past the kept frames untouched"
+                );
+            }
+            assert_eq!(b.download::<u32>(src.ptr(), h.len()).unwrap(), h);
+        }
+    }
+}
+
+/// Every malformed write-back is refused before anything is launched, with the same typed
+/// error on both backends, and leaves the buffers as they were.
+fn write_back_refuses_bad_geometry(b: Arc<dyn Backend>) {
+    let keep = Keep::natural(CacheOrder::Prepend, 7, 5);
+    let rs = CAP * INNER;
+    let h = words(3, OUTER * rs);
+    let live = b.alloc_from(&h, AllocKind::Arena).unwrap();
+    let small = b.alloc(OUTER * 11 * INNER * 4, AllocKind::Arena).unwrap();
+    let (lp, sp) = (live.ptr(), small.ptr());
+    let wb = |dst: DevPtr, df: usize, src: DevPtr, sf: usize, outer: usize, extent: usize| {
+        write_back(&*b, dst, df, src, sf, outer, INNER, keep, extent)
+    };
+    let carry = |r: Result<usize, Error>| matches!(r, Err(Error::Carry(_)));
+    // in place with different row strides
+    assert!(carry(wb(lp, CAP, lp, CAP - 1, OUTER, 20)));
+    // the extent past a source row, the kept frames past a destination row
+    assert!(carry(wb(lp, CAP, lp, CAP, OUTER, CAP + 1)));
+    assert!(carry(wb(sp, 11, lp, CAP, OUTER, 20)), "L = 12 > 11 frames");
+    // overlapping, not in place
+    assert!(carry(wb(lp.offset(4), CAP, lp, CAP, OUTER, 20)));
+    // sizes that overflow
+    assert!(carry(wb(lp, usize::MAX / 2, lp, usize::MAX / 2, OUTER, 20)));
+    // misaligned
+    assert!(matches!(
+        wb(sp.offset(2), 12, lp, CAP, 1, 20),
+        Err(Error::Invalid(_))
+    ));
+    // a destination too small for the rows, a source past its buffer, a dangling address
+    assert!(matches!(
+        wb(sp, 12, lp, CAP, OUTER, 20),
+        Err(Error::OutOfBounds(_))
+    ));
+    assert!(matches!(
+        wb(lp, CAP, lp.offset(rs * 4), CAP, OUTER, 20),
+        Err(Error::OutOfBounds(_))
+    ));
+    assert!(matches!(
+        wb(sp, 12, DevPtr(8), CAP, 1, 20),
+        Err(Error::Dangling(8))
+    ));
+    assert_eq!(b.download::<u32>(lp, h.len()).unwrap(), h);
+    assert!(
+        b.download::<u32>(sp, OUTER * 11 * INNER)
+            .unwrap()
+            .iter()
+            .all(|&x| x == 0)
+    );
+}
+
+both!(write_back_equals_naive, write_back_refuses_bad_geometry);
+
+/// One launch of `carry.retain` over `buf` (a buffer of `OUTER` rows of `CAP` frames).
+fn launch(
+    b: &dyn Backend,
+    dst: DevPtr,
+    src: DevPtr,
+    src_rs: i64,
+    head: i64,
+    tail: i64,
+    extent: i64,
+) -> Result<(), Error> {
+    let rs = (CAP * INNER) as i64;
+    // SAFETY: dst and src are buffers of OUTER rows of CAP frames (every caller below); the
+    // kernel touches at most frames [0, extent) with extent <= CAP of those rows, at most
+    // `src_rs <= rs` words apart, or nothing at all (the guards under test).
+    unsafe {
+        b.launch(
+            &RETAIN,
+            LaunchDims::blocks(OUTER as u32, 64),
+            &[
+                Arg::Ptr(dst),
+                Arg::Ptr(src),
+                Arg::I64(OUTER as i64),
+                Arg::I64(rs),
+                Arg::I64(src_rs),
+                Arg::I64(INNER as i64),
+                Arg::I64(head),
+                Arg::I64(tail),
+                Arg::I64(extent),
+            ],
+        )
+    }?;
+    b.synchronize()
+}
+
+/// The kernel's guards, launched directly (not through `write_back`): extent ≤ head + tail
+/// (shift ≤ 0: an in-place pass would never end), a tail longer than the extent, in place with
+/// different row strides, a negative count. The Host twin refuses each with a typed
+/// `KernelError` before touching memory; the CUDA kernel returns without writing (and does
+/// return: the test would hang otherwise). Either way the buffer is as it was.
+fn retain_kernel_guards(b: Arc<dyn Backend>, host: bool) {
+    let rs = (CAP * INNER) as i64;
+    let h = words(9, OUTER * CAP * INNER);
+    let buf = b.alloc_from(&h, AllocKind::Arena).unwrap();
+    let p = buf.ptr();
+    for (what, src_rs, head, tail, extent) in [
+        ("extent == head + tail", rs, 5, 7, 12),
+        ("extent < head + tail", rs, 5, 7, 11),
+        ("extent 0", rs, 5, 7, 0),
+        ("tail > extent", rs, 0, 9, 8),
+        ("in place, different strides", rs - INNER as i64, 2, 3, 10),
+        ("negative head", rs, -1, 3, 10),
+        ("negative tail", rs, 2, -3, 10),
+    ] {
+        let r = launch(&*b, p, p, src_rs, head, tail, extent);
+        if host {
+            assert!(
+                matches!(
+                    r,
+                    Err(Error::Kernel(
+                        KernelError::Invalid(_) | KernelError::Args(_)
+                    ))
+                ),
+                "{what}: {r:?}"
+            );
+        } else {
+            assert_eq!(r, Ok(()), "{what}: the kernel returns");
+        }
+        assert_eq!(b.download::<u32>(p, h.len()).unwrap(), h, "{what}");
+    }
+}
+
+#[test]
+fn retain_kernel_guards_host() {
+    retain_kernel_guards(common::host(), true);
+}
+
+#[test]
+fn retain_kernel_guards_cuda() {
+    if let Some(b) = common::cuda() {
+        retain_kernel_guards(b, false);
+    }
+}
