@@ -5,11 +5,13 @@
 //! capture time, launches per chunk, memory, and the SHA-256 of every chunk's outputs for both
 //! arms (they must be equal). A table first, then one JSON line.
 //!
-//! `dcc-replay-bench [--backend cuda|host] [--kernels K] [--chunks C] [--busy-reps R] [--n N]`
+//! `dcc-replay-bench --help` documents every flag.
 
 use std::sync::Arc;
 use std::time::Instant;
 
+use clap::builder::RangedU64ValueParser;
+use clap::{Parser, ValueEnum};
 use dcc_runtime::backend::{self, AllocKind, Backend, BackendKind, DeviceBuffer};
 use dcc_runtime::contract::{DType, Effects, Granularity, Signature, TensorSig, Verdict};
 use dcc_runtime::kernels::synthetic as ks;
@@ -18,41 +20,67 @@ use dcc_runtime::rng::HostRng;
 use dcc_runtime::{Arg, DevPtr, LaunchDims, Result};
 use sha2::Digest;
 
-const N_DEFAULT: usize = 1024;
+/// Most kernels in the callable: its graph has one node per kernel, and 100,000 nodes (50× the
+/// default) already take seconds to capture and instantiate.
+const MAX_KERNELS: u64 = 100_000;
+/// Most chunks per arm: 10,000 samples pin a p95 far more tightly than any run needs, and keep
+/// one arm of the default callable (~5 ms per eager chunk) under a minute.
+const MAX_CHUNKS: u64 = 10_000;
+/// Most device-busy repetitions: each queues a ~0.1 s spin kernel first, so 100 are ~10 s.
+const MAX_BUSY_REPS: u64 = 100;
+/// Most floats per buffer: 2²⁶ floats are 256 MiB, and the run keeps five such buffers.
+const MAX_N: u64 = 1 << 26;
 
-struct Opts {
-    backend: String,
-    kernels: usize,
-    chunks: usize,
-    busy_reps: usize,
-    n: usize,
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum BackendChoice {
+    /// The GPU (device 0).
+    Cuda,
+    /// The CPU twin.
+    Host,
 }
 
-fn parse() -> std::result::Result<Opts, String> {
-    let mut o = Opts {
-        backend: "cuda".into(),
-        kernels: 2000,
-        chunks: 50,
-        busy_reps: 10,
-        n: N_DEFAULT,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        let mut val = || it.next().ok_or_else(|| format!("{a} needs a value"));
-        match a.as_str() {
-            "--backend" => o.backend = val()?,
-            "--kernels" => o.kernels = val()?.parse().map_err(|e| format!("--kernels: {e}"))?,
-            "--chunks" => o.chunks = val()?.parse().map_err(|e| format!("--chunks: {e}"))?,
-            "--busy-reps" => o.busy_reps = val()?.parse().map_err(|e| format!("--busy-reps: {e}"))?,
-            "--n" => o.n = val()?.parse().map_err(|e| format!("--n: {e}"))?,
-            "-h" | "--help" => return Err("usage: dcc-replay-bench [--backend cuda|host] [--kernels K] [--chunks C] [--busy-reps R] [--n N]".into()),
-            other => return Err(format!("unknown argument {other}")),
-        }
-    }
-    if o.kernels == 0 || o.chunks < 2 || o.n == 0 {
-        return Err("need --kernels >= 1, --chunks >= 2, --n >= 1".into());
-    }
-    Ok(o)
+#[derive(Parser, Debug)]
+#[command(
+    name = "dcc-replay-bench",
+    version,
+    about = "Replay micro-benchmark: one callable of K small kernels, eager vs one CUDA graph",
+    long_about = "Replay micro-benchmark: one callable of K small kernels, eager vs one CUDA graph.\n\n\
+The callable chains K elementwise kernels (`mix` and `affine`) over a ring of 4 buffers of N f32 \
+with one staged input. Both arms run the same chunks: `eager` launches every kernel each chunk; \
+`replay` captures the callable once (its first chunk, which is excluded from the timings) and \
+then launches one graph per chunk. Reported per arm: wall p50/p95 ms per chunk (issue + \
+completion), µs per kernel, device-busy ms per chunk (the chunk queued behind a ~0.1 s spin \
+kernel, CUDA events around it, median of --busy-reps), host issue ms, launches per chunk; then \
+capture time, graph nodes and memory, and the SHA-256 of both arms' outputs, which must be \
+equal (exit 1 otherwise). A markdown table first, then one JSON line.",
+    after_help = "Examples:\n  \
+dcc-replay-bench                             the defaults: 2,000 kernels over 4 x 1,024 f32, 50 chunks\n  \
+dcc-replay-bench --kernels 500 --n 65536     fewer, larger kernels\n  \
+dcc-replay-bench --backend host --chunks 3   the CPU twin (semantics, not timing)\n\n\
+Exit codes: 0 outputs equal, 1 a run error or outputs differ, 2 usage."
+)]
+struct Opts {
+    /// Where to run: the GPU (device 0), or the CPU twin with the same replay semantics (its
+    /// timings mean nothing).
+    #[arg(long, value_enum, default_value_t = BackendChoice::Cuda)]
+    backend: BackendChoice,
+    /// Kernels in the callable (K): one eager launch each, one graph node each.
+    #[arg(long, value_name = "K", default_value_t = 2000,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_KERNELS))]
+    kernels: usize,
+    /// Chunks per arm, including the first (the probe and capture), which is not timed: at
+    /// least 2.
+    #[arg(long, value_name = "C", default_value_t = 50,
+          value_parser = RangedU64ValueParser::<usize>::new().range(2..=MAX_CHUNKS))]
+    chunks: usize,
+    /// Device-busy repetitions per arm (median reported).
+    #[arg(long, value_name = "R", default_value_t = 10,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_BUSY_REPS))]
+    busy_reps: usize,
+    /// Floats per buffer (N); every kernel is elementwise over N.
+    #[arg(long, value_name = "N", default_value_t = 1024,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_N))]
+    n: usize,
 }
 
 /// The callable: kernel 0 mixes the staged input into buffer 0; kernel i (i >= 1) is an affine
@@ -278,11 +306,11 @@ impl Rig {
 }
 
 fn main() {
-    let o = match parse() {
+    let o = match Opts::try_parse() {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("{e}");
-            std::process::exit(2);
+            let _ = e.print();
+            std::process::exit(if e.use_stderr() { 2 } else { 0 });
         }
     };
     if let Err(e) = run(&o) {
@@ -292,14 +320,9 @@ fn main() {
 }
 
 fn run(o: &Opts) -> Result<()> {
-    let b: Arc<dyn Backend> = match o.backend.as_str() {
-        "cuda" => backend::cuda(0)?,
-        "host" => backend::host(),
-        other => {
-            return Err(dcc_runtime::Error::Invalid(format!(
-                "unknown backend {other}"
-            )));
-        }
+    let b: Arc<dyn Backend> = match o.backend {
+        BackendChoice::Cuda => backend::cuda(0)?,
+        BackendChoice::Host => backend::host(),
     };
     b.preload(ks::KERNELS)?;
     let dims: &'static [usize] = Box::leak(vec![o.n].into_boxed_slice());
@@ -449,4 +472,65 @@ fn run(o: &Opts) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> std::result::Result<Opts, String> {
+        Opts::try_parse_from(std::iter::once("dcc-replay-bench").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let o = parse(&[]).unwrap();
+        assert_eq!(o.backend, BackendChoice::Cuda);
+        assert_eq!(
+            (o.kernels, o.chunks, o.busy_reps, o.n),
+            (2000, 50, 10, 1024)
+        );
+        let o = parse(&[
+            "--backend",
+            "host",
+            "--kernels",
+            "3",
+            "--chunks",
+            "2",
+            "--n",
+            "7",
+        ])
+        .unwrap();
+        assert_eq!(
+            (o.backend, o.kernels, o.chunks, o.n),
+            (BackendChoice::Host, 3, 2, 7)
+        );
+    }
+
+    #[test]
+    fn nonsense_values_are_refused() {
+        for (args, flag) in [
+            (&["--kernels", "0"][..], "--kernels"),
+            (&["--kernels", "100001"], "--kernels"),
+            (&["--chunks", "1"], "--chunks"),
+            (&["--chunks", "10001"], "--chunks"),
+            (&["--busy-reps", "0"], "--busy-reps"),
+            (&["--busy-reps", "101"], "--busy-reps"),
+            (&["--n", "0"], "--n"),
+            (&["--n", "67108865"], "--n"),
+            (&["--n", "-1"], "-1"),
+            (&["--backend", "tpu"], "--backend"),
+            (&["--bogus"], "--bogus"),
+        ] {
+            let e = parse(args).expect_err(&format!("{args:?} parsed"));
+            assert!(e.contains(flag), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn help_is_well_formed() {
+        Opts::command().debug_assert();
+    }
 }

@@ -1,13 +1,7 @@
 //! `dcc-bench`: the Token2Wav factorial of the paper's Table 5, and the correctness check.
 //!
-//! ```text
-//! dcc-bench token2wav --weights W.safetensors [--io IO.safetensors] [--arms B0,S,R,Rc,SR,SRc]
-//!           [--chunks 24] [--warmup 4] [--busy-reps 3] [--backend cuda|host]
-//!           [--contract auto|token2wav|token2wav_tiny|token2wav_tiny_vendor] [--format table|json]
-//!           [--json-out PATH] [--profile]
-//! dcc-bench check --weights W.safetensors --io IO.safetensors [--arms B0,SRc] [--chunks N]
-//!           [--tol 1e-3] [--backend cuda|host] [--contract ...] [--format table|json]
-//! ```
+//! `dcc-bench --help` (and `dcc-bench token2wav --help`, `dcc-bench check --help`) documents every
+//! flag; [`cli`] holds the parser and the checks on values.
 //!
 //! `token2wav`: per arm, a warm-up pass (prime + `--warmup` chunks: every catalog class is
 //! probed and captured here), then the measured pass (prime again, `--chunks` chunks): wall
@@ -29,6 +23,10 @@
 //!
 //! Progress on stderr; results on stdout (a table, or one JSON object with `--format json`).
 
+mod cli;
+mod inputs;
+mod report;
+
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -46,6 +44,9 @@ use dcc_runtime::{Arg, LaunchDims};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
+use cli::{BackendChoice, ContractChoice, Opts};
+use inputs::{Inputs, read_io, synthetic_io, tokens_of};
+
 const MIB: f64 = 1024.0 * 1024.0;
 const PROMPT_TOKENS: usize = 151;
 const CHUNK: usize = 25;
@@ -53,182 +54,16 @@ const LOOKAHEAD: usize = 3;
 
 type Res<T> = Result<T, String>;
 
-struct Opts {
-    cmd: String,
-    weights: String,
-    io: Option<String>,
-    arms: Vec<Arm>,
-    chunks: usize,
-    warmup: usize,
-    busy_reps: usize,
-    backend: String,
-    contract: String,
-    json: bool,
-    json_out: Option<String>,
-    tol: f64,
-    profile: bool,
-}
-
-fn usage() -> String {
-    "usage: dcc-bench token2wav|check --weights W.safetensors [--io IO.safetensors] \
-     [--arms B0,S,R,Rc,SR,SRc] [--chunks N] [--warmup N] [--busy-reps N] [--backend cuda|host] \
-     [--contract auto|token2wav|token2wav_tiny|token2wav_tiny_vendor] [--format table|json] \
-     [--json-out PATH] [--tol X] [--profile]"
-        .into()
-}
-
-fn parse() -> Res<Opts> {
-    let mut a = std::env::args().skip(1);
-    let cmd = a.next().ok_or_else(usage)?;
-    if cmd == "--help" || cmd == "-h" {
-        return Err(usage());
-    }
-    if cmd != "token2wav" && cmd != "check" {
-        return Err(format!("unknown command `{cmd}`\n{}", usage()));
-    }
-    let mut o = Opts {
-        arms: if cmd == "check" {
-            vec![Arm::B0, Arm::SRc]
-        } else {
-            Arm::ALL.to_vec()
-        },
-        cmd,
-        weights: String::new(),
-        io: None,
-        chunks: 24,
-        warmup: 4,
-        busy_reps: 3,
-        backend: "cuda".into(),
-        contract: "auto".into(),
-        json: false,
-        json_out: None,
-        tol: 1e-3,
-        profile: false,
+fn contract(choice: ContractChoice, cfg: &FlowConfig) -> Res<ContractView> {
+    let choice = match choice {
+        ContractChoice::Auto if *cfg == FlowConfig::tiny() => ContractChoice::Token2wavTiny,
+        ContractChoice::Auto => ContractChoice::Token2wav,
+        c => c,
     };
-    while let Some(k) = a.next() {
-        let mut v = || a.next().ok_or_else(|| format!("{k} needs a value"));
-        let num = |s: String| s.parse::<usize>().map_err(|e| format!("{k}: {e}"));
-        match k.as_str() {
-            "--weights" => o.weights = v()?,
-            "--io" => o.io = Some(v()?),
-            "--arms" => {
-                o.arms = v()?
-                    .split(',')
-                    .map(|s| Arm::parse(s.trim()).ok_or_else(|| format!("unknown arm `{s}`")))
-                    .collect::<Res<_>>()?
-            }
-            "--chunks" => o.chunks = num(v()?)?,
-            "--warmup" => o.warmup = num(v()?)?,
-            "--busy-reps" => o.busy_reps = num(v()?)?,
-            "--backend" => o.backend = v()?,
-            "--contract" => o.contract = v()?,
-            "--json-out" => o.json_out = Some(v()?),
-            "--profile" => o.profile = true,
-            "--tol" => o.tol = v()?.parse().map_err(|e| format!("--tol: {e}"))?,
-            "--format" => {
-                o.json = match v()?.as_str() {
-                    "json" => true,
-                    "table" => false,
-                    f => return Err(format!("unknown format `{f}`")),
-                }
-            }
-            _ => return Err(format!("unknown option `{k}`\n{}", usage())),
-        }
-    }
-    if o.weights.is_empty() {
-        return Err(format!("--weights is required\n{}", usage()));
-    }
-    if o.chunks == 0 {
-        return Err("--chunks must be positive".into());
-    }
-    Ok(o)
-}
-
-struct Inputs {
-    prompt: Vec<u32>,
-    mel: Vec<f32>,
-    spk: Vec<f32>,
-    stream: Vec<u32>,
-    feats: Vec<Vec<f32>>,
-}
-
-fn read_io(path: &str, chunks: usize) -> Res<Inputs> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
-    let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("{path}: {e}"))?;
-    let raw = |n: &str| -> Res<Vec<[u8; 4]>> {
-        let t = st.tensor(n).map_err(|e| format!("{path}: {n}: {e}"))?;
-        Ok(t.data()
-            .chunks_exact(4)
-            .map(|b| [b[0], b[1], b[2], b[3]])
-            .collect())
-    };
-    let f =
-        |n: &str| -> Res<Vec<f32>> { Ok(raw(n)?.into_iter().map(f32::from_le_bytes).collect()) };
-    let t = |n: &str| -> Res<Vec<u32>> {
-        Ok(raw(n)?
-            .into_iter()
-            .map(|b| i32::from_le_bytes(b) as u32)
-            .collect())
-    };
-    let mut feats = Vec::new();
-    for i in 0..chunks {
-        match f(&format!("feat_{i}")) {
-            Ok(v) => feats.push(v),
-            Err(_) => break,
-        }
-    }
-    Ok(Inputs {
-        prompt: t("prompt_tokens")?,
-        mel: f("prompt_mel")?,
-        spk: f("spk")?,
-        stream: t("stream_tokens")?,
-        feats,
-    })
-}
-
-/// Deterministic inputs when no `--io` is given (xorshift; not the peer's draws).
-fn synthetic_io(chunks: usize, vocab: usize, mel_bins: usize, spk_dim: usize) -> Inputs {
-    let mut s = 0x9e37_79b9_7f4a_7c15u64;
-    let mut next = move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        s
-    };
-    let mut tok = |n: usize| (0..n).map(|_| (next() % vocab as u64) as u32).collect();
-    let prompt: Vec<u32> = tok(PROMPT_TOKENS);
-    let stream: Vec<u32> = tok(chunks * CHUNK + LOOKAHEAD);
-    let mut s2 = 0x2545_f491_4f6c_dd1du64;
-    let mut unif = move || {
-        s2 ^= s2 << 13;
-        s2 ^= s2 >> 7;
-        s2 ^= s2 << 17;
-        (s2 >> 11) as f32 / (1u64 << 53) as f32 - 0.5
-    };
-    Inputs {
-        prompt,
-        mel: (0..2 * PROMPT_TOKENS * mel_bins).map(|_| unif()).collect(),
-        spk: (0..spk_dim).map(|_| 2.0 * unif()).collect(),
-        stream,
-        feats: Vec::new(),
-    }
-}
-
-fn contract(name: &str, cfg: &FlowConfig) -> Res<ContractView> {
-    let name = if name == "auto" {
-        if *cfg == FlowConfig::tiny() {
-            "token2wav_tiny"
-        } else {
-            "token2wav"
-        }
-    } else {
-        name
-    };
-    match name {
-        "token2wav" => ContractView::of::<Token2Wav>(),
-        "token2wav_tiny" => ContractView::of::<Token2WavTiny>(),
-        "token2wav_tiny_vendor" => ContractView::of::<Token2WavTinyVendor>(),
-        _ => return Err(format!("unknown contract `{name}`")),
+    match choice {
+        ContractChoice::Auto | ContractChoice::Token2wav => ContractView::of::<Token2Wav>(),
+        ContractChoice::Token2wavTiny => ContractView::of::<Token2WavTiny>(),
+        ContractChoice::Token2wavTinyVendor => ContractView::of::<Token2WavTinyVendor>(),
     }
     .map_err(|e| e.to_string())
 }
@@ -263,15 +98,14 @@ struct Setup {
 }
 
 fn setup(o: &Opts) -> Res<Setup> {
-    let be: Arc<dyn Backend> = match o.backend.as_str() {
-        "cuda" => dcc_runtime::backend::cuda(0).map_err(|e| format!("CUDA: {e}"))?,
-        "host" => dcc_runtime::backend::host(),
-        b => return Err(format!("unknown backend `{b}`")),
+    let be: Arc<dyn Backend> = match o.backend {
+        BackendChoice::Cuda => dcc_runtime::backend::cuda(0).map_err(|e| format!("CUDA: {e}"))?,
+        BackendChoice::Host => dcc_runtime::backend::host(),
     };
     let ws = WeightStore::load(&o.weights).map_err(|e| e.to_string())?;
     let flow = Flow::from_store(&ws).map_err(|e| e.to_string())?;
     let cfg = flow.config().clone();
-    let contract = contract(&o.contract, &cfg)?;
+    let contract = contract(o.contract, &cfg)?;
     let io = match &o.io {
         Some(p) => read_io(p, o.chunks)?,
         None => synthetic_io(
@@ -306,12 +140,6 @@ fn setup(o: &Opts) -> Res<Setup> {
         prompt,
         cfg,
     })
-}
-
-fn tokens_of(io: &Inputs, i: usize) -> Res<&[u32]> {
-    io.stream
-        .get(i * CHUNK..i * CHUNK + CHUNK + LOOKAHEAD)
-        .ok_or_else(|| format!("the input stream has no chunk {i}"))
 }
 
 #[derive(Default)]
@@ -500,22 +328,16 @@ fn profile(s: &Setup) -> Res<()> {
     Ok(())
 }
 
-fn fmt_map(m: &BTreeMap<String, u64>) -> String {
-    if m.is_empty() {
-        return "0".into();
-    }
-    m.iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
 fn main() -> ExitCode {
-    let o = match parse() {
+    let o = match cli::parse_from(std::env::args_os()) {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
         }
     };
     match run(&o) {
@@ -536,18 +358,14 @@ fn main() -> ExitCode {
 fn run(o: &Opts) -> Res<bool> {
     let t0 = Instant::now();
     let s = setup(o)?;
-    if o.cmd == "check" && s.io.feats.len() < o.chunks {
+    if o.is_check() && s.io.feats.len() < o.chunks {
         return Err(format!(
             "--io has {} feat_i tensors, --chunks asks for {}",
             s.io.feats.len(),
             o.chunks
         ));
     }
-    let per_arm = if o.cmd == "check" {
-        o.warmup + o.chunks
-    } else {
-        o.warmup + o.chunks + o.busy_reps
-    };
+    let per_arm = o.warmup + o.chunks + o.busy_reps;
     let pb = ProgressBar::new((per_arm * o.arms.len()) as u64);
     pb.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
@@ -556,14 +374,10 @@ fn run(o: &Opts) -> Res<bool> {
     );
     let mut res = Vec::new();
     for &arm in &o.arms {
-        let mut oo = Opts { ..clone_opts(o) };
-        if o.cmd == "check" {
-            oo.busy_reps = 0;
-        }
-        res.push(run_arm(&s, &oo, arm, &pb)?);
+        res.push(run_arm(&s, o, arm, &pb)?);
     }
     pb.finish_and_clear();
-    if o.profile && o.cmd == "token2wav" {
+    if o.profile {
         profile(&s)?;
     }
     let device = s.be.device_name().to_string();
@@ -573,15 +387,15 @@ fn run(o: &Opts) -> Res<bool> {
         .map(|r| (r.p50, r.peak_ledger, r.sha.clone()));
     let r = &s.contract.retention;
     let head = json!({
-        "bench": if o.cmd == "check" { "dcc-bench check" } else { "dcc-bench token2wav" },
+        "bench": if o.is_check() { "dcc-bench check" } else { "dcc-bench token2wav" },
         "device": device,
-        "backend": o.backend,
+        "backend": o.backend.name(),
         "contract": s.contract.family,
         "retention": format!("{:?}", r.order),
         "prompt_frames": r.prompt_frames,
         "retained_frames": r.retained_frames,
         "config": if s.cfg == FlowConfig::tiny() { "tiny" } else if s.cfg == FlowConfig::full() { "full" } else { "other" },
-        "inputs": o.io.clone().unwrap_or_else(|| "synthetic".into()),
+        "inputs": o.io.as_ref().map_or_else(|| "synthetic".into(), |p| p.display().to_string()),
         "chunks": o.chunks,
         "warmup": o.warmup,
         "wall_s": t0.elapsed().as_secs_f64(),
@@ -595,9 +409,11 @@ fn run(o: &Opts) -> Res<bool> {
         }
         let max_l2 = x.rel_l2.iter().cloned().fold(0.0f64, f64::max);
         // NaN fails too
-        let within = x.rel_l2.iter().all(|e| *e <= o.tol);
-        if o.cmd == "check" && (!within || x.rel_l2.len() < o.chunks) {
-            ok = false;
+        if let Some(tol) = o.check_tol {
+            let within = x.rel_l2.iter().all(|e| *e <= tol);
+            if !within || x.rel_l2.len() < o.chunks {
+                ok = false;
+            }
         }
         arms_json.push(json!({
             "arm": x.arm,
@@ -627,112 +443,13 @@ fn run(o: &Opts) -> Res<bool> {
     let out = json!({ "run": head, "arms": arms_json, "ok": ok });
     let text = serde_json::to_string(&out).map_err(|e| e.to_string())?;
     if let Some(p) = &o.json_out {
-        std::fs::write(p, format!("{text}\n")).map_err(|e| format!("{p}: {e}"))?;
+        report::write_atomic(p, &format!("{text}\n"))
+            .map_err(|e| format!("{}: {e}", p.display()))?;
     }
     if o.json {
         println!("{text}");
     } else {
-        print_table(&out, o);
+        report::print_table(&out, o);
     }
     Ok(ok)
-}
-
-fn clone_opts(o: &Opts) -> Opts {
-    Opts {
-        cmd: o.cmd.clone(),
-        weights: o.weights.clone(),
-        io: o.io.clone(),
-        arms: o.arms.clone(),
-        chunks: o.chunks,
-        warmup: o.warmup,
-        busy_reps: o.busy_reps,
-        backend: o.backend.clone(),
-        contract: o.contract.clone(),
-        json: o.json,
-        json_out: o.json_out.clone(),
-        tol: o.tol,
-        profile: o.profile,
-    }
-}
-
-fn print_table(out: &Value, o: &Opts) {
-    let h = &out["run"];
-    println!(
-        "{} on {} ({}), contract {} ({} retention, {} + {} frames), {} config, {} measured chunks after {} warm-up, inputs {}",
-        h["bench"].as_str().unwrap_or(""),
-        h["device"].as_str().unwrap_or(""),
-        h["backend"].as_str().unwrap_or(""),
-        h["contract"].as_str().unwrap_or(""),
-        h["retention"].as_str().unwrap_or(""),
-        h["prompt_frames"],
-        h["retained_frames"],
-        h["config"].as_str().unwrap_or(""),
-        h["chunks"],
-        h["warmup"],
-        h["inputs"].as_str().unwrap_or(""),
-    );
-    let f = |v: &Value, p: usize| v.as_f64().map_or("-".to_string(), |x| format!("{x:.p$}"));
-    println!(
-        "{:<4} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>9} {:>9} {:<20} {:<17} {:>10} {:<6}",
-        "arm",
-        "p50 ms",
-        "p95 ms",
-        "busy ms",
-        "speedup",
-        "peak MiB",
-        "dPeak",
-        "cuMem MiB",
-        "launch/c",
-        "kern/c",
-        "replays",
-        "classes",
-        "capt ms",
-        "fallbacks (steady)",
-        "mel sha256",
-        "rel-L2 max",
-        "=B0"
-    );
-    for a in out["arms"].as_array().into_iter().flatten() {
-        let fb: BTreeMap<String, u64> =
-            serde_json::from_value(a["fallbacks_steady"].clone()).unwrap_or_default();
-        println!(
-            "{:<4} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>9} {:>9} {:<20} {:<17} {:>10} {:<6}",
-            a["arm"].as_str().unwrap_or(""),
-            f(&a["p50_ms"], 2),
-            f(&a["p95_ms"], 2),
-            f(&a["device_busy_ms"], 2),
-            a["speedup_vs_b0"]
-                .as_f64()
-                .map_or("-".into(), |x| format!("{x:.2}x")),
-            f(&a["peak_mib"], 1),
-            f(&a["dpeak_vs_b0_mib"], 1),
-            f(&a["cumemgetinfo_used_mib"], 0),
-            f(&a["launches_per_chunk"], 1),
-            f(&a["kernels_per_chunk"], 0),
-            a["replays"].as_u64().unwrap_or(0),
-            a["classes_captured"].as_u64().unwrap_or(0),
-            f(&a["capture_ms"], 1),
-            fmt_map(&fb),
-            &a["mel_sha256"].as_str().unwrap_or("")[..16],
-            a["rel_l2_max"]
-                .as_f64()
-                .map_or("-".into(), |x| format!("{x:.2e}")),
-            match a["identical_to_b0"].as_bool() {
-                Some(true) => "yes",
-                Some(false) => "NO",
-                None => "-",
-            }
-        );
-    }
-    if o.cmd == "check" {
-        println!(
-            "check: every chunk within rel-L2 {:e} of --io's feat_i: {}",
-            o.tol,
-            if out["ok"].as_bool() == Some(true) {
-                "yes"
-            } else {
-                "NO"
-            }
-        );
-    }
 }
