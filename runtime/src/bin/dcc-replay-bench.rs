@@ -17,6 +17,7 @@ use dcc_runtime::contract::{DType, Effects, Granularity, Signature, TensorSig, V
 use dcc_runtime::kernels::synthetic as ks;
 use dcc_runtime::replay::{Call, ExactShapeReplay, Invocation, Outcome, ReplaySpec, TensorArg};
 use dcc_runtime::rng::HostRng;
+use dcc_runtime::stats;
 use dcc_runtime::{Arg, DevPtr, LaunchDims, Result};
 use sha2::Digest;
 
@@ -179,20 +180,37 @@ struct Arm {
     sha_final: String,
 }
 
-/// The element at sorted index `len / 2` (`pct`'s index `round((len − 1) · 0.5)` is exactly that:
-/// the product is exact in f64 and `round` takes `m − 0.5` up to `m`).
-fn median(v: &[f64]) -> f64 {
-    pct(v, 0.5)
+/// The numbers the table and the JSON line print for one arm ([`dcc_runtime::stats`]).
+struct Summary {
+    wall_p50: f64,
+    wall_p95: f64,
+    busy_p50: f64,
+    issue_p50: f64,
 }
 
-fn pct(v: &[f64], p: f64) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    if s.is_empty() {
-        f64::NAN
-    } else {
-        s[((s.len() - 1) as f64 * p).round() as usize]
+impl Arm {
+    fn summary(&self) -> std::result::Result<Summary, BenchError> {
+        let at = |what: &'static str, v: &[f64], q: f64| {
+            stats::percentile(v, q).map_err(|e| BenchError::Stats(self.name, what, e))
+        };
+        Ok(Summary {
+            wall_p50: at("wall", &self.wall_ms, 0.5)?,
+            wall_p95: at("wall", &self.wall_ms, 0.95)?,
+            busy_p50: at("device-busy", &self.busy_ms, 0.5)?,
+            issue_p50: at("host issue", &self.issue_ms, 0.5)?,
+        })
     }
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+enum BenchError {
+    #[error(transparent)]
+    Runtime(#[from] dcc_runtime::Error),
+    #[error("{0} arm: {1} times: {2}")]
+    Stats(&'static str, &'static str, stats::StatsError),
+    #[error("replay outputs differ from eager")]
+    OutputsDiffer,
 }
 
 type Engine = ExactShapeReplay<fn(&mut Call<'_>) -> Result<()>>;
@@ -319,7 +337,7 @@ fn main() {
     }
 }
 
-fn run(o: &Opts) -> Result<()> {
+fn run(o: &Opts) -> std::result::Result<(), BenchError> {
     let b: Arc<dyn Backend> = match o.backend {
         BackendChoice::Cuda => backend::cuda(0)?,
         BackendChoice::Host => backend::host(),
@@ -388,6 +406,7 @@ fn run(o: &Opts) -> Result<()> {
     let mem = b.memory();
     let k = o.kernels as f64;
     let equal = e.sha_chunks == r.sha_chunks && e.sha_final == r.sha_final;
+    let (es, rs) = (e.summary()?, r.summary()?);
 
     println!("device: {} ({:?})", b.device_name(), b.kind());
     println!(
@@ -399,24 +418,21 @@ fn run(o: &Opts) -> Result<()> {
         "| arm | wall p50 ms/chunk | wall p95 | µs/kernel (wall) | device-busy ms/chunk | µs/kernel (busy) | host issue ms | launches/chunk |"
     );
     println!("|---|---|---|---|---|---|---|---|");
-    for a in [&e, &r] {
+    for (a, m) in [(&e, &es), (&r, &rs)] {
         println!(
             "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0} |",
             a.name,
-            median(&a.wall_ms),
-            pct(&a.wall_ms, 0.95),
-            median(&a.wall_ms) * 1e3 / k,
-            median(&a.busy_ms),
-            median(&a.busy_ms) * 1e3 / k,
-            median(&a.issue_ms),
+            m.wall_p50,
+            m.wall_p95,
+            m.wall_p50 * 1e3 / k,
+            m.busy_p50,
+            m.busy_p50 * 1e3 / k,
+            m.issue_p50,
             a.launches_per_chunk
         );
     }
     println!();
-    println!(
-        "speedup (wall p50): {:.2}x",
-        median(&e.wall_ms) / median(&r.wall_ms)
-    );
+    println!("speedup (wall p50): {:.2}x", es.wall_p50 / rs.wall_p50);
     println!(
         "capture: {:.3} ms (probe {:.3} ms), {} graph nodes, graph memory {} B",
         rep.capture_ms,
@@ -442,20 +458,20 @@ fn run(o: &Opts) -> Result<()> {
         o.kernels,
         o.n,
         o.chunks,
-        median(&e.wall_ms),
-        pct(&e.wall_ms, 0.95),
-        median(&e.busy_ms),
-        median(&e.issue_ms),
-        median(&e.wall_ms) * 1e3 / k,
-        median(&e.busy_ms) * 1e3 / k,
+        es.wall_p50,
+        es.wall_p95,
+        es.busy_p50,
+        es.issue_p50,
+        es.wall_p50 * 1e3 / k,
+        es.busy_p50 * 1e3 / k,
         e.launches_per_chunk,
         e.sha_chunks,
-        median(&r.wall_ms),
-        pct(&r.wall_ms, 0.95),
-        median(&r.busy_ms),
-        median(&r.issue_ms),
-        median(&r.wall_ms) * 1e3 / k,
-        median(&r.busy_ms) * 1e3 / k,
+        rs.wall_p50,
+        rs.wall_p95,
+        rs.busy_p50,
+        rs.issue_p50,
+        rs.wall_p50 * 1e3 / k,
+        rs.busy_p50 * 1e3 / k,
         r.launches_per_chunk,
         r.sha_chunks,
         rep.capture_ms,
@@ -467,9 +483,7 @@ fn run(o: &Opts) -> Result<()> {
         equal
     );
     if !equal {
-        return Err(dcc_runtime::Error::Invalid(
-            "replay outputs differ from eager".into(),
-        ));
+        return Err(BenchError::OutputsDiffer);
     }
     Ok(())
 }

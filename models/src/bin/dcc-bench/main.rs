@@ -26,6 +26,8 @@
 mod cli;
 mod inputs;
 mod report;
+#[cfg(test)]
+mod tests;
 
 use std::collections::BTreeMap;
 use std::process::ExitCode;
@@ -45,6 +47,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
 use cli::{BackendChoice, ContractChoice, Opts};
+use dcc_runtime::stats;
 use inputs::{Inputs, read_io, synthetic_io, tokens_of};
 
 const MIB: f64 = 1024.0 * 1024.0;
@@ -68,19 +71,23 @@ fn contract(choice: ContractChoice, cfg: &FlowConfig) -> Res<ContractView> {
     .map_err(|e| e.to_string())
 }
 
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
+/// A percentile of a pass's samples ([`dcc_runtime::stats`]); `None` for no samples (e.g.
+/// `--busy-reps 0`), an error for a NaN sample.
+fn pct(arm: Arm, what: &str, v: &[f64], q: f64) -> Res<Option<f64>> {
+    match stats::percentile(v, q) {
+        Ok(p) => Ok(Some(p)),
+        Err(stats::StatsError::Empty) => Ok(None),
+        Err(e) => Err(format!("{}: {what}: {e}", arm.name())),
     }
-    sorted[((sorted.len() - 1) as f64 * q) as usize]
 }
 
-fn median(v: &mut [f64]) -> f64 {
-    v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        f64::NAN
+/// A JSON number, or for NaN and ±∞ (which JSON cannot hold, and `serde_json` would turn into
+/// `null`, indistinguishable from "not measured") the strings `"NaN"`, `"inf"`, `"-inf"`.
+fn num(x: f64) -> Value {
+    if x.is_finite() {
+        json!(x)
     } else {
-        v[v.len() / 2]
+        json!(x.to_string())
     }
 }
 
@@ -148,7 +155,7 @@ struct ArmResult {
     wall: Vec<f64>,
     p50: f64,
     p95: f64,
-    busy: f64,
+    busy: Option<f64>,
     launches: f64,
     kernels: f64,
     peak_ledger: f64,
@@ -163,6 +170,9 @@ struct ArmResult {
     staging_mib: f64,
     sha: String,
     rel_l2: Vec<f64>,
+    /// Outputs no tolerance can excuse: non-finite mel values, a mel whose length differs from
+    /// the reference's. Any entry fails the run.
+    problems: Vec<String>,
 }
 
 fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
@@ -200,7 +210,21 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
         let t = Instant::now();
         let m = ses.chunk(toks, &io.spk, false).map_err(e)?;
         r.wall.push(t.elapsed().as_secs_f64() * 1e3);
+        let bad = m.iter().filter(|x| !x.is_finite()).count();
+        if bad > 0 {
+            r.problems.push(format!(
+                "chunk {i}: {bad} of {} mel values are NaN or infinite",
+                m.len()
+            ));
+        }
         if let Some(f) = io.feats.get(i) {
+            if m.len() != f.len() {
+                r.problems.push(format!(
+                    "chunk {i}: the mel has {} values, feat_{i} has {}",
+                    m.len(),
+                    f.len()
+                ));
+            }
             r.rel_l2.push(rel_l2(&m, f));
         }
         hash.extend_from_slice(&mel_bytes(&m));
@@ -223,10 +247,9 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
         r.fallbacks_total.insert(k.name().into(), *v);
     }
     r.sha = dcc_runtime::sha256_hex(&hash);
-    let mut w = r.wall.clone();
-    w.sort_by(f64::total_cmp);
-    r.p50 = percentile(&w, 0.5);
-    r.p95 = percentile(&w, 0.95);
+    // `--chunks` ≥ 1, so the wall times are never empty.
+    r.p50 = pct(arm, "wall", &r.wall, 0.5)?.unwrap_or(f64::NAN);
+    r.p95 = pct(arm, "wall", &r.wall, 0.95)?.unwrap_or(f64::NAN);
     let mem = be.memory();
     r.peak_ledger = mem.peak_total as f64 / MIB;
     r.used_device = match (mem.device_free, mem.device_total) {
@@ -269,7 +292,7 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
         busy.push(be.elapsed_ms(&m0, &m1).map_err(|x| x.to_string())?);
         pb.inc(1);
     }
-    r.busy = median(&mut busy);
+    r.busy = pct(arm, "device-busy", &busy, 0.5)?;
     Ok(r)
 }
 
@@ -341,13 +364,8 @@ fn main() -> ExitCode {
         }
     };
     match run(&o) {
-        Ok(ok) => {
-            if ok {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            }
-        }
+        Ok(out) if out["ok"] == Value::Bool(true) => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::from(1),
         Err(e) => {
             eprintln!("dcc-bench: {e}");
             ExitCode::from(1)
@@ -355,7 +373,9 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(o: &Opts) -> Res<bool> {
+/// Runs the arms, prints the results (and writes `--json-out`); returns the JSON object, whose
+/// `ok` says whether the run passed.
+fn run(o: &Opts) -> Res<Value> {
     let t0 = Instant::now();
     let s = setup(o)?;
     if o.is_check() && s.io.feats.len() < o.chunks {
@@ -407,9 +427,14 @@ fn run(o: &Opts) -> Res<bool> {
         if identical == Some(false) {
             ok = false;
         }
-        let max_l2 = x.rel_l2.iter().cloned().fold(0.0f64, f64::max);
-        // NaN fails too
+        // NaN propagates (a NaN error is reported as NaN, never as the largest finite one).
+        let max_l2 = stats::max(x.rel_l2.iter().copied());
+        for p in &x.problems {
+            eprintln!("dcc-bench: arm {}: {p}", x.arm);
+            ok = false;
+        }
         if let Some(tol) = o.check_tol {
+            // `e <= tol` is false for NaN: a NaN error fails whatever the tolerance.
             let within = x.rel_l2.iter().all(|e| *e <= tol);
             if !within || x.rel_l2.len() < o.chunks {
                 ok = false;
@@ -435,8 +460,9 @@ fn run(o: &Opts) -> Res<bool> {
             "fallbacks_total": x.fallbacks_total,
             "mel_sha256": x.sha,
             "identical_to_b0": identical,
-            "rel_l2_per_chunk": x.rel_l2,
-            "rel_l2_max": if x.rel_l2.is_empty() { Value::Null } else { json!(max_l2) },
+            "rel_l2_per_chunk": x.rel_l2.iter().map(|e| num(*e)).collect::<Vec<_>>(),
+            "rel_l2_max": max_l2.map_or(Value::Null, num),
+            "problems": x.problems,
             "wall_ms": x.wall,
         }));
     }
@@ -451,5 +477,5 @@ fn run(o: &Opts) -> Res<bool> {
     } else {
         report::print_table(&out, o);
     }
-    Ok(ok)
+    Ok(out)
 }

@@ -97,9 +97,12 @@ pub fn print_table(out: &Value, o: &Opts) {
             f(&a["capture_ms"], 1),
             fmt_map(&fb),
             &a["mel_sha256"].as_str().unwrap_or("")[..16],
-            a["rel_l2_max"]
-                .as_f64()
-                .map_or("-".into(), |x| format!("{x:.2e}")),
+            match &a["rel_l2_max"] {
+                Value::Number(x) => x.as_f64().map_or("-".into(), |x| format!("{x:.2e}")),
+                // "NaN", "inf": a non-finite error, printed as such.
+                Value::String(s) => s.clone(),
+                _ => "-".into(),
+            },
             match a["identical_to_b0"].as_bool() {
                 Some(true) => "yes",
                 Some(false) => "NO",
