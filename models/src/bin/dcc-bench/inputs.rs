@@ -3,7 +3,8 @@
 
 use std::path::Path;
 
-use super::{CHUNK, LOOKAHEAD, PROMPT_TOKENS, Res};
+use super::Res;
+use super::contract::Sizes;
 
 pub struct Inputs {
     pub prompt: Vec<u32>,
@@ -15,8 +16,9 @@ pub struct Inputs {
 }
 
 /// Reads the peer's `io.safetensors`: `prompt_tokens` and `stream_tokens` (i32), `prompt_mel`,
-/// `spk` and `feat_0`, `feat_1`, … (f32), little-endian.
-pub fn read_io(path: &Path, chunks: usize) -> Res<Inputs> {
+/// `spk` and `feat_0`, `feat_1`, … (f32), little-endian. The prompt must have the contract's
+/// sizes (the state-rule arena is laid out for exactly that prompt).
+pub fn read_io(path: &Path, chunks: usize, sizes: &Sizes) -> Res<Inputs> {
     let p = path.display();
     let bytes = std::fs::read(path).map_err(|e| format!("{p}: {e}"))?;
     let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("{p}: {e}"))?;
@@ -42,17 +44,40 @@ pub fn read_io(path: &Path, chunks: usize) -> Res<Inputs> {
             Err(_) => break,
         }
     }
-    Ok(Inputs {
+    let io = Inputs {
         prompt: t("prompt_tokens")?,
         mel: f("prompt_mel")?,
         spk: f("spk")?,
         stream: t("stream_tokens")?,
         feats,
-    })
+    };
+    let want = [
+        (
+            "prompt_tokens",
+            io.prompt.len(),
+            sizes.prompt_tokens,
+            "PROMPT_TOKENS",
+        ),
+        (
+            "prompt_mel",
+            io.mel.len(),
+            sizes.prompt_frames * sizes.mel_bins,
+            "F_PROMPT × MEL_BINS",
+        ),
+        ("spk", io.spk.len(), sizes.spk_dim, "SPK_DIM"),
+    ];
+    for (name, got, want, what) in want {
+        if got != want {
+            return Err(format!(
+                "{p}: {name} has {got} values; the contract wants {want} ({what})"
+            ));
+        }
+    }
+    Ok(io)
 }
 
 /// Deterministic inputs when no `--io` is given (xorshift; not the peer's draws).
-pub fn synthetic_io(chunks: usize, vocab: usize, mel_bins: usize, spk_dim: usize) -> Inputs {
+pub fn synthetic_io(chunks: usize, vocab: usize, sizes: &Sizes) -> Inputs {
     let mut s = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {
         s ^= s << 13;
@@ -61,8 +86,8 @@ pub fn synthetic_io(chunks: usize, vocab: usize, mel_bins: usize, spk_dim: usize
         s
     };
     let mut tok = |n: usize| (0..n).map(|_| (next() % vocab as u64) as u32).collect();
-    let prompt: Vec<u32> = tok(PROMPT_TOKENS);
-    let stream: Vec<u32> = tok(chunks * CHUNK + LOOKAHEAD);
+    let prompt: Vec<u32> = tok(sizes.prompt_tokens);
+    let stream: Vec<u32> = tok(chunks * sizes.chunk_tokens + sizes.lookahead_tokens);
     let mut s2 = 0x2545_f491_4f6c_dd1du64;
     let mut unif = move || {
         s2 ^= s2 << 13;
@@ -72,16 +97,19 @@ pub fn synthetic_io(chunks: usize, vocab: usize, mel_bins: usize, spk_dim: usize
     };
     Inputs {
         prompt,
-        mel: (0..2 * PROMPT_TOKENS * mel_bins).map(|_| unif()).collect(),
-        spk: (0..spk_dim).map(|_| 2.0 * unif()).collect(),
+        mel: (0..sizes.prompt_frames * sizes.mel_bins)
+            .map(|_| unif())
+            .collect(),
+        spk: (0..sizes.spk_dim).map(|_| 2.0 * unif()).collect(),
         stream,
         feats: Vec::new(),
     }
 }
 
-/// The tokens of chunk `i`: its `CHUNK` tokens and the `LOOKAHEAD` after them.
-pub fn tokens_of(io: &Inputs, i: usize) -> Res<&[u32]> {
+/// The tokens of chunk `i`: its `chunk_tokens` tokens and the `lookahead_tokens` after them.
+pub fn tokens_of<'a>(io: &'a Inputs, sizes: &Sizes, i: usize) -> Res<&'a [u32]> {
+    let start = i * sizes.chunk_tokens;
     io.stream
-        .get(i * CHUNK..i * CHUNK + CHUNK + LOOKAHEAD)
+        .get(start..start + sizes.chunk_tokens + sizes.lookahead_tokens)
         .ok_or_else(|| format!("the input stream has no chunk {i}"))
 }

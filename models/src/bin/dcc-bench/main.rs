@@ -24,6 +24,7 @@
 //! Progress on stderr; results on stdout (a table, or one JSON object with `--format json`).
 
 mod cli;
+mod contract;
 mod inputs;
 mod report;
 #[cfg(test)]
@@ -34,9 +35,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-use dcc_models::token2wav::serve::{
-    Arm, ContractView, Session, Token2Wav, Token2WavTiny, Token2WavTinyVendor,
-};
+use dcc_models::token2wav::serve::{Arm, ContractView, Session};
 use dcc_models::token2wav::{
     DeviceFlow, DeviceLimits, Flow, FlowConfig, SolverParams, WeightStore, rel_l2,
 };
@@ -46,30 +45,14 @@ use dcc_runtime::{Arg, LaunchDims};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
-use cli::{BackendChoice, ContractChoice, Opts};
+use cli::{BackendChoice, Opts};
+use contract::{Contract, Sizes};
 use dcc_runtime::stats;
 use inputs::{Inputs, read_io, synthetic_io, tokens_of};
 
 const MIB: f64 = 1024.0 * 1024.0;
-const PROMPT_TOKENS: usize = 151;
-const CHUNK: usize = 25;
-const LOOKAHEAD: usize = 3;
 
 type Res<T> = Result<T, String>;
-
-fn contract(choice: ContractChoice, cfg: &FlowConfig) -> Res<ContractView> {
-    let choice = match choice {
-        ContractChoice::Auto if *cfg == FlowConfig::tiny() => ContractChoice::Token2wavTiny,
-        ContractChoice::Auto => ContractChoice::Token2wav,
-        c => c,
-    };
-    match choice {
-        ContractChoice::Auto | ContractChoice::Token2wav => ContractView::of::<Token2Wav>(),
-        ContractChoice::Token2wavTiny => ContractView::of::<Token2WavTiny>(),
-        ContractChoice::Token2wavTinyVendor => ContractView::of::<Token2WavTinyVendor>(),
-    }
-    .map_err(|e| e.to_string())
-}
 
 /// A percentile of a pass's samples ([`dcc_runtime::stats`]); `None` for no samples (e.g.
 /// `--busy-reps 0`), an error for a NaN sample.
@@ -99,6 +82,7 @@ struct Setup {
     be: Arc<dyn Backend>,
     dev: Arc<DeviceFlow>,
     contract: ContractView,
+    sizes: Sizes,
     io: Inputs,
     prompt: Vec<u32>,
     cfg: FlowConfig,
@@ -112,24 +96,26 @@ fn setup(o: &Opts) -> Res<Setup> {
     let ws = WeightStore::load(&o.weights).map_err(|e| e.to_string())?;
     let flow = Flow::from_store(&ws).map_err(|e| e.to_string())?;
     let cfg = flow.config().clone();
-    let contract = contract(o.contract, &cfg)?;
+    let Contract {
+        view: contract,
+        sizes,
+    } = Contract::select(o.contract, &cfg)?;
     let io = match &o.io {
-        Some(p) => read_io(p, o.chunks)?,
-        None => synthetic_io(
-            o.chunks.max(o.warmup) + o.busy_reps + 1,
-            cfg.vocab,
-            cfg.mel,
-            cfg.spk_dim,
-        ),
+        Some(p) => read_io(p, o.chunks, &sizes)?,
+        None => synthetic_io(o.chunks.max(o.warmup) + o.busy_reps + 1, cfg.vocab, &sizes),
     };
+    // The prompt call reads the prompt and, as lookahead, its own first tokens (as the vendor's
+    // `setup_cache` is called).
     let mut prompt = io.prompt.clone();
-    prompt.extend_from_slice(&io.prompt[..LOOKAHEAD.min(io.prompt.len())]);
+    prompt.extend_from_slice(&io.prompt[..sizes.lookahead_tokens.min(io.prompt.len())]);
     let r = contract.retention;
     let dev = DeviceFlow::new(
         be.clone(),
         &flow,
         DeviceLimits {
-            max_call_tokens: prompt.len().max(CHUNK + LOOKAHEAD),
+            max_call_tokens: prompt
+                .len()
+                .max(sizes.chunk_tokens + sizes.lookahead_tokens),
             carry_frames: r.limit(),
         },
     )
@@ -143,6 +129,7 @@ fn setup(o: &Opts) -> Res<Setup> {
         be,
         dev: Arc::new(dev),
         contract,
+        sizes,
         io,
         prompt,
         cfg,
@@ -187,7 +174,8 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
     pb.set_message(format!("{} warm-up", arm.name()));
     ses.prime(&s.prompt, &io.mel, &io.spk).map_err(e)?;
     for i in 0..o.warmup {
-        ses.chunk(tokens_of(io, i)?, &io.spk, false).map_err(e)?;
+        ses.chunk(tokens_of(io, &s.sizes, i)?, &io.spk, false)
+            .map_err(e)?;
         pb.inc(1);
     }
     // measured pass
@@ -206,7 +194,7 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
     };
     let mut hash = Vec::new();
     for i in 0..o.chunks {
-        let toks = tokens_of(io, i)?;
+        let toks = tokens_of(io, &s.sizes, i)?;
         let t = Instant::now();
         let m = ses.chunk(toks, &io.spk, false).map_err(e)?;
         r.wall.push(t.elapsed().as_secs_f64() * 1e3);
@@ -270,7 +258,8 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
     pb.set_message(format!("{} device-busy", arm.name()));
     let mut busy = Vec::new();
     for k in 0..o.busy_reps {
-        let toks = tokens_of(io, (o.chunks + k) % (io.stream.len() / CHUNK).max(1))?;
+        let chunks_in_stream = (io.stream.len() / s.sizes.chunk_tokens).max(1);
+        let toks = tokens_of(io, &s.sizes, (o.chunks + k) % chunks_in_stream)?;
         s.dev
             .set_inputs(toks, &io.spk, false)
             .map_err(|x| x.to_string())?;
@@ -305,9 +294,10 @@ fn profile(s: &Setup) -> Res<()> {
         Session::new(s.dev.clone(), s.contract, Arm::B0, SolverParams::default()).map_err(e)?;
     ses.prime(&s.prompt, &io.mel, &io.spk).map_err(e)?;
     for i in 0..2 {
-        ses.chunk(tokens_of(io, i)?, &io.spk, false).map_err(e)?;
+        ses.chunk(tokens_of(io, &s.sizes, i)?, &io.spk, false)
+            .map_err(e)?;
     }
-    let toks = tokens_of(io, 2)?;
+    let toks = tokens_of(io, &s.sizes, 2)?;
     s.dev.set_inputs(toks, &io.spk, false).map_err(e)?;
     be.synchronize().map_err(|x| x.to_string())?;
     if be.kind() == BackendKind::Cuda {
