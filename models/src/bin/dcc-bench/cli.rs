@@ -54,7 +54,7 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Cmd {
-    /// Time the arms (the paper's Table 5 factorial).
+    /// Time the six arms (state rule × replay granularity).
     ///
     /// Per arm: a warm-up pass (prime with the prompt, then --warmup chunks: every shape class is
     /// probed and captured here), then the measured pass (prime again, --chunks chunks). Reports

@@ -1,4 +1,5 @@
-//! `dcc-bench`: the Token2Wav factorial of the paper's Table 5, and the correctness check.
+//! `dcc-bench`: the six-arm Token2Wav factorial (state rule × replay granularity; `--help` lists
+//! the arms), and the correctness check against the vendor's exported outputs.
 //!
 //! `dcc-bench --help` (and `dcc-bench token2wav --help`, `dcc-bench check --help`) documents every
 //! flag; [`cli`] holds the parser and the checks on values.
