@@ -8,6 +8,7 @@ use dcc_runtime::contract::{NativeClock, NativeClockAdapter};
 
 use super::Res;
 use super::cli::ContractChoice;
+use super::error::BenchError;
 
 /// The streaming sizes a contract declares (its `quantities:`), as generated.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -51,16 +52,16 @@ pub struct Contract {
 
 /// Checks that the adapter (expanded by `#[native_clock]` from the spec at build time) and the
 /// committed generated module were produced from the same spec bytes.
-fn same_spec<A: NativeClockAdapter>(generated_sha: &str) -> Res<()> {
+fn same_spec<A: NativeClockAdapter>(generated_sha: &'static str) -> Res<()> {
     let adapter = <A::Contract as NativeClock>::SPEC_SHA256;
     if adapter == generated_sha {
         Ok(())
     } else {
-        Err(format!(
-            "contract `{}`: the generated module is stale (spec SHA-256 {generated_sha}, the \
-             adapter's {adapter}); regenerate it with `dcc compile`",
-            <A::Contract as NativeClock>::FAMILY
-        ))
+        Err(BenchError::StaleContract {
+            family: <A::Contract as NativeClock>::FAMILY,
+            generated: generated_sha,
+            adapter,
+        })
     }
 }
 
@@ -94,22 +95,26 @@ impl Contract {
                 )
             }
         };
-        let view = view.map_err(|e| e.to_string())?;
+        let view = view?;
         let family = view.family;
         if (cfg.mel, cfg.spk_dim) != (sizes.mel_bins, sizes.spk_dim) {
-            return Err(format!(
-                "contract `{family}` declares {} mel bins and a {}-wide speaker embedding; the \
-                 weights have {} and {}",
-                sizes.mel_bins, sizes.spk_dim, cfg.mel, cfg.spk_dim
-            ));
+            return Err(BenchError::Width {
+                family,
+                mel_bins: sizes.mel_bins,
+                spk_dim: sizes.spk_dim,
+                weights_mel_bins: cfg.mel,
+                weights_spk_dim: cfg.spk_dim,
+            });
         }
         let r = view.retention;
         if (r.prompt_frames, r.retained_frames) != (sizes.prompt_frames, sizes.retained_frames) {
-            return Err(format!(
-                "contract `{family}`: its carry keeps {} + {} frames, its quantities say \
-                 F_PROMPT = {}, F_RETAINED = {}",
-                r.prompt_frames, r.retained_frames, sizes.prompt_frames, sizes.retained_frames
-            ));
+            return Err(BenchError::Retention {
+                family,
+                kept_prompt: r.prompt_frames,
+                kept_retained: r.retained_frames,
+                f_prompt: sizes.prompt_frames,
+                f_retained: sizes.retained_frames,
+            });
         }
         Ok(Contract { view, sizes })
     }
@@ -152,6 +157,10 @@ mod tests {
         let e = Contract::select(ContractChoice::Token2wavTiny, &odd)
             .err()
             .unwrap();
-        assert!(e.contains("mel bins"), "{e}");
+        assert!(
+            matches!(e, BenchError::Width { weights_mel_bins, .. } if weights_mel_bins == odd.mel),
+            "{e}"
+        );
+        assert!(e.to_string().contains("mel bins"), "{e}");
     }
 }

@@ -5,6 +5,7 @@ use std::path::Path;
 
 use super::Res;
 use super::contract::Sizes;
+use super::error::BenchError;
 
 pub struct Inputs {
     pub prompt: Vec<u32>,
@@ -19,11 +20,22 @@ pub struct Inputs {
 /// `spk` and `feat_0`, `feat_1`, … (f32), little-endian. The prompt must have the contract's
 /// sizes (the state-rule arena is laid out for exactly that prompt).
 pub fn read_io(path: &Path, chunks: usize, sizes: &Sizes) -> Res<Inputs> {
-    let p = path.display();
-    let bytes = std::fs::read(path).map_err(|e| format!("{p}: {e}"))?;
-    let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("{p}: {e}"))?;
+    let bytes = std::fs::read(path).map_err(|error| BenchError::Read {
+        path: path.into(),
+        error,
+    })?;
+    let st =
+        safetensors::SafeTensors::deserialize(&bytes).map_err(|error| BenchError::Safetensors {
+            path: path.into(),
+            tensor: None,
+            error,
+        })?;
     let raw = |n: &str| -> Res<Vec<[u8; 4]>> {
-        let t = st.tensor(n).map_err(|e| format!("{p}: {n}: {e}"))?;
+        let t = st.tensor(n).map_err(|error| BenchError::Safetensors {
+            path: path.into(),
+            tensor: Some(n.into()),
+            error,
+        })?;
         Ok(t.data()
             .chunks_exact(4)
             .map(|b| [b[0], b[1], b[2], b[3]])
@@ -66,11 +78,15 @@ pub fn read_io(path: &Path, chunks: usize, sizes: &Sizes) -> Res<Inputs> {
         ),
         ("spk", io.spk.len(), sizes.spk_dim, "SPK_DIM"),
     ];
-    for (name, got, want, what) in want {
+    for (tensor, got, want, what) in want {
         if got != want {
-            return Err(format!(
-                "{p}: {name} has {got} values; the contract wants {want} ({what})"
-            ));
+            return Err(BenchError::InputSize {
+                path: path.into(),
+                tensor,
+                got,
+                want,
+                what,
+            });
         }
     }
     Ok(io)
@@ -111,5 +127,5 @@ pub fn tokens_of<'a>(io: &'a Inputs, sizes: &Sizes, i: usize) -> Res<&'a [u32]> 
     let start = i * sizes.chunk_tokens;
     io.stream
         .get(start..start + sizes.chunk_tokens + sizes.lookahead_tokens)
-        .ok_or_else(|| format!("the input stream has no chunk {i}"))
+        .ok_or(BenchError::NoChunk(i))
 }

@@ -26,6 +26,7 @@
 
 mod cli;
 mod contract;
+mod error;
 mod inputs;
 mod report;
 #[cfg(test)]
@@ -49,19 +50,24 @@ use serde_json::{Value, json};
 use cli::{BackendChoice, Opts};
 use contract::{Contract, Sizes};
 use dcc_runtime::stats;
+use error::BenchError;
 use inputs::{Inputs, read_io, synthetic_io, tokens_of};
 
 const MIB: f64 = 1024.0 * 1024.0;
 
-type Res<T> = Result<T, String>;
+type Res<T> = Result<T, BenchError>;
 
 /// A percentile of a pass's samples ([`dcc_runtime::stats`]); `None` for no samples (e.g.
 /// `--busy-reps 0`), an error for a NaN sample.
-fn pct(arm: Arm, what: &str, v: &[f64], q: f64) -> Res<Option<f64>> {
+fn pct(arm: Arm, what: &'static str, v: &[f64], q: f64) -> Res<Option<f64>> {
     match stats::percentile(v, q) {
         Ok(p) => Ok(Some(p)),
         Err(stats::StatsError::Empty) => Ok(None),
-        Err(e) => Err(format!("{}: {what}: {e}", arm.name())),
+        Err(error) => Err(BenchError::Stats {
+            arm: arm.name(),
+            what,
+            error,
+        }),
     }
 }
 
@@ -91,11 +97,11 @@ struct Setup {
 
 fn setup(o: &Opts) -> Res<Setup> {
     let be: Arc<dyn Backend> = match o.backend {
-        BackendChoice::Cuda => dcc_runtime::backend::cuda(0).map_err(|e| format!("CUDA: {e}"))?,
+        BackendChoice::Cuda => dcc_runtime::backend::cuda(0).map_err(BenchError::Cuda)?,
         BackendChoice::Host => dcc_runtime::backend::host(),
     };
-    let ws = WeightStore::load(&o.weights).map_err(|e| e.to_string())?;
-    let flow = Flow::from_store(&ws).map_err(|e| e.to_string())?;
+    let ws = WeightStore::load(&o.weights)?;
+    let flow = Flow::from_store(&ws)?;
     let cfg = flow.config().clone();
     let Contract {
         view: contract,
@@ -119,13 +125,12 @@ fn setup(o: &Opts) -> Res<Setup> {
                 .max(sizes.chunk_tokens + sizes.lookahead_tokens),
             carry_frames: r.limit(),
         },
-    )
-    .map_err(|e| e.to_string())?;
+    )?;
     let mut all: Vec<&'static dcc_runtime::KernelDef> = Vec::new();
     for m in dcc_runtime::kernels::MODULES {
         all.extend_from_slice(m);
     }
-    be.preload(&all).map_err(|e| e.to_string())?;
+    be.preload(&all)?;
     Ok(Setup {
         be,
         dev: Arc::new(dev),
@@ -165,8 +170,11 @@ struct ArmResult {
 
 fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
     let be = &s.be;
-    let e = |x: dcc_models::token2wav::FlowError| format!("{}: {x}", arm.name());
-    be.synchronize().map_err(|x| x.to_string())?;
+    let e = |error| BenchError::Flow {
+        arm: Some(arm.name()),
+        error,
+    };
+    be.synchronize()?;
     be.reset_peak();
     let mut ses =
         Session::new(s.dev.clone(), s.contract, arm, SolverParams::default()).map_err(e)?;
@@ -182,7 +190,7 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
     // measured pass
     pb.set_message(format!("{} measured", arm.name()));
     ses.prime(&s.prompt, &io.mel, &io.spk).map_err(e)?;
-    be.synchronize().map_err(|x| x.to_string())?;
+    be.synchronize()?;
     let fb0 = ses.fallbacks();
     let (l0, g0, n0) = (
         be.eager_launches(),
@@ -261,10 +269,8 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
     for k in 0..o.busy_reps {
         let chunks_in_stream = (io.stream.len() / s.sizes.chunk_tokens).max(1);
         let toks = tokens_of(io, &s.sizes, (o.chunks + k) % chunks_in_stream)?;
-        s.dev
-            .set_inputs(toks, &io.spk, false)
-            .map_err(|x| x.to_string())?;
-        be.synchronize().map_err(|x| x.to_string())?;
+        s.dev.set_inputs(toks, &io.spk, false)?;
+        be.synchronize()?;
         if be.kind() == BackendKind::Cuda {
             // SAFETY: SPIN takes no pointer argument; it only burns cycles.
             unsafe {
@@ -273,13 +279,12 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
                     LaunchDims::blocks(1, 32),
                     &[Arg::I64(200_000_000)],
                 )
-            }
-            .map_err(|x| x.to_string())?;
+            }?;
         }
-        let m0 = be.marker().map_err(|x| x.to_string())?;
+        let m0 = be.marker()?;
         ses.enqueue_uploaded(toks.len(), false).map_err(e)?;
-        let m1 = be.marker().map_err(|x| x.to_string())?;
-        busy.push(be.elapsed_ms(&m0, &m1).map_err(|x| x.to_string())?);
+        let m1 = be.marker()?;
+        busy.push(be.elapsed_ms(&m0, &m1)?);
         pb.inc(1);
     }
     r.busy = pct(arm, "device-busy", &busy, 0.5)?;
@@ -289,7 +294,7 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
 /// One eager steady-state chunk with a marker before every op, behind a spin kernel.
 fn profile(s: &Setup) -> Res<()> {
     let be = &s.be;
-    let e = |x: dcc_models::token2wav::FlowError| x.to_string();
+    let e = BenchError::from;
     let io = &s.io;
     let mut ses =
         Session::new(s.dev.clone(), s.contract, Arm::B0, SolverParams::default()).map_err(e)?;
@@ -300,7 +305,7 @@ fn profile(s: &Setup) -> Res<()> {
     }
     let toks = tokens_of(io, &s.sizes, 2)?;
     s.dev.set_inputs(toks, &io.spk, false).map_err(e)?;
-    be.synchronize().map_err(|x| x.to_string())?;
+    be.synchronize()?;
     if be.kind() == BackendKind::Cuda {
         // SAFETY: SPIN takes no pointer argument; it only burns cycles.
         unsafe {
@@ -309,8 +314,7 @@ fn profile(s: &Setup) -> Res<()> {
                 LaunchDims::blocks(1, 32),
                 &[Arg::I64(1_000_000_000)],
             )
-        }
-        .map_err(|x| x.to_string())?;
+        }?;
     }
     s.dev.profile_begin();
     let t = Instant::now();
@@ -370,17 +374,16 @@ fn run(o: &Opts) -> Res<Value> {
     let t0 = Instant::now();
     let s = setup(o)?;
     if o.is_check() && s.io.feats.len() < o.chunks {
-        return Err(format!(
-            "--io has {} feat_i tensors, --chunks asks for {}",
-            s.io.feats.len(),
-            o.chunks
-        ));
+        return Err(BenchError::MissingReferences {
+            have: s.io.feats.len(),
+            want: o.chunks,
+        });
     }
     let per_arm = o.warmup + o.chunks + o.busy_reps;
     let pb = ProgressBar::new((per_arm * o.arms.len()) as u64);
     pb.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
-            .map_err(|e| e.to_string())?
+            .map_err(BenchError::Progress)?
             .progress_chars("=> "),
     );
     let mut res = Vec::new();
@@ -458,10 +461,12 @@ fn run(o: &Opts) -> Res<Value> {
         }));
     }
     let out = json!({ "run": head, "arms": arms_json, "ok": ok });
-    let text = serde_json::to_string(&out).map_err(|e| e.to_string())?;
+    let text = serde_json::to_string(&out).map_err(BenchError::Json)?;
     if let Some(p) = &o.json_out {
-        report::write_atomic(p, &format!("{text}\n"))
-            .map_err(|e| format!("{}: {e}", p.display()))?;
+        report::write_atomic(p, &format!("{text}\n")).map_err(|error| BenchError::Write {
+            path: p.clone(),
+            error,
+        })?;
     }
     if o.json {
         println!("{text}");
