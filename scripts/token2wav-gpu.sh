@@ -1,27 +1,42 @@
 #!/usr/bin/env bash
 # Token2Wav on the GPU machine, in ONE device command: correctness (tiny, both retentions; full
-# model against a fresh export of the vendor peer) and the Table 5 factorial next to the vendor's
-# stock PyTorch peer on the same GPU.
+# model against a fresh export of the vendor peer) and the six-arm factorial (B0, S, R, Rc, SR,
+# SRc; `dcc-bench --help`) next to the vendor's stock PyTorch peer on the same GPU.
 #
 # Prepare here (no GPU), then call the device `run` tool with carry [".dev/t2w"]:
 #   scripts/token2wav-gpu.sh --prepare        # release build, strip, copy the peer + vendor code
 #   run: bash scripts/token2wav-gpu.sh        # on the GPU machine (logs and JSON under $OUT)
 #
 # .dev/t2w holds: dcc-bench (stripped release binary), token2wav_stock.py (the peer), vendor/
-# (minicpmo-utils 1.0.7's stepaudio2.cosyvoice2, already unpacked in .vendor). Full weights are
-# exported on the GPU machine (/tmp/full) and never leave it.
+# (minicpmo-utils 1.0.7's stepaudio2.cosyvoice2, unpacked). Full weights are exported on the GPU
+# machine (/tmp/full) and never leave it.
+#
+# The peer and the vendor sources are not part of this repository; --prepare takes them from:
+#   PEER    the peer script (default: ../shared/peers/token2wav_stock.py, beside the checkout)
+#   VENDOR  a directory holding stepaudio2/cosyvoice2 (default: .vendor)
+# Relative paths are taken from the repository root (the script runs there).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 D=.dev/t2w
 
 if [[ "${1:-}" == "--prepare" ]]; then
   set -e
+  PEER=${PEER:-../shared/peers/token2wav_stock.py}
+  VENDOR=${VENDOR:-.vendor}
+  if [[ ! -f "$PEER" ]]; then
+    echo "token2wav-gpu.sh: no peer script at '$PEER'; set PEER=/path/to/token2wav_stock.py" >&2
+    exit 2
+  fi
+  if [[ ! -d "$VENDOR/stepaudio2/cosyvoice2" ]]; then
+    echo "token2wav-gpu.sh: no '$VENDOR/stepaudio2/cosyvoice2'; set VENDOR to the unpacked minicpmo-utils 1.0.7 sources" >&2
+    exit 2
+  fi
   cargo build --release -p dcc-models --bin dcc-bench
   mkdir -p "$D"
   cp "${CARGO_TARGET_DIR:-target}/release/dcc-bench" "$D/dcc-bench"
   strip "$D/dcc-bench"
-  cp "${PEER:-../shared/peers/token2wav_stock.py}" "$D/token2wav_stock.py"
-  rm -rf "$D/vendor" && cp -r .vendor "$D/vendor"
+  cp "$PEER" "$D/token2wav_stock.py"
+  rm -rf "$D/vendor" && cp -r "$VENDOR" "$D/vendor"
   du -sh "$D" "$D"/*
   exit 0
 fi

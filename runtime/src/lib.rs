@@ -10,6 +10,7 @@
 //! * [`replay`]: `ExactShapeReplay`, one graph per exact catalog signature, fail-closed.
 //! * [`rng`]: device Philox state in device memory; observable host randomness.
 //! * [`session`]: N sessions over one binding; switching restores state into bound addresses.
+//! * [`stats`]: the percentile and max every benchmark binary reports (one definition).
 //!
 //! Kernels (CUDA C + host twins) live in `dcc-kernels`, re-exported as [`kernels`].
 
@@ -21,6 +22,7 @@ pub mod error;
 pub mod replay;
 pub mod rng;
 pub mod session;
+pub mod stats;
 
 pub use arena::{Arena, Region};
 pub use backend::{AllocKind, Backend, BackendKind, DeviceBuffer, Gemm, Graph, MemoryReport, Pod};

@@ -27,7 +27,7 @@ use super::{
     AllocKind, Backend, BackendKind, DeviceBuffer, Gemm, Graph, GraphImpl, Marker, MarkerImpl,
     MemCounter, MemoryReport, Owner, StreamOp,
 };
-use crate::error::{Error, Result};
+use crate::error::{BlasError, Error, NoDevice, Result};
 
 /// cuBLAS workspace the runtime owns (32 MiB, NVIDIA's recommendation for Hopper).
 pub const CUBLAS_WORKSPACE_BYTES: usize = 32 << 20;
@@ -125,8 +125,9 @@ fn align_of(p: DevPtr) -> u32 {
     }
 }
 
-fn lt_err(e: lt_res::CublasError) -> Error {
-    Error::Cublas(format!("cuBLASLt: {e:?}"))
+/// The error a GEMM reports when setting up cuBLAS or cuBLASLt failed at `CudaBackend::new`.
+fn unavailable(setup: &Error) -> Error {
+    Error::Cublas(BlasError::Unavailable(Box::new(setup.clone())))
 }
 
 impl Lt {
@@ -143,8 +144,7 @@ impl Lt {
         use lt_sys::cublasLtMatmulPreferenceAttributes_t as P;
         let f32t = lt_sys::cudaDataType::CUDA_R_32F;
         let desc =
-            lt_res::create_matmul_desc(lt_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F, f32t)
-                .map_err(lt_err)?;
+            lt_res::create_matmul_desc(lt_sys::cublasComputeType_t::CUBLAS_COMPUTE_32F, f32t)?;
         let layout = |rows: usize, cols: usize, ld: usize| {
             lt_res::create_matrix_layout(f32t, rows as u64, cols as u64, ld as i64)
         };
@@ -166,15 +166,15 @@ impl Lt {
             c: std::ptr::null_mut(),
             algo: lt_sys::cublasLtMatmulAlgo_t { data: [0; 8] },
         };
-        plan.a = layout(ar, ac, key.lda).map_err(lt_err)?;
-        plan.b = layout(br, bc, key.ldb).map_err(lt_err)?;
-        plan.c = layout(key.m, key.n, key.ldc).map_err(lt_err)?;
+        plan.a = layout(ar, ac, key.lda)?;
+        plan.b = layout(br, bc, key.ldb)?;
+        plan.c = layout(key.m, key.n, key.ldc)?;
         let set = |attr: D, v: &[u8]| {
             // SAFETY: desc is live; the value buffer has the attribute's size.
             unsafe {
                 lt_res::set_matmul_desc_attribute(plan.desc, attr, v.as_ptr() as *const _, v.len())
             }
-            .map_err(lt_err)
+            .map_err(Error::from)
         };
         set(
             D::CUBLASLT_MATMUL_DESC_TRANSA,
@@ -186,7 +186,7 @@ impl Lt {
         )?;
         let epi = lt_sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BIAS as u32;
         set(D::CUBLASLT_MATMUL_DESC_EPILOGUE, &epi.to_ne_bytes())?;
-        let pref = lt_res::create_matmul_pref().map_err(lt_err)?;
+        let pref = lt_res::create_matmul_pref()?;
         let heur = (|| {
             let setp = |attr: P, v: &[u8]| {
                 // SAFETY: pref is live; the value buffer has the attribute's size.
@@ -224,7 +224,7 @@ impl Lt {
         // SAFETY: created above, destroyed once.
         let r = unsafe { lt_res::destroy_matmul_pref(pref) };
         log_release("a cuBLASLt preference", r);
-        plan.algo = heur.map_err(lt_err)?.algo;
+        plan.algo = heur?.algo;
         Ok(plan)
     }
 }
@@ -242,8 +242,9 @@ fn ptx_cache() -> MutexGuard<'static, HashMap<(&'static str, String), Ptx>> {
 pub struct CudaBackend {
     // Field order is drop order: cuBLAS handles and buffers before the stream and context
     // (cuBLASLt first: it uses the cuBLAS workspace).
-    lt: Result<Mutex<Lt>, String>,
-    blas: Result<Mutex<Blas>, String>,
+    /// The first error of setting the library up, if any (every GEMM then reports it).
+    lt: Result<Mutex<Lt>, Error>,
+    blas: Result<Mutex<Blas>, Error>,
     functions: Mutex<HashMap<&'static str, CudaFunction>>,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
     stream: Arc<CudaStream>,
@@ -274,25 +275,25 @@ impl CudaBackend {
     pub fn new(ordinal: usize) -> Result<CudaBackend> {
         // SAFETY: only tries to dlopen the driver library.
         if !unsafe { drv_sys::is_culib_present() } {
-            return Err(Error::NoDevice(
-                "the CUDA driver library (libcuda) is not installed".into(),
-            ));
+            return Err(Error::NoDevice(NoDevice::Missing(
+                "the CUDA driver library (libcuda)",
+            )));
         }
         // SAFETY: only tries to dlopen the NVRTC library.
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
-            return Err(Error::NoDevice(
-                "the NVRTC library (libnvrtc) is not installed".into(),
-            ));
-        }
-        let count = CudaContext::device_count()
-            .map_err(|e| Error::NoDevice(format!("cuInit/cuDeviceGetCount: {e:?}")))?;
-        if ordinal >= count.max(0) as usize {
-            return Err(Error::NoDevice(format!(
-                "device {ordinal} requested, {count} present"
+            return Err(Error::NoDevice(NoDevice::Missing(
+                "the NVRTC library (libnvrtc)",
             )));
         }
+        let count = CudaContext::device_count().map_err(|e| Error::NoDevice(NoDevice::Init(e)))?;
+        if ordinal >= count.max(0) as usize {
+            return Err(Error::NoDevice(NoDevice::Ordinal {
+                requested: ordinal,
+                present: count,
+            }));
+        }
         let ctx = CudaContext::new(ordinal)
-            .map_err(|e| Error::NoDevice(format!("context on device {ordinal}: {e:?}")))?;
+            .map_err(|error| Error::NoDevice(NoDevice::Context { ordinal, error }))?;
         // SAFETY: every operation of this backend runs on the one stream created below, so the
         // cross-stream events cudarc would record per buffer are not needed (and must not be
         // recorded into captures).
@@ -302,8 +303,8 @@ impl CudaBackend {
         let (major, minor) = ctx.compute_capability()?;
         let counter: Arc<MemCounter> = Arc::default();
         let mut backend = CudaBackend {
-            lt: Err("not initialized".into()),
-            blas: Err("not initialized".into()),
+            lt: Err(Error::Invalid("cuBLASLt is not set up yet".into())),
+            blas: Err(Error::Invalid("cuBLAS is not set up yet".into())),
             functions: Mutex::default(),
             modules: Mutex::default(),
             stream,
@@ -317,25 +318,22 @@ impl CudaBackend {
             free_before_capture: Mutex::new(None),
             launches: AtomicU64::new(0),
         };
-        backend.blas = backend
-            .init_blas()
-            .map(Mutex::new)
-            .map_err(|e| e.to_string());
-        backend.lt = backend.init_lt().map(Mutex::new).map_err(|e| e.to_string());
+        backend.blas = backend.init_blas().map(Mutex::new);
+        backend.lt = backend.init_lt().map(Mutex::new);
         Ok(backend)
     }
 
     fn init_lt(&self) -> Result<Lt> {
         let workspace = {
-            let blas = self.blas.as_ref().map_err(|e| Error::Cublas(e.clone()))?;
+            let blas = self.blas.as_ref().map_err(unavailable)?;
             lock(blas)._workspace.ptr()
         };
         // SAFETY: only tries to dlopen cuBLASLt.
         if !unsafe { lt_sys::is_culib_present() } {
-            return Err(Error::Cublas("libcublasLt is not installed".into()));
+            return Err(Error::Cublas(BlasError::Missing("libcublasLt")));
         }
         self.ctx.bind_to_thread()?;
-        let handle = lt_res::create_handle().map_err(lt_err)?;
+        let handle = lt_res::create_handle()?;
         Ok(Lt {
             handle,
             workspace,
@@ -346,7 +344,7 @@ impl CudaBackend {
     fn init_blas(&self) -> Result<Blas> {
         // SAFETY: only tries to dlopen cuBLAS.
         if !unsafe { blas_sys::is_culib_present() } {
-            return Err(Error::Cublas("libcublas is not installed".into()));
+            return Err(Error::Cublas(BlasError::Missing("libcublas")));
         }
         self.ctx.bind_to_thread()?;
         let handle = cudarc::cublas::result::create_handle()?;
@@ -400,33 +398,33 @@ impl CudaBackend {
         if let Some(m) = lock(&self.modules).get(name) {
             return Ok(m.clone());
         }
-        let ptx =
-            {
-                let key = (name, self.arch.clone());
-                let cached = ptx_cache().get(&key).cloned();
-                match cached {
-                    Some(p) => p,
-                    None => {
-                        let mut options: Vec<String> = dcc_kernels::NVRTC_OPTIONS
-                            .iter()
-                            .map(|s| s.to_string())
-                            .collect();
-                        options.push(format!("--gpu-architecture={}", self.arch));
-                        let opts = CompileOptions {
-                            options,
-                            name: Some(format!("{name}.cu")),
-                            ..Default::default()
-                        };
-                        let ptx = cudarc::nvrtc::compile_ptx_with_opts(k.source.code, opts)
-                            .map_err(|e| Error::Nvrtc {
-                                module: name.into(),
-                                log: format!("{e:?}"),
-                            })?;
-                        ptx_cache().insert(key, ptx.clone());
-                        ptx
-                    }
+        let ptx = {
+            let key = (name, self.arch.clone());
+            let cached = ptx_cache().get(&key).cloned();
+            match cached {
+                Some(p) => p,
+                None => {
+                    let mut options: Vec<String> = dcc_kernels::NVRTC_OPTIONS
+                        .iter()
+                        .map(|s| s.to_string())
+                        .collect();
+                    options.push(format!("--gpu-architecture={}", self.arch));
+                    let opts = CompileOptions {
+                        options,
+                        name: Some(format!("{name}.cu")),
+                        ..Default::default()
+                    };
+                    let ptx = cudarc::nvrtc::compile_ptx_with_opts(k.source.code, opts).map_err(
+                        |error| Error::Nvrtc {
+                            module: name.into(),
+                            error,
+                        },
+                    )?;
+                    ptx_cache().insert(key, ptx.clone());
+                    ptx
                 }
-            };
+            }
+        };
         let m = self.ctx.load_module(ptx)?;
         lock(&self.modules).insert(name, m.clone());
         Ok(m)
@@ -653,7 +651,7 @@ impl Backend for CudaBackend {
         // registry, then cuBLAS.
         let pass = self.counter.gate.enter();
         let live = self.checked(Access::Gemm(g, None), &pass)?;
-        let blas = self.blas.as_ref().map_err(|e| Error::Cublas(e.clone()))?;
+        let blas = self.blas.as_ref().map_err(unavailable)?;
         let blas = lock(blas);
         self.ctx.bind_to_thread()?;
         // SAFETY: every element the descriptor addresses in A, B, C lies in a live allocation
@@ -707,7 +705,7 @@ impl Backend for CudaBackend {
         // order: the gate, the registry, then cuBLASLt.
         let pass = self.counter.gate.enter();
         let live = self.checked(Access::Gemm(g, Some(bias)), &pass)?;
-        let lt = self.lt.as_ref().map_err(|e| Error::Cublas(e.clone()))?;
+        let lt = self.lt.as_ref().map_err(unavailable)?;
         let mut lt = lock(lt);
         self.ctx.bind_to_thread()?;
         let key = LtKey {
@@ -735,8 +733,7 @@ impl Backend for CudaBackend {
                 lt_sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                 &bias_ptr as *const u64 as *const _,
                 std::mem::size_of::<u64>(),
-            )
-            .map_err(lt_err)?;
+            )?;
             lt_res::matmul(
                 handle,
                 plan.desc,
@@ -754,8 +751,7 @@ impl Backend for CudaBackend {
                 workspace.0 as *mut _,
                 CUBLAS_WORKSPACE_BYTES,
                 self.stream_ptr() as *mut _,
-            )
-            .map_err(lt_err)?;
+            )?;
         }
         drop(live);
         if !pass.capturing() {
@@ -800,7 +796,7 @@ impl Backend for CudaBackend {
         let g = self
             .stream
             .end_capture(drv_sys::CUgraphInstantiate_flags(0))
-            .map_err(|e| Error::Capture(format!("end capture / instantiate: {e:?}")))?;
+            .map_err(Error::EndCapture)?;
         let Some(g) = g else {
             return Ok(Graph::new(
                 GraphImpl::Empty,

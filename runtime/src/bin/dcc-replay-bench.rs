@@ -5,11 +5,13 @@
 //! capture time, launches per chunk, memory, and the SHA-256 of every chunk's outputs for both
 //! arms (they must be equal). A table first, then one JSON line.
 //!
-//! `dcc-replay-bench [--backend cuda|host] [--kernels K] [--chunks C] [--busy-reps R] [--n N]`
+//! `dcc-replay-bench --help` documents every flag.
 
 use std::sync::Arc;
 use std::time::Instant;
 
+use clap::builder::RangedU64ValueParser;
+use clap::{Parser, ValueEnum};
 use dcc_runtime::backend::{self, AllocKind, Backend, BackendKind, DeviceBuffer};
 use dcc_runtime::contract::{DType, Effects, Granularity, Signature, TensorSig, Verdict};
 use dcc_runtime::kernels::synthetic as ks;
@@ -17,44 +19,71 @@ use dcc_runtime::replay::{
     Call, ExactShapeReplay, Invocation, Outcome, ReplaySpec, TensorArg, WriteArg,
 };
 use dcc_runtime::rng::HostRng;
+use dcc_runtime::stats;
 use dcc_runtime::{Arg, LaunchDims, Result};
 use sha2::Digest;
 
-const N_DEFAULT: usize = 1024;
+/// Most kernels in the callable: its graph has one node per kernel, and 100,000 nodes (50× the
+/// default) already take seconds to capture and instantiate.
+const MAX_KERNELS: u64 = 100_000;
+/// Most chunks per arm: 10,000 samples pin a p95 far more tightly than any run needs, and keep
+/// one arm of the default callable (~5 ms per eager chunk) under a minute.
+const MAX_CHUNKS: u64 = 10_000;
+/// Most device-busy repetitions: each queues a ~0.1 s spin kernel first, so 100 are ~10 s.
+const MAX_BUSY_REPS: u64 = 100;
+/// Most floats per buffer: 2²⁶ floats are 256 MiB, and the run keeps five such buffers.
+const MAX_N: u64 = 1 << 26;
 
-struct Opts {
-    backend: String,
-    kernels: usize,
-    chunks: usize,
-    busy_reps: usize,
-    n: usize,
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+enum BackendChoice {
+    /// The GPU (device 0).
+    Cuda,
+    /// The CPU twin.
+    Host,
 }
 
-fn parse() -> std::result::Result<Opts, String> {
-    let mut o = Opts {
-        backend: "cuda".into(),
-        kernels: 2000,
-        chunks: 50,
-        busy_reps: 10,
-        n: N_DEFAULT,
-    };
-    let mut it = std::env::args().skip(1);
-    while let Some(a) = it.next() {
-        let mut val = || it.next().ok_or_else(|| format!("{a} needs a value"));
-        match a.as_str() {
-            "--backend" => o.backend = val()?,
-            "--kernels" => o.kernels = val()?.parse().map_err(|e| format!("--kernels: {e}"))?,
-            "--chunks" => o.chunks = val()?.parse().map_err(|e| format!("--chunks: {e}"))?,
-            "--busy-reps" => o.busy_reps = val()?.parse().map_err(|e| format!("--busy-reps: {e}"))?,
-            "--n" => o.n = val()?.parse().map_err(|e| format!("--n: {e}"))?,
-            "-h" | "--help" => return Err("usage: dcc-replay-bench [--backend cuda|host] [--kernels K] [--chunks C] [--busy-reps R] [--n N]".into()),
-            other => return Err(format!("unknown argument {other}")),
-        }
-    }
-    if o.kernels == 0 || o.chunks < 2 || o.n == 0 {
-        return Err("need --kernels >= 1, --chunks >= 2, --n >= 1".into());
-    }
-    Ok(o)
+#[derive(Parser, Debug)]
+#[command(
+    name = "dcc-replay-bench",
+    version,
+    about = "Replay micro-benchmark: one callable of K small kernels, eager vs one CUDA graph",
+    long_about = "Replay micro-benchmark: one callable of K small kernels, eager vs one CUDA graph.\n\n\
+The callable chains K elementwise kernels (`mix` and `affine`) over a ring of 4 buffers of N f32 \
+with one staged input. Both arms run the same chunks: `eager` launches every kernel each chunk; \
+`replay` captures the callable once (its first chunk, which is excluded from the timings) and \
+then launches one graph per chunk. Reported per arm: wall p50/p95 ms per chunk (issue + \
+completion), µs per kernel, device-busy ms per chunk (the chunk queued behind a ~0.1 s spin \
+kernel, CUDA events around it, median of --busy-reps), host issue ms, launches per chunk; then \
+capture time, graph nodes and memory, and the SHA-256 of both arms' outputs, which must be \
+equal (exit 1 otherwise). A markdown table first, then one JSON line.",
+    after_help = "Examples:\n  \
+dcc-replay-bench                             the defaults: 2,000 kernels over 4 x 1,024 f32, 50 chunks\n  \
+dcc-replay-bench --kernels 500 --n 65536     fewer, larger kernels\n  \
+dcc-replay-bench --backend host --chunks 3   the CPU twin (semantics, not timing)\n\n\
+Exit codes: 0 outputs equal, 1 a run error or outputs differ, 2 usage."
+)]
+struct Opts {
+    /// Where to run: the GPU (device 0), or the CPU twin with the same replay semantics (its
+    /// timings mean nothing).
+    #[arg(long, value_enum, default_value_t = BackendChoice::Cuda)]
+    backend: BackendChoice,
+    /// Kernels in the callable (K): one eager launch each, one graph node each.
+    #[arg(long, value_name = "K", default_value_t = 2000,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_KERNELS))]
+    kernels: usize,
+    /// Chunks per arm, including the first (the probe and capture), which is not timed: at
+    /// least 2.
+    #[arg(long, value_name = "C", default_value_t = 50,
+          value_parser = RangedU64ValueParser::<usize>::new().range(2..=MAX_CHUNKS))]
+    chunks: usize,
+    /// Device-busy repetitions per arm (median reported).
+    #[arg(long, value_name = "R", default_value_t = 10,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_BUSY_REPS))]
+    busy_reps: usize,
+    /// Floats per buffer (N); every kernel is elementwise over N.
+    #[arg(long, value_name = "N", default_value_t = 1024,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_N))]
+    n: usize,
 }
 
 /// The callable: kernel 0 mixes the staged input into buffer 0; kernel i (i >= 1) is an affine
@@ -153,20 +182,37 @@ struct Arm {
     sha_final: String,
 }
 
-/// The element at sorted index `len / 2` (`pct`'s index `round((len − 1) · 0.5)` is exactly that:
-/// the product is exact in f64 and `round` takes `m − 0.5` up to `m`).
-fn median(v: &[f64]) -> f64 {
-    pct(v, 0.5)
+/// The numbers the table and the JSON line print for one arm ([`dcc_runtime::stats`]).
+struct Summary {
+    wall_p50: f64,
+    wall_p95: f64,
+    busy_p50: f64,
+    issue_p50: f64,
 }
 
-fn pct(v: &[f64], p: f64) -> f64 {
-    let mut s = v.to_vec();
-    s.sort_by(|a, b| a.total_cmp(b));
-    if s.is_empty() {
-        f64::NAN
-    } else {
-        s[((s.len() - 1) as f64 * p).round() as usize]
+impl Arm {
+    fn summary(&self) -> std::result::Result<Summary, BenchError> {
+        let at = |what: &'static str, v: &[f64], q: f64| {
+            stats::percentile(v, q).map_err(|e| BenchError::Stats(self.name, what, e))
+        };
+        Ok(Summary {
+            wall_p50: at("wall", &self.wall_ms, 0.5)?,
+            wall_p95: at("wall", &self.wall_ms, 0.95)?,
+            busy_p50: at("device-busy", &self.busy_ms, 0.5)?,
+            issue_p50: at("host issue", &self.issue_ms, 0.5)?,
+        })
     }
+}
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+enum BenchError {
+    #[error(transparent)]
+    Runtime(#[from] dcc_runtime::Error),
+    #[error("{0} arm: {1} times: {2}")]
+    Stats(&'static str, &'static str, stats::StatsError),
+    #[error("replay outputs differ from eager")]
+    OutputsDiffer,
 }
 
 type Engine = ExactShapeReplay<fn(&mut Call<'_>) -> Result<()>>;
@@ -287,11 +333,11 @@ impl Rig {
 }
 
 fn main() {
-    let o = match parse() {
+    let o = match Opts::try_parse() {
         Ok(o) => o,
         Err(e) => {
-            eprintln!("{e}");
-            std::process::exit(2);
+            let _ = e.print();
+            std::process::exit(if e.use_stderr() { 2 } else { 0 });
         }
     };
     if let Err(e) = run(&o) {
@@ -300,15 +346,10 @@ fn main() {
     }
 }
 
-fn run(o: &Opts) -> Result<()> {
-    let b: Arc<dyn Backend> = match o.backend.as_str() {
-        "cuda" => backend::cuda(0)?,
-        "host" => backend::host(),
-        other => {
-            return Err(dcc_runtime::Error::Invalid(format!(
-                "unknown backend {other}"
-            )));
-        }
+fn run(o: &Opts) -> std::result::Result<(), BenchError> {
+    let b: Arc<dyn Backend> = match o.backend {
+        BackendChoice::Cuda => backend::cuda(0)?,
+        BackendChoice::Host => backend::host(),
     };
     b.preload(ks::KERNELS)?;
     let dims: &'static [usize] = Box::leak(vec![o.n].into_boxed_slice());
@@ -374,6 +415,7 @@ fn run(o: &Opts) -> Result<()> {
     let mem = b.memory();
     let k = o.kernels as f64;
     let equal = e.sha_chunks == r.sha_chunks && e.sha_final == r.sha_final;
+    let (es, rs) = (e.summary()?, r.summary()?);
 
     println!("device: {} ({:?})", b.device_name(), b.kind());
     println!(
@@ -385,24 +427,21 @@ fn run(o: &Opts) -> Result<()> {
         "| arm | wall p50 ms/chunk | wall p95 | µs/kernel (wall) | device-busy ms/chunk | µs/kernel (busy) | host issue ms | launches/chunk |"
     );
     println!("|---|---|---|---|---|---|---|---|");
-    for a in [&e, &r] {
+    for (a, m) in [(&e, &es), (&r, &rs)] {
         println!(
             "| {} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.3} | {:.0} |",
             a.name,
-            median(&a.wall_ms),
-            pct(&a.wall_ms, 0.95),
-            median(&a.wall_ms) * 1e3 / k,
-            median(&a.busy_ms),
-            median(&a.busy_ms) * 1e3 / k,
-            median(&a.issue_ms),
+            m.wall_p50,
+            m.wall_p95,
+            m.wall_p50 * 1e3 / k,
+            m.busy_p50,
+            m.busy_p50 * 1e3 / k,
+            m.issue_p50,
             a.launches_per_chunk
         );
     }
     println!();
-    println!(
-        "speedup (wall p50): {:.2}x",
-        median(&e.wall_ms) / median(&r.wall_ms)
-    );
+    println!("speedup (wall p50): {:.2}x", es.wall_p50 / rs.wall_p50);
     println!(
         "capture: {:.3} ms (probe {:.3} ms), {} graph nodes, graph memory {} B",
         rep.capture_ms,
@@ -428,20 +467,20 @@ fn run(o: &Opts) -> Result<()> {
         o.kernels,
         o.n,
         o.chunks,
-        median(&e.wall_ms),
-        pct(&e.wall_ms, 0.95),
-        median(&e.busy_ms),
-        median(&e.issue_ms),
-        median(&e.wall_ms) * 1e3 / k,
-        median(&e.busy_ms) * 1e3 / k,
+        es.wall_p50,
+        es.wall_p95,
+        es.busy_p50,
+        es.issue_p50,
+        es.wall_p50 * 1e3 / k,
+        es.busy_p50 * 1e3 / k,
         e.launches_per_chunk,
         e.sha_chunks,
-        median(&r.wall_ms),
-        pct(&r.wall_ms, 0.95),
-        median(&r.busy_ms),
-        median(&r.issue_ms),
-        median(&r.wall_ms) * 1e3 / k,
-        median(&r.busy_ms) * 1e3 / k,
+        rs.wall_p50,
+        rs.wall_p95,
+        rs.busy_p50,
+        rs.issue_p50,
+        rs.wall_p50 * 1e3 / k,
+        rs.busy_p50 * 1e3 / k,
         r.launches_per_chunk,
         r.sha_chunks,
         rep.capture_ms,
@@ -453,9 +492,68 @@ fn run(o: &Opts) -> Result<()> {
         equal
     );
     if !equal {
-        return Err(dcc_runtime::Error::Invalid(
-            "replay outputs differ from eager".into(),
-        ));
+        return Err(BenchError::OutputsDiffer);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn parse(args: &[&str]) -> std::result::Result<Opts, String> {
+        Opts::try_parse_from(std::iter::once("dcc-replay-bench").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let o = parse(&[]).unwrap();
+        assert_eq!(o.backend, BackendChoice::Cuda);
+        assert_eq!(
+            (o.kernels, o.chunks, o.busy_reps, o.n),
+            (2000, 50, 10, 1024)
+        );
+        let o = parse(&[
+            "--backend",
+            "host",
+            "--kernels",
+            "3",
+            "--chunks",
+            "2",
+            "--n",
+            "7",
+        ])
+        .unwrap();
+        assert_eq!(
+            (o.backend, o.kernels, o.chunks, o.n),
+            (BackendChoice::Host, 3, 2, 7)
+        );
+    }
+
+    #[test]
+    fn nonsense_values_are_refused() {
+        for (args, flag) in [
+            (&["--kernels", "0"][..], "--kernels"),
+            (&["--kernels", "100001"], "--kernels"),
+            (&["--chunks", "1"], "--chunks"),
+            (&["--chunks", "10001"], "--chunks"),
+            (&["--busy-reps", "0"], "--busy-reps"),
+            (&["--busy-reps", "101"], "--busy-reps"),
+            (&["--n", "0"], "--n"),
+            (&["--n", "67108865"], "--n"),
+            (&["--n", "-1"], "-1"),
+            (&["--backend", "tpu"], "--backend"),
+            (&["--bogus"], "--bogus"),
+        ] {
+            let e = parse(args).expect_err(&format!("{args:?} parsed"));
+            assert!(e.contains(flag), "{args:?}: {e}");
+        }
+    }
+
+    #[test]
+    fn help_is_well_formed() {
+        Opts::command().debug_assert();
+    }
 }

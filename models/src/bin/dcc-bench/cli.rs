@@ -1,0 +1,574 @@
+//! The command line of `dcc-bench` (clap derive), and the checks clap cannot express per flag.
+//!
+//! Every value is checked here, before the weights are loaded, so a typo never costs a run:
+//! counts are range-checked, the tolerance must be a finite non-negative number, the arm list
+//! must not repeat an arm, and `--json-out` may neither be a directory nor name the `--weights`
+//! or `--io` file (it is replaced at the end of the run).
+
+use std::path::{Path, PathBuf};
+
+use clap::builder::RangedU64ValueParser;
+use clap::error::ErrorKind;
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
+use dcc_models::token2wav::serve::Arm;
+
+/// The most chunks one pass may stream (`--chunks`, `--warmup`). A chunk is one second of
+/// audio, so this is over an hour per arm: far more samples than a stable p95 needs (a few
+/// hundred), and still bounded in memory: the measured pass keeps every chunk's mel for its
+/// SHA-256 (16 KiB per chunk of 50 frames × 80 bins, 64 MiB at the bound) and the JSON keeps
+/// one wall time per chunk.
+pub const MAX_CHUNKS: usize = 4096;
+
+/// The most device-busy repetitions (`--busy-reps`). Each one first queues a spin kernel of
+/// 2·10⁸ cycles (~0.1 s on an H100/H200) so the chunk's work is measured back to back; 100
+/// repetitions are ~10 s of spinning per arm, and a median over more adds nothing.
+pub const MAX_BUSY_REPS: usize = 100;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "dcc-bench",
+    version,
+    about = "Token2Wav flow decoder: the six-arm replay/state-rule factorial, and correctness",
+    long_about = "Token2Wav flow decoder: the six-arm replay/state-rule factorial, and correctness.\n\n\
+The arms cross two mechanisms of the native-clock runtime:\n  \
+B0   eager, the vendor's stock state (a 16 x 1000-frame envelope, kept frames copied out)\n  \
+S    eager, state rule (every state region at a fixed address in the contract's arena)\n  \
+R    stock state, one CUDA graph per solver step (exact-shape replay, step clock)\n  \
+Rc   stock state, one CUDA graph per chunk (chunk clock)\n  \
+SR   state rule + step-clock replay\n  \
+SRc  state rule + chunk-clock replay\n\
+Every arm must emit B0's mel bit for bit.\n\n\
+Progress goes to stderr; results to stdout (a table, or one JSON object with --format json).",
+    after_help = "Examples:\n  \
+dcc-bench token2wav --weights full/weights.safetensors --io full/io.safetensors --contract token2wav\n  \
+dcc-bench token2wav --weights W --arms B0,SRc --chunks 48 --format json --json-out bench.json\n  \
+dcc-bench check --weights models/testdata/token2wav_tiny/weights.safetensors \\\n      \
+--io models/testdata/token2wav_tiny/io.safetensors --contract token2wav_tiny --chunks 6 --tol 1e-4\n\n\
+Exit codes: 0 success (check: every chunk within --tol and every arm = B0; token2wav: every arm\n\
+= B0), 1 a failed check or a run error, 2 usage."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Time the six arms (state rule × replay granularity).
+    ///
+    /// Per arm: a warm-up pass (prime with the prompt, then --warmup chunks: every shape class is
+    /// probed and captured here), then the measured pass (prime again, --chunks chunks). Reports
+    /// wall p50/p95 ms per chunk (inputs uploaded, callables run, mel read back), launches and
+    /// device kernels per chunk, steady-state eager fallbacks by reason, capture ms, peak device
+    /// MiB (runtime ledger, weights included; and cuMemGetInfo), device-busy ms of one
+    /// steady-state chunk, and the SHA-256 of the measured pass's mel.
+    Token2wav(Token2wavArgs),
+    /// Compare every arm's mel with exported vendor outputs.
+    ///
+    /// Streams --io's chunks and compares each chunk's mel with the file's `feat_<i>` tensor:
+    /// relative L2 error ‖mel − feat‖ / ‖feat‖ ≤ --tol. Fails (exit 1) on any chunk over the
+    /// tolerance, any NaN, any length mismatch, or any arm whose mel differs from B0's.
+    Check(CheckArgs),
+}
+
+/// Flags both commands take.
+#[derive(Args, Debug, Clone)]
+pub struct Common {
+    /// Flow decoder weights (safetensors, the vendor's state_dict names). The configuration
+    /// (full or tiny) is read from the tensor shapes.
+    #[arg(long, value_name = "FILE")]
+    pub weights: PathBuf,
+
+    /// Chunks per measured pass. A chunk is the contract's chunk of tokens plus its lookahead
+    /// (25 + 3 tokens, 50 mel frames, one second of audio in the bundled contracts).
+    #[arg(long, value_name = "N", default_value_t = 24,
+          value_parser = RangedU64ValueParser::<usize>::new().range(1..=MAX_CHUNKS as u64))]
+    pub chunks: usize,
+
+    /// Warm-up chunks per arm before the measured pass (not timed; shape classes are captured
+    /// here). 0 is allowed: the first measured chunks then include capture.
+    #[arg(long, value_name = "N", default_value_t = 4,
+          value_parser = RangedU64ValueParser::<usize>::new().range(0..=MAX_CHUNKS as u64))]
+    pub warmup: usize,
+
+    /// Where to run: the GPU (CUDA driver, NVRTC, cuBLAS), or the CPU twin with the same replay
+    /// semantics (slow; for checking, not timing).
+    #[arg(long, value_enum, default_value_t = BackendChoice::Cuda)]
+    pub backend: BackendChoice,
+
+    /// The native-clock contract the session is laid out by. It fixes the retention (paper or
+    /// vendor slicing) and the prompt/chunk/lookahead sizes. `auto`: `token2wav_tiny` for the
+    /// tiny configuration, `token2wav` otherwise.
+    #[arg(long, value_enum, default_value_t = ContractChoice::Auto)]
+    pub contract: ContractChoice,
+
+    /// Output on stdout: an aligned table, or one JSON object on one line.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+
+    /// Also write the JSON object to FILE (written to a temporary file beside it, then renamed,
+    /// so FILE is never half-written). May not name the --weights or --io file.
+    #[arg(long, value_name = "FILE")]
+    pub json_out: Option<PathBuf>,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct Token2wavArgs {
+    #[command(flatten)]
+    pub common: Common,
+
+    /// Inputs and reference outputs (safetensors: `prompt_tokens`, `prompt_mel`, `spk`,
+    /// `stream_tokens`, optional `feat_<i>`), as the vendor peer exports them. Without it, a
+    /// fixed pseudo-random token stream and prompt are used (same on every run).
+    #[arg(long, value_name = "FILE")]
+    pub io: Option<PathBuf>,
+
+    /// Arms to run, comma-separated, in this order: B0, S, R, Rc, SR, SRc (`dcc-bench --help`
+    /// says what each is). B0 gives the speedup and bit-identity columns.
+    #[arg(long, value_name = "ARMS", value_delimiter = ',', value_parser = arm,
+          default_value = "B0,S,R,Rc,SR,SRc")]
+    pub arms: Vec<Arm>,
+
+    /// Device-busy repetitions per arm: one steady-state chunk queued behind a spin kernel,
+    /// CUDA events around its work; the median is reported. 0 skips the measurement.
+    #[arg(long, value_name = "N", default_value_t = 3,
+          value_parser = RangedU64ValueParser::<usize>::new().range(0..=MAX_BUSY_REPS as u64))]
+    pub busy_reps: usize,
+
+    /// After the arms, time one eager steady-state chunk op by op (a CUDA event before every
+    /// op) and print device µs per op category on stderr. The markers slow the chunk down: the
+    /// table attributes device time, it is not a latency.
+    #[arg(long)]
+    pub profile: bool,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct CheckArgs {
+    #[command(flatten)]
+    pub common: Common,
+
+    /// Inputs and the vendor's outputs (safetensors: `prompt_tokens`, `prompt_mel`, `spk`,
+    /// `stream_tokens` and `feat_0` … `feat_<chunks-1>`).
+    #[arg(long, value_name = "FILE")]
+    pub io: PathBuf,
+
+    /// Arms to compare, comma-separated (B0, S, R, Rc, SR, SRc; `dcc-bench --help` says what
+    /// each is). With B0 listed, every other arm must also equal B0 bit for bit.
+    #[arg(long, value_name = "ARMS", value_delimiter = ',', value_parser = arm,
+          default_value = "B0,SRc")]
+    pub arms: Vec<Arm>,
+
+    /// Largest relative L2 error allowed per chunk (finite, ≥ 0). f32 reorderings give ~1e-7;
+    /// the bundled scripts use 1e-4 (tiny) and 1e-3 (full model).
+    #[arg(long, value_name = "X", default_value_t = 1e-3, value_parser = tolerance,
+          allow_hyphen_values = true)]
+    pub tol: f64,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendChoice {
+    /// The GPU (device 0).
+    Cuda,
+    /// The CPU twin.
+    Host,
+}
+
+impl BackendChoice {
+    pub fn name(self) -> &'static str {
+        match self {
+            BackendChoice::Cuda => "cuda",
+            BackendChoice::Host => "host",
+        }
+    }
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ContractChoice {
+    /// By the weights' configuration.
+    Auto,
+    /// specs/token2wav.yaml: the full model, paper retention.
+    #[value(name = "token2wav")]
+    Token2wav,
+    /// specs/token2wav_tiny.yaml: the tiny golden model, paper retention.
+    #[value(name = "token2wav_tiny")]
+    Token2wavTiny,
+    /// specs/token2wav_tiny_vendor.yaml: the tiny golden model, the vendor's slicing.
+    #[value(name = "token2wav_tiny_vendor")]
+    Token2wavTinyVendor,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+fn arm(s: &str) -> Result<Arm, String> {
+    let s = s.trim();
+    Arm::parse(s).ok_or_else(|| {
+        let names: Vec<&str> = Arm::ALL.iter().map(|a| a.name()).collect();
+        format!("unknown arm `{s}` (arms: {})", names.join(", "))
+    })
+}
+
+fn tolerance(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .parse()
+        .map_err(|e| format!("`{s}` is not a number: {e}"))?;
+    if !v.is_finite() {
+        return Err(format!(
+            "`{s}` is not finite: a NaN tolerance would fail every chunk, an infinite one would \
+             accept any finite error"
+        ));
+    }
+    if v < 0.0 {
+        return Err(format!(
+            "`{s}` is negative: a relative L2 error is never below 0"
+        ));
+    }
+    Ok(v)
+}
+
+/// What a run needs, whichever command asked for it.
+#[derive(Clone, Debug)]
+pub struct Opts {
+    /// `Some(tol)` for `check`, `None` for `token2wav`.
+    pub check_tol: Option<f64>,
+    pub weights: PathBuf,
+    pub io: Option<PathBuf>,
+    pub arms: Vec<Arm>,
+    pub chunks: usize,
+    pub warmup: usize,
+    /// 0 for `check` (no device-busy measurement).
+    pub busy_reps: usize,
+    pub backend: BackendChoice,
+    pub contract: ContractChoice,
+    pub json: bool,
+    pub json_out: Option<PathBuf>,
+    pub profile: bool,
+}
+
+impl Opts {
+    pub fn is_check(&self) -> bool {
+        self.check_tol.is_some()
+    }
+}
+
+impl From<Cli> for Opts {
+    fn from(cli: Cli) -> Opts {
+        let (c, check_tol, io, arms, busy_reps, profile) = match cli.cmd {
+            Cmd::Token2wav(a) => (a.common, None, a.io, a.arms, a.busy_reps, a.profile),
+            Cmd::Check(a) => (a.common, Some(a.tol), Some(a.io), a.arms, 0, false),
+        };
+        Opts {
+            check_tol,
+            weights: c.weights,
+            io,
+            arms,
+            chunks: c.chunks,
+            warmup: c.warmup,
+            busy_reps,
+            backend: c.backend,
+            contract: c.contract,
+            json: c.format == Format::Json,
+            json_out: c.json_out,
+            profile,
+        }
+    }
+}
+
+/// Parses `args` (the program name first) and applies the cross-flag checks.
+pub fn parse_from<I, T>(args: I) -> Result<Opts, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let opts = Opts::from(Cli::try_parse_from(args)?);
+    let fail = |kind, msg: String| Err(Cli::command().error(kind, msg));
+    for (i, a) in opts.arms.iter().enumerate() {
+        if opts.arms[..i].contains(a) {
+            return fail(
+                ErrorKind::ValueValidation,
+                format!("arm `{}` is listed twice in --arms", a.name()),
+            );
+        }
+    }
+    if let Some(out) = &opts.json_out {
+        if out.is_dir() {
+            return fail(
+                ErrorKind::ValueValidation,
+                format!("--json-out {} is a directory", out.display()),
+            );
+        }
+        let dir = parent_dir(out);
+        if !dir.is_dir() {
+            return fail(
+                ErrorKind::ValueValidation,
+                format!(
+                    "--json-out {}: the directory {} does not exist",
+                    out.display(),
+                    dir.display()
+                ),
+            );
+        }
+        let inputs = [
+            ("--weights", Some(&opts.weights)),
+            ("--io", opts.io.as_ref()),
+        ];
+        for (flag, input) in inputs {
+            if let Some(input) = input
+                && same_file(out, input)
+            {
+                return fail(
+                    ErrorKind::ArgumentConflict,
+                    format!(
+                        "--json-out {} is the {flag} file; refusing to overwrite an input",
+                        out.display()
+                    ),
+                );
+            }
+        }
+    }
+    Ok(opts)
+}
+
+/// The directory `path` lives in (`.` for a bare file name).
+pub fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    }
+}
+
+/// Whether `a` and `b` name the same file: the same path as written, or (both existing) the
+/// same file after links (device and inode on Unix; canonical paths elsewhere).
+fn same_file(a: &Path, b: &Path) -> bool {
+    if a == b {
+        return true;
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        match (std::fs::metadata(a), std::fs::metadata(b)) {
+            (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+            _ => false,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        match (a.canonicalize(), b.canonicalize()) {
+            (Ok(x), Ok(y)) => x == y,
+            _ => false,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Opts, clap::Error> {
+        parse_from(std::iter::once("dcc-bench").chain(args.iter().copied()))
+    }
+
+    fn err(args: &[&str]) -> String {
+        match parse(args) {
+            Ok(o) => panic!("{args:?} parsed: {o:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn defaults_are_the_documented_ones() {
+        let o = parse(&["token2wav", "--weights", "w"]).unwrap();
+        assert_eq!(o.check_tol, None);
+        assert_eq!(o.arms, Arm::ALL.to_vec());
+        assert_eq!((o.chunks, o.warmup, o.busy_reps), (24, 4, 3));
+        assert_eq!(o.backend, BackendChoice::Cuda);
+        assert_eq!(o.contract, ContractChoice::Auto);
+        assert!(!o.json && !o.profile && o.io.is_none() && o.json_out.is_none());
+
+        let o = parse(&["check", "--weights", "w", "--io", "i"]).unwrap();
+        assert_eq!(o.check_tol, Some(1e-3));
+        assert_eq!(o.arms, vec![Arm::B0, Arm::SRc]);
+        assert_eq!(o.busy_reps, 0);
+        assert_eq!(o.io.as_deref(), Some(Path::new("i")));
+    }
+
+    #[test]
+    fn the_scripts_invocations_parse() {
+        let o = parse(&[
+            "check",
+            "--backend",
+            "cuda",
+            "--weights",
+            "t/w",
+            "--io",
+            "t/io",
+            "--contract",
+            "token2wav_tiny_vendor",
+            "--chunks",
+            "6",
+            "--tol",
+            "1e-4",
+            "--arms",
+            "B0,S,R,Rc,SR,SRc",
+            "--json-out",
+            "tiny.json",
+        ])
+        .unwrap();
+        assert_eq!(o.contract, ContractChoice::Token2wavTinyVendor);
+        assert_eq!((o.chunks, o.check_tol), (6, Some(1e-4)));
+        assert_eq!(o.arms.len(), 6);
+        assert_eq!(o.json_out.as_deref(), Some(Path::new("tiny.json")));
+        let o = parse(&[
+            "token2wav",
+            "--backend",
+            "host",
+            "--weights",
+            "w",
+            "--io",
+            "io",
+            "--contract",
+            "token2wav",
+            "--chunks",
+            "24",
+            "--arms",
+            "B0, SRc",
+            "--format",
+            "json",
+            "--profile",
+            "--busy-reps",
+            "0",
+        ])
+        .unwrap();
+        assert_eq!(o.arms, vec![Arm::B0, Arm::SRc]);
+        assert!(o.json && o.profile);
+        assert_eq!((o.backend, o.busy_reps), (BackendChoice::Host, 0));
+    }
+
+    #[test]
+    fn tolerance_must_be_finite_and_non_negative() {
+        for bad in ["nan", "NaN", "inf", "-inf", "-1e-3", "x"] {
+            let e = err(&["check", "--weights", "w", "--io", "i", "--tol", bad]);
+            assert!(e.contains("--tol"), "{bad}: {e}");
+        }
+        assert!(err(&["check", "--weights", "w", "--io", "i", "--tol", "inf"]).contains("finite"));
+        assert!(err(&["check", "--weights", "w", "--io", "i", "--tol", "-1"]).contains("negative"));
+        for good in ["0", "1e9", "0.5"] {
+            parse(&["check", "--weights", "w", "--io", "i", "--tol", good]).unwrap();
+        }
+    }
+
+    #[test]
+    fn counts_are_bounded() {
+        let max = MAX_CHUNKS.to_string();
+        let over = (MAX_CHUNKS + 1).to_string();
+        assert!(err(&["token2wav", "--weights", "w", "--chunks", "0"]).contains("--chunks"));
+        assert!(err(&["token2wav", "--weights", "w", "--chunks", &over]).contains("--chunks"));
+        assert!(err(&["token2wav", "--weights", "w", "--chunks", "-3"]).contains("-3"));
+        assert!(err(&["token2wav", "--weights", "w", "--warmup", &over]).contains("--warmup"));
+        let reps = (MAX_BUSY_REPS + 1).to_string();
+        assert!(
+            err(&["token2wav", "--weights", "w", "--busy-reps", &reps]).contains("--busy-reps")
+        );
+        let o = parse(&[
+            "token2wav",
+            "--weights",
+            "w",
+            "--chunks",
+            &max,
+            "--warmup",
+            "0",
+        ])
+        .unwrap();
+        assert_eq!((o.chunks, o.warmup), (MAX_CHUNKS, 0));
+    }
+
+    #[test]
+    fn flags_of_the_other_command_and_unknown_values_are_refused() {
+        assert!(err(&["check", "--weights", "w", "--io", "i", "--profile"]).contains("--profile"));
+        assert!(
+            err(&["check", "--weights", "w", "--io", "i", "--busy-reps", "2"])
+                .contains("--busy-reps")
+        );
+        assert!(err(&["token2wav", "--weights", "w", "--tol", "1"]).contains("--tol"));
+        assert!(err(&["check", "--weights", "w"]).contains("--io"));
+        assert!(err(&["token2wav"]).contains("--weights"));
+        assert!(
+            err(&["token2wav", "--weights", "w", "--arms", "B0,X"]).contains("unknown arm `X`")
+        );
+        assert!(err(&["token2wav", "--weights", "w", "--arms", "B0,SRc,B0"]).contains("twice"));
+        assert!(err(&["token2wav", "--weights", "w", "--backend", "tpu"]).contains("--backend"));
+        assert!(
+            err(&["token2wav", "--weights", "w", "--contract", "moshi"]).contains("--contract")
+        );
+        assert!(err(&["token2wav", "--weights", "w", "--format", "yaml"]).contains("--format"));
+        assert!(err(&["bench", "--weights", "w"]).contains("bench"));
+    }
+
+    #[test]
+    fn json_out_never_replaces_an_input() {
+        let dir = tempfile::tempdir().unwrap();
+        let w = dir.path().join("w.safetensors");
+        let io = dir.path().join("io.safetensors");
+        std::fs::write(&w, b"w").unwrap();
+        std::fs::write(&io, b"io").unwrap();
+        let (ws, ios) = (w.to_str().unwrap(), io.to_str().unwrap());
+        let e = err(&["check", "--weights", ws, "--io", ios, "--json-out", ios]);
+        assert!(e.contains("--io file"), "{e}");
+        let e = err(&["token2wav", "--weights", ws, "--json-out", ws]);
+        assert!(e.contains("--weights file"), "{e}");
+        // The same file by another path: a `.` component, and a hard link.
+        let dotted = dir.path().join(".").join("w.safetensors");
+        let e = err(&[
+            "token2wav",
+            "--weights",
+            ws,
+            "--json-out",
+            dotted.to_str().unwrap(),
+        ]);
+        assert!(e.contains("--weights file"), "{e}");
+        let link = dir.path().join("link.json");
+        std::fs::hard_link(&io, &link).unwrap();
+        let e = err(&[
+            "check",
+            "--weights",
+            ws,
+            "--io",
+            ios,
+            "--json-out",
+            link.to_str().unwrap(),
+        ]);
+        assert!(e.contains("--io file"), "{e}");
+        // A directory, or a file in a directory that does not exist.
+        let d = dir.path().to_str().unwrap();
+        assert!(err(&["token2wav", "--weights", ws, "--json-out", d]).contains("directory"));
+        let missing = dir.path().join("no/such/dir/out.json");
+        let e = err(&[
+            "token2wav",
+            "--weights",
+            ws,
+            "--json-out",
+            missing.to_str().unwrap(),
+        ]);
+        assert!(e.contains("does not exist"), "{e}");
+        // A fresh file beside the inputs is fine.
+        let out = dir.path().join("out.json");
+        parse(&[
+            "check",
+            "--weights",
+            ws,
+            "--io",
+            ios,
+            "--json-out",
+            out.to_str().unwrap(),
+        ])
+        .unwrap();
+    }
+
+    #[test]
+    fn help_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+}

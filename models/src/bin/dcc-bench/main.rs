@@ -1,0 +1,477 @@
+//! `dcc-bench`: the six-arm Token2Wav factorial (state rule × replay granularity; `--help` lists
+//! the arms), and the correctness check against the vendor's exported outputs.
+//!
+//! `dcc-bench --help` (and `dcc-bench token2wav --help`, `dcc-bench check --help`) documents every
+//! flag; [`cli`] holds the parser and the checks on values.
+//!
+//! `token2wav`: per arm, a warm-up pass (prime + `--warmup` chunks: every catalog class is
+//! probed and captured here), then the measured pass (prime again, `--chunks` chunks): wall
+//! p50/p95 ms per chunk (inputs uploaded, callables run, mel read back), launches per chunk (host
+//! submissions: eager kernels + GEMMs + graph launches) and device kernels per chunk (eager +
+//! graph nodes), steady-state eager fallbacks by reason, capture ms, peak device MiB of the phase
+//! (runtime ledger, weights included; and `cuMemGetInfo` used), device-busy ms of one
+//! steady-state chunk (its work queued behind a spin kernel, CUDA events around it, median of
+//! `--busy-reps`), and the SHA-256 of the measured pass's mel. Inputs come from `--io` (the
+//! peer's `io.safetensors`) or, without it, from a fixed pseudo-random sequence.
+//!
+//! `--profile` (token2wav): after the arms, one steady-state eager chunk (arm B0's code path)
+//! queued behind a spin kernel with a CUDA event before every op; prints device µs per op
+//! category (kernel, GEMM, GEMV, memset) and launches, on stderr (opt-in: the markers slow the
+//! chunk down; the table attributes device time, it is not a latency).
+//!
+//! `check`: streams `--io`'s chunks and compares each chunk's mel with its `feat_i` (relative L2
+//! error ≤ `--tol`). Retention comes from the contract.
+//!
+//! Progress on stderr; results on stdout (a table, or one JSON object with `--format json`).
+
+mod cli;
+mod contract;
+mod error;
+mod inputs;
+mod report;
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use dcc_models::token2wav::serve::{Arm, ContractView, Session};
+use dcc_models::token2wav::{
+    DeviceFlow, DeviceLimits, Flow, FlowConfig, SolverParams, WeightStore, rel_l2,
+};
+use dcc_runtime::backend::{Backend, BackendKind};
+use dcc_runtime::kernels::synthetic as ks;
+use dcc_runtime::{Arg, LaunchDims};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde_json::{Value, json};
+
+use cli::{BackendChoice, Opts};
+use contract::{Contract, Sizes};
+use dcc_runtime::stats;
+use error::BenchError;
+use inputs::{Inputs, read_io, synthetic_io, tokens_of};
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+type Res<T> = Result<T, BenchError>;
+
+/// A percentile of a pass's samples ([`dcc_runtime::stats`]); `None` for no samples (e.g.
+/// `--busy-reps 0`), an error for a NaN sample.
+fn pct(arm: Arm, what: &'static str, v: &[f64], q: f64) -> Res<Option<f64>> {
+    match stats::percentile(v, q) {
+        Ok(p) => Ok(Some(p)),
+        Err(stats::StatsError::Empty) => Ok(None),
+        Err(error) => Err(BenchError::Stats {
+            arm: arm.name(),
+            what,
+            error,
+        }),
+    }
+}
+
+/// A JSON number, or for NaN and ±∞ (which JSON cannot hold, and `serde_json` would turn into
+/// `null`, indistinguishable from "not measured") the strings `"NaN"`, `"inf"`, `"-inf"`.
+fn num(x: f64) -> Value {
+    if x.is_finite() {
+        json!(x)
+    } else {
+        json!(x.to_string())
+    }
+}
+
+fn mel_bytes(m: &[f32]) -> Vec<u8> {
+    m.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+struct Setup {
+    be: Arc<dyn Backend>,
+    dev: Arc<DeviceFlow>,
+    contract: ContractView,
+    sizes: Sizes,
+    io: Inputs,
+    prompt: Vec<u32>,
+    cfg: FlowConfig,
+}
+
+fn setup(o: &Opts) -> Res<Setup> {
+    let be: Arc<dyn Backend> = match o.backend {
+        BackendChoice::Cuda => dcc_runtime::backend::cuda(0).map_err(BenchError::Cuda)?,
+        BackendChoice::Host => dcc_runtime::backend::host(),
+    };
+    let ws = WeightStore::load(&o.weights)?;
+    let flow = Flow::from_store(&ws)?;
+    let cfg = flow.config().clone();
+    let Contract {
+        view: contract,
+        sizes,
+    } = Contract::select(o.contract, &cfg)?;
+    let io = match &o.io {
+        Some(p) => read_io(p, o.chunks, &sizes)?,
+        None => synthetic_io(o.chunks.max(o.warmup) + o.busy_reps + 1, cfg.vocab, &sizes),
+    };
+    // The prompt call reads the prompt and, as lookahead, its own first tokens (as the vendor's
+    // `setup_cache` is called).
+    let mut prompt = io.prompt.clone();
+    prompt.extend_from_slice(&io.prompt[..sizes.lookahead_tokens.min(io.prompt.len())]);
+    let r = contract.retention;
+    let dev = DeviceFlow::new(
+        be.clone(),
+        &flow,
+        DeviceLimits {
+            max_call_tokens: prompt
+                .len()
+                .max(sizes.chunk_tokens + sizes.lookahead_tokens),
+            carry_frames: r.limit(),
+        },
+    )?;
+    let mut all: Vec<&'static dcc_runtime::KernelDef> = Vec::new();
+    for m in dcc_runtime::kernels::MODULES {
+        all.extend_from_slice(m);
+    }
+    be.preload(&all)?;
+    Ok(Setup {
+        be,
+        dev: Arc::new(dev),
+        contract,
+        sizes,
+        io,
+        prompt,
+        cfg,
+    })
+}
+
+#[derive(Default)]
+struct ArmResult {
+    arm: &'static str,
+    wall: Vec<f64>,
+    p50: f64,
+    p95: f64,
+    busy: Option<f64>,
+    launches: f64,
+    kernels: f64,
+    peak_ledger: f64,
+    used_device: Option<f64>,
+    by_kind: BTreeMap<String, f64>,
+    replays: u64,
+    fallbacks_steady: BTreeMap<String, u64>,
+    fallbacks_total: BTreeMap<String, u64>,
+    classes: usize,
+    capture_ms: f64,
+    probe_ms: f64,
+    staging_mib: f64,
+    sha: String,
+    rel_l2: Vec<f64>,
+    /// Outputs no tolerance can excuse: non-finite mel values, a mel whose length differs from
+    /// the reference's. Any entry fails the run.
+    problems: Vec<String>,
+}
+
+fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
+    let be = &s.be;
+    let e = |error| BenchError::Flow {
+        arm: Some(arm.name()),
+        error,
+    };
+    be.synchronize()?;
+    be.reset_peak();
+    let mut ses =
+        Session::new(s.dev.clone(), s.contract, arm, SolverParams::default()).map_err(e)?;
+    let io = &s.io;
+    // warm-up: every class probed and captured here
+    pb.set_message(format!("{} warm-up", arm.name()));
+    ses.prime(&s.prompt, &io.mel, &io.spk).map_err(e)?;
+    for i in 0..o.warmup {
+        ses.chunk(tokens_of(io, &s.sizes, i)?, &io.spk, false)
+            .map_err(e)?;
+        pb.inc(1);
+    }
+    // measured pass
+    pb.set_message(format!("{} measured", arm.name()));
+    ses.prime(&s.prompt, &io.mel, &io.spk).map_err(e)?;
+    be.synchronize()?;
+    let fb0 = ses.fallbacks();
+    let (l0, g0, n0) = (
+        be.eager_launches(),
+        ses.stats().graph_launches,
+        ses.stats().graph_nodes,
+    );
+    let mut r = ArmResult {
+        arm: arm.name(),
+        ..Default::default()
+    };
+    let mut hash = Vec::new();
+    for i in 0..o.chunks {
+        let toks = tokens_of(io, &s.sizes, i)?;
+        let t = Instant::now();
+        let m = ses.chunk(toks, &io.spk, false).map_err(e)?;
+        r.wall.push(t.elapsed().as_secs_f64() * 1e3);
+        let bad = m.iter().filter(|x| !x.is_finite()).count();
+        if bad > 0 {
+            r.problems.push(format!(
+                "chunk {i}: {bad} of {} mel values are NaN or infinite",
+                m.len()
+            ));
+        }
+        if let Some(f) = io.feats.get(i) {
+            if m.len() != f.len() {
+                r.problems.push(format!(
+                    "chunk {i}: the mel has {} values, feat_{i} has {}",
+                    m.len(),
+                    f.len()
+                ));
+            }
+            r.rel_l2.push(rel_l2(&m, f));
+        }
+        hash.extend_from_slice(&mel_bytes(&m));
+        pb.inc(1);
+    }
+    let n = o.chunks as f64;
+    let (l1, g1, n1) = (
+        be.eager_launches(),
+        ses.stats().graph_launches,
+        ses.stats().graph_nodes,
+    );
+    r.launches = ((l1 - l0) + (g1 - g0)) as f64 / n;
+    r.kernels = ((l1 - l0) + (n1 - n0)) as f64 / n;
+    let fb1 = ses.fallbacks();
+    for (k, v) in &fb1 {
+        let d = v - fb0.get(k).copied().unwrap_or(0);
+        if d > 0 {
+            r.fallbacks_steady.insert(k.name().into(), d);
+        }
+        r.fallbacks_total.insert(k.name().into(), *v);
+    }
+    r.sha = dcc_runtime::sha256_hex(&hash);
+    // `--chunks` ≥ 1, so the wall times are never empty.
+    r.p50 = pct(arm, "wall", &r.wall, 0.5)?.unwrap_or(f64::NAN);
+    r.p95 = pct(arm, "wall", &r.wall, 0.95)?.unwrap_or(f64::NAN);
+    let mem = be.memory();
+    r.peak_ledger = mem.peak_total as f64 / MIB;
+    r.used_device = match (mem.device_free, mem.device_total) {
+        (Some(f), Some(t)) => Some((t - f) as f64 / MIB),
+        _ => None,
+    };
+    for (k, u) in &mem.by_kind {
+        r.by_kind.insert(k.name().into(), u.peak as f64 / MIB);
+    }
+    for rep in ses.reports() {
+        r.replays += rep.replays;
+        r.classes += rep.classes_captured;
+        r.capture_ms += rep.capture_ms;
+        r.probe_ms += rep.probe_ms;
+        r.staging_mib += rep.staging_bytes as f64 / MIB;
+    }
+    // device-busy of one steady-state chunk: its work queued behind a spin kernel
+    pb.set_message(format!("{} device-busy", arm.name()));
+    let mut busy = Vec::new();
+    for k in 0..o.busy_reps {
+        let chunks_in_stream = (io.stream.len() / s.sizes.chunk_tokens).max(1);
+        let toks = tokens_of(io, &s.sizes, (o.chunks + k) % chunks_in_stream)?;
+        s.dev.set_inputs(toks, &io.spk, false)?;
+        be.synchronize()?;
+        if be.kind() == BackendKind::Cuda {
+            // SAFETY: SPIN takes no pointer argument; it only burns cycles.
+            unsafe {
+                be.launch(
+                    &ks::SPIN,
+                    LaunchDims::blocks(1, 32),
+                    &[Arg::I64(200_000_000)],
+                )
+            }?;
+        }
+        let m0 = be.marker()?;
+        ses.enqueue_uploaded(toks.len(), false).map_err(e)?;
+        let m1 = be.marker()?;
+        busy.push(be.elapsed_ms(&m0, &m1)?);
+        pb.inc(1);
+    }
+    r.busy = pct(arm, "device-busy", &busy, 0.5)?;
+    Ok(r)
+}
+
+/// One eager steady-state chunk with a marker before every op, behind a spin kernel.
+fn profile(s: &Setup) -> Res<()> {
+    let be = &s.be;
+    let e = BenchError::from;
+    let io = &s.io;
+    let mut ses =
+        Session::new(s.dev.clone(), s.contract, Arm::B0, SolverParams::default()).map_err(e)?;
+    ses.prime(&s.prompt, &io.mel, &io.spk).map_err(e)?;
+    for i in 0..2 {
+        ses.chunk(tokens_of(io, &s.sizes, i)?, &io.spk, false)
+            .map_err(e)?;
+    }
+    let toks = tokens_of(io, &s.sizes, 2)?;
+    s.dev.set_inputs(toks, &io.spk, false).map_err(e)?;
+    be.synchronize()?;
+    if be.kind() == BackendKind::Cuda {
+        // SAFETY: SPIN takes no pointer argument; it only burns cycles.
+        unsafe {
+            be.launch(
+                &ks::SPIN,
+                LaunchDims::blocks(1, 32),
+                &[Arg::I64(1_000_000_000)],
+            )
+        }?;
+    }
+    s.dev.profile_begin();
+    let t = Instant::now();
+    let r = ses.enqueue_uploaded(toks.len(), false);
+    let host_ms = t.elapsed().as_secs_f64() * 1e3;
+    let rows = s.dev.profile_end().map_err(e)?;
+    r.map_err(e)?;
+    let total: f64 = rows.iter().map(|r| r.ms).sum();
+    let launches: usize = rows.iter().map(|r| r.launches).sum();
+    eprintln!(
+        "profile: one eager chunk on {} ({} ops, {total:.3} ms device between markers, host enqueue {host_ms:.1} ms; where the host enqueued slower than the device ran, the gaps count too)",
+        be.device_name(),
+        launches,
+    );
+    eprintln!(
+        "{:<36} {:>8} {:>10} {:>9} {:>7}",
+        "category", "launches", "total µs", "µs/launch", "share"
+    );
+    for r in &rows {
+        eprintln!(
+            "{:<36} {:>8} {:>10.1} {:>9.2} {:>6.1}%",
+            r.category,
+            r.launches,
+            r.ms * 1e3,
+            r.ms * 1e3 / r.launches as f64,
+            100.0 * r.ms / total
+        );
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let o = match cli::parse_from(std::env::args_os()) {
+        Ok(o) => o,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
+    match run(&o) {
+        Ok(out) if out["ok"] == Value::Bool(true) => ExitCode::SUCCESS,
+        Ok(_) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("dcc-bench: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// Runs the arms, prints the results (and writes `--json-out`); returns the JSON object, whose
+/// `ok` says whether the run passed.
+fn run(o: &Opts) -> Res<Value> {
+    let t0 = Instant::now();
+    let s = setup(o)?;
+    if o.is_check() && s.io.feats.len() < o.chunks {
+        return Err(BenchError::MissingReferences {
+            have: s.io.feats.len(),
+            want: o.chunks,
+        });
+    }
+    let per_arm = o.warmup + o.chunks + o.busy_reps;
+    let pb = ProgressBar::new((per_arm * o.arms.len()) as u64);
+    pb.set_style(
+        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
+            .map_err(BenchError::Progress)?
+            .progress_chars("=> "),
+    );
+    let mut res = Vec::new();
+    for &arm in &o.arms {
+        res.push(run_arm(&s, o, arm, &pb)?);
+    }
+    pb.finish_and_clear();
+    if o.profile {
+        profile(&s)?;
+    }
+    let device = s.be.device_name().to_string();
+    let b0 = res
+        .iter()
+        .find(|r| r.arm == "B0")
+        .map(|r| (r.p50, r.peak_ledger, r.sha.clone()));
+    let r = &s.contract.retention;
+    let head = json!({
+        "bench": if o.is_check() { "dcc-bench check" } else { "dcc-bench token2wav" },
+        "device": device,
+        "backend": o.backend.name(),
+        "contract": s.contract.family,
+        "retention": format!("{:?}", r.order),
+        "prompt_frames": r.prompt_frames,
+        "retained_frames": r.retained_frames,
+        "config": if s.cfg == FlowConfig::tiny() { "tiny" } else if s.cfg == FlowConfig::full() { "full" } else { "other" },
+        "inputs": o.io.as_ref().map_or_else(|| "synthetic".into(), |p| p.display().to_string()),
+        "chunks": o.chunks,
+        "warmup": o.warmup,
+        "wall_s": t0.elapsed().as_secs_f64(),
+    });
+    let mut ok = true;
+    let mut arms_json = Vec::new();
+    for x in &res {
+        let identical = b0.as_ref().map(|b| b.2 == x.sha);
+        if identical == Some(false) {
+            ok = false;
+        }
+        // NaN propagates (a NaN error is reported as NaN, never as the largest finite one).
+        let max_l2 = stats::max(x.rel_l2.iter().copied());
+        for p in &x.problems {
+            eprintln!("dcc-bench: arm {}: {p}", x.arm);
+            ok = false;
+        }
+        if let Some(tol) = o.check_tol {
+            // `e <= tol` is false for NaN: a NaN error fails whatever the tolerance.
+            let within = x.rel_l2.iter().all(|e| *e <= tol);
+            if !within || x.rel_l2.len() < o.chunks {
+                ok = false;
+            }
+        }
+        arms_json.push(json!({
+            "arm": x.arm,
+            "p50_ms": x.p50, "p95_ms": x.p95,
+            "device_busy_ms": x.busy,
+            "launches_per_chunk": x.launches,
+            "kernels_per_chunk": x.kernels,
+            "peak_mib": x.peak_ledger,
+            "peak_by_kind_mib": x.by_kind,
+            "cumemgetinfo_used_mib": x.used_device,
+            "speedup_vs_b0": b0.as_ref().map(|b| b.0 / x.p50),
+            "dpeak_vs_b0_mib": b0.as_ref().map(|b| x.peak_ledger - b.1),
+            "replays": x.replays,
+            "classes_captured": x.classes,
+            "capture_ms": x.capture_ms,
+            "probe_ms": x.probe_ms,
+            "staging_mib": x.staging_mib,
+            "fallbacks_steady": x.fallbacks_steady,
+            "fallbacks_total": x.fallbacks_total,
+            "mel_sha256": x.sha,
+            "identical_to_b0": identical,
+            "rel_l2_per_chunk": x.rel_l2.iter().map(|e| num(*e)).collect::<Vec<_>>(),
+            "rel_l2_max": max_l2.map_or(Value::Null, num),
+            "problems": x.problems,
+            "wall_ms": x.wall,
+        }));
+    }
+    let out = json!({ "run": head, "arms": arms_json, "ok": ok });
+    let text = serde_json::to_string(&out).map_err(BenchError::Json)?;
+    if let Some(p) = &o.json_out {
+        report::write_atomic(p, &format!("{text}\n")).map_err(|error| BenchError::Write {
+            path: p.clone(),
+            error,
+        })?;
+    }
+    if o.json {
+        println!("{text}");
+    } else {
+        report::print_table(&out, o);
+    }
+    Ok(out)
+}

@@ -1,0 +1,124 @@
+//! Output: the table on stdout, and `--json-out` written atomically.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use serde_json::Value;
+
+use super::cli::{Opts, parent_dir};
+
+fn fmt_map(m: &BTreeMap<String, u64>) -> String {
+    if m.is_empty() {
+        return "0".into();
+    }
+    m.iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Writes `text` to `path` through a temporary file in the same directory and a rename, so a
+/// reader (or a run killed midway) never sees a half-written file, and an existing `path` is
+/// replaced whole or not at all. The file gets mode 0644 on Unix, as a plain `fs::write` would
+/// under the usual umask.
+pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".dcc-bench-")
+        .suffix(".tmp")
+        .tempfile_in(parent_dir(path))?;
+    tmp.write_all(text.as_bytes())?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        tmp.as_file()
+            .set_permissions(std::fs::Permissions::from_mode(0o644))?;
+    }
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+pub fn print_table(out: &Value, o: &Opts) {
+    let h = &out["run"];
+    println!(
+        "{} on {} ({}), contract {} ({} retention, {} + {} frames), {} config, {} measured chunks after {} warm-up, inputs {}",
+        h["bench"].as_str().unwrap_or(""),
+        h["device"].as_str().unwrap_or(""),
+        h["backend"].as_str().unwrap_or(""),
+        h["contract"].as_str().unwrap_or(""),
+        h["retention"].as_str().unwrap_or(""),
+        h["prompt_frames"],
+        h["retained_frames"],
+        h["config"].as_str().unwrap_or(""),
+        h["chunks"],
+        h["warmup"],
+        h["inputs"].as_str().unwrap_or(""),
+    );
+    let f = |v: &Value, p: usize| v.as_f64().map_or("-".to_string(), |x| format!("{x:.p$}"));
+    println!(
+        "{:<4} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>9} {:>9} {:<20} {:<17} {:>10} {:<6}",
+        "arm",
+        "p50 ms",
+        "p95 ms",
+        "busy ms",
+        "speedup",
+        "peak MiB",
+        "dPeak",
+        "cuMem MiB",
+        "launch/c",
+        "kern/c",
+        "replays",
+        "classes",
+        "capt ms",
+        "fallbacks (steady)",
+        "mel sha256",
+        "rel-L2 max",
+        "=B0"
+    );
+    for a in out["arms"].as_array().into_iter().flatten() {
+        let fb: BTreeMap<String, u64> =
+            serde_json::from_value(a["fallbacks_steady"].clone()).unwrap_or_default();
+        println!(
+            "{:<4} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>9} {:>9} {:<20} {:<17} {:>10} {:<6}",
+            a["arm"].as_str().unwrap_or(""),
+            f(&a["p50_ms"], 2),
+            f(&a["p95_ms"], 2),
+            f(&a["device_busy_ms"], 2),
+            a["speedup_vs_b0"]
+                .as_f64()
+                .map_or("-".into(), |x| format!("{x:.2}x")),
+            f(&a["peak_mib"], 1),
+            f(&a["dpeak_vs_b0_mib"], 1),
+            f(&a["cumemgetinfo_used_mib"], 0),
+            f(&a["launches_per_chunk"], 1),
+            f(&a["kernels_per_chunk"], 0),
+            a["replays"].as_u64().unwrap_or(0),
+            a["classes_captured"].as_u64().unwrap_or(0),
+            f(&a["capture_ms"], 1),
+            fmt_map(&fb),
+            &a["mel_sha256"].as_str().unwrap_or("")[..16],
+            match &a["rel_l2_max"] {
+                Value::Number(x) => x.as_f64().map_or("-".into(), |x| format!("{x:.2e}")),
+                // "NaN", "inf": a non-finite error, printed as such.
+                Value::String(s) => s.clone(),
+                _ => "-".into(),
+            },
+            match a["identical_to_b0"].as_bool() {
+                Some(true) => "yes",
+                Some(false) => "NO",
+                None => "-",
+            }
+        );
+    }
+    if let Some(tol) = o.check_tol {
+        println!(
+            "check: every chunk within rel-L2 {:e} of --io's feat_i: {}",
+            tol,
+            if out["ok"].as_bool() == Some(true) {
+                "yes"
+            } else {
+                "NO"
+            }
+        );
+    }
+}
