@@ -34,12 +34,11 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
+use dcc_models::nn::WeightStore;
 use dcc_models::token2wav::serve::{
     Arm, ContractView, Session, Token2Wav, Token2WavTiny, Token2WavTinyVendor,
 };
-use dcc_models::token2wav::{
-    DeviceFlow, DeviceLimits, Flow, FlowConfig, SolverParams, WeightStore, rel_l2,
-};
+use dcc_models::token2wav::{DeviceFlow, DeviceLimits, FlowConfig, SolverParams, rel_l2};
 use dcc_runtime::backend::{Backend, BackendKind};
 use dcc_runtime::kernels::synthetic as ks;
 use dcc_runtime::{Arg, LaunchDims};
@@ -269,8 +268,7 @@ fn setup(o: &Opts) -> Res<Setup> {
         b => return Err(format!("unknown backend `{b}`")),
     };
     let ws = WeightStore::load(&o.weights).map_err(|e| e.to_string())?;
-    let flow = Flow::from_store(&ws).map_err(|e| e.to_string())?;
-    let cfg = flow.config().clone();
+    let cfg = FlowConfig::from_weights(&ws).map_err(|e| e.to_string())?;
     let contract = contract(&o.contract, &cfg)?;
     let io = match &o.io {
         Some(p) => read_io(p, o.chunks)?,
@@ -283,13 +281,14 @@ fn setup(o: &Opts) -> Res<Setup> {
     };
     let mut prompt = io.prompt.clone();
     prompt.extend_from_slice(&io.prompt[..LOOKAHEAD.min(io.prompt.len())]);
-    let r = contract.retention;
+    let k = contract.keeps;
     let dev = DeviceFlow::new(
         be.clone(),
-        &flow,
+        &ws,
+        &cfg,
         DeviceLimits {
             max_call_tokens: prompt.len().max(CHUNK + LOOKAHEAD),
-            carry_frames: r.limit(),
+            carry_frames: k.carry.bound().max(k.upsample.bound()),
         },
     )
     .map_err(|e| e.to_string())?;
@@ -571,15 +570,15 @@ fn run(o: &Opts) -> Res<bool> {
         .iter()
         .find(|r| r.arm == "B0")
         .map(|r| (r.p50, r.peak_ledger, r.sha.clone()));
-    let r = &s.contract.retention;
+    let k = &s.contract.keeps.carry;
     let head = json!({
         "bench": if o.cmd == "check" { "dcc-bench check" } else { "dcc-bench token2wav" },
         "device": device,
         "backend": o.backend,
         "contract": s.contract.family,
-        "retention": format!("{:?}", r.order),
-        "prompt_frames": r.prompt_frames,
-        "retained_frames": r.retained_frames,
+        "retention": format!("keep head {} ‖ tail {}", k.head, k.tail),
+        "prompt_frames": k.prompt,
+        "retained_frames": k.retained,
         "config": if s.cfg == FlowConfig::tiny() { "tiny" } else if s.cfg == FlowConfig::full() { "full" } else { "other" },
         "inputs": o.io.clone().unwrap_or_else(|| "synthetic".into()),
         "chunks": o.chunks,

@@ -243,11 +243,11 @@ pub fn rel_pos_attention(
         ));
     }
     for (view, t, want) in [
-        ("q", &q, vec![tq, h * d]),
-        ("out", &out, vec![tq, h * d]),
-        ("u", &u, vec![h, d]),
-        ("v", &v, vec![h, d]),
-        ("pos", &pos, vec![2 * tk - 1, h * d]),
+        ("q", &q, [tq, h * d]),
+        ("out", &out, [tq, h * d]),
+        ("u", &u, [h, d]),
+        ("v", &v, [h, d]),
+        ("pos", &pos, [2 * tk - 1, h * d]),
     ] {
         dims(op, view, t, &want)?;
         packed(op, view, t)?;

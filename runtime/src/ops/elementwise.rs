@@ -66,8 +66,14 @@ pub fn cfg_euler(
     let op = "cfg_euler";
     packed(op, "x", &x)?;
     packed(op, "v", &v)?;
-    let want: Vec<usize> = std::iter::once(2).chain(x.dims().iter().copied()).collect();
-    super::dims(op, "v", &v, &want)?;
+    if v.dims().split_first() != Some((&2, x.dims())) {
+        return Err(OpError::shape(
+            op,
+            "v",
+            format!("[2, {:?}]", x.dims()),
+            v.dims(),
+        ));
+    }
     disjoint(op, &[operand("x", &x, true), operand("v", &v, false)])?;
     let n = x.elems();
     let args = [ptr(&x), ptr(&v), int(n), Arg::F32(cfg), Arg::F32(dt)];

@@ -26,6 +26,7 @@ mod conv;
 mod copy;
 mod elementwise;
 mod error;
+pub mod host;
 mod linear;
 mod norm;
 mod profile;

@@ -53,7 +53,7 @@ fn span_of(dims: &[usize], strides: &[usize]) -> Option<usize> {
 }
 
 /// A tensor's address and layout without a borrow (see the module docs).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug)]
 pub struct RawTensor<T: Elem = f32> {
     ptr: DevPtr,
     rank: u8,
@@ -61,6 +61,14 @@ pub struct RawTensor<T: Elem = f32> {
     strides: [usize; MAX_RANK],
     _elem: PhantomData<T>,
 }
+
+impl<T: Elem> PartialEq for RawTensor<T> {
+    fn eq(&self, o: &Self) -> bool {
+        (self.ptr, self.dims(), self.strides()) == (o.ptr, o.dims(), o.strides())
+    }
+}
+
+impl<T: Elem> Eq for RawTensor<T> {}
 
 impl<T: Elem> RawTensor<T> {
     /// `dims` with element `strides` at `ptr`.
@@ -237,9 +245,20 @@ impl<'a, T: Elem> Tensor<'a, T> {
         self.raw.span()
     }
 
-    /// Whether the strides are the packed row-major strides of the dims.
+    /// Whether the strides are the packed row-major strides of the dims (the stride of an axis
+    /// of one position is immaterial).
     pub fn is_packed(&self) -> bool {
-        self.is_empty() || self.strides() == packed_strides(self.dims()).as_slice()
+        if self.is_empty() {
+            return true;
+        }
+        let mut want = 1;
+        for (&d, &s) in self.dims().iter().zip(self.strides()).rev() {
+            if d != 1 && s != want {
+                return false;
+            }
+            want *= d;
+        }
+        true
     }
 
     /// Byte range `[start, end)` the view reaches.
@@ -248,8 +267,19 @@ impl<'a, T: Elem> Tensor<'a, T> {
         (start, start + (self.span() * size_of::<T>()) as u64)
     }
 
-    fn with(&self, dims: &[usize], strides: &[usize], skip: usize) -> Result<Self, OpError> {
-        let raw = RawTensor::new(self.raw.ptr.offset(skip * size_of::<T>()), dims, strides)?;
+    /// The view of `dims`/`strides` (their first `rank` entries) `skip` elements in, checked to
+    /// stay inside the memory.
+    fn with(
+        &self,
+        rank: usize,
+        (dims, strides): ([usize; MAX_RANK], [usize; MAX_RANK]),
+        skip: usize,
+    ) -> Result<Self, OpError> {
+        let raw = RawTensor::new(
+            self.raw.ptr.offset(skip * size_of::<T>()),
+            &dims[..rank],
+            &strides[..rank],
+        )?;
         let len = self.len.saturating_sub(skip);
         if raw.span() > len {
             return Err(OpError::Bounds {
@@ -264,6 +294,11 @@ impl<'a, T: Elem> Tensor<'a, T> {
             len,
             _borrow: PhantomData,
         })
+    }
+
+    /// This view's dims and strides as arrays.
+    fn parts(&self) -> ([usize; MAX_RANK], [usize; MAX_RANK]) {
+        (self.raw.dims, self.raw.strides)
     }
 
     fn axis(&self, method: &'static str, axis: usize) -> Result<(), OpError> {
@@ -284,6 +319,9 @@ impl<'a, T: Elem> Tensor<'a, T> {
                 self.strides(),
             ));
         }
+        if dims.len() > MAX_RANK {
+            return Err(view_err("view", format!("at most {MAX_RANK} dims"), dims));
+        }
         let n = dims
             .iter()
             .try_fold(1usize, |a, &d| a.checked_mul(d))
@@ -295,28 +333,31 @@ impl<'a, T: Elem> Tensor<'a, T> {
                 self.dims(),
             ));
         }
-        self.with(dims, &packed_strides(dims), 0)
+        let mut d = [0; MAX_RANK];
+        let mut st = [0; MAX_RANK];
+        d[..dims.len()].copy_from_slice(dims);
+        let mut acc = 1;
+        for i in (0..dims.len()).rev() {
+            st[i] = acc;
+            acc *= dims[i];
+        }
+        self.with(dims.len(), (d, st), 0)
     }
 
     /// Positions `start..start + n` of `axis`.
     pub fn narrow(&self, axis: usize, start: usize, n: usize) -> Result<Self, OpError> {
         self.axis("narrow", axis)?;
-        let d = self.dims()[axis];
-        if start.checked_add(n).is_none_or(|e| e > d) {
+        let (mut dims, strides) = self.parts();
+        if start.checked_add(n).is_none_or(|e| e > dims[axis]) {
             return Err(view_err(
                 "narrow",
                 format!("positions {start}..{start}+{n} of axis {axis}"),
                 self.dims(),
             ));
         }
-        let mut dims = self.dims().to_vec();
         dims[axis] = n;
-        let skip = if n == 0 {
-            0
-        } else {
-            start * self.strides()[axis]
-        };
-        self.with(&dims, self.strides(), skip)
+        let skip = if n == 0 { 0 } else { start * strides[axis] };
+        self.with(self.rank(), (dims, strides), skip)
     }
 
     /// `n` rows from `start` (axis 0).
@@ -327,22 +368,21 @@ impl<'a, T: Elem> Tensor<'a, T> {
     /// Position `i` of `axis`, the axis removed.
     pub fn index(&self, axis: usize, i: usize) -> Result<Self, OpError> {
         let one = self.narrow(axis, i, 1)?;
-        let mut dims = one.dims().to_vec();
-        let mut strides = one.strides().to_vec();
-        dims.remove(axis);
-        strides.remove(axis);
-        self.with(&dims, &strides, i * self.strides()[axis])
+        let (mut dims, mut strides) = self.parts();
+        let r = self.rank();
+        dims.copy_within(axis + 1..r, axis);
+        strides.copy_within(axis + 1..r, axis);
+        one.with(r - 1, (dims, strides), 0)
     }
 
     /// Axes `a` and `b` swapped.
     pub fn transpose(&self, a: usize, b: usize) -> Result<Self, OpError> {
         self.axis("transpose", a)?;
         self.axis("transpose", b)?;
-        let mut dims = self.dims().to_vec();
-        let mut strides = self.strides().to_vec();
+        let (mut dims, mut strides) = self.parts();
         dims.swap(a, b);
         strides.swap(a, b);
-        self.with(&dims, &strides, 0)
+        self.with(self.rank(), (dims, strides), 0)
     }
 
     /// Axes `first..=last` merged into one (each must step over the next exactly: `stride[i] ==
@@ -356,39 +396,41 @@ impl<'a, T: Elem> Tensor<'a, T> {
                 self.dims(),
             ));
         }
-        let (d, s) = (self.dims(), self.strides());
+        let (d, s) = self.parts();
         let mergeable = (first..last).all(|i| s[i] == d[i + 1] * s[i + 1]);
         if !mergeable && !self.is_empty() {
             return Err(OpError::layout(
                 "flatten",
                 "tensor",
-                format!("axes {first}..={last} of dims {d:?} contiguous"),
-                s,
+                format!("axes {first}..={last} of dims {:?} contiguous", self.dims()),
+                self.strides(),
             ));
         }
-        let mut dims = d[..first].to_vec();
-        let mut strides = s[..first].to_vec();
-        dims.push(d[first..=last].iter().product());
-        strides.push(s[last]);
-        dims.extend_from_slice(&d[last + 1..]);
-        strides.extend_from_slice(&s[last + 1..]);
-        self.with(&dims, &strides, 0)
+        let (mut dims, mut strides) = (d, s);
+        dims[first] = d[first..=last].iter().product();
+        strides[first] = s[last];
+        let r = self.rank();
+        dims.copy_within(last + 1..r, first + 1);
+        strides.copy_within(last + 1..r, first + 1);
+        self.with(r - (last - first), (dims, strides), 0)
     }
 
     /// A new axis of `n` positions at `axis`, all aliasing the same elements (stride 0).
     pub fn broadcast(&self, axis: usize, n: usize) -> Result<Self, OpError> {
-        if axis > self.rank() || self.rank() == MAX_RANK {
+        let r = self.rank();
+        if axis > r || r == MAX_RANK {
             return Err(view_err(
                 "broadcast",
                 format!("room for a new axis {axis}"),
                 self.dims(),
             ));
         }
-        let mut dims = self.dims().to_vec();
-        let mut strides = self.strides().to_vec();
-        dims.insert(axis, n);
-        strides.insert(axis, 0);
-        self.with(&dims, &strides, 0)
+        let (mut dims, mut strides) = self.parts();
+        dims.copy_within(axis..r, axis + 1);
+        strides.copy_within(axis..r, axis + 1);
+        dims[axis] = n;
+        strides[axis] = 0;
+        self.with(r + 1, (dims, strides), 0)
     }
 
     /// The `k`-row windows of a row-major `[t, d]` view as `[t − k + 1, k·d]` rows that overlap
@@ -406,7 +448,11 @@ impl<'a, T: Elem> Tensor<'a, T> {
                 self.strides(),
             ));
         }
-        self.with(&[t - k + 1, k * d], &[d, 1], 0)
+        let mut dims = [0; MAX_RANK];
+        let mut strides = [0; MAX_RANK];
+        dims[..2].copy_from_slice(&[t - k + 1, k * d]);
+        strides[..2].copy_from_slice(&[d, 1]);
+        self.with(2, (dims, strides), 0)
     }
 }
 
