@@ -699,7 +699,6 @@ impl Session {
         let io_strides = [dev.config().mel, 1];
         let spk_dims = [1, dev.config().spk_dim];
         let spk_strides = [dev.config().spk_dim, 1];
-        let step_floats: usize = tensors.carry.dims()[1..].iter().product();
         let writes_rule = [
             self.st.solver_workspace(),
             self.st.estimator_carry(),
@@ -708,7 +707,7 @@ impl Session {
         let writes_stock = [self.st.solver_workspace(), ctx.est_cnn];
         for si in 0..self.flow.len() {
             let carry = if !rule && step_clock {
-                self.st.estimator_carry().offset(si * step_floats * 4)
+                self.st.estimator_carry_step(si)?
             } else {
                 self.st.estimator_carry()
             };

@@ -234,6 +234,15 @@ impl DeviceState {
         self.tensors.carry.ptr()
     }
 
+    /// Address of solver step `step`'s slice of the estimator carry now (`[layer, cfg, head,
+    /// frame, k‖v]`).
+    pub fn estimator_carry_step(&self, step: usize) -> Result<DevPtr, FlowError> {
+        // SAFETY: the carry tensor lies in this state's own store (its arena or buffer), alive
+        // while `self` is; the view is only used for its address.
+        let carry = unsafe { self.tensors.carry.bind() };
+        Ok(carry.index(0, step)?.ptr())
+    }
+
     /// Address of the conformer cache now.
     pub fn conformer_carry(&self) -> DevPtr {
         self.tensors.conformer.ptr()
