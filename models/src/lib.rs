@@ -1,3 +1,4 @@
 //! dcc-models: decoder ports served by their native-clock contracts.
 
+pub mod nn;
 pub mod token2wav;

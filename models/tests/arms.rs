@@ -5,13 +5,17 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use dcc_models::nn::WeightStore;
 use dcc_models::token2wav::serve::{Arm, ContractView, Session, Token2WavTiny};
-use dcc_models::token2wav::{DeviceFlow, DeviceLimits, Flow, SolverParams, WeightStore};
+use dcc_models::token2wav::{DeviceFlow, DeviceLimits, FlowConfig, SolverParams};
 use dcc_runtime::contract::Granularity;
 use dcc_runtime::replay::Fallback;
 use safetensors::SafeTensors;
 
 const CHUNKS: usize = 4;
+/// SHA-256 of B0's four mels (f32 little-endian): what the port emitted before it was
+/// restructured onto the nn layers.
+const B0_SHA: &str = "1af8f62e541a79e151393474f8796a5fa05f0a0040a79d40324e74245c73a8bc";
 
 fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/token2wav_tiny")
@@ -61,21 +65,14 @@ fn every_arm_emits_b0s_mel_and_replays_in_steady_state() {
         floats(&io, "spk"),
         tokens(&io, "stream_tokens"),
     );
-    let flow =
-        Flow::from_store(&WeightStore::load(dir().join("weights.safetensors")).unwrap()).unwrap();
+    let ws = WeightStore::load(dir().join("weights.safetensors")).unwrap();
+    let cfg = FlowConfig::from_weights(&ws).unwrap();
     let contract = ContractView::of::<Token2WavTiny>().unwrap();
-    let r = contract.retention;
-    let dev = Arc::new(
-        DeviceFlow::new(
-            dcc_runtime::backend::host(),
-            &flow,
-            DeviceLimits {
-                max_call_tokens: prompt.len(),
-                carry_frames: r.limit(),
-            },
-        )
-        .unwrap(),
-    );
+    let limits = DeviceLimits {
+        max_call_tokens: prompt.len(),
+        carry_frames: contract.keeps.carry.bound(),
+    };
+    let dev = Arc::new(DeviceFlow::new(dcc_runtime::backend::host(), &ws, &cfg, limits).unwrap());
     let mut b0: Option<String> = None;
     for arm in Arm::ALL {
         let mut s = Session::new(dev.clone(), contract, arm, SolverParams::default()).unwrap();
@@ -110,7 +107,10 @@ fn every_arm_emits_b0s_mel_and_replays_in_steady_state() {
         }
         let h = sha(&passes[1]);
         match &b0 {
-            None => b0 = Some(h.clone()),
+            None => {
+                assert_eq!(h, B0_SHA, "B0's mel stream moved");
+                b0 = Some(h.clone())
+            }
             Some(b) => assert_eq!(&h, b, "{arm:?} differs from B0"),
         }
         let reports = s.reports();

@@ -8,6 +8,8 @@
 //! * [`arena`]: one allocation per session laid out by an [`contract::ArenaLayout`].
 //! * [`carry`]: retention written back in place (paper eq. 2) and the shadow auditor.
 //! * [`replay`]: `ExactShapeReplay`, one graph per exact catalog signature, fail-closed.
+//! * [`ops`]: typed, capture-safe ops over [`ops::Tensor`] views: one function per kernel
+//!   launch or GEMM, each checking its operands before it queues anything.
 //! * [`rng`]: device Philox state in device memory; observable host randomness.
 //! * [`session`]: N sessions over one binding; switching restores state into bound addresses.
 //! * [`stats`]: the percentile and max every benchmark binary reports (one definition).
@@ -19,6 +21,7 @@ pub mod backend;
 pub mod carry;
 pub mod contract;
 pub mod error;
+pub mod ops;
 pub mod replay;
 pub mod rng;
 pub mod session;

@@ -2,7 +2,7 @@
 //! from the weight shapes.
 
 use super::FlowError;
-use super::weights::WeightStore;
+use crate::nn::WeightStore;
 
 /// UpsampleConformerEncoderV2 dimensions.
 #[derive(Clone, Debug, PartialEq, Eq)]

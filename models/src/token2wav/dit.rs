@@ -1,248 +1,226 @@
-//! The DiT estimator (`decoder_dit.DiT.forward_chunk`) over a CFG batch.
+//! The DiT estimator (`decoder_dit.DiT.forward_chunk`) over a classifier-free-guidance batch of
+//! two, on the nn layers, with its streaming state: every block's key/value cache
+//! (prepend-ordered: the new frames first) and its causal conv block's two contexts.
 
-use dcc_kernels as k;
+use dcc_runtime::ops::{self, Act, Ctx, Tensor};
 
 use super::FlowError;
 use super::config::DitConfig;
-use super::layers::{Conv1d, LayerNorm, Linear};
-use super::weights::WeightStore;
+use super::work::{Work, v};
+use crate::nn::{AdaNorm, Conv1d, LayerNorm, Linear, LoadError, Loader, Mlp, SelfAttention};
 
+/// Batch rows of the classifier-free-guidance estimator call (conditional, unconditional).
+pub(super) const CFG_BATCH: usize = 2;
 /// Non-affine LayerNorms of the block (norm1/2/3, norm_final).
-pub(crate) const ADALN_EPS: f32 = 1e-6;
-/// q/k LayerNorm and the conv block's LayerNorm (torch default).
+const ADALN_EPS: f32 = 1e-6;
+/// q/k LayerNorms and the conv block's LayerNorm (torch default).
 const NORM_EPS: f32 = 1e-5;
-/// Causal conv kernel of `CausalConvBlock` (cache = `CONV_K − 1` rows per conv).
-pub const CONV_K: usize = 3;
+/// Causal conv kernel of `CausalConvBlock` (context = `CONV_K − 1` frames per conv).
+pub(super) const CONV_K: usize = 3;
 /// `TimestepEmbedder.scale` and `max_period`.
-pub(crate) const T_SCALE: f32 = 1000.0;
-pub(crate) const MAX_PERIOD: f32 = 10000.0;
+const T_SCALE: f32 = 1000.0;
+const MAX_PERIOD: f32 = 10000.0;
+/// adaLN modulations per block: shift, scale, gate of the attention, the MLP and the conv.
+const MODS: usize = 9;
+const SHIFT_MSA: usize = 0;
+const SCALE_MSA: usize = 1;
+const GATE_MSA: usize = 2;
+const SHIFT_MLP: usize = 3;
+const SCALE_MLP: usize = 4;
+const GATE_MLP: usize = 5;
+const SHIFT_CONV: usize = 6;
+const SCALE_CONV: usize = 7;
+const GATE_CONV: usize = 8;
 
-#[derive(Clone, Debug)]
-pub(crate) struct Block {
-    pub(crate) ada: Linear,
-    pub(crate) q: Linear,
-    pub(crate) k: Linear,
-    pub(crate) v: Linear,
-    pub(crate) q_norm: LayerNorm,
-    pub(crate) k_norm: LayerNorm,
-    pub(crate) proj: Linear,
-    pub(crate) conv1: Conv1d,
-    pub(crate) conv_norm: LayerNorm,
-    pub(crate) conv2: Conv1d,
-    pub(crate) fc1: Linear,
-    pub(crate) fc2: Linear,
+/// One DiT block: attention, the causal conv block (conv → LayerNorm → Mish → conv) and the
+/// GELU-tanh MLP, each behind an adaLN-modulated norm and a gated residual.
+struct Block {
+    attn: SelfAttention,
+    conv1: Conv1d,
+    conv_norm: LayerNorm,
+    conv2: Conv1d,
+    mlp: Mlp,
 }
 
 impl Block {
-    fn load(ws: &WeightStore, p: &str, c: &DitConfig) -> Result<Self, FlowError> {
-        let (h, inner, hd) = (c.hidden, c.inner(), c.head_dim);
-        Ok(Self {
-            ada: Linear::load(ws, &format!("{p}.adaLN_modulation.1"), h, 9 * h, true)?,
-            q: Linear::load(ws, &format!("{p}.attn.to_q"), h, inner, true)?,
-            k: Linear::load(ws, &format!("{p}.attn.to_k"), h, inner, true)?,
-            v: Linear::load(ws, &format!("{p}.attn.to_v"), h, inner, true)?,
-            q_norm: LayerNorm::load(ws, &format!("{p}.attn.q_norm"), hd, NORM_EPS)?,
-            k_norm: LayerNorm::load(ws, &format!("{p}.attn.k_norm"), hd, NORM_EPS)?,
-            proj: Linear::load(ws, &format!("{p}.attn.proj"), inner, h, true)?,
-            conv1: Conv1d::load(ws, &format!("{p}.conv.block.1"), h, h, CONV_K)?,
-            conv_norm: LayerNorm::load(ws, &format!("{p}.conv.block.3"), h, NORM_EPS)?,
-            conv2: Conv1d::load(ws, &format!("{p}.conv.block.6"), h, h, CONV_K)?,
-            fc1: Linear::load(ws, &format!("{p}.mlp.fc1"), h, c.mlp_hidden, true)?,
-            fc2: Linear::load(ws, &format!("{p}.mlp.fc2"), c.mlp_hidden, h, true)?,
+    fn load(ld: &Loader<'_>, p: &str, c: &DitConfig) -> Result<Self, LoadError> {
+        let h = c.hidden;
+        let (fc1, fc2) = (format!("{p}.mlp.fc1"), format!("{p}.mlp.fc2"));
+        Ok(Block {
+            attn: SelfAttention::load(
+                ld,
+                &format!("{p}.attn"),
+                h,
+                (c.heads, c.head_dim),
+                NORM_EPS,
+            )?,
+            conv1: Conv1d::load(ld, &format!("{p}.conv.block.1"), h, h, CONV_K)?,
+            conv_norm: LayerNorm::load(ld, &format!("{p}.conv.block.3"), h, NORM_EPS)?,
+            conv2: Conv1d::load(ld, &format!("{p}.conv.block.6"), h, h, CONV_K)?,
+            mlp: Mlp::load(ld, (&fc1, &fc2), h, c.mlp_hidden, Act::GeluTanh)?,
         })
     }
 }
 
 /// The estimator's weights.
-#[derive(Clone, Debug)]
-pub struct Dit {
-    pub(crate) cfg: DitConfig,
-    pub(crate) t_mlp0: Linear,
-    pub(crate) t_mlp2: Linear,
-    pub(crate) in_proj: Linear,
-    pub(crate) blocks: Vec<Block>,
-    pub(crate) final_ada: Linear,
-    pub(crate) final_linear: Linear,
+pub(super) struct Dit {
+    cfg: DitConfig,
+    t_mlp0: Linear,
+    t_mlp2: Linear,
+    in_proj: Linear,
+    blocks: Vec<Block>,
+    /// Every block's `adaLN_modulation.1` then the final layer's, stacked (`[depth·9·hidden +
+    /// 2·hidden, hidden]`): one GEMM per solver step.
+    ada_all: Linear,
+    final_linear: Linear,
+    norm: AdaNorm,
 }
 
-/// Per-layer views of one solver step's estimator state for a CFG batch of `batch` rows.
-///
-/// `att[l]` is `[batch, heads, t_cache, 2·head_dim]` (keys ‖ values, **prepend**-ordered: the
-/// newest frames first), `cnn[l]` is `[batch, 2·(CONV_K − 1), hidden]`: per batch row, the last
-/// input rows of conv1 then of conv2 (time-major).
-pub struct StepCache<'a> {
-    pub att: &'a [f32],
-    pub cnn: &'a [f32],
-    pub t_cache: usize,
+/// One solver step's estimator state (tensors of the session's regions, this step's slices).
+pub(super) struct StepState<'a> {
+    /// The carry `[depth, cfg, heads, cap, 2·head_dim]`, extent `extent`.
+    pub carry: Tensor<'a>,
+    pub extent: usize,
+    /// The solver workspace `[depth, cfg, heads, work, 2·head_dim]`.
+    pub work: Tensor<'a>,
+    /// The conv contexts `[depth, cfg, conv, CONV_K − 1, hidden]`, read and written in place.
+    pub conv: Tensor<'a>,
 }
 
 impl Dit {
-    pub fn load(ws: &WeightStore, c: &DitConfig) -> Result<Self, FlowError> {
+    pub fn load(ld: &Loader<'_>, c: &DitConfig) -> Result<Self, LoadError> {
         let p = "decoder.estimator";
-        Ok(Self {
+        let h = c.hidden;
+        let ada: Vec<(String, usize)> = (0..c.depth)
+            .map(|i| (format!("{p}.blocks.{i}.adaLN_modulation.1"), MODS * h))
+            .chain([(format!("{p}.final_layer.adaLN_modulation.1"), 2 * h)])
+            .collect();
+        let ada: Vec<(&str, usize)> = ada.iter().map(|(n, o)| (n.as_str(), *o)).collect();
+        Ok(Dit {
             cfg: c.clone(),
-            t_mlp0: Linear::load(
-                ws,
-                &format!("{p}.t_embedder.mlp.0"),
-                c.freq_dim,
-                c.hidden,
-                true,
-            )?,
-            t_mlp2: Linear::load(
-                ws,
-                &format!("{p}.t_embedder.mlp.2"),
-                c.hidden,
-                c.hidden,
-                true,
-            )?,
-            in_proj: Linear::load(ws, &format!("{p}.in_proj"), c.in_channels, c.hidden, true)?,
+            t_mlp0: Linear::load(ld, &format!("{p}.t_embedder.mlp.0"), c.freq_dim, h, true)?,
+            t_mlp2: Linear::load(ld, &format!("{p}.t_embedder.mlp.2"), h, h, true)?,
+            in_proj: Linear::load(ld, &format!("{p}.in_proj"), c.in_channels, h, true)?,
             blocks: (0..c.depth)
-                .map(|i| Block::load(ws, &format!("{p}.blocks.{i}"), c))
+                .map(|i| Block::load(ld, &format!("{p}.blocks.{i}"), c))
                 .collect::<Result<_, _>>()?,
-            final_ada: Linear::load(
-                ws,
-                &format!("{p}.final_layer.adaLN_modulation.1"),
-                c.hidden,
-                2 * c.hidden,
-                true,
-            )?,
+            ada_all: Linear::stacked(ld, &ada, h, true)?,
             final_linear: Linear::load(
-                ws,
+                ld,
                 &format!("{p}.final_layer.linear"),
-                c.hidden,
+                h,
                 c.out_channels,
                 true,
             )?,
+            norm: AdaNorm { eps: ADALN_EPS },
         })
     }
 
-    /// Elements of one layer's conv cache.
-    pub fn cnn_elems(&self, batch: usize) -> usize {
-        batch * 2 * (CONV_K - 1) * self.cfg.hidden
-    }
-
-    /// `SiLU(t_embedder(t))`: the adaLN conditioning vector shared by every batch row (the CFG
-    /// batch repeats the same `t`).
-    pub fn time_condition(&self, t: f32) -> Vec<f32> {
-        let mut freq = vec![0.0f32; self.cfg.freq_dim];
-        k::embed::timestep_embedding(t, T_SCALE, self.cfg.freq_dim, MAX_PERIOD, &mut freq);
-        let mut h = self.t_mlp0.apply(1, &freq);
-        k::act::silu_inplace(&mut h);
-        let mut c = self.t_mlp2.apply(1, &h);
-        // every adaLN_modulation starts with SiLU
-        k::act::silu_inplace(&mut c);
-        c
-    }
-
-    /// `forward_chunk` for `batch` rows of `t` new frames: `x_in` is `[batch, t, in_channels]`
-    /// (`x ‖ mu ‖ spk ‖ cond` per frame), `cond_act = time_condition(t)`. Returns the velocity
-    /// `[batch, t, out_channels]` and writes the new per-layer caches: `new_att[l]` =
-    /// `[batch, heads, t + t_cache, 2·hd]` (new frames first), `new_cnn[l]`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn forward_chunk(
+    /// The estimator at time `t` over the `frames` new frames of both CFG rows in `w.xin`
+    /// (`[cfg·frames, in_channels]`): leaves the final layer's modulated norm of the output in
+    /// `w.xn` (the caller writes the carry back, then calls [`Dit::output`]).
+    pub fn forward(
         &self,
-        batch: usize,
-        t: usize,
-        x_in: &[f32],
-        cond_act: &[f32],
-        cache: &[StepCache<'_>],
-        new_att: &mut [Vec<f32>],
-        new_cnn: &mut [Vec<f32>],
-    ) -> Vec<f32> {
+        cx: &Ctx<'_>,
+        w: &Work,
+        t: f32,
+        frames: usize,
+        st: StepState<'_>,
+    ) -> Result<(), FlowError> {
         let c = &self.cfg;
-        let (hid, heads, hd, inner) = (c.hidden, c.heads, c.head_dim, c.inner());
-        let rows = batch * t;
-        let mut x = self.in_proj.apply(rows, x_in);
-        let mut tmp = vec![0.0f32; rows * hid];
-        let scale = (1.0 / (hd as f64).sqrt()) as f32;
-        for (l, blk) in self.blocks.iter().enumerate() {
-            let sc = &cache[l];
-            let tk = t + sc.t_cache;
-            let m = blk.ada.apply(1, cond_act);
-            let chunk = |i: usize| &m[i * hid..(i + 1) * hid];
-            let (shift_msa, scale_msa, gate_msa) = (chunk(0), chunk(1), chunk(2));
-            let (shift_mlp, scale_mlp, gate_mlp) = (chunk(3), chunk(4), chunk(5));
-            let (shift_conv, scale_conv, gate_conv) = (chunk(6), chunk(7), chunk(8));
+        let (hid, fd, depth) = (c.hidden, c.freq_dim, c.depth);
+        let rows = CFG_BATCH * frames;
+        // the time condition: SiLU(t_embedder(t)), every block's modulations in one GEMM
+        let small = Tensor::of(&w.small)?;
+        let (freq, th, cond) = (
+            small.narrow(0, 0, fd)?,
+            small.narrow(0, fd, hid)?,
+            small.narrow(0, fd + hid, hid)?,
+        );
+        ops::timestep_embedding(cx, freq, t, T_SCALE, MAX_PERIOD)?;
+        self.t_mlp0
+            .forward(cx, freq.view(&[1, fd])?, th.view(&[1, hid])?)?;
+        ops::act(cx, th, Act::Silu)?;
+        self.t_mlp2
+            .forward(cx, th.view(&[1, hid])?, cond.view(&[1, hid])?)?;
+        ops::act(cx, cond, Act::Silu)?;
+        let n_mods = depth * MODS + 2;
+        self.ada_all
+            .forward(cx, cond.view(&[1, hid])?, v(&w.mods, &[1, n_mods * hid])?)?;
+        let mods = v(&w.mods, &[n_mods, hid])?;
+        let m = |i: usize| mods.index(0, i);
+        let mm = |li: usize, a: usize, b: usize| -> Result<_, ops::OpError> {
+            Ok((m(li * MODS + a)?, m(li * MODS + b)?))
+        };
 
-            // attention over [new ‖ cache]
-            k::norm::layer_norm_modulate(rows, hid, &x, ADALN_EPS, shift_msa, scale_msa, &mut tmp);
-            let q = blk.q.apply(rows, &tmp);
-            let kk = blk.k.apply(rows, &tmp);
-            let v = blk.v.apply(rows, &tmp);
-            let q = blk.q_norm.apply(rows * heads, &q);
-            let kk = blk.k_norm.apply(rows * heads, &kk);
-            let kv = &mut new_att[l];
-            kv.clear();
-            kv.resize(batch * heads * tk * 2 * hd, 0.0);
-            for b in 0..batch {
-                for h in 0..heads {
-                    let base = (b * heads + h) * tk * 2 * hd;
-                    let src = b * t * inner + h * hd;
-                    k::copy::copy_block(t, hd, &kk[src..], inner, &mut kv[base..], 2 * hd);
-                    k::copy::copy_block(t, hd, &v[src..], inner, &mut kv[base + hd..], 2 * hd);
-                    let n = sc.t_cache * 2 * hd;
-                    let old = (b * heads + h) * n;
-                    kv[base + t * 2 * hd..base + tk * 2 * hd]
-                        .copy_from_slice(&sc.att[old..old + n]);
-                }
-            }
-            let mut att = vec![0.0f32; rows * inner];
-            k::attention::attention(
-                batch,
-                heads,
-                t,
-                tk,
-                hd,
-                scale,
-                &q,
-                k::attention::AttnLayout::rows(t, heads, hd),
-                kv,
-                k::attention::AttnLayout::kv_cache(heads, tk, hd, false),
-                kv,
-                k::attention::AttnLayout::kv_cache(heads, tk, hd, true),
-                &mut att,
-                k::attention::AttnLayout::rows(t, heads, hd),
-            );
-            let o = blk.proj.apply(rows, &att);
-            k::elementwise::gated_add(rows, hid, &mut x, gate_msa, &o);
-
-            // causal conv block
-            k::norm::layer_norm_modulate(
-                rows, hid, &x, ADALN_EPS, shift_conv, scale_conv, &mut tmp,
-            );
-            let ctx = CONV_K - 1;
-            let nc = &mut new_cnn[l];
-            nc.clear();
-            nc.resize(batch * 2 * ctx * hid, 0.0);
-            let mut conv_out = vec![0.0f32; rows * hid];
-            let mut buf = vec![0.0f32; (t + ctx) * hid];
-            for b in 0..batch {
-                let cb = &sc.cnn[b * 2 * ctx * hid..(b + 1) * 2 * ctx * hid];
-                let nb = &mut nc[b * 2 * ctx * hid..(b + 1) * 2 * ctx * hid];
-                buf[..ctx * hid].copy_from_slice(&cb[..ctx * hid]);
-                buf[ctx * hid..].copy_from_slice(&tmp[b * t * hid..(b + 1) * t * hid]);
-                nb[..ctx * hid].copy_from_slice(&buf[t * hid..]);
-                let mut y = blk.conv1.apply(t + ctx, &buf);
-                let yn = blk.conv_norm.apply(t, &y);
-                y.copy_from_slice(&yn);
-                k::act::mish_inplace(&mut y);
-                buf[..ctx * hid].copy_from_slice(&cb[ctx * hid..]);
-                buf[ctx * hid..].copy_from_slice(&y);
-                nb[ctx * hid..].copy_from_slice(&buf[t * hid..]);
-                blk.conv2
-                    .forward(t + ctx, &buf, &mut conv_out[b * t * hid..(b + 1) * t * hid]);
-            }
-            k::elementwise::gated_add(rows, hid, &mut x, gate_conv, &conv_out);
-
-            // MLP
-            k::norm::layer_norm_modulate(rows, hid, &x, ADALN_EPS, shift_mlp, scale_mlp, &mut tmp);
-            let mut h1 = blk.fc1.apply(rows, &tmp);
-            k::act::gelu_tanh_inplace(&mut h1);
-            let h2 = blk.fc2.apply(rows, &h1);
-            k::elementwise::gated_add(rows, hid, &mut x, gate_mlp, &h2);
+        let (x, xn) = (v(&w.x, &[rows, hid])?, v(&w.xn, &[rows, hid])?);
+        self.in_proj
+            .forward(cx, v(&w.xin, &[rows, c.in_channels])?, x)?;
+        self.norm.forward(cx, x, mm(0, SHIFT_MSA, SCALE_MSA)?, xn)?;
+        let ctx = CONV_K - 1;
+        let last = frames
+            .checked_sub(1)
+            .ok_or_else(|| FlowError::Input("a solver step over no frames".into()))?;
+        let ccol = v(&w.ccol, &[2, CFG_BATCH, frames, CONV_K * hid])?;
+        let (col1, col2) = (ccol.index(0, 0)?, ccol.index(0, 1)?);
+        let (o, att) = (v(&w.o, &[rows, hid])?, v(&w.att, &[rows, hid])?);
+        let scratch = (Tensor::of(&w.qkv)?, Tensor::of(&w.qn)?, Tensor::of(&w.att)?);
+        for (li, blk) in self.blocks.iter().enumerate() {
+            // attention over [new ‖ history]; xn holds modulate(norm1(x)) here
+            let history = st.carry.index(0, li)?.narrow(2, 0, st.extent)?;
+            let work = st.work.index(0, li)?;
+            blk.attn.forward(cx, xn, history, work, scratch, o)?;
+            // x += gate_msa · o; xn = modulate(norm3(x), shift_conv, scale_conv)
+            let gate = (m(li * MODS + GATE_MSA)?, o);
+            let next = mm(li, SHIFT_CONV, SCALE_CONV)?;
+            self.norm.gated(cx, x, gate, next, xn)?;
+            // causal conv block; the contexts of both convs and both CFG rows in place
+            let conv = st.conv.index(0, li)?;
+            let xb = v(&w.xn, &[CFG_BATCH, frames, hid])?;
+            ops::conv_im2col(cx, col1, xb, conv.index(1, 0)?, CONV_K)?;
+            let q = v(&w.q, &[CFG_BATCH, frames, hid])?;
+            blk.conv1
+                .linear()
+                .forward(cx, col1.flatten(0, 1)?, q.flatten(0, 1)?)?;
+            // LayerNorm + Mish of conv1's output, straight into conv2's im2col rows
+            let norm = blk.conv_norm.params()?;
+            let eps = blk.conv_norm.eps();
+            let ctx2 = conv.index(1, 1)?;
+            ops::layer_norm_act_im2col(cx, col2, q, norm, eps, Act::Mish, ctx2, CONV_K)?;
+            // new contexts: the last ctx rows of ctx ‖ input, i.e. slots 1..K of each batch's
+            // last im2col row, of both convs
+            let tail = ccol
+                .index(2, last)?
+                .narrow(2, hid, ctx * hid)?
+                .transpose(0, 1)?;
+            ops::copy_batched(cx, conv.flatten(2, 3)?, tail)?;
+            blk.conv2.linear().forward(cx, col2.flatten(0, 1)?, att)?;
+            // x += gate_conv · conv; xn = modulate(norm2(x), shift_mlp, scale_mlp)
+            let gate = (m(li * MODS + GATE_CONV)?, att);
+            self.norm
+                .gated(cx, x, gate, mm(li, SHIFT_MLP, SCALE_MLP)?, xn)?;
+            blk.mlp
+                .forward(cx, xn, v(&w.hidden, &[rows, c.mlp_hidden])?, o)?;
+            // x += gate_mlp · mlp; xn = the next block's modulate(norm1(x)) (or the final
+            // layer's)
+            let next = if li + 1 < depth {
+                mm(li + 1, SHIFT_MSA, SCALE_MSA)?
+            } else {
+                (m(depth * MODS)?, m(depth * MODS + 1)?)
+            };
+            let gate = (m(li * MODS + GATE_MLP)?, o);
+            self.norm.gated(cx, x, gate, next, xn)?;
         }
-        let m = self.final_ada.apply(1, cond_act);
-        k::norm::layer_norm_modulate(rows, hid, &x, ADALN_EPS, &m[..hid], &m[hid..], &mut tmp);
-        self.final_linear.apply(rows, &tmp)
+        Ok(())
+    }
+
+    /// The final layer's linear over `w.xn`: the velocity of both CFG rows in `w.vel`
+    /// (`[cfg·frames, out_channels]`).
+    pub fn output(&self, cx: &Ctx<'_>, w: &Work, frames: usize) -> Result<(), FlowError> {
+        let rows = CFG_BATCH * frames;
+        let (hid, out) = (self.cfg.hidden, self.cfg.out_channels);
+        self.final_linear
+            .forward(cx, v(&w.xn, &[rows, hid])?, v(&w.vel, &[rows, out])?)?;
+        Ok(())
     }
 }

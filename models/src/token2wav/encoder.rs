@@ -1,342 +1,261 @@
-//! `UpsampleConformerEncoderV2.forward_chunk` (batch 1) with its streaming caches.
+//! `UpsampleConformerEncoderV2.forward_chunk` (batch 1) over the nn layers, with its streaming
+//! caches: the pre-lookahead and upsampling conv contexts and the two conformer stacks' key/value
+//! caches (token clock before the upsampling, frame clock after).
 
-use dcc_kernels as k;
+use dcc_runtime::contract::Keep;
+use dcc_runtime::ops::{self, Act, Ctx, Tensor};
 
 use super::FlowError;
 use super::config::EncoderConfig;
-use super::layers::{Conv1d, LayerNorm, Linear, causal_concat};
-use super::weights::WeightStore;
+use super::work::{Caps, Work, v};
+use crate::nn::{
+    CausalConv1d, Conv1d, LayerNorm, Linear, LoadError, Loader, Mlp, RelPosAttention, RelPosScratch,
+};
 
 /// LayerNorm eps of `LinearNoSubsampling` and `after_norm`.
 const EMBED_EPS: f32 = 1e-5;
 /// LayerNorm eps inside `ConformerEncoderLayer`.
 const LAYER_EPS: f32 = 1e-12;
-/// Pre-lookahead conv2 kernel (its causal cache is `CONV2_K − 1` rows).
-pub(crate) const CONV2_K: usize = 3;
+/// Pre-lookahead conv2 kernel (its causal context is `CONV2_K − 1` tokens).
+pub(super) const CONV2_K: usize = 3;
 
-/// `RelPositionMultiHeadedAttention` + `PositionwiseFeedForward` (SiLU), pre-norm, no macaron,
-/// no conv module.
-#[derive(Clone, Debug)]
-pub(crate) struct ConformerLayer {
-    pub(crate) norm_mha: LayerNorm,
-    pub(crate) q: Linear,
-    pub(crate) k: Linear,
-    pub(crate) v: Linear,
-    pub(crate) out: Linear,
-    pub(crate) pos: Linear,
-    pub(crate) pos_bias_u: Vec<f32>,
-    pub(crate) pos_bias_v: Vec<f32>,
-    pub(crate) norm_ff: LayerNorm,
-    pub(crate) w1: Linear,
-    pub(crate) w2: Linear,
-}
-
-impl ConformerLayer {
-    fn load(ws: &WeightStore, p: &str, c: &EncoderConfig) -> Result<Self, FlowError> {
-        let d = c.dim;
-        let dk = d / c.heads;
-        Ok(Self {
-            norm_mha: LayerNorm::load(ws, &format!("{p}.norm_mha"), d, LAYER_EPS)?,
-            q: Linear::load(ws, &format!("{p}.self_attn.linear_q"), d, d, true)?,
-            k: Linear::load(
-                ws,
-                &format!("{p}.self_attn.linear_k"),
-                d,
-                d,
-                ws.contains(&format!("{p}.self_attn.linear_k.bias")),
-            )?,
-            v: Linear::load(ws, &format!("{p}.self_attn.linear_v"), d, d, true)?,
-            out: Linear::load(ws, &format!("{p}.self_attn.linear_out"), d, d, true)?,
-            pos: Linear::load(ws, &format!("{p}.self_attn.linear_pos"), d, d, false)?,
-            pos_bias_u: ws.get(&format!("{p}.self_attn.pos_bias_u"), &[c.heads, dk])?,
-            pos_bias_v: ws.get(&format!("{p}.self_attn.pos_bias_v"), &[c.heads, dk])?,
-            norm_ff: LayerNorm::load(ws, &format!("{p}.norm_ff"), d, LAYER_EPS)?,
-            w1: Linear::load(
-                ws,
-                &format!("{p}.feed_forward.w_1"),
-                d,
-                c.linear_units,
-                true,
-            )?,
-            w2: Linear::load(
-                ws,
-                &format!("{p}.feed_forward.w_2"),
-                c.linear_units,
-                d,
-                true,
-            )?,
-        })
-    }
-
-    /// One layer over `t` new rows `x` (in place). `cache` is this layer's `[heads, t_cache, 2·d_k]`
-    /// key/value cache (append-ordered) and is replaced by `[heads, t_cache + t, 2·d_k]`.
-    /// `pos_table` is `espnet_rel_pos_table(t_cache + t)`.
-    fn forward(
-        &self,
-        heads: usize,
-        t: usize,
-        x: &mut [f32],
-        cache: &mut Vec<f32>,
-        t_cache: usize,
-        pos_table: &[f32],
-    ) {
-        let d = self.q.in_dim;
-        let dk = d / heads;
-        let tk = t_cache + t;
-        // multi-headed self-attention with relative positions
-        let xn = self.norm_mha.apply(t, x);
-        let q = self.q.apply(t, &xn);
-        let kk = self.k.apply(t, &xn);
-        let v = self.v.apply(t, &xn);
-        let mut kv = vec![0.0f32; heads * tk * 2 * dk];
-        for h in 0..heads {
-            // old rows first (append order), then the new ones
-            let old = &cache[h * t_cache * 2 * dk..(h + 1) * t_cache * 2 * dk];
-            let base = h * tk * 2 * dk;
-            kv[base..base + old.len()].copy_from_slice(old);
-            let dst = &mut kv[base + t_cache * 2 * dk..];
-            k::copy::copy_block(t, dk, &kk[h * dk..], d, dst, 2 * dk);
-            k::copy::copy_block(t, dk, &v[h * dk..], d, &mut dst[dk..], 2 * dk);
-        }
-        let p = self.pos.apply(2 * tk - 1, pos_table);
-        let mut att = vec![0.0f32; t * d];
-        k::attention::rel_pos_attention(
-            heads,
-            t,
-            tk,
-            dk,
-            tk,
-            &q,
-            d,
-            &self.pos_bias_u,
-            &self.pos_bias_v,
-            &kv,
-            &p,
-            &mut att,
-            d,
-        );
-        *cache = kv;
-        let o = self.out.apply(t, &att);
-        k::elementwise::add_inplace(x, &o);
-        // feed forward
-        let xn = self.norm_ff.apply(t, x);
-        let mut h1 = self.w1.apply(t, &xn);
-        k::act::silu_inplace(&mut h1);
-        let h2 = self.w2.apply(t, &h1);
-        k::elementwise::add_inplace(x, &h2);
-    }
-}
-
-/// `LinearNoSubsampling` + the positional-encoding input scale: `x ← LN(x·Wᵀ + b) · √dim`.
-#[derive(Clone, Debug)]
-pub(crate) struct Embed {
-    pub(crate) lin: Linear,
-    pub(crate) norm: LayerNorm,
-    pub(crate) xscale: f32,
+/// `LinearNoSubsampling` + the positional-encoding input scale: `y = LN(x·Wᵀ + b) · √dim`.
+struct Embed {
+    lin: Linear,
+    norm: LayerNorm,
+    xscale: f32,
 }
 
 impl Embed {
-    fn load(ws: &WeightStore, p: &str, d: usize) -> Result<Self, FlowError> {
-        Ok(Self {
-            lin: Linear::load(ws, &format!("{p}.out.0"), d, d, true)?,
-            norm: LayerNorm::load(ws, &format!("{p}.out.1"), d, EMBED_EPS)?,
+    fn load(ld: &Loader<'_>, p: &str, d: usize) -> Result<Self, LoadError> {
+        Ok(Embed {
+            lin: Linear::load(ld, &format!("{p}.out.0"), d, d, true)?,
+            norm: LayerNorm::load(ld, &format!("{p}.out.1"), d, EMBED_EPS)?,
             xscale: (d as f64).sqrt() as f32,
         })
     }
 
-    fn apply(&self, t: usize, x: &[f32]) -> Vec<f32> {
-        let y = self.lin.apply(t, x);
-        let mut y = self.norm.apply(t, &y);
-        k::act::scale_inplace(&mut y, self.xscale);
-        y
+    /// `y = LN(x·Wᵀ + b) · √dim` over `[t, dim]` views, `tmp` the linear's output.
+    fn forward(
+        &self,
+        cx: &Ctx<'_>,
+        x: Tensor<'_>,
+        tmp: Tensor<'_>,
+        y: Tensor<'_>,
+    ) -> Result<(), ops::OpError> {
+        self.lin.forward(cx, x, tmp)?;
+        self.norm.forward(cx, tmp, y)?;
+        ops::act(cx, y, Act::Scale(self.xscale))
+    }
+}
+
+/// `ConformerEncoderLayer`: relative-position self-attention + SiLU feed-forward, pre-norm, no
+/// macaron, no conv module.
+struct ConformerLayer {
+    norm_mha: LayerNorm,
+    attn: RelPosAttention,
+    norm_ff: LayerNorm,
+    ff: Mlp,
+}
+
+/// One conformer layer's cache: its slice of the stack's cache (`[heads, cap, 2·d_k]`, extent
+/// `extent`), its workspace (`[heads, work, 2·d_k]`), whether to write the kept frames back
+/// in place and what they are.
+struct LayerCache<'a> {
+    cache: Tensor<'a>,
+    extent: usize,
+    work: Tensor<'a>,
+    write_back: bool,
+    keep: &'a Keep,
+}
+
+impl ConformerLayer {
+    fn load(ld: &Loader<'_>, p: &str, c: &EncoderConfig) -> Result<Self, LoadError> {
+        let d = c.dim;
+        let ff = (
+            format!("{p}.feed_forward.w_1"),
+            format!("{p}.feed_forward.w_2"),
+        );
+        Ok(ConformerLayer {
+            norm_mha: LayerNorm::load(ld, &format!("{p}.norm_mha"), d, LAYER_EPS)?,
+            attn: RelPosAttention::load(ld, &format!("{p}.self_attn"), d, c.heads)?,
+            norm_ff: LayerNorm::load(ld, &format!("{p}.norm_ff"), d, LAYER_EPS)?,
+            ff: Mlp::load(ld, (&ff.0, &ff.1), d, c.linear_units, Act::Silu)?,
+        })
+    }
+
+    /// The layer over the `t` rows of `w.x` (in place), attending over `[cache ‖ new]` in its
+    /// workspace; with `write_back`, the kept frames are written back into the cache right
+    /// after. Returns the cache extent after retention.
+    fn forward(
+        &self,
+        cx: &Ctx<'_>,
+        w: &Work,
+        (pe, pe_size): (Tensor<'_>, usize),
+        (t, d): (usize, usize),
+        lc: LayerCache<'_>,
+    ) -> Result<usize, FlowError> {
+        let tk = lc.extent + t;
+        let first = pe_size.checked_sub(tk).ok_or_else(|| {
+            FlowError::Input(format!("{tk} frames exceed the position table's {pe_size}"))
+        })?;
+        let (x, xn, o) = (v(&w.x, &[t, d])?, v(&w.xn, &[t, d])?, v(&w.o, &[t, d])?);
+        self.norm_mha.forward(cx, x, xn)?;
+        // relative positions for size tk: the centre 2·tk − 1 rows of the stored table
+        let pe = pe.rows(first, 2 * tk - 1)?;
+        let s = RelPosScratch {
+            q: Tensor::of(&w.q)?,
+            k: Tensor::of(&w.k)?,
+            v: Tensor::of(&w.v)?,
+            pos: Tensor::of(&w.pos)?,
+            att: Tensor::of(&w.att)?,
+        };
+        let history = lc.cache.narrow(1, 0, lc.extent)?;
+        self.attn.forward(cx, xn, history, lc.work, pe, s, o)?;
+        ops::add(cx, x, o)?;
+        self.norm_ff.forward(cx, x, xn)?;
+        let hidden = v(&w.hidden, &[t, self.ff.fc1.out_dim()])?;
+        self.ff.forward(cx, xn, hidden, o)?;
+        ops::add(cx, x, o)?;
+        Ok(if lc.write_back {
+            ops::carry::write_back(cx, lc.cache, lc.work, tk, lc.keep)?
+        } else {
+            ops::carry::kept(lc.keep, tk)
+        })
     }
 }
 
 /// The encoder's weights.
-#[derive(Clone, Debug)]
-pub struct Encoder {
-    pub(crate) cfg: EncoderConfig,
-    pub(crate) embed: Embed,
-    pub(crate) pre_conv1: Conv1d,
-    pub(crate) pre_conv2: Conv1d,
-    pub(crate) encoders: Vec<ConformerLayer>,
-    pub(crate) up_conv: Conv1d,
-    pub(crate) up_embed: Embed,
-    pub(crate) up_encoders: Vec<ConformerLayer>,
-    pub(crate) after_norm: LayerNorm,
+pub(super) struct Encoder {
+    cfg: EncoderConfig,
+    embed: Embed,
+    pre_conv1: Conv1d,
+    pre_conv2: CausalConv1d,
+    encoders: Vec<ConformerLayer>,
+    up_conv: CausalConv1d,
+    up_embed: Embed,
+    up_encoders: Vec<ConformerLayer>,
+    after_norm: LayerNorm,
 }
 
-/// The encoder's streaming state (the vendor's `conformer_cnn_cache` / `conformer_att_cache`).
-///
-/// Key/value caches are append-ordered (oldest frame first). The vendor packs both stacks into
-/// one tensor `[blocks + up_blocks, 1, heads, t_up, 2·d_k]`, repeating the token-clock caches
-/// twice along time to fill `t_up = stride · t_tok`; here each stack keeps its own clock.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ConformerCache {
-    /// `[blocks, heads, t_tok, 2·d_k]`, token clock.
-    pub att: Vec<f32>,
-    /// `[up_blocks, heads, t_up, 2·d_k]`, frame clock.
-    pub up_att: Vec<f32>,
-    /// Cached tokens `t_tok` (frames `t_up = stride · t_tok`).
-    pub t_tok: usize,
-    /// Pre-lookahead conv2 context: last 2 rows of conv1's output, `[2, dim]` time-major.
-    pub pre_cnn: Vec<f32>,
-    /// Upsample conv context: last `2·stride` upsampled rows, `[2·stride, dim]`.
-    pub up_cnn: Vec<f32>,
-}
-
-impl ConformerCache {
-    /// The empty state (`cnn_cache = None` ≡ zeros, no attention context).
-    pub fn empty(c: &EncoderConfig) -> Self {
-        Self {
-            att: Vec::new(),
-            up_att: Vec::new(),
-            t_tok: 0,
-            pre_cnn: vec![0.0; (CONV2_K - 1) * c.dim],
-            up_cnn: vec![0.0; 2 * c.up_stride * c.dim],
-        }
-    }
-
-    /// Frame-clock extent of the attention cache (the vendor's `att_cache.shape[3]`).
-    pub fn extent(&self, c: &EncoderConfig) -> usize {
-        self.t_tok * c.up_stride
-    }
-
-    /// Retention: keep token rows `tok` of the first stack and frame rows `up` of the second
-    /// (append-ordered segments, in order).
-    pub fn retain(
-        &mut self,
-        c: &EncoderConfig,
-        tok: &[std::ops::Range<usize>],
-        up: &[std::ops::Range<usize>],
-    ) {
-        let dk2 = 2 * (c.dim / c.heads);
-        let t_up = self.extent(c);
-        let nt: usize = tok.iter().map(|r| r.len()).sum();
-        let nu: usize = up.iter().map(|r| r.len()).sum();
-        assert_eq!(
-            nu,
-            nt * c.up_stride,
-            "conformer retention must keep the two clocks aligned"
-        );
-        let mut att = vec![0.0; c.blocks * c.heads * nt * dk2];
-        k::copy::gather_time_segments(
-            c.blocks * c.heads,
-            self.t_tok,
-            dk2,
-            tok,
-            &self.att,
-            &mut att,
-        );
-        let mut up_att = vec![0.0; c.up_blocks * c.heads * nu * dk2];
-        k::copy::gather_time_segments(
-            c.up_blocks * c.heads,
-            t_up,
-            dk2,
-            up,
-            &self.up_att,
-            &mut up_att,
-        );
-        self.att = att;
-        self.up_att = up_att;
-        self.t_tok = nt;
-    }
+/// The encoder's streaming state for one call (tensors of the session's regions).
+pub(super) struct EncoderState<'a> {
+    /// The blocks' cache `[blocks, heads, cap, 2·d_k]` and its extent in tokens.
+    pub conformer: Tensor<'a>,
+    pub tokens: usize,
+    /// The up-blocks' cache `[up_blocks, heads, cap, 2·d_k]` (extent `stride · tokens`).
+    pub upsample: Tensor<'a>,
+    /// The pre-lookahead context `[CONV2_K − 1, dim]` and the upsampling context `[2·stride,
+    /// dim]`, read and written in place.
+    pub pre_lookahead: Tensor<'a>,
+    pub up_layer: Tensor<'a>,
+    /// Write the kept frames back into the caches in place (state rule).
+    pub write_back: bool,
+    pub keep_conformer: &'a Keep,
+    pub keep_upsample: &'a Keep,
 }
 
 impl Encoder {
-    pub fn load(ws: &WeightStore, c: &EncoderConfig) -> Result<Self, FlowError> {
+    pub fn load(ld: &Loader<'_>, c: &EncoderConfig) -> Result<Self, LoadError> {
         let d = c.dim;
-        let layers = |name: &str, n: usize| -> Result<Vec<ConformerLayer>, FlowError> {
+        let layers = |name: &str, n: usize| -> Result<Vec<ConformerLayer>, LoadError> {
             (0..n)
-                .map(|i| ConformerLayer::load(ws, &format!("encoder.{name}.{i}"), c))
+                .map(|i| ConformerLayer::load(ld, &format!("encoder.{name}.{i}"), c))
                 .collect()
         };
-        Ok(Self {
+        let pre = "encoder.pre_lookahead_layer";
+        Ok(Encoder {
             cfg: c.clone(),
-            embed: Embed::load(ws, "encoder.embed", d)?,
-            pre_conv1: Conv1d::load(
-                ws,
-                "encoder.pre_lookahead_layer.conv1",
-                d,
-                d,
-                c.pre_lookahead + 1,
-            )?,
-            pre_conv2: Conv1d::load(ws, "encoder.pre_lookahead_layer.conv2", d, d, CONV2_K)?,
+            embed: Embed::load(ld, "encoder.embed", d)?,
+            pre_conv1: Conv1d::load(ld, &format!("{pre}.conv1"), d, d, c.pre_lookahead + 1)?,
+            pre_conv2: CausalConv1d {
+                conv: Conv1d::load(ld, &format!("{pre}.conv2"), d, d, CONV2_K)?,
+            },
             encoders: layers("encoders", c.blocks)?,
-            up_conv: Conv1d::load(ws, "encoder.up_layer.conv", d, d, 2 * c.up_stride + 1)?,
-            up_embed: Embed::load(ws, "encoder.up_embed", d)?,
+            up_conv: CausalConv1d {
+                conv: Conv1d::load(ld, "encoder.up_layer.conv", d, d, 2 * c.up_stride + 1)?,
+            },
+            up_embed: Embed::load(ld, "encoder.up_embed", d)?,
             up_encoders: layers("up_encoders", c.up_blocks)?,
-            after_norm: LayerNorm::load(ws, "encoder.after_norm", d, EMBED_EPS)?,
+            after_norm: LayerNorm::load(ld, "encoder.after_norm", d, EMBED_EPS)?,
         })
     }
 
-    /// `forward_chunk(xs, last_chunk, cnn_cache, att_cache)`: `xs` is the `[t, dim]` token
-    /// embedding of the chunk including its `pre_lookahead` lookahead tokens (with `last_chunk`
-    /// the lookahead is zero padding instead). Returns `(frames, h)` with `h` `[frames, dim]`,
-    /// `frames = stride · (t − pre_lookahead)` (`stride · t` for the last chunk).
-    pub fn forward_chunk(
+    /// `forward_chunk` over the `t` embedded tokens in `w.a` (lookahead included; with
+    /// `last_chunk` the lookahead is zero padding appended here): the output `[frames, dim]`
+    /// lands in `w.a`. `pe` is the relative-position table (`[2·pe_size − 1, dim]`). Returns
+    /// `(frames, conformer extent in tokens after retention)`.
+    pub fn forward(
         &self,
-        t: usize,
-        xs: &[f32],
-        last_chunk: bool,
-        cache: &mut ConformerCache,
-    ) -> (usize, Vec<f32>) {
+        cx: &Ctx<'_>,
+        w: &Work,
+        caps: &Caps,
+        pe: Tensor<'_>,
+        (t, last_chunk): (usize, bool),
+        st: EncoderState<'_>,
+    ) -> Result<(usize, usize), FlowError> {
         let c = &self.cfg;
-        let d = c.dim;
-        let la = c.pre_lookahead;
-        let mut x = self.embed.apply(t, xs);
+        let (d, la, s) = (c.dim, c.pre_lookahead, c.up_stride);
+        self.embed
+            .forward(cx, v(&w.a, &[t, d])?, v(&w.x, &[t, d])?, v(&w.b, &[t, d])?)?;
         let t = if last_chunk {
-            x.resize((t + la) * d, 0.0);
+            ops::memset(cx, v(&w.b, &[t + la, d])?.rows(t, la)?, 0)?;
             t + la
         } else {
             t
         };
-        assert!(t > la + 1, "chunk too short for the pre-lookahead layer");
-        // pre-lookahead layer: conv1 (k = la + 1) sees the lookahead, leaky ReLU, causal conv2
-        let mut h = self.pre_conv1.apply(t, &x);
-        let tn = t - la;
-        k::act::leaky_relu_inplace(&mut h, 0.01);
-        let cat = causal_concat(&mut cache.pre_cnn, &h, d);
-        let mut y = self.pre_conv2.apply(tn + CONV2_K - 1, &cat);
-        k::elementwise::add_inplace(&mut y, &x[..tn * d]);
-        let mut x = y;
+        let tn = t
+            .checked_sub(la)
+            .ok_or_else(|| FlowError::Input(format!("{t} tokens: fewer than the lookahead")))?;
+        // pre-lookahead: conv1 (k = la + 1) sees the lookahead, leaky ReLU, causal conv2
+        let col = Tensor::of(&w.col)?;
+        let ctx = self.pre_conv2.context();
+        let cat = v(&w.cat, &[ctx + tn, d])?;
+        self.pre_conv2.load_context(cx, st.pre_lookahead, cat)?;
+        let h = cat.rows(ctx, tn)?;
+        self.pre_conv1.forward(cx, v(&w.b, &[t, d])?, col, h)?;
+        ops::act(cx, h, Act::LeakyRelu(0.01))?;
+        let x = v(&w.x, &[tn, d])?;
+        self.pre_conv2.forward(cx, cat, st.pre_lookahead, col, x)?;
+        ops::add(cx, x, v(&w.b, &[tn, d])?)?;
 
-        // first conformer stack, token clock
-        let t_cache = cache.t_tok;
-        let dk2 = 2 * (d / c.heads);
-        let mut pe = vec![0.0f32; (2 * (t_cache + tn) - 1) * d];
-        k::embed::espnet_rel_pos_table(t_cache + tn, d, &mut pe);
-        let per = c.heads * t_cache * dk2;
-        let mut new_att = Vec::with_capacity(c.blocks * c.heads * (t_cache + tn) * dk2);
+        // first conformer stack (token clock)
+        let (ws_tok, ws_up) = w.conformer()?;
+        let mut kept = st.tokens + tn;
         for (i, layer) in self.encoders.iter().enumerate() {
-            let mut lc = cache.att[i * per..(i + 1) * per].to_vec();
-            layer.forward(c.heads, tn, &mut x, &mut lc, t_cache, &pe);
-            new_att.extend_from_slice(&lc);
+            let lc = LayerCache {
+                cache: st.conformer.index(0, i)?,
+                extent: st.tokens,
+                work: ws_tok.index(0, i)?,
+                write_back: st.write_back,
+                keep: st.keep_conformer,
+            };
+            kept = layer.forward(cx, w, (pe, caps.pe_size), (tn, d), lc)?;
         }
 
-        // upsample: nearest ×stride, causal conv k = 2·stride + 1
-        let s = c.up_stride;
+        // upsample ×s (nearest) after the 2s-row context, causal conv k = 2s + 1
         let tu = tn * s;
-        let mut up = vec![0.0f32; tu * d];
-        k::copy::repeat_rows(tn, d, s, &x, &mut up);
-        let cat = causal_concat(&mut cache.up_cnn, &up, d);
-        let y = self.up_conv.apply(tu + 2 * s, &cat);
-        let mut x = self.up_embed.apply(tu, &y);
+        let uctx = self.up_conv.context();
+        let cat = v(&w.cat, &[uctx + tu, d])?;
+        self.up_conv.load_context(cx, st.up_layer, cat)?;
+        ops::repeat_rows(cx, cat.rows(uctx, tu)?, x, s)?;
+        let a = v(&w.a, &[tu, d])?;
+        self.up_conv.forward(cx, cat, st.up_layer, col, a)?;
+        let x = v(&w.x, &[tu, d])?;
+        self.up_embed.forward(cx, a, v(&w.b, &[tu, d])?, x)?;
 
-        // second conformer stack, frame clock
-        let tu_cache = t_cache * s;
-        let mut pe = vec![0.0f32; (2 * (tu_cache + tu) - 1) * d];
-        k::embed::espnet_rel_pos_table(tu_cache + tu, d, &mut pe);
-        let per = c.heads * tu_cache * dk2;
-        let mut new_up_att = Vec::with_capacity(c.up_blocks * c.heads * (tu_cache + tu) * dk2);
+        // second conformer stack (frame clock)
         for (i, layer) in self.up_encoders.iter().enumerate() {
-            let mut lc = cache.up_att[i * per..(i + 1) * per].to_vec();
-            layer.forward(c.heads, tu, &mut x, &mut lc, tu_cache, &pe);
-            new_up_att.extend_from_slice(&lc);
+            let lc = LayerCache {
+                cache: st.upsample.index(0, i)?,
+                extent: st.tokens * s,
+                work: ws_up.index(0, i)?,
+                write_back: st.write_back,
+                keep: st.keep_upsample,
+            };
+            layer.forward(cx, w, (pe, caps.pe_size), (tu, d), lc)?;
         }
-        cache.att = new_att;
-        cache.up_att = new_up_att;
-        cache.t_tok = t_cache + tn;
-        (tu, self.after_norm.apply(tu, &x))
+        self.after_norm.forward(cx, x, a)?;
+        Ok((tu, kept))
     }
 }

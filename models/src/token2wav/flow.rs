@@ -1,19 +1,29 @@
-//! `CausalMaskedDiffWithXvec.setup_cache` / `inference_chunk` and the CFM Euler solver.
+//! `CausalMaskedDiffWithXvec` on a runtime [`Backend`]: the contract's callables — `encoder`
+//! (token embedding, [`super::encoder`], `encoder_proj`) and `flow` (a range of steps of the CFM
+//! Euler solver over the [`super::dit`] estimator, classifier-free guidance as a batch of two,
+//! noise from the fixed table at the cache offset) — over the nn layers.
+//!
+//! Both callables take every per-call address and layout from an explicit I/O description
+//! ([`EncoderIo`], [`FlowIo`]) and only queue stream work (no allocation, no host copy), so they
+//! can be recorded into a graph. Host inputs are uploaded into fixed input buffers first
+//! ([`DeviceFlow::set_inputs`]); the mel lands in a fixed output buffer
+//! ([`DeviceFlow::mel_out`]).
 
-use std::path::Path;
+use std::ops::Range;
+use std::sync::Arc;
 
-use dcc_kernels as k;
+use dcc_runtime::DevPtr;
+use dcc_runtime::backend::{Backend, DeviceBuffer};
+use dcc_runtime::ops::{self, Act, Ctx, ProfileRow, Profiler, RawTensor, Tensor};
 
 use super::FlowError;
 use super::config::FlowConfig;
-use super::dit::{Dit, StepCache};
-use super::encoder::{ConformerCache, Encoder};
-use super::layers::Linear;
-use super::retention::Retention;
-use super::weights::WeightStore;
-
-/// Batch rows of the classifier-free-guidance estimator call (conditional, unconditional).
-const CFG_BATCH: usize = 2;
+use super::dit::{CFG_BATCH, CONV_K, Dit, StepState};
+use super::encoder::{CONV2_K, Encoder, EncoderState};
+use super::io::{EncoderIo, FlowIo};
+use super::state::DeviceState;
+use super::work::{Caps, DeviceLimits, Work, v};
+use crate::nn::{Embedding, Linear, Loader, WeightStore};
 
 /// Solver settings of `CausalConditionalCFM.forward_chunk`.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -50,81 +60,87 @@ pub fn cosine_t_span(n_steps: usize) -> Vec<f32> {
             } else {
                 1.0 - step * (steps - i - 1) as f32
             };
-            1.0 - k::math::cos_f32(lin * 0.5 * pi)
+            1.0 - ops::host::cos_f32(lin * 0.5 * pi)
         })
         .collect()
 }
 
-/// The estimator's streaming state for every solver step (the vendor's `estimator_att_cache`
-/// `[n_steps, depth, 2, heads, extent, 2·head_dim]`, prepend-ordered, and
-/// `estimator_cnn_cache`).
-#[derive(Clone, Debug, PartialEq)]
-pub struct EstimatorCache {
-    pub n_steps: usize,
-    /// Attended frames per step and layer (`att_cache.shape[4]`; also the noise offset).
-    pub extent: usize,
-    /// `[n_steps, depth, 2, heads, extent, 2·head_dim]`.
-    pub att: Vec<f32>,
-    /// `[n_steps, depth, 2, 2·(CONV_K − 1), hidden]` (per batch row: conv1 context, conv2 context).
-    pub cnn: Vec<f32>,
-}
-
-/// The flow's whole streaming state after `setup_cache` / each `inference_chunk`.
-#[derive(Clone, Debug, PartialEq)]
-pub struct FlowCache {
-    pub conformer: ConformerCache,
-    pub estimator: EstimatorCache,
-}
-
-impl FlowCache {
-    /// Applies the retention rule after a chunk (the peer script's `trim()`).
-    pub fn retain(&mut self, cfg: &FlowConfig, r: &Retention) {
-        let e = &mut self.estimator;
-        if let Some(segs) = r.estimator_segments(e.extent) {
-            let d = &cfg.dit;
-            let outer = e.n_steps * d.depth * CFG_BATCH * d.heads;
-            let kept: usize = segs.iter().map(|s| s.len()).sum();
-            let mut att = vec![0.0f32; outer * kept * 2 * d.head_dim];
-            k::copy::gather_time_segments(outer, e.extent, 2 * d.head_dim, &segs, &e.att, &mut att);
-            e.att = att;
-            e.extent = kept;
-        }
-        let c = &cfg.encoder;
-        if let Some((tok, up)) = r.conformer_segments(self.conformer.extent(c), c.up_stride) {
-            self.conformer.retain(c, &tok, &up);
-        }
+/// `t` and `dt` of solver step `si` (0-based), accumulated exactly as the loop does.
+fn step_time(t_span: &[f32], si: usize) -> (f32, f32) {
+    let mut t = t_span[0];
+    let mut dt = t_span[1] - t_span[0];
+    for step in 1..=si {
+        t += dt;
+        dt = t_span[step + 1] - t;
     }
+    (t, dt)
 }
 
-/// The loaded flow.
-#[derive(Clone, Debug)]
-pub struct Flow {
-    pub(crate) cfg: FlowConfig,
-    pub(crate) embedding: Vec<f32>,
-    pub(crate) spk_affine: Linear,
-    pub(crate) encoder: Encoder,
-    pub(crate) encoder_proj: Linear,
-    pub(crate) dit: Dit,
+/// Identities of [`DeviceFlow`]s, so a [`DeviceState`] is only ever used with the flow (and so
+/// the backend, config and limits) it was sized for.
+static NEXT_FLOW_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// The flow's weights and workspace on a backend.
+pub struct DeviceFlow {
+    pub(super) id: u64,
+    pub(super) be: Arc<dyn Backend>,
+    pub(super) cfg: FlowConfig,
+    pub(super) limits: DeviceLimits,
+    pub(super) caps: Caps,
+    embedding: Embedding,
+    spk_affine: Linear,
+    encoder: Encoder,
+    encoder_proj: Linear,
+    dit: Dit,
     /// `decoder.rand_noise` `[mel, noise_frames]`.
-    pub(crate) noise: Vec<f32>,
-    pub(crate) noise_frames: usize,
+    noise: DeviceBuffer,
+    noise_frames: usize,
+    /// ESPnet relative positions for size `caps.pe_size` (`2·pe_size − 1` rows).
+    pe: DeviceBuffer,
+    pub(super) w: Work,
+    prof: Profiler,
 }
 
-impl Flow {
-    /// Loads a vendor state_dict (plus `decoder.rand_noise` `[1, mel, N]`) from safetensors,
-    /// inferring the configuration from the weight shapes.
-    pub fn load(path: impl AsRef<Path>) -> Result<Self, FlowError> {
-        Self::from_store(&WeightStore::load(path)?)
+/// Checks an I/O tensor's dims: `Some(n)` must be `n`, `None` is a clock axis.
+fn expect<T: ops::Elem>(
+    name: &str,
+    t: &RawTensor<T>,
+    want: &[Option<usize>],
+) -> Result<(), FlowError> {
+    let ok = t.dims().len() == want.len()
+        && t.dims()
+            .iter()
+            .zip(want)
+            .all(|(d, w)| w.is_none_or(|w| w == *d));
+    if !ok {
+        return Err(FlowError::Input(format!(
+            "`{name}` has dims {:?}, the call needs {want:?}",
+            t.dims()
+        )));
     }
+    Ok(())
+}
 
-    pub fn from_store(ws: &WeightStore) -> Result<Self, FlowError> {
-        let cfg = FlowConfig::from_weights(ws)?;
-        Self::from_store_with(ws, cfg)
-    }
-
-    /// Loads with an explicit configuration (every shape is checked against it).
-    pub fn from_store_with(ws: &WeightStore, cfg: FlowConfig) -> Result<Self, FlowError> {
-        let e = &cfg.encoder;
+impl DeviceFlow {
+    /// Loads the flow's weights from `ws` (checked against `cfg`) to `be`, with buffers sized
+    /// by `limits`.
+    pub fn new(
+        be: Arc<dyn Backend>,
+        ws: &WeightStore,
+        cfg: &FlowConfig,
+        limits: DeviceLimits,
+    ) -> Result<Self, FlowError> {
+        let (e, d) = (&cfg.encoder, &cfg.dit);
+        if !limits.carry_frames.is_multiple_of(e.up_stride) {
+            return Err(FlowError::Config(
+                "carry frames must be a multiple of the upsampling stride".into(),
+            ));
+        }
+        if d.head_dim > 128 || e.dim / e.heads > 128 {
+            return Err(FlowError::Config(
+                "head dimensions above 128 are not supported by the kernels".into(),
+            ));
+        }
         let noise_shape = ws.shape("decoder.rand_noise")?.to_vec();
         let noise_frames = match noise_shape.as_slice() {
             [1, m, n] if *m == cfg.mel => *n,
@@ -134,15 +150,25 @@ impl Flow {
                 )));
             }
         };
-        Ok(Self {
-            embedding: ws.get("input_embedding.weight", &[cfg.vocab, e.dim])?,
-            spk_affine: Linear::load(ws, "spk_embed_affine_layer", cfg.spk_dim, cfg.mel, true)?,
-            encoder: Encoder::load(ws, e)?,
-            encoder_proj: Linear::load(ws, "encoder_proj", e.dim, cfg.mel, true)?,
-            dit: Dit::load(ws, &cfg.dit)?,
-            noise: ws.get("decoder.rand_noise", &noise_shape)?,
+        let caps = Caps::new(cfg, &limits);
+        let ld = Loader::new(be.as_ref(), ws);
+        let pe = ops::host::rel_pos_table(caps.pe_size, e.dim);
+        Ok(DeviceFlow {
+            embedding: Embedding::load(&ld, "input_embedding.weight", cfg.vocab, e.dim)?,
+            spk_affine: Linear::load(&ld, "spk_embed_affine_layer", cfg.spk_dim, cfg.mel, true)?,
+            encoder: Encoder::load(&ld, e)?,
+            encoder_proj: Linear::load(&ld, "encoder_proj", e.dim, cfg.mel, true)?,
+            dit: Dit::load(&ld, d)?,
+            noise: ld.tensor("decoder.rand_noise", &noise_shape)?,
             noise_frames,
-            cfg,
+            pe: ld.upload(&pe)?,
+            w: Work::new(be.as_ref(), cfg, &caps)?,
+            prof: Profiler::new(),
+            id: NEXT_FLOW_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            be,
+            cfg: cfg.clone(),
+            limits,
+            caps,
         })
     }
 
@@ -150,229 +176,416 @@ impl Flow {
         &self.cfg
     }
 
-    /// `F.normalize` + `spk_embed_affine_layer`.
-    fn speaker(&self, spk: &[f32]) -> Result<Vec<f32>, FlowError> {
-        if spk.len() != self.cfg.spk_dim {
-            return Err(FlowError::Input(format!(
-                "speaker embedding has {} values, expected {}",
-                spk.len(),
-                self.cfg.spk_dim
-            )));
-        }
-        let mut n = vec![0.0f32; spk.len()];
-        k::norm::l2_normalize(1, spk.len(), spk, 1e-12, &mut n);
-        Ok(self.spk_affine.apply(1, &n))
+    /// Frames of one call at most (`stride · (max_call_tokens + lookahead)`).
+    pub fn max_call_frames(&self) -> usize {
+        self.caps.t_up
     }
 
-    /// Token embedding + encoder + `encoder_proj`: `(frames, mu [frames, mel])`.
-    fn encode(
-        &self,
-        tokens: &[u32],
-        last_chunk: bool,
-        cache: &mut ConformerCache,
-    ) -> Result<(usize, Vec<f32>), FlowError> {
-        let d = self.cfg.encoder.dim;
-        let la = self.cfg.encoder.pre_lookahead;
-        let min = if last_chunk { 2 } else { la + 2 };
-        if tokens.len() < min {
-            return Err(FlowError::Input(format!(
-                "{} tokens: at least {min} needed",
-                tokens.len()
-            )));
-        }
-        let mut emb = vec![0.0f32; tokens.len() * d];
-        k::embed::embedding_gather(&self.embedding, d, tokens, &mut emb).map_err(|id| {
-            FlowError::Input(format!(
-                "token {id} outside the vocabulary of {}",
-                self.cfg.vocab
-            ))
-        })?;
-        let (frames, h) = self
-            .encoder
-            .forward_chunk(tokens.len(), &emb, last_chunk, cache);
-        Ok((frames, self.encoder_proj.apply(frames, &h)))
+    pub fn limits(&self) -> DeviceLimits {
+        self.limits
     }
 
-    /// `setup_cache`: primes every cache with the prompt. `tokens` include the `pre_lookahead`
-    /// lookahead tokens, `mel` is the prompt mel `[frames, mel]` (time-major, as the vendor's
-    /// `(b, t, c)`), `frames = stride · (tokens − lookahead)`.
-    pub fn setup_cache(
-        &self,
-        tokens: &[u32],
-        mel: &[f32],
-        spk: &[f32],
-        solver: &SolverParams,
-    ) -> Result<FlowCache, FlowError> {
+    pub fn backend(&self) -> &Arc<dyn Backend> {
+        &self.be
+    }
+
+    /// Where this flow's ops are queued (marked while a profile is open).
+    pub(super) fn cx(&self) -> Ctx<'_> {
+        Ctx::new(self.be.as_ref(), Some(&self.prof))
+    }
+
+    /// Refuses a state another flow created (its buffers are sized for that flow's config,
+    /// limits and backend, which this flow's launches would assume).
+    pub(super) fn check_owner(&self, st: &DeviceState) -> Result<(), FlowError> {
+        if st.flow != self.id {
+            return Err(FlowError::Input(
+                "a session state of another DeviceFlow".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Starts an eager op profile: until [`DeviceFlow::profile_end`], every op this flow
+    /// enqueues outside a capture is preceded by a stream marker. Queue the profiled work behind
+    /// a long kernel so that the gaps between markers are device time, not host launch time.
+    pub fn profile_begin(&self) {
+        self.prof.begin();
+    }
+
+    /// Ends the profile: device ms per op category, largest first. Waits for the stream.
+    pub fn profile_end(&self) -> Result<Vec<ProfileRow>, FlowError> {
+        Ok(self.prof.end(self.be.as_ref())?)
+    }
+
+    /// The fixed token-id input buffer (`u32`, `max_call_tokens + lookahead`).
+    pub fn ids(&self) -> DevPtr {
+        self.w.ids.ptr()
+    }
+
+    /// Bytes of the fixed token-id buffer.
+    pub fn ids_bytes(&self) -> usize {
+        self.w.ids.bytes()
+    }
+
+    /// The fixed speaker-embedding input buffer (`[1, spk_dim]`, raw), the flow's `spk` input.
+    pub fn spk(&self) -> DevPtr {
+        self.w.spk.ptr()
+    }
+
+    /// The encoder's output `mu` (`[frames, mel]`), the flow's `mu` input.
+    pub fn mu(&self) -> DevPtr {
+        self.w.mu.ptr()
+    }
+
+    /// The flow's `cond` input (`[frames, mel]`): the prompt mel during priming, zeros after.
+    pub fn cond(&self) -> DevPtr {
+        self.w.cond.ptr()
+    }
+
+    /// The solver state `x` (`[frames, mel]`), initialized from the noise table inside the flow.
+    pub fn x(&self) -> DevPtr {
+        self.w.xs.ptr()
+    }
+
+    /// The emitted mel `[mel, frames]` of the last flow call that ran the final step.
+    pub fn mel_out(&self) -> DevPtr {
+        self.w.mel_out.ptr()
+    }
+
+    /// Bytes of each of the fixed `mu`, `cond` and `x` buffers.
+    pub fn io_bytes(&self) -> usize {
+        self.w
+            .mu
+            .bytes()
+            .min(self.w.cond.bytes())
+            .min(self.w.xs.bytes())
+    }
+
+    /// The per-layer conformer workspace (written by every encoder call).
+    pub fn conformer_workspace(&self) -> DevPtr {
+        self.w.conf_ws.ptr()
+    }
+
+    /// Frames one call of `n_tokens` tokens presents.
+    pub fn call_frames(&self, n_tokens: usize, last_chunk: bool) -> usize {
         let e = &self.cfg.encoder;
-        let frames = tokens.len().saturating_sub(e.pre_lookahead) * e.up_stride;
-        if mel.len() != frames * self.cfg.mel {
-            return Err(FlowError::Input(format!(
-                "prompt mel has {} values, expected {frames} frames × {} bins",
-                mel.len(),
-                self.cfg.mel
-            )));
-        }
-        let spk = self.speaker(spk)?;
-        let mut conformer = ConformerCache::empty(e);
-        let (frames, mu) = self.encode(tokens, false, &mut conformer)?;
-        let mut estimator = self.empty_estimator(solver.n_steps);
-        self.solve(frames, &mu, &spk, Some(mel), &mut estimator, solver)?;
-        Ok(FlowCache {
-            conformer,
-            estimator,
+        let t = if last_chunk {
+            n_tokens + e.pre_lookahead
+        } else {
+            n_tokens
+        };
+        t.saturating_sub(e.pre_lookahead) * e.up_stride
+    }
+
+    /// Encoder I/O of `st` for a call of `n_tokens` tokens from the fixed id buffer.
+    pub fn encoder_io(
+        &self,
+        st: &DeviceState,
+        n_tokens: usize,
+        last_chunk: bool,
+    ) -> Result<EncoderIo, FlowError> {
+        let t = &st.tensors;
+        Ok(EncoderIo {
+            ids: RawTensor::packed(self.w.ids.ptr(), &[n_tokens])?,
+            last_chunk,
+            t_tok: st.t_tok,
+            carry: t.conformer,
+            up_carry: t.upsample,
+            pre_cnn: t.pre_lookahead,
+            up_cnn: t.up_layer,
+            write_back: st.store.is_fixed(),
+            keeps: st.keeps,
         })
     }
 
-    /// `inference_chunk`: one streaming chunk (`tokens` include the lookahead unless
-    /// `last_chunk`). Returns the mel `[mel, frames]` (channel-major, as the vendor's `feat[0]`).
-    /// Retention is a separate step: [`FlowCache::retain`].
-    pub fn inference_chunk(
-        &self,
-        tokens: &[u32],
-        spk: &[f32],
-        cache: &mut FlowCache,
-        last_chunk: bool,
-        solver: &SolverParams,
-    ) -> Result<Vec<f32>, FlowError> {
-        if cache.estimator.n_steps != solver.n_steps {
-            return Err(FlowError::Input(format!(
-                "cache primed for {} solver steps, called with {}",
-                cache.estimator.n_steps, solver.n_steps
-            )));
-        }
-        let spk = self.speaker(spk)?;
-        let (frames, mu) = self.encode(tokens, last_chunk, &mut cache.conformer)?;
-        let x = self.solve(frames, &mu, &spk, None, &mut cache.estimator, solver)?;
-        let mel = self.cfg.mel;
-        let mut feat = vec![0.0f32; mel * frames];
-        k::copy::transpose(frames, mel, &x, mel, &mut feat, frames);
-        Ok(feat)
+    /// Flow I/O of `st` for a call presenting `frames` frames (mu/cond/spk from the fixed
+    /// buffers).
+    pub fn flow_io(&self, st: &DeviceState, frames: usize) -> Result<FlowIo, FlowError> {
+        let c = &self.cfg;
+        let t = &st.tensors;
+        Ok(FlowIo {
+            l_old: st.est_extent,
+            mu: RawTensor::packed(self.w.mu.ptr(), &[frames, c.mel])?,
+            cond: RawTensor::packed(self.w.cond.ptr(), &[frames, c.mel])?,
+            spk: RawTensor::packed(self.w.spk.ptr(), &[1, c.spk_dim])?,
+            carry: t.carry,
+            ws: t.workspace,
+            est_cnn: t.estimator_conv,
+            write_back: st.store.is_fixed(),
+            keep: st.keeps.carry,
+            solver: st.solver,
+        })
     }
 
-    fn empty_estimator(&self, n_steps: usize) -> EstimatorCache {
-        let per_step = self.cfg.dit.depth * self.dit.cnn_elems(CFG_BATCH);
-        EstimatorCache {
-            n_steps,
-            extent: 0,
-            att: Vec::new(),
-            cnn: vec![0.0; n_steps * per_step],
-        }
-    }
-
-    /// `CausalConditionalCFM.forward_chunk` + `solve_euler_chunk`: returns `x` `[frames, mel]`
-    /// (time-major) and advances the estimator cache by `frames`.
-    fn solve(
-        &self,
-        frames: usize,
-        mu: &[f32],
-        spk: &[f32],
-        cond: Option<&[f32]>,
-        est: &mut EstimatorCache,
-        solver: &SolverParams,
-    ) -> Result<Vec<f32>, FlowError> {
-        let mel = self.cfg.mel;
-        let dc = &self.cfg.dit;
-        let (depth, cin) = (dc.depth, dc.in_channels);
-        if solver.n_steps == 0 {
-            return Err(FlowError::Input("zero solver steps".into()));
-        }
-        let offset = est.extent;
-        if offset + frames > self.noise_frames {
+    /// The `encoder` callable: embedding, encoder and `encoder_proj` of the tokens in `io.ids`
+    /// (mu lands in [`DeviceFlow::mu`]). Stream work only. Returns `(frames, conformer extent on
+    /// the token clock after retention)`.
+    ///
+    /// Token counts, extents, capacities and the I/O tensors' dims are checked against this
+    /// flow (an [`FlowError::Input`] otherwise, before anything is queued); the memory `io`
+    /// names cannot be.
+    ///
+    /// # Safety
+    /// Every tensor in `io` lies, over its span, inside a live buffer of this flow's backend
+    /// that stays alive until the call's work completes (every replay of a graph it is captured
+    /// into, too); these regions do not overlap each other or this flow's buffers, except `ids`
+    /// being [`DeviceFlow::ids`]. An [`DeviceFlow::encoder_io`] of a [`DeviceState`] this flow
+    /// created satisfies it (so do staging copies of the same shapes).
+    pub unsafe fn encoder_call(&self, io: &EncoderIo) -> Result<(usize, usize), FlowError> {
+        let c = &self.cfg;
+        let e = &c.encoder;
+        let (d, la, s) = (e.dim, e.pre_lookahead, e.up_stride);
+        let dk2 = 2 * (d / e.heads);
+        let caps = &self.caps;
+        expect(
+            "carry",
+            &io.carry,
+            &[Some(e.blocks), Some(e.heads), None, Some(dk2)],
+        )?;
+        let up_dims = [Some(e.up_blocks), Some(e.heads), None, Some(dk2)];
+        expect("up_carry", &io.up_carry, &up_dims)?;
+        expect("pre_cnn", &io.pre_cnn, &[Some(CONV2_K - 1), Some(d)])?;
+        expect("up_cnn", &io.up_cnn, &[Some(2 * s), Some(d)])?;
+        expect("ids", &io.ids, &[None])?;
+        let t = io.ids.dims()[0];
+        let (cap_tok, cap_up) = (io.carry.dims()[2], io.up_carry.dims()[2]);
+        if io.t_tok > cap_tok || io.t_tok * s > cap_up || t > self.limits.max_call_tokens {
             return Err(FlowError::Input(format!(
-                "noise table has {} frames, the call needs [{offset}, {})",
-                self.noise_frames,
-                offset + frames
+                "encoder call: {t} tokens over a conformer extent of {} tokens (capacity \
+                 {cap_tok} tokens, {cap_up} frames)",
+                io.t_tok
             )));
         }
-        // z = rand_noise[:, :, offset : offset + frames] · temperature, time-major
-        let mut x = vec![0.0f32; frames * mel];
-        k::copy::transpose(
-            mel,
-            frames,
-            &self.noise[offset..],
-            self.noise_frames,
-            &mut x,
-            mel,
-        );
-        k::act::scale_inplace(&mut x, solver.temperature);
+        // The conformer workspaces hold `work_tok` tokens / `work_up` frames per layer (and the
+        // position table `pe_size` = `work_up` frames): the cache plus the call's new frames
+        // must fit, as must the kept frames in the caches written back.
+        let tn_max = if io.last_chunk {
+            Some(t)
+        } else {
+            t.checked_sub(la)
+        };
+        let (kept_tok, kept_up) = (io.keeps.conformer.bound(), io.keeps.upsample.bound());
+        if tn_max.is_none_or(|tn| {
+            io.t_tok + tn > caps.work_tok
+                || (io.t_tok + tn) * s > caps.work_up
+                || (io.write_back && (kept_tok > cap_tok || kept_up > cap_up))
+        }) {
+            return Err(FlowError::Input(format!(
+                "encoder call: {t} tokens over a conformer extent of {} tokens exceed the \
+                 workspace ({} tokens) or the caches ({cap_tok} tokens, {cap_up} frames) the \
+                 contract keeps {kept_tok} tokens / {kept_up} frames in",
+                io.t_tok, caps.work_tok
+            )));
+        }
+        let cx = self.cx();
+        let w = &self.w;
+        // SAFETY: the caller's promise (`# Safety`): every tensor of `io` lies in live memory
+        // of this backend for as long as the call's work may run.
+        let (ids, conformer, upsample, pre_lookahead, up_layer) = unsafe {
+            (
+                io.ids.bind(),
+                io.carry.bind(),
+                io.up_carry.bind(),
+                io.pre_cnn.bind(),
+                io.up_cnn.bind(),
+            )
+        };
+        self.embedding.forward(&cx, ids, v(&w.a, &[t, d])?)?;
+        let st = EncoderState {
+            conformer,
+            tokens: io.t_tok,
+            upsample,
+            pre_lookahead,
+            up_layer,
+            write_back: io.write_back,
+            keep_conformer: &io.keeps.conformer,
+            keep_upsample: &io.keeps.upsample,
+        };
+        let pe = v(&self.pe, &[2 * caps.pe_size - 1, d])?;
+        let (tu, kept) = self
+            .encoder
+            .forward(&cx, w, caps, pe, (t, io.last_chunk), st)?;
+        self.encoder_proj
+            .forward(&cx, v(&w.a, &[tu, d])?, v(&w.mu, &[tu, c.mel])?)?;
+        Ok((tu, kept))
+    }
 
-        // x_in = [x ‖ mu ‖ spk ‖ cond] for the conditional row, [x ‖ 0 ‖ 0 ‖ 0] for the other
+    /// The `flow` callable: solver steps `steps` of the CFM Euler loop over the DiT estimator.
+    /// The first step also normalizes and projects the speaker (`io.spk`), draws `x` from the
+    /// noise table at offset `io.l_old` and assembles `[x ‖ mu ‖ spk ‖ cond]`; the last step
+    /// also writes the mel to [`DeviceFlow::mel_out`]. Stream work only. Returns the estimator
+    /// extent after retention.
+    ///
+    /// Steps, frame counts, extents, capacities and the I/O tensors' dims are checked against
+    /// this flow (an [`FlowError::Input`] otherwise, before anything is queued); the memory
+    /// `io` names cannot be.
+    ///
+    /// # Safety
+    /// Every tensor in `io` lies, over its span, inside a live buffer of this flow's backend
+    /// that stays alive until the call's work completes (every replay of a graph it is captured
+    /// into, too); these regions do not overlap each other or this flow's buffers, except `mu`,
+    /// `cond` and `spk` being this flow's input buffers. A [`DeviceFlow::flow_io`] of a
+    /// [`DeviceState`] this flow created satisfies it (so do staging copies of the same shapes).
+    pub unsafe fn flow_call(&self, io: &FlowIo, steps: Range<usize>) -> Result<usize, FlowError> {
+        let c = &self.cfg;
+        let dc = &c.dit;
+        let (mel, cin, hid) = (c.mel, dc.in_channels, dc.hidden);
+        let per_step = [Some(dc.depth), Some(CFG_BATCH), Some(dc.heads), None];
+        let kv = Some(2 * dc.head_dim);
+        let stepped = |x: &[Option<usize>]| -> Vec<Option<usize>> {
+            std::iter::once(None).chain(x.iter().copied()).collect()
+        };
+        expect("mu", &io.mu, &[None, Some(mel)])?;
+        let frames = io.mu.dims()[0];
+        expect("cond", &io.cond, &[Some(frames), Some(mel)])?;
+        expect("spk", &io.spk, &[Some(1), Some(c.spk_dim)])?;
+        let one_step: Vec<_> = per_step.iter().copied().chain([kv]).collect();
+        let carry_slice = io.carry.dims().len() == one_step.len();
+        if carry_slice {
+            expect("carry", &io.carry, &one_step)?;
+        } else {
+            expect("carry", &io.carry, &stepped(&one_step))?;
+        }
+        expect("ws", &io.ws, &stepped(&one_step))?;
+        let cnn = [
+            Some(dc.depth),
+            Some(CFG_BATCH),
+            Some(2),
+            Some(CONV_K - 1),
+            Some(hid),
+        ];
+        expect("est_cnn", &io.est_cnn, &stepped(&cnn))?;
+        let sv = io.solver;
+        let l_old = io.l_old;
+        let tk = l_old + frames;
+        if tk > self.noise_frames {
+            return Err(FlowError::Input(format!(
+                "noise table has {} frames, the call needs {tk}",
+                self.noise_frames
+            )));
+        }
+        let carry_steps = if carry_slice { 1 } else { io.carry.dims()[0] };
+        if sv.n_steps == 0
+            || steps.end > sv.n_steps
+            || steps.start >= steps.end
+            || (carry_slice && steps.len() != 1)
+            || (!carry_slice && steps.end > carry_steps)
+            || steps.end > io.ws.dims()[0]
+        {
+            return Err(FlowError::Input(format!(
+                "solver steps {steps:?} of {} (the carry holds {carry_steps}, the workspace {})",
+                sv.n_steps,
+                io.ws.dims()[0]
+            )));
+        }
+        let conv_steps = io.est_cnn.dims()[0];
+        if steps.end > conv_steps {
+            return Err(FlowError::Input(format!(
+                "solver steps {steps:?}: the estimator conv cache holds {conv_steps} steps"
+            )));
+        }
+        // frame capacities: the carry's frame axis is its 4th (one step) or 5th (step-major)
+        let cap = io.carry.dims()[if carry_slice { 3 } else { 4 }];
+        let work = io.ws.dims()[4];
+        if io.write_back && io.keep.bound() > cap {
+            return Err(FlowError::Input(format!(
+                "flow call: the carry keeps {} frames, it holds {cap}",
+                io.keep.bound()
+            )));
+        }
+        if tk > work || l_old > cap || frames > self.caps.t_up {
+            return Err(FlowError::Input(format!(
+                "flow call: {l_old} + {frames} frames exceed the workspace ({work}) or carry \
+                 ({cap})"
+            )));
+        }
+        let cx = self.cx();
+        let w = &self.w;
+        // SAFETY: the caller's promise (`# Safety`): every tensor of `io` lies in live memory
+        // of this backend for as long as the call's work may run.
+        let (mu, cond, spk, carry, ws, est_cnn) = unsafe {
+            (
+                io.mu.bind(),
+                io.cond.bind(),
+                io.spk.bind(),
+                io.carry.bind(),
+                io.ws.bind(),
+                io.est_cnn.bind(),
+            )
+        };
         let rows = CFG_BATCH * frames;
-        let mut x_in = vec![0.0f32; rows * cin];
-        k::copy::copy_block(frames, mel, mu, mel, &mut x_in[mel..], cin);
-        k::copy::broadcast_row(frames, mel, spk, &mut x_in[2 * mel..], cin);
-        if let Some(c) = cond {
-            k::copy::copy_block(frames, mel, c, mel, &mut x_in[3 * mel..], cin);
+        let xs = v(&w.xs, &[frames, mel])?;
+        let xin = v(&w.xin, &[rows, cin])?;
+        if steps.start == 0 {
+            let proj = self.speaker(&cx, spk)?;
+            // z = noise[:, l_old : l_old + frames]ᵀ · temperature
+            let noise = v(&self.noise, &[mel, self.noise_frames])?.narrow(1, l_old, frames)?;
+            ops::transpose(&cx, xs, noise)?;
+            ops::act(&cx, xs, Act::Scale(sv.temperature))?;
+            // x_in = [x ‖ mu ‖ spk ‖ cond] / [x ‖ 0 ‖ 0 ‖ 0]
+            ops::memset(&cx, xin, 0)?;
+            let first = xin.rows(0, frames)?;
+            ops::copy(&cx, first.narrow(1, mel, mel)?, mu)?;
+            ops::copy(
+                &cx,
+                first.narrow(1, 2 * mel, mel)?,
+                proj.broadcast(0, frames)?,
+            )?;
+            ops::copy(&cx, first.narrow(1, 3 * mel, mel)?, cond)?;
         }
-
-        let t_span = cosine_t_span(solver.n_steps);
-        let mut t = t_span[0];
-        let mut dt = t_span[1] - t_span[0];
-        let l_old = est.extent;
-        let l_new = l_old + frames;
-        let att_old = CFG_BATCH * dc.heads * l_old * 2 * dc.head_dim;
-        let att_new = CFG_BATCH * dc.heads * l_new * 2 * dc.head_dim;
-        let cnn_len = self.dit.cnn_elems(CFG_BATCH);
-        let mut new_att_all = Vec::with_capacity(solver.n_steps * depth * att_new);
-        let mut new_cnn_all = Vec::with_capacity(solver.n_steps * depth * cnn_len);
-        let mut new_att = vec![Vec::new(); depth];
-        let mut new_cnn = vec![Vec::new(); depth];
-        for step in 1..=solver.n_steps {
-            for b in 0..CFG_BATCH {
-                k::copy::copy_block(frames, mel, &x, mel, &mut x_in[b * frames * cin..], cin);
+        let t_span = cosine_t_span(sv.n_steps);
+        let (mut t, mut dt) = step_time(&t_span, steps.start);
+        let mut kept = ops::carry::kept(&io.keep, tk);
+        let x_rows = v(&w.xin, &[CFG_BATCH, frames, cin])?.narrow(2, 0, mel)?;
+        for step in steps.start + 1..=steps.end {
+            let si = step - 1;
+            let ws_step = ws.index(0, si)?;
+            let carry_step = if carry_slice {
+                carry
+            } else {
+                carry.index(0, si)?
+            };
+            // x_in[b] ← x for both CFG rows
+            ops::copy_batched(&cx, x_rows, xs.broadcast(0, CFG_BATCH)?)?;
+            let st = StepState {
+                carry: carry_step,
+                extent: l_old,
+                work: ws_step,
+                conv: est_cnn.index(0, si)?,
+            };
+            self.dit.forward(&cx, w, t, frames, st)?;
+            // carry write-back for this step (every layer's [new ‖ old] → carry), state rule:
+            // the frames the contract's keep names, head ‖ tail of the prepend storage
+            if io.write_back {
+                let (dst, src) = (carry_step.flatten(0, 2)?, ws_step.flatten(0, 2)?);
+                kept = ops::carry::write_back(&cx, dst, src, tk, &io.keep)?;
             }
-            let s = step - 1;
-            let caches: Vec<StepCache<'_>> = (0..depth)
-                .map(|l| {
-                    let i = s * depth + l;
-                    StepCache {
-                        att: &est.att[i * att_old..(i + 1) * att_old],
-                        cnn: &est.cnn[i * cnn_len..(i + 1) * cnn_len],
-                        t_cache: l_old,
-                    }
-                })
-                .collect();
-            let cond_act = self.dit.time_condition(t);
-            let v = self.dit.forward_chunk(
-                CFG_BATCH,
-                frames,
-                &x_in,
-                &cond_act,
-                &caches,
-                &mut new_att,
-                &mut new_cnn,
-            );
-            let n = frames * mel;
-            k::elementwise::cfg_euler_step(&mut x, &v[..n], &v[n..2 * n], solver.cfg_rate, dt);
+            // final layer (w.xn = modulate(norm_final(x))), guidance, Euler step
+            self.dit.output(&cx, w, frames)?;
+            let vel = v(&w.vel, &[CFG_BATCH, frames, mel])?;
+            ops::cfg_euler(&cx, xs, vel, sv.cfg_rate, dt)?;
             t += dt;
-            if step < solver.n_steps {
+            if step < sv.n_steps {
                 dt = t_span[step + 1] - t;
             }
-            for l in 0..depth {
-                new_att_all.extend_from_slice(&new_att[l]);
-                new_cnn_all.extend_from_slice(&new_cnn[l]);
-            }
         }
-        est.att = new_att_all;
-        est.cnn = new_cnn_all;
-        est.extent = l_new;
-        Ok(x)
+        if steps.end == sv.n_steps {
+            ops::transpose(&cx, v(&w.mel_out, &[mel, frames])?, xs)?;
+        }
+        Ok(kept)
     }
-}
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn t_span_is_cosine() {
-        let ts = cosine_t_span(10);
-        assert_eq!(ts.len(), 11);
-        assert_eq!(ts[0], 0.0);
-        assert!((ts[10] - 1.0).abs() < 1e-7);
-        for (i, t) in ts.iter().enumerate() {
-            let want = 1.0 - (i as f64 / 10.0 * std::f64::consts::FRAC_PI_2).cos();
-            assert!((*t as f64 - want).abs() < 1e-6);
-        }
+    /// `F.normalize` and `spk_embed_affine_layer` of the raw embedding `raw` (`[1, spk_dim]`)
+    /// into `w.small`; returns the projection (`[mel]`).
+    fn speaker<'a>(&'a self, cx: &Ctx<'_>, raw: Tensor<'_>) -> Result<Tensor<'a>, FlowError> {
+        let c = &self.cfg;
+        let base = c.dit.freq_dim + 13 * c.dit.hidden;
+        let small = Tensor::of(&self.w.small)?;
+        let normed = small.narrow(0, base, c.spk_dim)?.view(&[1, c.spk_dim])?;
+        let proj = small.narrow(0, base + c.spk_dim, c.mel)?;
+        ops::l2_normalize(cx, normed, raw, 1e-12)?;
+        self.spk_affine
+            .forward(cx, normed, proj.view(&[1, c.mel])?)?;
+        Ok(proj)
     }
 }

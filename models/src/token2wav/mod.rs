@@ -1,41 +1,51 @@
 //! Rust port of the Token2Wav flow decoder (Step-Audio2 / MiniCPM-o 4.5; vendor module
-//! `stepaudio2.cosyvoice2` of minicpmo-utils 1.0.7): token embedding →
-//! `UpsampleConformerEncoderV2` (streaming caches) → `encoder_proj` (`mu`) →
-//! `CausalConditionalCFM` (Euler, cosine schedule, CFG as a batch of 2, noise from the fixed
-//! table at the cache offset) over the DiT estimator → mel.
+//! `stepaudio2.cosyvoice2` of minicpmo-utils 1.0.7) on a runtime backend, over the [`crate::nn`]
+//! layers: token embedding → `UpsampleConformerEncoderV2` (streaming caches) →
+//! `encoder_proj` (`mu`) → `CausalConditionalCFM` (Euler, cosine schedule, CFG as a batch of 2,
+//! noise from the fixed table at the cache offset) over the DiT estimator → mel.
 //!
-//! The arithmetic runs through the slice functions of `dcc_kernels`' op families (the bodies of
-//! the kernels' host twins); this module owns the orchestration and the streaming state.
+//! [`DeviceFlow`] holds the weights and workspace; a session's streaming state is a
+//! [`DeviceState`] whose shapes and retention come from the contract ([`state`]). The contract's
+//! callables `encoder` and `flow` are [`DeviceFlow::encoder_call`] and
+//! [`DeviceFlow::flow_call`] over explicit I/O ([`EncoderIo`], [`FlowIo`]); [`serve`] wraps
+//! them in the replay engine. The Host backend is the CPU reference; the vendor's golden outputs
+//! (`testdata/token2wav_tiny`) are the truth.
 //!
 //! ```no_run
-//! use dcc_models::token2wav::{Flow, Retention, SolverParams};
-//! let flow = Flow::load("weights.safetensors").unwrap();
-//! let solver = SolverParams::default();
+//! use dcc_models::nn::WeightStore;
+//! use dcc_models::token2wav::serve::{ContractView, Token2WavTiny};
+//! use dcc_models::token2wav::{DeviceFlow, DeviceLimits, FlowConfig, SolverParams};
+//! let ws = WeightStore::load("weights.safetensors").unwrap();
+//! let cfg = FlowConfig::from_weights(&ws).unwrap();
+//! let contract = ContractView::of::<Token2WavTiny>().unwrap();
+//! let limits = DeviceLimits { max_call_tokens: 154, carry_frames: 402 };
+//! let dev = DeviceFlow::new(dcc_runtime::backend::host(), &ws, &cfg, limits).unwrap();
+//! let mut st = dev.new_state_in_arena(SolverParams::default(), &contract.arena).unwrap();
 //! # let (prompt, mel, spk, chunk) = (vec![0u32; 154], vec![0f32; 302 * 80], vec![0f32; 192], vec![0u32; 28]);
-//! let mut cache = flow.setup_cache(&prompt, &mel, &spk, &solver).unwrap();
-//! let feat = flow.inference_chunk(&chunk, &spk, &mut cache, false, &solver).unwrap(); // [80, 50]
-//! cache.retain(flow.config(), &Retention::paper(302, 100));
+//! dev.setup_cache(&mut st, &prompt, &mel, &spk).unwrap();
+//! let feat = dev.inference_chunk(&mut st, &chunk, &spk, false).unwrap(); // [80, 50]
 //! ```
 
 mod config;
-mod device;
 mod dit;
 mod encoder;
 mod flow;
-mod layers;
-mod retention;
+mod io;
 pub mod serve;
-mod weights;
+pub mod state;
+mod store;
+mod work;
 
 pub use config::{DitConfig, EncoderConfig, FlowConfig};
-pub use device::{
-    Contexts, DeviceFlow, DeviceLimits, DeviceState, EncoderIo, FlowIo, ProfileRow, STOCK_FRAMES,
-    STOCK_STEPS, StateStore,
+pub use flow::{DeviceFlow, SolverParams, cosine_t_span};
+pub use io::{EncoderIo, FlowIo};
+pub use state::{
+    Contexts, DeviceState, Keeps, STOCK_FRAMES, STOCK_STEPS, StateStore, StateTensors,
+    StockBuffers, region_shape,
 };
-pub use encoder::ConformerCache;
-pub use flow::{EstimatorCache, Flow, FlowCache, SolverParams, cosine_t_span};
-pub use retention::{Retention, RetentionOrder, Segments};
-pub use weights::{Tensor, WeightStore};
+pub use work::DeviceLimits;
+
+use crate::nn::{LoadError, OpError, WeightError};
 
 use std::fmt;
 
@@ -74,11 +84,47 @@ pub enum FlowError {
     Input(String),
     /// The runtime backend refused an operation.
     Device(String),
+    /// An op refused its operands.
+    Op(OpError),
 }
 
 impl From<dcc_runtime::Error> for FlowError {
     fn from(e: dcc_runtime::Error) -> Self {
         FlowError::Device(e.to_string())
+    }
+}
+
+impl From<OpError> for FlowError {
+    fn from(e: OpError) -> Self {
+        FlowError::Op(e)
+    }
+}
+
+impl From<WeightError> for FlowError {
+    fn from(e: WeightError) -> Self {
+        match e {
+            WeightError::Io(s) => FlowError::Io(s),
+            WeightError::Format(s) => FlowError::Format(s),
+            WeightError::Missing(s) => FlowError::Missing(s),
+            WeightError::Shape {
+                name,
+                expected,
+                found,
+            } => FlowError::Shape {
+                name,
+                expected,
+                found,
+            },
+        }
+    }
+}
+
+impl From<LoadError> for FlowError {
+    fn from(e: LoadError) -> Self {
+        match e {
+            LoadError::Weight(e) => e.into(),
+            LoadError::Device(e) => e.into(),
+        }
     }
 }
 
@@ -101,6 +147,7 @@ impl fmt::Display for FlowError {
             FlowError::Config(s) => write!(f, "unsupported weights: {s}"),
             FlowError::Input(s) => write!(f, "bad input: {s}"),
             FlowError::Device(s) => write!(f, "device: {s}"),
+            FlowError::Op(e) => write!(f, "op: {e}"),
         }
     }
 }

@@ -15,11 +15,10 @@
 //!   [`ExactShapeReplay`]; the closures take every tensor address from the [`Call`]. The
 //!   prompt-priming pass and `last_chunk` calls run eager by construction.
 //!
-//! Retention (paper vs vendor slicing) is read from the contract: the `carry` region's storage
-//! order (`prepend`) and keep rule (`head = retained, tail = prompt`: paper eq. 2; `head =
-//! prompt, tail = retained`: minicpmo-utils 1.0.7's slices), checked against the
-//! conformer caches' (`conformer_cache` on the token clock, `upsample_cache` on the frame clock:
-//! append order, natural rule, the same frames).
+//! Retention is read from the contract: each cache region's storage order and kept slices
+//! ([`Keeps`]: the `carry` region's `head ‖ tail` of its prepend storage — paper eq. 2 keeps
+//! `head = retained, tail = prompt`, minicpmo-utils 1.0.7 `head = prompt, tail = retained` —
+//! and the conformer caches' on their own clocks), handed to the carry as declared.
 //!
 //! Signature keys are built from the contract's regions as the port stores them (the spec's
 //! `layout:`, e.g. `carry` = `[step, layer, cfg, head, frame, k‖v]`) and from the tensors the
@@ -39,9 +38,10 @@ use dcc_runtime::replay::{
 };
 use dcc_runtime::rng::HostRng;
 
-use super::device::{DeviceFlow, DeviceState, EncoderIo, FlowIo};
-use super::retention::Retention;
-use super::{FlowError, SolverParams};
+use super::{
+    DeviceFlow, DeviceState, EncoderIo, FlowError, FlowIo, Keeps, SolverParams, region_shape,
+};
+use dcc_runtime::ops::RawTensor;
 
 macro_rules! adapter {
     ($(#[$m:meta])* $name:ident, $spec:literal, $carry:literal, $ws:literal, $conf:literal, $up:literal,
@@ -157,7 +157,8 @@ pub struct ContractView {
     /// Whether the adapter asks for capture of each (`#[callable(x, eager)]` → false).
     pub capture_encoder: bool,
     pub capture_flow: bool,
-    pub retention: Retention,
+    /// What each cache keeps (the regions' declared `keep`).
+    pub keeps: Keeps,
     /// The generated admission predicates (`NativeClock::admit`).
     pub admit: fn(&str, usize) -> Option<bool>,
 }
@@ -192,25 +193,10 @@ impl ContractView {
             flow: flow.callable,
             capture_encoder: enc.capture,
             capture_flow: flow.capture,
-            retention: retention_of(&arena)?,
+            keeps: Keeps::of(&arena)?,
             admit: <A::Contract as NativeClock>::admit,
         })
     }
-}
-
-/// The retention a contract declares: the `carry` region's storage order and keep rule (paper
-/// or vendor slicing), checked against the conformer caches' (`conformer_cache`,
-/// `upsample_cache`).
-pub fn retention_of(arena: &ArenaLayout) -> Result<Retention, FlowError> {
-    let carry = arena
-        .region("carry")
-        .ok_or_else(|| FlowError::Config("the contract has no `carry` region".into()))?;
-    let conformers: Vec<&RegionInfo> = ["conformer_cache", "upsample_cache"]
-        .iter()
-        .filter_map(|n| arena.region(n))
-        .collect();
-    Retention::from_contract(carry, &conformers)
-        .map_err(|m| FlowError::Config(format!("contract retention: {m}")))
 }
 
 /// A view of `region` at extent `extent` along its clock axis `axis` (`frame`, `token`), in
@@ -362,11 +348,10 @@ impl Session {
         arm: Arm,
         solver: SolverParams,
     ) -> Result<Session, FlowError> {
-        let r = contract.retention;
         let st = if arm.state_rule() {
-            dev.new_state_in_arena(solver, r, &contract.arena)?
+            dev.new_state_in_arena(solver, &contract.arena)?
         } else {
-            dev.new_state_stock(solver, r)?
+            dev.new_state_stock(solver, &contract.arena)?
         };
         let chunk_tokens = contract
             .encoder
@@ -418,22 +403,20 @@ impl Session {
 
     fn build_engines(&mut self, g: Granularity) -> Result<(), FlowError> {
         let dev = &self.dev;
-        let c = dev.config().clone();
-        let (e, d) = (&c.encoder, &c.dit);
         let rule = self.arm.state_rule();
         let be = dev.backend().clone();
         let rng = Arc::new(HostRng::new(0));
-        let r = self.contract.retention;
+        let keeps = self.contract.keeps;
         let solver = self.st.solver();
-        let frames = dev.call_frames(self.chunk_tokens, false);
-        let (est_cap, conf_cap, up_cap, ws_frames) = (
-            self.st.estimator_cap(),
-            self.st.conformer_cap(),
-            self.st.upsample_cap(e.up_stride),
-            self.st.workspace_frames(),
-        );
-        let conv_steps = self.st.conv_steps();
-        let s = e.up_stride;
+        // the state's layouts; replay substitutes the addresses (staging copies of the same
+        // shapes), and the stock store's caches are compact at the extents the call sees
+        let st = *self.st.tensors();
+        let packed = |call: &Call<'_>, i: usize| -> dcc_runtime::Result<RawTensor> {
+            let dims = call.dims(i)?;
+            RawTensor::packed(call.input(i)?, dims).map_err(|e| rt(e.into()))
+        };
+        let (conformer, upsample) = (self.contract.conformer, self.contract.upsample);
+        let carry = self.contract.carry;
 
         // encoder: scalars = the extents of `conformer_cache` (tokens) and `upsample_cache`
         // (frames), in read order (the pinned conv contexts add none)
@@ -442,8 +425,10 @@ impl Session {
         if !rule {
             let ext = |sig: &Signature, i: usize| sig.scalars.get(i).map(|&v| v as usize);
             spec.catalog = staged_catalog(enc_info.catalog, |name, sig| match name {
-                "cache" => ext(sig, 0).map(|t| dev.conformer_dims(t).to_vec()),
-                "up_cache" => ext(sig, 1).map(|f| dev.upsample_dims(f).to_vec()),
+                "cache" => ext(sig, 0).and_then(|t| region_shape(conformer, &[("token", t)]).ok()),
+                "up_cache" => {
+                    ext(sig, 1).and_then(|f| region_shape(upsample, &[("frame", f)]).ok())
+                }
                 _ => None,
             });
             // the stock store leaves [carry ‖ new] in the conformer workspace; the conv contexts
@@ -456,28 +441,33 @@ impl Session {
         let devc = dev.clone();
         let f: Callable = Box::new(move |call: &mut Call<'_>| {
             let t_tok = call.scalar(0)? as usize;
+            let n_tokens = call.dims(0)?.iter().product::<usize>();
             let io = EncoderIo {
-                ids: call.input(0)?,
-                n_tokens: call.dims(0)?.iter().product(),
+                ids: RawTensor::packed(call.input(0)?, &[n_tokens]).map_err(|e| rt(e.into()))?,
                 last_chunk: false,
                 t_tok,
-                carry: call.input(1)?,
-                carry_cap: if rule { conf_cap } else { t_tok },
-                up_carry: call.input(2)?,
-                up_cap: if rule { up_cap } else { t_tok * s },
+                carry: if rule {
+                    st.conformer.with_ptr(call.input(1)?)
+                } else {
+                    packed(call, 1)?
+                },
+                up_carry: if rule {
+                    st.upsample.with_ptr(call.input(2)?)
+                } else {
+                    packed(call, 2)?
+                },
                 write_back: rule,
-                pre_cnn: call.input(3)?,
-                up_cnn: call.input(4)?,
-                retention: r,
+                pre_cnn: st.pre_lookahead.with_ptr(call.input(3)?),
+                up_cnn: st.up_layer.with_ptr(call.input(4)?),
+                keeps,
             };
             // SAFETY: `enqueue_chunk` is the only caller of this engine: it binds input 0 to
             // the flow's id buffer ([1, n_tokens]), inputs 1-4 and the writes to this
-            // session's conformer carries (dims `conformer_dims`/`upsample_dims` of their
-            // capacity, or of the stock store's extent t_tok = scalar 0) and conv contexts
-            // (`pre_lookahead_dims`, `up_layer_dims`), all buffers of `self.st`, a state of
-            // `dev`, which the session owns for the engine's life; during capture the engine
-            // may bind staging copies of the same shapes instead. The capacities above are
-            // the ones those dims were built from.
+            // session's conformer caches (the state's layouts under the state rule; the stock
+            // store's compact caches, of the dims the call is keyed on) and conv contexts
+            // (the state's layouts), all buffers of `self.st`, a state of `dev`, which the
+            // session owns for the engine's life; during capture the engine may bind staging
+            // copies of the same shapes instead.
             unsafe { devc.encoder_call(&io) }.map(|_| ()).map_err(rt)
         });
         self.encoder = Some(ExactShapeReplay::new(
@@ -500,13 +490,15 @@ impl Session {
         } else {
             staged_catalog(flow_info.catalog, |name, sig| {
                 let l = sig.attended;
-                (name == "cache").then(|| {
-                    if step_clock {
-                        vec![d.depth, 2, d.heads, l, 2 * d.head_dim]
-                    } else {
-                        vec![solver.n_steps, d.depth, 2, d.heads, l, 2 * d.head_dim]
-                    }
-                })
+                (name == "cache")
+                    .then(|| {
+                        if step_clock {
+                            carry.view("frame", l, &["step"]).map(|v| v.0)
+                        } else {
+                            region_shape(carry, &[("step", solver.n_steps), ("frame", l)]).ok()
+                        }
+                    })
+                    .flatten()
             })
         };
         for range in ranges {
@@ -525,33 +517,31 @@ impl Session {
             }
             let devc = dev.clone();
             let f: Callable = Box::new(move |call: &mut Call<'_>| {
-                let l_old = call.scalar(0)? as usize;
                 let io = FlowIo {
-                    l_old,
-                    frames,
-                    mu: call.input(0)?,
-                    cond: call.input(1)?,
-                    spk: call.input(2)?,
-                    carry: call.input(3)?,
-                    carry_cap: if rule { est_cap } else { l_old },
-                    carry_slice: !rule && step_clock,
-                    ws: call.write(0)?,
-                    ws_frames,
+                    l_old: call.scalar(0)? as usize,
+                    mu: packed(call, 0)?,
+                    cond: packed(call, 1)?,
+                    spk: packed(call, 2)?,
+                    carry: if rule {
+                        st.carry.with_ptr(call.input(3)?)
+                    } else {
+                        packed(call, 3)?
+                    },
+                    ws: st.workspace.with_ptr(call.write(0)?),
                     write_back: rule,
-                    est_cnn: call.input(4)?,
-                    conv_steps,
-                    retention: r,
+                    est_cnn: st.estimator_conv.with_ptr(call.input(4)?),
+                    keep: keeps.carry,
                     solver,
                 };
                 // SAFETY: `enqueue_chunk` is the only caller of these engines: it binds mu,
                 // cond and spk to the flow's input buffers ([frames, mel], [1, spk_dim]), the
-                // carry to this session's estimator carry (the contract region of `est_cap`
-                // frames under the state rule; the stock store's compact carry of extent l_old =
-                // scalar 0, one step's slice at the step clock), input 4 to its estimator conv
-                // cache of `conv_steps` steps, and the writes to its solver workspace
-                // (`ws_frames` frames, every step) and contexts, all buffers of `self.st`, a
-                // state of `dev`, owned by the session for the engines' life; during capture the
-                // engine may bind staging copies of the same shapes instead.
+                // carry to this session's estimator carry (the state's layout under the state
+                // rule; the stock store's compact carry of the dims the call is keyed on, one
+                // step's slice at the step clock), input 4 to its estimator conv cache and the
+                // writes to its solver workspace and contexts (the state's layouts), all
+                // buffers of `self.st`, a state of `dev`, owned by the session for the engines'
+                // life; during capture the engine may bind staging copies of the same shapes
+                // instead.
                 unsafe { devc.flow_call(&io, range.clone()) }
                     .map(|_| ())
                     .map_err(rt)
@@ -594,17 +584,10 @@ impl Session {
         last_chunk: bool,
     ) -> Result<usize, FlowError> {
         let dev = self.dev.clone();
-        let e = &dev.config().encoder;
-        let s = e.up_stride;
+        let s = dev.config().encoder.up_stride;
         let frames = dev.call_frames(n_tokens, last_chunk);
         let tn = frames / s;
-        let r = self.st.retention();
-        let new_tok = if e.blocks == 0 {
-            self.st.conformer_tokens() + tn
-        } else {
-            (self.st.conformer_tokens() + tn).min(r.limit() / s)
-        };
-        let est_kept = (self.st.estimator_extent() + frames).min(r.limit());
+        let (new_tok, est_kept) = dev.extents_after(&self.st, frames);
         let admitted = !last_chunk
             && n_tokens == self.chunk_tokens
             && (self.contract.admit)("flow", frames) == Some(true)
@@ -618,10 +601,10 @@ impl Session {
             // builds both together): the flow's input buffers and the state's own buffers,
             // with the capacities they were allocated with.
             let (f, nt) =
-                unsafe { dev.encoder_call(&dev.encoder_io(&self.st, n_tokens, last_chunk)) }?;
+                unsafe { dev.encoder_call(&dev.encoder_io(&self.st, n_tokens, last_chunk)?) }?;
+            let io = dev.flow_io(&self.st, f)?;
             // SAFETY: as above.
-            let kept =
-                unsafe { dev.flow_call(&dev.flow_io(&self.st, f), 0..self.st.solver().n_steps) }?;
+            let kept = unsafe { dev.flow_call(&io, 0..self.st.solver().n_steps) }?;
             debug_assert_eq!((f, nt, kept), (frames, new_tok, est_kept));
             dev.finish_call(&mut self.st, tn, nt, kept)?;
             return Ok(f);
@@ -634,41 +617,25 @@ impl Session {
         let tok_dims = [1, n_tokens];
         let tok_strides = [n_tokens, 1];
         // the conformer caches: the contract regions at their extents (state rule), or the
-        // stock store's compact carries
+        // stock store's compact caches (the state's tensors, at these extents)
+        let tensors = *self.st.tensors();
+        let layout = |r: &RawTensor| (r.dims().to_vec(), r.strides().to_vec());
         let ((cdims, cstrides), (udims, ustrides)) = if rule {
             (
                 region_view(self.contract.conformer, "token", t_tok)?,
                 region_view(self.contract.upsample, "frame", ext_up)?,
             )
         } else {
-            let compact = |dims: [usize; 4]| {
-                let strides = dcc_runtime::arena::packed_strides(&dims);
-                (dims.to_vec(), strides)
-            };
-            (
-                compact(dev.conformer_dims(t_tok)),
-                compact(dev.upsample_dims(ext_up)),
-            )
+            (layout(&tensors.conformer), layout(&tensors.upsample))
         };
         // the conv contexts: the contract regions (state rule) or the session's plain buffers,
-        // pinned extents, at fixed addresses in both stores (aliased)
+        // pinned extents, at fixed addresses in both stores (aliased): the state's tensors
         let ctx = self.st.contexts();
-        let ((pdims, pstrides), (xdims, xstrides), (edims, estrides)) = if rule {
-            let c = &self.contract;
-            (
-                region_view(c.pre_lookahead, "token", dev.pre_lookahead_dims()[0])?,
-                region_view(c.up_layer, "frame", dev.up_layer_dims()[0])?,
-                region_view(c.estimator_conv, "frame", dev.estimator_conv_dims(0)[4])?,
-            )
-        } else {
-            let compact =
-                |dims: &[usize]| (dims.to_vec(), dcc_runtime::arena::packed_strides(dims));
-            (
-                compact(&dev.pre_lookahead_dims()),
-                compact(&dev.up_layer_dims()),
-                compact(&dev.estimator_conv_dims(self.st.conv_steps())),
-            )
-        };
+        let ((pdims, pstrides), (xdims, xstrides), (edims, estrides)) = (
+            layout(&tensors.pre_lookahead),
+            layout(&tensors.up_layer),
+            layout(&tensors.estimator_conv),
+        );
         let enc_inputs = [
             TensorArg {
                 ptr: dev.ids(),
@@ -735,17 +702,13 @@ impl Session {
         // flow: `mu` and `cond` as `[frames, mel]`; the carry as the contract region at its extent
         // (state rule: the whole step-major carry, also at the step clock) or the stock store's
         // compact carry (one step's slice at the step clock)
-        let d = &dev.config().dit;
-        let n_steps = self.st.solver().n_steps;
         let step_clock = self.flow.len() > 1;
         let (est_dims, est_strides) = if rule {
             region_view(self.contract.carry, "frame", l_old)?
         } else {
-            let dims = if step_clock {
-                vec![d.depth, 2, d.heads, l_old, 2 * d.head_dim]
-            } else {
-                vec![n_steps, d.depth, 2, d.heads, l_old, 2 * d.head_dim]
-            };
+            // the compact carry `[step, ...]`, or one step's slice of it
+            let all = tensors.carry.dims();
+            let dims = if step_clock { &all[1..] } else { all }.to_vec();
             let strides = dcc_runtime::arena::packed_strides(&dims);
             (dims, strides)
         };
@@ -753,7 +716,6 @@ impl Session {
         let io_strides = [dev.config().mel, 1];
         let spk_dims = [1, dev.config().spk_dim];
         let spk_strides = [dev.config().spk_dim, 1];
-        let step_floats = d.depth * 2 * d.heads * l_old * 2 * d.head_dim;
         let ws_region = c
             .arena
             .region("solver_workspace")
@@ -770,7 +732,7 @@ impl Session {
         };
         for si in 0..self.flow.len() {
             let carry = if !rule && step_clock {
-                self.st.estimator_carry().offset(si * step_floats * 4)
+                self.st.estimator_carry_step(si)?
             } else {
                 self.st.estimator_carry()
             };

@@ -106,12 +106,12 @@ impl Contract {
                 weights_spk_dim: cfg.spk_dim,
             });
         }
-        let r = view.retention;
-        if (r.prompt_frames, r.retained_frames) != (sizes.prompt_frames, sizes.retained_frames) {
+        let k = view.keeps.carry;
+        if (k.prompt, k.retained) != (sizes.prompt_frames, sizes.retained_frames) {
             return Err(BenchError::Retention {
                 family,
-                kept_prompt: r.prompt_frames,
-                kept_retained: r.retained_frames,
+                kept_prompt: k.prompt,
+                kept_retained: k.retained,
                 f_prompt: sizes.prompt_frames,
                 f_retained: sizes.retained_frames,
             });

@@ -37,10 +37,9 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
+use dcc_models::nn::WeightStore;
 use dcc_models::token2wav::serve::{Arm, ContractView, Session};
-use dcc_models::token2wav::{
-    DeviceFlow, DeviceLimits, Flow, FlowConfig, SolverParams, WeightStore, rel_l2,
-};
+use dcc_models::token2wav::{DeviceFlow, DeviceLimits, FlowConfig, SolverParams, rel_l2};
 use dcc_runtime::backend::{Backend, BackendKind};
 use dcc_runtime::kernels::synthetic as ks;
 use dcc_runtime::{Arg, LaunchDims};
@@ -100,9 +99,8 @@ fn setup(o: &Opts) -> Res<Setup> {
         BackendChoice::Cuda => dcc_runtime::backend::cuda(0).map_err(BenchError::Cuda)?,
         BackendChoice::Host => dcc_runtime::backend::host(),
     };
-    let ws = WeightStore::load(&o.weights)?;
-    let flow = Flow::from_store(&ws)?;
-    let cfg = flow.config().clone();
+    let ws = WeightStore::load(&o.weights).map_err(dcc_models::token2wav::FlowError::from)?;
+    let cfg = FlowConfig::from_weights(&ws)?;
     let Contract {
         view: contract,
         sizes,
@@ -115,15 +113,16 @@ fn setup(o: &Opts) -> Res<Setup> {
     // `setup_cache` is called).
     let mut prompt = io.prompt.clone();
     prompt.extend_from_slice(&io.prompt[..sizes.lookahead_tokens.min(io.prompt.len())]);
-    let r = contract.retention;
+    let k = contract.keeps;
     let dev = DeviceFlow::new(
         be.clone(),
-        &flow,
+        &ws,
+        &cfg,
         DeviceLimits {
             max_call_tokens: prompt
                 .len()
                 .max(sizes.chunk_tokens + sizes.lookahead_tokens),
-            carry_frames: r.limit(),
+            carry_frames: k.carry.bound().max(k.upsample.bound()),
         },
     )?;
     let mut all: Vec<&'static dcc_runtime::KernelDef> = Vec::new();
@@ -399,15 +398,15 @@ fn run(o: &Opts) -> Res<Value> {
         .iter()
         .find(|r| r.arm == "B0")
         .map(|r| (r.p50, r.peak_ledger, r.sha.clone()));
-    let r = &s.contract.retention;
+    let k = &s.contract.keeps.carry;
     let head = json!({
         "bench": if o.is_check() { "dcc-bench check" } else { "dcc-bench token2wav" },
         "device": device,
         "backend": o.backend.name(),
         "contract": s.contract.family,
-        "retention": format!("{:?}", r.order),
-        "prompt_frames": r.prompt_frames,
-        "retained_frames": r.retained_frames,
+        "retention": format!("keep head {} ‖ tail {}", k.head, k.tail),
+        "prompt_frames": k.prompt,
+        "retained_frames": k.retained,
         "config": if s.cfg == FlowConfig::tiny() { "tiny" } else if s.cfg == FlowConfig::full() { "full" } else { "other" },
         "inputs": o.io.as_ref().map_or_else(|| "synthetic".into(), |p| p.display().to_string()),
         "chunks": o.chunks,

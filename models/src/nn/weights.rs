@@ -1,15 +1,50 @@
-//! Loading the vendor's flow state_dict from safetensors (names unchanged).
+//! A safetensors state_dict in host memory, by name (names as the vendor's PyTorch modules
+//! write them).
 
 use std::collections::BTreeMap;
+use std::fmt;
 use std::path::Path;
 
 use safetensors::{Dtype, SafeTensors};
 
-use super::FlowError;
+/// Why a weight could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WeightError {
+    Io(String),
+    /// Not a readable safetensors image.
+    Format(String),
+    /// A state_dict entry is absent.
+    Missing(String),
+    Shape {
+        name: String,
+        expected: Vec<usize>,
+        found: Vec<usize>,
+    },
+}
+
+impl fmt::Display for WeightError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WeightError::Io(s) => write!(f, "i/o: {s}"),
+            WeightError::Format(s) => write!(f, "not a safetensors file: {s}"),
+            WeightError::Missing(s) => write!(f, "missing tensor `{s}`"),
+            WeightError::Shape {
+                name,
+                expected,
+                found,
+            } => write!(
+                f,
+                "tensor `{name}`: expected shape {expected:?}, found {found:?}"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for WeightError {}
 
 /// One float32 tensor (converted from F32/F16/BF16 on load).
 #[derive(Clone, Debug)]
-pub struct Tensor {
+pub struct HostTensor {
     pub shape: Vec<usize>,
     pub data: Vec<f32>,
 }
@@ -17,7 +52,7 @@ pub struct Tensor {
 /// All tensors of a safetensors file, by state_dict name.
 #[derive(Clone, Debug, Default)]
 pub struct WeightStore {
-    tensors: BTreeMap<String, Tensor>,
+    tensors: BTreeMap<String, HostTensor>,
 }
 
 fn f16_to_f32(h: u16) -> f32 {
@@ -44,8 +79,8 @@ fn f16_to_f32(h: u16) -> f32 {
 
 impl WeightStore {
     /// Parses a safetensors image. Integer tensors are skipped; F32, F16 and BF16 become f32.
-    pub fn from_bytes(bytes: &[u8]) -> Result<Self, FlowError> {
-        let st = SafeTensors::deserialize(bytes).map_err(|e| FlowError::Format(e.to_string()))?;
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, WeightError> {
+        let st = SafeTensors::deserialize(bytes).map_err(|e| WeightError::Format(e.to_string()))?;
         let mut tensors = BTreeMap::new();
         for (name, view) in st.tensors() {
             let raw = view.data();
@@ -66,7 +101,7 @@ impl WeightStore {
             };
             tensors.insert(
                 name,
-                Tensor {
+                HostTensor {
                     shape: view.shape().to_vec(),
                     data,
                 },
@@ -76,10 +111,10 @@ impl WeightStore {
     }
 
     /// Reads and parses a safetensors file.
-    pub fn load(path: impl AsRef<Path>) -> Result<Self, FlowError> {
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, WeightError> {
         let path = path.as_ref();
         let bytes =
-            std::fs::read(path).map_err(|e| FlowError::Io(format!("{}: {e}", path.display())))?;
+            std::fs::read(path).map_err(|e| WeightError::Io(format!("{}: {e}", path.display())))?;
         Self::from_bytes(&bytes)
     }
 
@@ -91,22 +126,22 @@ impl WeightStore {
         self.tensors.keys().map(|s| s.as_str())
     }
 
-    /// The shape of `name`, or `FlowError::Missing`.
-    pub fn shape(&self, name: &str) -> Result<&[usize], FlowError> {
+    /// The shape of `name`, or `WeightError::Missing`.
+    pub fn shape(&self, name: &str) -> Result<&[usize], WeightError> {
         self.tensors
             .get(name)
             .map(|t| t.shape.as_slice())
-            .ok_or_else(|| FlowError::Missing(name.to_string()))
+            .ok_or_else(|| WeightError::Missing(name.to_string()))
     }
 
     /// The data of `name`, checked against `shape`.
-    pub fn get(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, FlowError> {
+    pub fn get(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, WeightError> {
         let t = self
             .tensors
             .get(name)
-            .ok_or_else(|| FlowError::Missing(name.to_string()))?;
+            .ok_or_else(|| WeightError::Missing(name.to_string()))?;
         if t.shape != shape {
-            return Err(FlowError::Shape {
+            return Err(WeightError::Shape {
                 name: name.to_string(),
                 expected: shape.to_vec(),
                 found: t.shape.clone(),
@@ -141,11 +176,11 @@ mod tests {
     fn malformed_input_is_an_error() {
         assert!(matches!(
             WeightStore::from_bytes(b"not a safetensors file"),
-            Err(FlowError::Format(_))
+            Err(WeightError::Format(_))
         ));
         assert!(matches!(
             WeightStore::from_bytes(&[]),
-            Err(FlowError::Format(_))
+            Err(WeightError::Format(_))
         ));
     }
 }

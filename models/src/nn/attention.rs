@@ -1,0 +1,191 @@
+//! Multi-head self-attention over a key/value cache: new frames are packed into a workspace
+//! after (or before) the cached ones, and the queries attend over all of them.
+
+use dcc_runtime::backend::DeviceBuffer;
+
+use super::{Ctx, LayerNorm, Linear, LoadError, Loader, OpError, Tensor, ops};
+
+/// Scratch of [`RelPosAttention::forward`], packed buffers of at least: `q`, `k`, `v`, `att`:
+/// `t · dim`; `pos`: `(2·tk − 1) · dim`.
+#[derive(Copy, Clone, Debug)]
+pub struct RelPosScratch<'a> {
+    pub q: Tensor<'a>,
+    pub k: Tensor<'a>,
+    pub v: Tensor<'a>,
+    pub pos: Tensor<'a>,
+    pub att: Tensor<'a>,
+}
+
+/// ESPnet's `RelPositionMultiHeadedAttention` (batch 1): q, k, v, out and the bias-free
+/// position projection, with the position biases `u`, `v` `[heads, d_k]`. The cache is
+/// append-ordered: cached frames first, new frames after.
+#[derive(Debug)]
+pub struct RelPosAttention {
+    pub q: Linear,
+    pub k: Linear,
+    pub v: Linear,
+    pub out: Linear,
+    pub pos: Linear,
+    pos_bias_u: DeviceBuffer,
+    pos_bias_v: DeviceBuffer,
+    heads: usize,
+    dk: usize,
+}
+
+impl RelPosAttention {
+    /// `{p}.linear_{q,k,v,out}` (`linear_k`'s bias where the state_dict has one),
+    /// `{p}.linear_pos` (no bias), `{p}.pos_bias_{u,v}` `[heads, dim / heads]`.
+    pub fn load(ld: &Loader<'_>, p: &str, dim: usize, heads: usize) -> Result<Self, LoadError> {
+        let dk = dim / heads;
+        let k_bias = ld.contains(&format!("{p}.linear_k.bias"));
+        Ok(RelPosAttention {
+            q: Linear::load(ld, &format!("{p}.linear_q"), dim, dim, true)?,
+            k: Linear::load(ld, &format!("{p}.linear_k"), dim, dim, k_bias)?,
+            v: Linear::load(ld, &format!("{p}.linear_v"), dim, dim, true)?,
+            out: Linear::load(ld, &format!("{p}.linear_out"), dim, dim, true)?,
+            pos: Linear::load(ld, &format!("{p}.linear_pos"), dim, dim, false)?,
+            pos_bias_u: ld.tensor(&format!("{p}.pos_bias_u"), &[heads, dk])?,
+            pos_bias_v: ld.tensor(&format!("{p}.pos_bias_v"), &[heads, dk])?,
+            heads,
+            dk,
+        })
+    }
+
+    /// Attention of the `t` rows of `xn` (`[t, dim]`, normalized) over the cached frames
+    /// `history` (`[heads, l, 2·d_k]`) and themselves, into `out` (`[t, dim]`). The keys and
+    /// values land in `work` (`[heads, cap, 2·d_k]`, frames `0..l + t`: the history copied,
+    /// then the new frames); `pe` holds the `2·(l + t) − 1` relative positions (`[2·tk − 1,
+    /// dim]`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward(
+        &self,
+        cx: &Ctx<'_>,
+        xn: Tensor<'_>,
+        history: Tensor<'_>,
+        work: Tensor<'_>,
+        pe: Tensor<'_>,
+        s: RelPosScratch<'_>,
+        out: Tensor<'_>,
+    ) -> Result<(), OpError> {
+        let (h, dk) = (self.heads, self.dk);
+        let (t, d) = (xn.dims()[0], h * dk);
+        let l = history.dims().get(1).copied().unwrap_or(0);
+        let tk = l + t;
+        let (q, k, v) = (s.q.view(&[t, d])?, s.k.view(&[t, d])?, s.v.view(&[t, d])?);
+        self.q.forward(cx, xn, q)?;
+        self.k.forward(cx, xn, k)?;
+        self.v.forward(cx, xn, v)?;
+        // [history ‖ new] (append order)
+        ops::copy(
+            cx,
+            work.narrow(1, 0, l)?.flatten(1, 2)?,
+            history.flatten(1, 2)?,
+        )?;
+        let cap = work.dims()[1];
+        ops::kv_pack(cx, work.view(&[1, h, cap, 2 * dk])?, l, k, v)?;
+        let pos = s.pos.view(&[2 * tk - 1, d])?;
+        self.pos.forward(cx, pe, pos)?;
+        let att = s.att.view(&[t, d])?;
+        let u = Tensor::of(&self.pos_bias_u)?.view(&[h, dk])?;
+        let w = Tensor::of(&self.pos_bias_v)?.view(&[h, dk])?;
+        ops::rel_pos_attention(cx, att, q, u, w, work, pos, tk)?;
+        self.out.forward(cx, att, out)
+    }
+}
+
+/// The DiT's attention over a CFG batch: `to_q ‖ to_k ‖ to_v` stacked into one GEMM, q/k
+/// LayerNorms per head (one eps), the output projection. The cache is prepend-ordered: new
+/// frames first, cached frames after.
+#[derive(Debug)]
+pub struct SelfAttention {
+    pub qkv: Linear,
+    pub q_norm: LayerNorm,
+    pub k_norm: LayerNorm,
+    pub proj: Linear,
+    heads: usize,
+    head_dim: usize,
+    scale: f32,
+}
+
+impl SelfAttention {
+    /// `{p}.to_{q,k,v}` `[heads·head_dim, hidden]` with biases (stacked), `{p}.{q,k}_norm`
+    /// `[head_dim]` (LayerNorms with `eps`), `{p}.proj` `[hidden, heads·head_dim]`.
+    pub fn load(
+        ld: &Loader<'_>,
+        p: &str,
+        hidden: usize,
+        (heads, head_dim): (usize, usize),
+        eps: f32,
+    ) -> Result<Self, LoadError> {
+        let inner = heads * head_dim;
+        let part = |n: &str| (format!("{p}.{n}"), inner);
+        let parts = [part("to_q"), part("to_k"), part("to_v")];
+        let parts: Vec<(&str, usize)> = parts.iter().map(|(n, o)| (n.as_str(), *o)).collect();
+        Ok(SelfAttention {
+            qkv: Linear::stacked(ld, &parts, hidden, true)?,
+            q_norm: LayerNorm::load(ld, &format!("{p}.q_norm"), head_dim, eps)?,
+            k_norm: LayerNorm::load(ld, &format!("{p}.k_norm"), head_dim, eps)?,
+            proj: Linear::load(ld, &format!("{p}.proj"), inner, hidden, true)?,
+            heads,
+            head_dim,
+            scale: (1.0 / (head_dim as f64).sqrt()) as f32,
+        })
+    }
+
+    /// Attention of the `batch · t` rows of `xn` (`[batch·t, hidden]`, modulated) over
+    /// themselves and the cached frames `history` (`[batch, heads, l, 2·head_dim]`), into
+    /// `out` (`[batch·t, hidden]`). Keys and values land in `work` (`[batch, heads, cap,
+    /// 2·head_dim]`, frames `0..t + l`: the new frames, then the history); `(qkv, qn, att)` are
+    /// packed scratch of at least `batch·t · 3·inner`, `batch·t · inner` and `batch·t · inner`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward(
+        &self,
+        cx: &Ctx<'_>,
+        xn: Tensor<'_>,
+        history: Tensor<'_>,
+        work: Tensor<'_>,
+        (qkv, qn, att): (Tensor<'_>, Tensor<'_>, Tensor<'_>),
+        out: Tensor<'_>,
+    ) -> Result<(), OpError> {
+        let inner = self.heads * self.head_dim;
+        let (batch, l) = match history.dims() {
+            &[b, _, l, _] if b > 0 => (b, l),
+            d => {
+                return Err(OpError::Shape {
+                    op: "self_attention",
+                    view: "history",
+                    expected: "[batch, heads, frames, 2·head_dim]".into(),
+                    actual: d.to_vec(),
+                });
+            }
+        };
+        let rows = xn.dims()[0];
+        let t = rows / batch;
+        let qkv = qkv.view(&[rows, 3 * inner])?;
+        self.qkv.forward(cx, xn, qkv)?;
+        let qn = qn.view(&[rows, inner])?;
+        ops::qk_norm_pack(
+            cx,
+            qn,
+            work,
+            0,
+            qkv,
+            self.q_norm.params()?,
+            self.k_norm.params()?,
+            self.q_norm.eps(),
+        )?;
+        // [new ‖ history] (prepend order)
+        let dst = work.narrow(2, t, l)?.flatten(0, 1)?.flatten(1, 2)?;
+        ops::copy(cx, dst, history.flatten(0, 1)?.flatten(1, 2)?)?;
+        let att3 = att.view(&[batch, t, inner])?;
+        ops::attention(
+            cx,
+            att3,
+            qn.view(&[batch, t, inner])?,
+            work,
+            t + l,
+            self.scale,
+        )?;
+        self.proj.forward(cx, att.view(&[rows, inner])?, out)
+    }
+}

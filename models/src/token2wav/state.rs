@@ -1,0 +1,277 @@
+//! A session's streaming state and where it lives.
+//!
+//! Every piece of state is a region of the contract (`specs/token2wav*.yaml`), and its shape
+//! comes from there: the estimator carry and the solver workspace `[step, layer, cfg, head,
+//! frame, k‖v]` (prepend-ordered: newest frames first), the token-clock conformer cache
+//! `[block, head, token, k‖v]` and the frame-clock upsample cache `[up_block, head, frame, k‖v]`
+//! (append-ordered), and the conv contexts `estimator_conv_cache` `[step, layer, cfg, conv,
+//! frame, hidden]`, `pre_lookahead_cache` `[token, dim]`, `up_layer_cache` `[frame, dim]`.
+//! Axes are found by name; a region must be stored as the port addresses it (its clock axes
+//! where the port expects them, packed, the other dims the model's), or the state is refused.
+//!
+//! Two stores ([`StateStore`]):
+//! * **state rule** (`Fixed`): the regions in one arena laid out by the contract, at fixed
+//!   addresses for the session's life; every cache is written back in place by the carry right
+//!   after the layer (conformer) or solver step (estimator) that reads it;
+//! * **stock** (`Stock`): the vendor's allocation pattern. The solver workspace is the vendor's
+//!   envelope, [`STOCK_STEPS`] × [`STOCK_FRAMES`] (`flow_matching.py:36`, the generated
+//!   contract's documented constants); after every call the kept frames are materialized into
+//!   freshly allocated compact caches (the vendor's `torch.cat`: the region's shape at the kept
+//!   extent) and the old ones freed, so cache addresses drift. The conv contexts sit in plain
+//!   session buffers of the regions' shapes.
+//!
+//! What each cache keeps is the contract's [`Keep`] of its region ([`Keeps`]), on the region's
+//! own clock and storage order, handed to the carry as declared.
+
+use dcc_runtime::DevPtr;
+use dcc_runtime::arena::{Arena, packed_strides};
+use dcc_runtime::backend::DeviceBuffer;
+use dcc_runtime::contract::{ArenaLayout, CacheOrder, Keep, RegionInfo};
+use dcc_runtime::ops::RawTensor;
+
+use super::FlowError;
+use super::flow::SolverParams;
+
+pub use dcc_generated::token2wav::{STOCK_FRAMES, STOCK_STEPS};
+
+/// What each cache keeps after a call: the `keep` its contract region declares, on the region's
+/// clock (frames, or tokens for the conformer cache) and storage order.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Keeps {
+    /// The estimator carry (region `carry`, prepend storage).
+    pub carry: Keep,
+    /// The encoder blocks' cache (region `conformer_cache`, token clock, append storage).
+    pub conformer: Keep,
+    /// The up-blocks' cache (region `upsample_cache`, frame clock, append storage).
+    pub upsample: Keep,
+}
+
+impl Keeps {
+    /// The keeps a contract declares, each region's storage order checked against the port's
+    /// (the estimator cache prepend-ordered, the conformer caches append-ordered).
+    pub fn of(layout: &ArenaLayout) -> Result<Keeps, FlowError> {
+        Ok(Keeps {
+            carry: keep_of(layout, "carry", CacheOrder::Prepend)?,
+            conformer: keep_of(layout, "conformer_cache", CacheOrder::Append)?,
+            upsample: keep_of(layout, "upsample_cache", CacheOrder::Append)?,
+        })
+    }
+}
+
+fn keep_of(layout: &ArenaLayout, name: &str, order: CacheOrder) -> Result<Keep, FlowError> {
+    let r = layout
+        .region(name)
+        .ok_or_else(|| FlowError::Config(format!("the contract has no `{name}` region")))?;
+    let keep = r.keep.ok_or_else(|| {
+        FlowError::Config(format!(
+            "region `{name}` declares no prompt + history retention"
+        ))
+    })?;
+    if r.order != Some(order) {
+        return Err(FlowError::Config(format!(
+            "region `{name}` is declared {:?}, but the port stores it {order:?}-ordered",
+            r.order
+        )));
+    }
+    Ok(keep)
+}
+
+/// The envelope extent of `info` along its axis `axis` (looked up by name).
+pub(super) fn axis_extent(info: &RegionInfo, axis: &str) -> Result<usize, FlowError> {
+    info.axis(axis).map(|i| info.dims[i]).ok_or_else(|| {
+        FlowError::Config(format!(
+            "region `{}` has no `{axis}` axis (dims {:?})",
+            info.name, info.dim_names
+        ))
+    })
+}
+
+/// The dims of region `info` with its named axes set to `extents` (the shape a compact copy
+/// of the region at those extents has: the vendor's `torch.cat`).
+pub fn region_shape(info: &RegionInfo, extents: &[(&str, usize)]) -> Result<Vec<usize>, FlowError> {
+    let mut dims = info.dims.to_vec();
+    for &(axis, n) in extents {
+        let i = info.axis(axis).ok_or_else(|| {
+            FlowError::Config(format!("region `{}` has no `{axis}` axis", info.name))
+        })?;
+        dims[i] = n;
+    }
+    Ok(dims)
+}
+
+/// How the port stores a region: `dims[i]` is `Some(n)` for a model dimension, `None` for a
+/// clock axis, named in `axes` at its position.
+pub(super) struct Storage<'a> {
+    pub name: &'static str,
+    pub dims: &'a [Option<usize>],
+    pub axes: &'a [(&'static str, usize)],
+    pub what: &'static str,
+}
+
+impl Storage<'_> {
+    /// The region of `layout` this describes, checked: its clock axes by name where the port
+    /// has them, packed, its other dims the model's.
+    pub fn region(&self, layout: &ArenaLayout) -> Result<&'static RegionInfo, FlowError> {
+        let info = layout.region(self.name).ok_or_else(|| {
+            FlowError::Config(format!("the contract has no `{}` region", self.name))
+        })?;
+        let placed = self.axes.iter().all(|(a, at)| info.axis(a) == Some(*at));
+        let dims_ok = info.dims.len() == self.dims.len()
+            && info
+                .dims
+                .iter()
+                .zip(self.dims)
+                .all(|(d, want)| want.is_none_or(|w| w == *d));
+        if !placed || !dims_ok || info.strides() != packed_strides(info.dims) {
+            return Err(FlowError::Config(format!(
+                "the contract lays `{}` out as {:?} = {:?}, the port stores it as {} = {:?}",
+                info.name, info.dim_names, info.dims, self.what, self.dims
+            )));
+        }
+        Ok(info)
+    }
+}
+
+/// A session's state as tensors (layouts and addresses, fixed under the state rule, replaced
+/// after every call under the stock store for the caches).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct StateTensors {
+    /// Estimator carry `[step, layer, cfg, head, frame, k‖v]` (frame capacity: the region's
+    /// envelope under the state rule, the kept extent under stock).
+    pub carry: RawTensor,
+    /// Solver workspace, same axes.
+    pub workspace: RawTensor,
+    /// Conformer cache `[block, head, token, k‖v]`.
+    pub conformer: RawTensor,
+    /// Upsample cache `[up_block, head, frame, k‖v]`.
+    pub upsample: RawTensor,
+    /// Estimator conv contexts `[step, layer, cfg, conv, frame, hidden]`.
+    pub estimator_conv: RawTensor,
+    /// Pre-lookahead context `[token, dim]`.
+    pub pre_lookahead: RawTensor,
+    /// Upsampling context `[frame, dim]`.
+    pub up_layer: RawTensor,
+}
+
+/// What owns a session's memory (see the module docs).
+pub enum StateStore {
+    /// The state rule: the contract's arena.
+    Fixed { arena: Arena, mask: DevPtr },
+    /// Stock: compact caches reallocated after every call, the vendor's workspace envelope.
+    Stock(Box<StockBuffers>),
+}
+
+/// The stock store's buffers.
+pub struct StockBuffers {
+    pub carry: DeviceBuffer,
+    pub workspace: DeviceBuffer,
+    pub conformer: DeviceBuffer,
+    pub upsample: DeviceBuffer,
+    pub mask: DeviceBuffer,
+    /// The conv contexts (estimator, pre-lookahead, upsampling).
+    pub contexts: [DeviceBuffer; 3],
+}
+
+impl StateStore {
+    /// Whether this is the state rule's store.
+    pub fn is_fixed(&self) -> bool {
+        matches!(self, StateStore::Fixed { .. })
+    }
+}
+
+/// The conv contexts' addresses (fixed for a session's life in both stores).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Contexts {
+    pub est_cnn: DevPtr,
+    pub pre_cnn: DevPtr,
+    pub up_cnn: DevPtr,
+}
+
+/// One session's streaming state on the device.
+pub struct DeviceState {
+    /// The `DeviceFlow` that created this state (its shapes are that flow's).
+    pub(super) flow: u64,
+    pub(super) solver: SolverParams,
+    pub(super) keeps: Keeps,
+    pub(super) tensors: StateTensors,
+    pub(super) store: StateStore,
+    pub(super) est_extent: usize,
+    pub(super) t_tok: usize,
+    pub(super) primed: bool,
+}
+
+impl DeviceState {
+    /// Estimator cache extent (frames attended; the noise offset of the next call).
+    pub fn estimator_extent(&self) -> usize {
+        self.est_extent
+    }
+
+    /// Conformer cache extent on the token clock.
+    pub fn conformer_tokens(&self) -> usize {
+        self.t_tok
+    }
+
+    pub fn keeps(&self) -> Keeps {
+        self.keeps
+    }
+
+    pub fn solver(&self) -> SolverParams {
+        self.solver
+    }
+
+    pub fn store(&self) -> &StateStore {
+        &self.store
+    }
+
+    /// The state's tensors now.
+    pub fn tensors(&self) -> &StateTensors {
+        &self.tensors
+    }
+
+    /// Address of the estimator carry now (fixed under the state rule, new after every call
+    /// under the stock store).
+    pub fn estimator_carry(&self) -> DevPtr {
+        self.tensors.carry.ptr()
+    }
+
+    /// Address of solver step `step`'s slice of the estimator carry now (`[layer, cfg, head,
+    /// frame, k‖v]`).
+    pub fn estimator_carry_step(&self, step: usize) -> Result<DevPtr, FlowError> {
+        // SAFETY: the carry tensor lies in this state's own store (its arena or buffer), alive
+        // while `self` is; the view is only used for its address.
+        let carry = unsafe { self.tensors.carry.bind() };
+        Ok(carry.index(0, step)?.ptr())
+    }
+
+    /// Address of the conformer cache now.
+    pub fn conformer_carry(&self) -> DevPtr {
+        self.tensors.conformer.ptr()
+    }
+
+    /// Address of the upsample cache now.
+    pub fn upsample_carry(&self) -> DevPtr {
+        self.tensors.upsample.ptr()
+    }
+
+    /// Address of the solver workspace (fixed in both stores).
+    pub fn solver_workspace(&self) -> DevPtr {
+        self.tensors.workspace.ptr()
+    }
+
+    /// Address of the attention-mask region (the port attends every frame; never read).
+    pub fn mask(&self) -> DevPtr {
+        match &self.store {
+            StateStore::Fixed { mask, .. } => *mask,
+            StateStore::Stock(b) => b.mask.ptr(),
+        }
+    }
+
+    /// The conv contexts' fixed addresses.
+    pub fn contexts(&self) -> Contexts {
+        Contexts {
+            est_cnn: self.tensors.estimator_conv.ptr(),
+            pre_cnn: self.tensors.pre_lookahead.ptr(),
+            up_cnn: self.tensors.up_layer.ptr(),
+        }
+    }
+}

@@ -1,0 +1,285 @@
+//! Key/value caches and attention over them. A cache is a packed `[batch, heads, cap, 2·d]`
+//! view: per (batch, head) row, `cap` frames of key ‖ value.
+
+use dcc_kernels as k;
+use dcc_kernels::Arg;
+
+use super::{Ctx, OpError, Tensor, dims, disjoint, int, matrix, operand, packed, ptr};
+
+/// `(batch, heads, cap, d)` of a packed cache view.
+fn cache(
+    op: &'static str,
+    view: &'static str,
+    t: &Tensor<'_>,
+) -> Result<(usize, usize, usize, usize), OpError> {
+    packed(op, view, t)?;
+    match t.dims() {
+        &[b, h, cap, dd] if dd.is_multiple_of(2) => Ok((b, h, cap, dd / 2)),
+        d => Err(OpError::shape(op, view, "[batch, heads, cap, 2·d]", d)),
+    }
+}
+
+fn frames(op: &'static str, t0: usize, t: usize, cap: usize) -> Result<(), OpError> {
+    if t0.checked_add(t).is_none_or(|e| e > cap) {
+        return Err(OpError::arg(
+            op,
+            "t0",
+            format!("frames {t0}..{t0}+{t} past the cache's {cap}"),
+        ));
+    }
+    Ok(())
+}
+
+/// Launch shape of the attention kernels, or why there is none.
+fn launch_dims(
+    op: &'static str,
+    outer: usize,
+    tq: usize,
+    tk: usize,
+    d: usize,
+) -> Result<dcc_kernels::LaunchDims, OpError> {
+    k::attention::attention_dims(outer, tq, tk, d)
+        .map_err(|e| OpError::arg(op, "tk", e.to_string()))
+}
+
+/// Writes `t` new key/value rows into frames `t0..t0 + t` of `cache` (`KV_PACK`, one thread per
+/// element): `k`, `v` `[batch · t, ≥ heads · d]` with one leading dimension, head `h` at
+/// columns `h·d..(h + 1)·d`.
+pub fn kv_pack(
+    cx: &Ctx<'_>,
+    cache_: Tensor<'_>,
+    t0: usize,
+    k: Tensor<'_>,
+    v: Tensor<'_>,
+) -> Result<(), OpError> {
+    let op = "kv_pack";
+    let (b, h, cap, d) = cache(op, "cache", &cache_)?;
+    let (rows, cols, ld) = matrix(op, "k", &k)?;
+    let (_, _, ldv) = matrix(op, "v", &v)?;
+    dims(op, "v", &v, k.dims())?;
+    if ldv != ld || b == 0 || !rows.is_multiple_of(b) || cols < h * d {
+        return Err(OpError::shape(
+            op,
+            "k",
+            format!("[{b}·t, >= {}] with v's leading dimension {ldv}", h * d),
+            k.dims(),
+        ));
+    }
+    let t = rows / b;
+    frames(op, t0, t, cap)?;
+    disjoint(
+        op,
+        &[
+            operand("cache", &cache_, true),
+            operand("k", &k, false),
+            operand("v", &v, false),
+        ],
+    )?;
+    let args = [
+        ptr(&cache_),
+        int(cap),
+        int(t0),
+        ptr(&k),
+        ptr(&v),
+        int(ld),
+        int(b),
+        int(h),
+        int(t),
+        int(d),
+    ];
+    // SAFETY: the kernel reads rows < batch·t, columns < heads·d of k and v at stride ld and
+    // writes frames t0..t0+t (<= cap) of the packed cache: the checked views; the cache
+    // overlaps neither input.
+    unsafe { cx.launch_linear(&k::copy::KV_PACK, b * h * t * d, &args) }
+}
+
+/// The DiT's q/k LayerNorm per head over a fused `[batch·t, ≥ 3·heads·d]` q‖k‖v projection
+/// (`QK_NORM_PACK`, one warp per (row, head) of q then of k): `qn` packed `[batch·t, heads·d]`,
+/// `LN(k) ‖ v` into frames `t0..t0 + t` of `cache`; `(gq, bq)`, `(gk, bk)` the `[d]` affine
+/// parameters, one `eps`.
+#[allow(clippy::too_many_arguments)]
+pub fn qk_norm_pack(
+    cx: &Ctx<'_>,
+    qn: Tensor<'_>,
+    cache_: Tensor<'_>,
+    t0: usize,
+    qkv: Tensor<'_>,
+    (gq, bq): (Tensor<'_>, Tensor<'_>),
+    (gk, bk): (Tensor<'_>, Tensor<'_>),
+    eps: f32,
+) -> Result<(), OpError> {
+    let op = "qk_norm_pack";
+    let (b, h, cap, d) = cache(op, "cache", &cache_)?;
+    let (rows, cols, ld) = matrix(op, "qkv", &qkv)?;
+    if b == 0 || !rows.is_multiple_of(b) || cols < 3 * h * d {
+        return Err(OpError::shape(
+            op,
+            "qkv",
+            format!("[{b}·t, >= {}]", 3 * h * d),
+            qkv.dims(),
+        ));
+    }
+    let t = rows / b;
+    dims(op, "qn", &qn, &[rows, h * d])?;
+    packed(op, "qn", &qn)?;
+    for (view, p) in [("gq", &gq), ("bq", &bq), ("gk", &gk), ("bk", &bk)] {
+        dims(op, view, p, &[d])?;
+        packed(op, view, p)?;
+    }
+    frames(op, t0, t, cap)?;
+    disjoint(
+        op,
+        &[
+            operand("qn", &qn, true),
+            operand("cache", &cache_, true),
+            operand("qkv", &qkv, false),
+            operand("gq", &gq, false),
+            operand("bq", &bq, false),
+            operand("gk", &gk, false),
+            operand("bk", &bk, false),
+        ],
+    )?;
+    let args = [
+        ptr(&qn),
+        ptr(&cache_),
+        int(cap),
+        int(t0),
+        ptr(&qkv),
+        int(ld),
+        ptr(&gq),
+        ptr(&bq),
+        ptr(&gk),
+        ptr(&bk),
+        int(b),
+        int(h),
+        int(t),
+        int(d),
+        Arg::F32(eps),
+    ];
+    // SAFETY: the kernel reads batch·t rows of 3·heads·d columns of qkv at stride ld and the
+    // four [d] vectors, writes qn[0..batch·t·heads·d] and frames t0..t0+t (<= cap) of the
+    // packed cache: the checked views; qn and the cache overlap no other operand.
+    unsafe { cx.launch_linear(&k::norm::QK_PACK, k::norm::row_threads(2 * rows * h), &args) }
+}
+
+/// Unmasked scaled dot-product attention of `q` over frames `0..tk` of `kv` (`ATTENTION`,
+/// launched with `attention_dims`): `q`, `out` packed `[batch, tq, heads·d]`, `d <= 128`.
+pub fn attention(
+    cx: &Ctx<'_>,
+    out: Tensor<'_>,
+    q: Tensor<'_>,
+    kv: Tensor<'_>,
+    tk: usize,
+    scale: f32,
+) -> Result<(), OpError> {
+    let op = "attention";
+    let (b, h, cap, d) = cache(op, "kv", &kv)?;
+    let tq = match q.dims() {
+        &[qb, tq, w] if qb == b && w == h * d => tq,
+        x => return Err(OpError::shape(op, "q", format!("[{b}, tq, {}]", h * d), x)),
+    };
+    packed(op, "q", &q)?;
+    dims(op, "out", &out, q.dims())?;
+    packed(op, "out", &out)?;
+    if tk == 0 || tk > cap {
+        return Err(OpError::arg(op, "tk", format!("{tk} outside 1..={cap}")));
+    }
+    disjoint(
+        op,
+        &[
+            operand("out", &out, true),
+            operand("q", &q, false),
+            operand("kv", &kv, false),
+        ],
+    )?;
+    let dims = launch_dims(op, b * h, tq, tk, d)?;
+    let args = [
+        ptr(&out),
+        ptr(&q),
+        ptr(&kv),
+        int(b),
+        int(h),
+        int(tq),
+        int(tk),
+        int(d),
+        int(cap),
+        Arg::F32(scale),
+    ];
+    // SAFETY: the kernel reads q[0..batch·tq·heads·d] and frames < tk <= cap of the packed
+    // cache and writes out (q's extent): the checked views; out overlaps neither input; `dims`
+    // come from `attention_dims`, which the kernel's shared-memory layout assumes.
+    unsafe { cx.launch(&k::attention::SDPA, dims, &args) }
+}
+
+/// The conformer's relative-position attention, batch 1 (`REL_POS_ATTENTION`, launched with
+/// `attention_dims`): `q`, `out` packed `[tq, heads·d]`, `u`, `v` packed `[heads, d]` (the
+/// position biases), `kv` packed `[heads, cap, 2·d]`, `pos` packed `[2·tk − 1, heads·d]` (the
+/// projected relative positions), `0 < tq <= tk <= cap`.
+#[allow(clippy::too_many_arguments)]
+pub fn rel_pos_attention(
+    cx: &Ctx<'_>,
+    out: Tensor<'_>,
+    q: Tensor<'_>,
+    u: Tensor<'_>,
+    v: Tensor<'_>,
+    kv: Tensor<'_>,
+    pos: Tensor<'_>,
+    tk: usize,
+) -> Result<(), OpError> {
+    let op = "rel_pos_attention";
+    packed(op, "kv", &kv)?;
+    let (h, cap, d) = match kv.dims() {
+        &[h, cap, dd] if dd.is_multiple_of(2) => (h, cap, dd / 2),
+        x => return Err(OpError::shape(op, "kv", "[heads, cap, 2·d]", x)),
+    };
+    let tq = match q.dims() {
+        &[tq, w] if w == h * d => tq,
+        x => return Err(OpError::shape(op, "q", format!("[tq, {}]", h * d), x)),
+    };
+    if tq == 0 || tq > tk || tk > cap {
+        return Err(OpError::arg(
+            op,
+            "tk",
+            format!("need 0 < tq ({tq}) <= tk ({tk}) <= cap ({cap})"),
+        ));
+    }
+    for (view, t, want) in [
+        ("q", &q, [tq, h * d]),
+        ("out", &out, [tq, h * d]),
+        ("u", &u, [h, d]),
+        ("v", &v, [h, d]),
+        ("pos", &pos, [2 * tk - 1, h * d]),
+    ] {
+        dims(op, view, t, &want)?;
+        packed(op, view, t)?;
+    }
+    disjoint(
+        op,
+        &[
+            operand("out", &out, true),
+            operand("q", &q, false),
+            operand("u", &u, false),
+            operand("v", &v, false),
+            operand("kv", &kv, false),
+            operand("pos", &pos, false),
+        ],
+    )?;
+    let dims = launch_dims(op, h, tq, tk, d)?;
+    let args = [
+        ptr(&out),
+        ptr(&q),
+        ptr(&u),
+        ptr(&v),
+        ptr(&kv),
+        ptr(&pos),
+        int(h),
+        int(tq),
+        int(tk),
+        int(d),
+        int(cap),
+    ];
+    // SAFETY: the kernel reads q, u, v, pos and frames < tk <= cap of the packed cache, and
+    // writes out: the checked packed views; out overlaps no input; `dims` come from
+    // `attention_dims`.
+    unsafe { cx.launch(&k::attention::REL_POS, dims, &args) }
+}

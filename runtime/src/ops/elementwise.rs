@@ -1,0 +1,109 @@
+//! Elementwise kernels: activations, residual adds, the guided Euler step, timestep features.
+
+use dcc_kernels as k;
+
+use super::{Ctx, OpError, Tensor, disjoint, int, operand, packed, ptr};
+use dcc_kernels::Arg;
+
+/// An activation of the `ACT` kernel (and of the fused LayerNorm im2col).
+#[derive(Copy, Clone, Debug, PartialEq)]
+pub enum Act {
+    Silu,
+    Mish,
+    GeluTanh,
+    /// Leaky ReLU with this negative slope.
+    LeakyRelu(f32),
+    /// Multiplication by a constant.
+    Scale(f32),
+}
+
+impl Act {
+    /// The kernel's `(op, alpha)` arguments (alpha 0 where the activation takes none).
+    pub(crate) fn code(self) -> (i32, f32) {
+        match self {
+            Act::Silu => (k::act::SILU, 0.0),
+            Act::Mish => (k::act::MISH, 0.0),
+            Act::GeluTanh => (k::act::GELU_TANH, 0.0),
+            Act::LeakyRelu(a) => (k::act::LEAKY_RELU, a),
+            Act::Scale(a) => (k::act::SCALE, a),
+        }
+    }
+}
+
+/// `x = f(x)` in place over a packed view (`ACT`, one thread per element).
+pub fn act(cx: &Ctx<'_>, x: Tensor<'_>, f: Act) -> Result<(), OpError> {
+    packed("act", "x", &x)?;
+    let (op, alpha) = f.code();
+    let n = x.elems();
+    let args = [ptr(&x), int(n), Arg::I32(op), Arg::F32(alpha)];
+    // SAFETY: the kernel reads and writes x[0..n] in place, the checked packed view.
+    unsafe { cx.launch_linear(&k::act::APPLY, n, &args) }
+}
+
+/// `x += y` over packed views of equal dims (`ADD`, one thread per element).
+pub fn add(cx: &Ctx<'_>, x: Tensor<'_>, y: Tensor<'_>) -> Result<(), OpError> {
+    let op = "add";
+    packed(op, "x", &x)?;
+    packed(op, "y", &y)?;
+    super::dims(op, "y", &y, x.dims())?;
+    disjoint(op, &[operand("x", &x, true), operand("y", &y, false)])?;
+    let n = x.elems();
+    let args = [ptr(&x), ptr(&y), int(n)];
+    // SAFETY: the kernel writes x[0..n] and reads y[0..n]: the checked packed views, which do
+    // not overlap.
+    unsafe { cx.launch_linear(&k::elementwise::ADD, n, &args) }
+}
+
+/// Classifier-free guidance and one Euler step, in place: `x += dt · ((1 + cfg) · v[0] − cfg ·
+/// v[1])`, `x` packed, `v` packed `[2, x dims...]` (conditional, unconditional) (`CFG_EULER`).
+pub fn cfg_euler(
+    cx: &Ctx<'_>,
+    x: Tensor<'_>,
+    v: Tensor<'_>,
+    cfg: f32,
+    dt: f32,
+) -> Result<(), OpError> {
+    let op = "cfg_euler";
+    packed(op, "x", &x)?;
+    packed(op, "v", &v)?;
+    if v.dims().split_first() != Some((&2, x.dims())) {
+        return Err(OpError::shape(
+            op,
+            "v",
+            format!("[2, {:?}]", x.dims()),
+            v.dims(),
+        ));
+    }
+    disjoint(op, &[operand("x", &x, true), operand("v", &v, false)])?;
+    let n = x.elems();
+    let args = [ptr(&x), ptr(&v), int(n), Arg::F32(cfg), Arg::F32(dt)];
+    // SAFETY: the kernel writes x[0..n] and reads v[0..2n]: the checked packed views, which do
+    // not overlap.
+    unsafe { cx.launch_linear(&k::elementwise::CFG_EULER, n, &args) }
+}
+
+/// Sinusoidal timestep features `[cos ‖ sin]` of `t · scale` into a packed `[dim]` view
+/// (`TIMESTEP_EMBEDDING`, one thread per frequency).
+pub fn timestep_embedding(
+    cx: &Ctx<'_>,
+    out: Tensor<'_>,
+    t: f32,
+    scale: f32,
+    max_period: f32,
+) -> Result<(), OpError> {
+    let op = "timestep_embedding";
+    let dim = match out.dims() {
+        &[d] if d.is_multiple_of(2) => d,
+        d => return Err(OpError::shape(op, "out", "[even dim]", d)),
+    };
+    packed(op, "out", &out)?;
+    let args = [
+        ptr(&out),
+        int(dim),
+        Arg::F32(t),
+        Arg::F32(scale),
+        Arg::F32(max_period),
+    ];
+    // SAFETY: the kernel writes out[0..dim], the checked packed view.
+    unsafe { cx.launch_linear(&k::embed::TIMESTEP, dim / 2, &args) }
+}

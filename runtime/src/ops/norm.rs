@@ -1,0 +1,172 @@
+//! Row normalizations (one warp per row: `row_threads(rows)` threads in blocks of
+//! [`super::THREADS`]).
+
+use dcc_kernels as k;
+use dcc_kernels::Arg;
+
+use super::{Ctx, OpError, Tensor, dims, disjoint, int, matrix, operand, packed, ptr};
+
+/// Checks a packed `[dim]` parameter vector.
+fn vector(op: &'static str, view: &'static str, t: &Tensor<'_>, dim: usize) -> Result<(), OpError> {
+    dims(op, view, t, &[dim])?;
+    packed(op, view, t)
+}
+
+/// Checks a packed `[rows, dim]` view; returns `(rows, dim)`.
+fn rows(op: &'static str, view: &'static str, t: &Tensor<'_>) -> Result<(usize, usize), OpError> {
+    packed(op, view, t)?;
+    match t.dims() {
+        &[r, d] => Ok((r, d)),
+        d => Err(OpError::shape(op, view, "[rows, dim]", d)),
+    }
+}
+
+/// Affine LayerNorm of every row: `y = LN(x) · g + b` (`LAYER_NORM`); `x`, `y` `[rows, dim]`
+/// with unit column stride, `g`, `b` `[dim]`.
+pub fn layer_norm(
+    cx: &Ctx<'_>,
+    y: Tensor<'_>,
+    x: Tensor<'_>,
+    g: Tensor<'_>,
+    b: Tensor<'_>,
+    eps: f32,
+) -> Result<(), OpError> {
+    let op = "layer_norm";
+    let (r, dim, ldx) = matrix(op, "x", &x)?;
+    let (_, _, ldy) = matrix(op, "y", &y)?;
+    dims(op, "y", &y, x.dims())?;
+    vector(op, "g", &g, dim)?;
+    vector(op, "b", &b, dim)?;
+    disjoint(
+        op,
+        &[
+            operand("y", &y, true),
+            operand("x", &x, false),
+            operand("g", &g, false),
+            operand("b", &b, false),
+        ],
+    )?;
+    let args = [
+        ptr(&y),
+        int(ldy),
+        ptr(&x),
+        int(ldx),
+        ptr(&g),
+        ptr(&b),
+        int(r),
+        int(dim),
+        Arg::F32(eps),
+    ];
+    // SAFETY: the kernel reads rows of `dim` at stride ldx of x, dim entries of g and b, and
+    // writes rows of `dim` at stride ldy of y: the checked views; y overlaps no input.
+    unsafe { cx.launch_linear(&k::norm::LAYER_NORM, k::norm::row_threads(r), &args) }
+}
+
+/// Non-affine LayerNorm then `· (1 + scale) + shift` (`LAYER_NORM_MODULATE`): `x`, `y` packed
+/// `[rows, dim]`, `shift`, `scale` `[dim]`.
+pub fn layer_norm_modulate(
+    cx: &Ctx<'_>,
+    y: Tensor<'_>,
+    x: Tensor<'_>,
+    shift: Tensor<'_>,
+    scale: Tensor<'_>,
+    eps: f32,
+) -> Result<(), OpError> {
+    let op = "layer_norm_modulate";
+    let (r, dim) = rows(op, "x", &x)?;
+    rows(op, "y", &y)?;
+    dims(op, "y", &y, x.dims())?;
+    vector(op, "shift", &shift, dim)?;
+    vector(op, "scale", &scale, dim)?;
+    disjoint(
+        op,
+        &[
+            operand("y", &y, true),
+            operand("x", &x, false),
+            operand("shift", &shift, false),
+            operand("scale", &scale, false),
+        ],
+    )?;
+    let args = [
+        ptr(&y),
+        ptr(&x),
+        ptr(&shift),
+        ptr(&scale),
+        int(r),
+        int(dim),
+        Arg::F32(eps),
+    ];
+    // SAFETY: the kernel reads x[0..rows·dim], shift and scale [0..dim] and writes
+    // y[0..rows·dim]: the checked packed views; y overlaps no input.
+    unsafe {
+        cx.launch_linear(
+            &k::norm::LAYER_NORM_MODULATE,
+            k::norm::row_threads(r),
+            &args,
+        )
+    }
+}
+
+/// The DiT's residual and next modulated norm in one launch (`GATED_NORM_MODULATE`): `x += gate
+/// · y` in place, then `xn = LN(x) · (1 + scale) + shift`; `x`, `y`, `xn` packed `[rows, dim]`,
+/// `gate`, `shift`, `scale` `[dim]`.
+#[allow(clippy::too_many_arguments)]
+pub fn gated_norm_modulate(
+    cx: &Ctx<'_>,
+    x: Tensor<'_>,
+    gate: Tensor<'_>,
+    y: Tensor<'_>,
+    xn: Tensor<'_>,
+    shift: Tensor<'_>,
+    scale: Tensor<'_>,
+    eps: f32,
+) -> Result<(), OpError> {
+    let op = "gated_norm_modulate";
+    let (r, dim) = rows(op, "x", &x)?;
+    for (view, t) in [("y", &y), ("xn", &xn)] {
+        rows(op, view, t)?;
+        dims(op, view, t, x.dims())?;
+    }
+    for (view, t) in [("gate", &gate), ("shift", &shift), ("scale", &scale)] {
+        vector(op, view, t, dim)?;
+    }
+    disjoint(
+        op,
+        &[
+            operand("x", &x, true),
+            operand("gate", &gate, false),
+            operand("y", &y, false),
+            operand("xn", &xn, true),
+            operand("shift", &shift, false),
+            operand("scale", &scale, false),
+        ],
+    )?;
+    let args = [
+        ptr(&x),
+        ptr(&gate),
+        ptr(&y),
+        ptr(&xn),
+        ptr(&shift),
+        ptr(&scale),
+        int(r),
+        int(dim),
+        Arg::F32(eps),
+    ];
+    // SAFETY: the kernel reads and writes x[0..rows·dim] in place, reads y (same extent) and
+    // the three [dim] vectors, and writes xn[0..rows·dim]: the checked packed views; x and xn
+    // overlap no other operand.
+    unsafe { cx.launch_linear(&k::norm::GATED_ADD_MODULATE, k::norm::row_threads(r), &args) }
+}
+
+/// `y = x / max(‖x‖₂, eps)` per row (`L2_NORMALIZE`): `x`, `y` packed `[rows, dim]`.
+pub fn l2_normalize(cx: &Ctx<'_>, y: Tensor<'_>, x: Tensor<'_>, eps: f32) -> Result<(), OpError> {
+    let op = "l2_normalize";
+    let (r, dim) = rows(op, "x", &x)?;
+    rows(op, "y", &y)?;
+    dims(op, "y", &y, x.dims())?;
+    disjoint(op, &[operand("y", &y, true), operand("x", &x, false)])?;
+    let args = [ptr(&y), ptr(&x), int(r), int(dim), Arg::F32(eps)];
+    // SAFETY: the kernel reads x[0..rows·dim] and writes y[0..rows·dim]: the checked packed
+    // views, which do not overlap.
+    unsafe { cx.launch_linear(&k::norm::L2_NORMALIZE, k::norm::row_threads(r), &args) }
+}
