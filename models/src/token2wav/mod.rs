@@ -47,8 +47,6 @@ pub use work::DeviceLimits;
 
 use crate::nn::{LoadError, OpError, WeightError};
 
-use std::fmt;
-
 /// Relative L2 error `‖got − want‖ / ‖want‖`, summed in f64 in element order (the metric the
 /// golden test, the arms test and `dcc-bench check` report); `f64::INFINITY` when the lengths
 /// differ.
@@ -65,39 +63,38 @@ pub fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
     (num / den).sqrt()
 }
 
-/// Everything that can go wrong loading or running the flow.
-#[derive(Clone, Debug, PartialEq)]
+/// Everything that can go wrong loading or running the flow. Lower layers' errors are kept as
+/// typed sources (`Device`, `Op`), never formatted into strings.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum FlowError {
+    /// The weights file could not be read (the message names the file).
+    #[error("i/o: {0}")]
     Io(String),
     /// Not a readable safetensors image.
+    #[error("not a safetensors file: {0}")]
     Format(String),
     /// A state_dict entry is absent.
+    #[error("missing tensor `{0}`")]
     Missing(String),
+    /// A state_dict entry has another shape than the configuration needs.
+    #[error("tensor `{name}`: expected shape {expected:?}, found {found:?}")]
     Shape {
         name: String,
         expected: Vec<usize>,
         found: Vec<usize>,
     },
     /// The weights do not describe a supported configuration.
+    #[error("unsupported weights: {0}")]
     Config(String),
     /// An input has the wrong length or an out-of-range value.
+    #[error("bad input: {0}")]
     Input(String),
     /// The runtime backend refused an operation.
-    Device(String),
+    #[error("device: {0}")]
+    Device(#[from] dcc_runtime::Error),
     /// An op refused its operands.
-    Op(OpError),
-}
-
-impl From<dcc_runtime::Error> for FlowError {
-    fn from(e: dcc_runtime::Error) -> Self {
-        FlowError::Device(e.to_string())
-    }
-}
-
-impl From<OpError> for FlowError {
-    fn from(e: OpError) -> Self {
-        FlowError::Op(e)
-    }
+    #[error("op: {0}")]
+    Op(#[from] OpError),
 }
 
 impl From<WeightError> for FlowError {
@@ -127,29 +124,3 @@ impl From<LoadError> for FlowError {
         }
     }
 }
-
-impl fmt::Display for FlowError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            FlowError::Io(s) => write!(f, "i/o: {s}"),
-            FlowError::Format(s) => write!(f, "not a safetensors file: {s}"),
-            FlowError::Missing(s) => write!(f, "missing tensor `{s}`"),
-            FlowError::Shape {
-                name,
-                expected,
-                found,
-            } => {
-                write!(
-                    f,
-                    "tensor `{name}`: expected shape {expected:?}, found {found:?}"
-                )
-            }
-            FlowError::Config(s) => write!(f, "unsupported weights: {s}"),
-            FlowError::Input(s) => write!(f, "bad input: {s}"),
-            FlowError::Device(s) => write!(f, "device: {s}"),
-            FlowError::Op(e) => write!(f, "op: {e}"),
-        }
-    }
-}
-
-impl std::error::Error for FlowError {}

@@ -266,7 +266,7 @@ type Engine = ExactShapeReplay<Callable>;
 
 fn rt(e: FlowError) -> dcc_runtime::Error {
     match e {
-        FlowError::Device(s) => dcc_runtime::Error::Invalid(format!("device: {s}")),
+        FlowError::Device(e) => e,
         e => dcc_runtime::Error::Invalid(e.to_string()),
     }
 }
