@@ -2,6 +2,7 @@
 
 mod common;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use common::data;
@@ -12,7 +13,7 @@ use dcc_runtime::contract::{
 };
 use dcc_runtime::kernels::{rng as kr, synthetic as ks};
 use dcc_runtime::replay::{
-    Call, ExactShapeReplay, Invocation, Outcome, ReplaySpec, TensorArg, WriteArg,
+    Call, Catalog, ExactShapeReplay, Invocation, Outcome, ReplaySpec, TensorArg, WriteArg,
 };
 use dcc_runtime::rng::HostRng;
 use dcc_runtime::session::SessionPool;
@@ -99,13 +100,13 @@ static CATALOG: [Signature; 1] = [Signature {
 }];
 
 const SPEC: ReplaySpec = ReplaySpec {
-    name: "step",
+    name: Cow::Borrowed("step"),
     verdict: Verdict::Captured,
     granularity: Granularity::Chunk,
     effects: Effects::DeviceRng,
     rng_increment: 1,
     writes: 4,
-    catalog: &CATALOG,
+    catalog: Catalog::Static(&CATALOG),
 };
 
 /// scratch = x + 0.1*uniform; state = state*0.9 + scratch*0.1; out = state*2 - 1; advance rng.

@@ -30,11 +30,11 @@ use std::sync::Arc;
 use dcc_runtime::DevPtr;
 use dcc_runtime::contract::{
     ArenaLayout, CallableInfo, DType, Granularity, NativeClock, NativeClockAdapter, RegionBuf,
-    RegionInfo, Signature, TensorSig,
+    RegionInfo, Signature,
 };
 use dcc_runtime::replay::{
-    Call, EngineReport, ExactShapeReplay, Fallback, Invocation, Outcome, ReplaySpec, TensorArg,
-    WriteArg,
+    Call, Catalog, EngineReport, ExactShapeReplay, Fallback, Invocation, Outcome, OwnedSignature,
+    ReplaySpec, TensorArg, WriteArg,
 };
 use dcc_runtime::rng::HostRng;
 
@@ -271,48 +271,28 @@ fn rt(e: FlowError) -> dcc_runtime::Error {
     }
 }
 
-fn leak<T>(v: Vec<T>) -> &'static [T] {
-    Box::leak(v.into_boxed_slice())
-}
-
-fn packed(dims: &[usize]) -> &'static [usize] {
-    leak(dcc_runtime::arena::packed_strides(dims))
-}
-
 /// The contract's catalog with every region input staged and described by the stock store's
 /// real compact layout (`region_dims(input, signature)`, packed): what replay without the state
-/// rule keys on and copies. Other inputs and constants stay as declared.
+/// rule keys on and copies. Other inputs and constants stay as declared. Owned by the engines
+/// built from it.
 fn staged_catalog(
     cat: &'static [Signature],
     region_dims: impl Fn(&str, &Signature) -> Option<Vec<usize>>,
-) -> &'static [Signature] {
-    leak(
-        cat.iter()
-            .map(|s| {
-                let inputs = s
-                    .inputs
-                    .iter()
-                    .map(|t| match region_dims(t.name, s) {
-                        Some(dims) => {
-                            let dims = leak(dims);
-                            TensorSig {
-                                name: t.name,
-                                dims,
-                                strides: packed(dims),
-                                dtype: t.dtype,
-                                aliased: false,
-                            }
-                        }
-                        None => *t,
-                    })
-                    .collect();
-                Signature {
-                    inputs: leak(inputs),
-                    ..*s
+) -> Catalog {
+    cat.iter()
+        .map(|s| {
+            let mut o = OwnedSignature::from(s);
+            for (t, declared) in o.inputs.iter_mut().zip(s.inputs) {
+                if let Some(dims) = region_dims(declared.name, s) {
+                    t.strides = dcc_runtime::arena::packed_strides(&dims).into();
+                    t.dims = dims.into();
+                    t.aliased = false;
                 }
-            })
-            .collect(),
-    )
+            }
+            o
+        })
+        .collect::<Vec<_>>()
+        .into()
 }
 
 /// Per-session counters beyond the engines'.
@@ -486,7 +466,7 @@ impl Session {
         };
         let step_clock = g == Granularity::Step;
         let catalog = if rule {
-            flow_info.catalog
+            Catalog::Static(flow_info.catalog)
         } else {
             staged_catalog(flow_info.catalog, |name, sig| {
                 let l = sig.attended;
@@ -504,13 +484,13 @@ impl Session {
         for range in ranges {
             let mut spec = ReplaySpec::from_callable(flow_info, 0);
             spec.granularity = g;
-            spec.catalog = catalog;
+            spec.catalog = catalog.clone();
             if !rule {
                 // the solver workspace and the conv cache (written in place)
                 spec.writes = 2;
             }
             if step_clock {
-                spec.name = Box::leak(format!("flow.step{}", range.start).into_boxed_str());
+                spec.name = std::borrow::Cow::Owned(format!("flow.step{}", range.start));
             }
             if !self.contract.capture_flow {
                 spec.verdict = dcc_runtime::contract::Verdict::OutWidth;
@@ -777,13 +757,14 @@ impl Session {
             {
                 stats.graph_nodes += *nodes as u64;
             }
-            let sig = &e.spec().catalog[class as usize];
-            stats.staging_copies += sig
-                .inputs
-                .iter()
-                .zip(inputs)
-                .filter(|(s, _)| !s.aliased)
-                .count() as u64;
+            if let Some(sig) = e.spec().catalog.get(class as usize) {
+                stats.staging_copies += sig
+                    .inputs
+                    .iter()
+                    .zip(inputs)
+                    .filter(|(s, _)| !s.aliased)
+                    .count() as u64;
+            }
         }
     }
 
