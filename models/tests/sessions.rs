@@ -6,6 +6,9 @@
 //! and its replay engines (the stock arms derive a staged catalog from the contract's; the
 //! step-clock arms name one engine per solver step). Nothing here runs the model: what is
 //! measured is what building and dropping a session costs, so the loop is fast enough for CI.
+//! While a session lives, the ledger holds exactly the bytes it reports (`Session::bytes`: its
+//! state; no staging buffer or graph before a call) on top of the per-process bytes (weights,
+//! the flow's workspace), which is what the ledger returns to once it is dropped.
 //!
 //! Live heap bytes are counted by this binary's global allocator (every `alloc`, `dealloc` and
 //! `realloc` of every thread: deterministic, unlike the RSS, which is printed for reference).
@@ -101,12 +104,23 @@ fn a_thousand_replay_sessions_leave_heap_and_ledger_flat() {
     let dev = Arc::new(DeviceFlow::new(be.clone(), &ws, &cfg, limits).unwrap());
     // both stores (stock: R, Rc; state rule: SR, SRc) at both clocks
     let arms = [Arm::R, Arm::Rc, Arm::SR, Arm::SRc];
+    // what the process holds without a session: the weights and the flow's workspace
+    let process = be.memory().live_total;
+    let mut per_session = Vec::new();
     let t0 = std::time::Instant::now();
     let mut at_warm_up = None;
     for i in 1..=SESSIONS {
         let arm = arms[i % arms.len()];
         let s = Session::new(dev.clone(), contract, arm, SolverParams::default()).unwrap();
         assert_eq!(s.arm(), arm);
+        // a session holds exactly what it reports, and creating it captured nothing
+        let held = be.memory().live_total - process;
+        let bytes = s.bytes();
+        assert_eq!(held, bytes.total(), "{arm:?}: ledger vs {bytes:?}");
+        assert_eq!((bytes.staging, bytes.graphs), (0, 0), "{arm:?}");
+        if i <= arms.len() {
+            per_session.push((arm, held));
+        }
         drop(s);
         if i == WARM_UP {
             at_warm_up = Some((LIVE.load(Ordering::Relaxed), be.memory().live_total));
@@ -115,6 +129,7 @@ fn a_thousand_replay_sessions_leave_heap_and_ledger_flat() {
     let (heap, ledger) = (LIVE.load(Ordering::Relaxed), be.memory().live_total);
     let (heap0, ledger0) = at_warm_up.unwrap();
     let secs = t0.elapsed().as_secs_f64();
+    println!("per process: {process} B of device memory; per session: {per_session:?}");
     println!(
         "after {WARM_UP} sessions: heap {heap0} B, ledger {ledger0} B; after {SESSIONS}: heap \
          {heap} B ({:+} B), ledger {ledger} B ({:+} B); RSS {} KiB; {secs:.2} s",
@@ -123,7 +138,7 @@ fn a_thousand_replay_sessions_leave_heap_and_ledger_flat() {
         rss_bytes().map_or(-1, |b| (b / 1024) as i64)
     );
     assert_eq!(
-        ledger, ledger0,
+        ledger, process,
         "device bytes still held after dropping every session"
     );
     assert!(
