@@ -287,3 +287,71 @@ impl<'a> From<&'a OwnedTensorSig> for TensorSigRef<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    static SIGS: [Signature; 2] = [
+        Signature {
+            callable: "f",
+            class: 0,
+            attended: 3,
+            inputs: &[
+                TensorSig {
+                    name: "x",
+                    dims: &[2, 3],
+                    strides: &[3, 1],
+                    dtype: DType::F32,
+                    aliased: false,
+                },
+                TensorSig {
+                    name: "c",
+                    dims: &[3],
+                    strides: &[1],
+                    dtype: DType::I32,
+                    aliased: true,
+                },
+            ],
+            scalars: &[3],
+        },
+        Signature {
+            callable: "f",
+            class: 1,
+            attended: 4,
+            inputs: &[],
+            scalars: &[],
+        },
+    ];
+
+    fn fields(s: SignatureRef<'_>) -> (String, u16, usize, Vec<TensorSigRef<'_>>, Vec<i64>) {
+        (
+            s.callable.to_string(),
+            s.class,
+            s.attended,
+            s.inputs.iter().collect(),
+            s.scalars.to_vec(),
+        )
+    }
+
+    /// An owned copy of a generated catalog reads exactly as the generated one.
+    #[test]
+    fn owned_copy_reads_as_the_static_catalog() {
+        let st = Catalog::Static(&SIGS);
+        let owned: Catalog = SIGS
+            .iter()
+            .map(OwnedSignature::from)
+            .collect::<Vec<_>>()
+            .into();
+        assert_eq!((st.len(), owned.len()), (2, 2));
+        assert_eq!(st.iter().len(), 2);
+        for (a, b) in st.iter().zip(&owned) {
+            assert_eq!(fields(a), fields(b));
+            assert_eq!(a.inputs.iter().len(), a.inputs.len());
+        }
+        assert!(st.get(2).is_none() && owned.get(2).is_none());
+        let x = owned.get(0).and_then(|s| s.inputs.get(0)).unwrap();
+        assert_eq!((x.name, x.dims, x.strides), ("x", &[2, 3][..], &[3, 1][..]));
+        assert!(owned.get(0).unwrap().inputs.get(2).is_none());
+    }
+}

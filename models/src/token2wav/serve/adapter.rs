@@ -244,3 +244,39 @@ fn named(c: &CallableInfo, inputs: &[&str], writes: &[&str]) -> Result<(), FlowE
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn callable(writes: &'static [&'static str]) -> CallableInfo {
+        CallableInfo {
+            writes,
+            ..*<Token2WavTiny as NativeClockAdapter>::callable_of("flow").unwrap()
+        }
+    }
+
+    /// The typed I/O binds by position: a callable whose declared names differ is refused.
+    #[test]
+    fn callables_must_declare_the_typed_names() {
+        let flow = callable(&FlowWrites::NAMES);
+        assert_eq!(named(&flow, &FlowInputs::NAMES, &FlowWrites::NAMES), Ok(()));
+        let swapped = callable(&["carry", "solver_workspace", "estimator_conv_cache"]);
+        let e = named(&swapped, &FlowInputs::NAMES, &FlowWrites::NAMES).unwrap_err();
+        assert!(e.to_string().contains("writes"), "{e}");
+        assert!(named(&flow, &EncoderInputs::NAMES, &FlowWrites::NAMES).is_err());
+    }
+
+    #[test]
+    fn stream_sizes_come_from_the_generated_module() {
+        let c = ContractView::of::<Token2WavTiny>().unwrap();
+        assert_eq!(
+            c.call_tokens(),
+            dcc_generated::token2wav_tiny::CHUNK_TOKENS
+                + dcc_generated::token2wav_tiny::LOOKAHEAD_TOKENS
+        );
+        // what the encoder's catalog keys `tokens` on
+        let tokens = c.encoder.catalog[0].inputs[0];
+        assert_eq!(tokens.dims.iter().product::<usize>(), c.call_tokens());
+    }
+}
