@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use common::{bytes_of, data};
@@ -10,8 +11,8 @@ use dcc_runtime::backend::{AllocKind, Backend, DeviceBuffer};
 use dcc_runtime::contract::{DType, Effects, Granularity, Signature, TensorSig, Verdict};
 use dcc_runtime::kernels::synthetic as ks;
 use dcc_runtime::replay::{
-    Call, ClassStatus, ExactShapeReplay, Fallback, Invocation, Mode, Outcome, ReplaySpec,
-    TensorArg, WriteArg,
+    Call, Catalog, ClassStatus, ExactShapeReplay, Fallback, Invocation, Mode, Outcome,
+    OwnedSignature, ReplaySpec, TensorArg, WriteArg,
 };
 use dcc_runtime::rng::{DeviceRng, HostRng};
 use dcc_runtime::{Arg, DevPtr, LaunchDims, Result};
@@ -51,13 +52,13 @@ static CATALOG: [Signature; 3] = [sig!(0, 302), sig!(1, 352), sig!(2, 402)];
 
 fn spec(effects: Effects, inc: u64) -> ReplaySpec {
     ReplaySpec {
-        name: "synth",
+        name: Cow::Borrowed("synth"),
         verdict: Verdict::Captured,
         granularity: Granularity::Chunk,
         effects,
         rng_increment: inc,
         writes: 2,
-        catalog: &CATALOG,
+        catalog: Catalog::Static(&CATALOG),
     }
 }
 
@@ -828,13 +829,13 @@ fn solver_chunk(call: &mut Call<'_>) -> Result<()> {
 fn step_and_chunk_granularity_agree(b: Arc<dyn Backend>) {
     let mk = |g: Granularity, f: fn(&mut Call<'_>) -> Result<()>| {
         let s = ReplaySpec {
-            name: "solver",
+            name: Cow::Borrowed("solver"),
             verdict: Verdict::Captured,
             granularity: g,
             effects: Effects::None,
             rng_increment: 0,
             writes: 1,
-            catalog: &STEP_CATALOG,
+            catalog: Catalog::Static(&STEP_CATALOG),
         };
         ExactShapeReplay::new(b.clone(), s, Arc::new(HostRng::new(0)), None, f).unwrap()
     };
@@ -900,15 +901,17 @@ both!(step_and_chunk_granularity_agree);
 #[test]
 fn catalog_longer_than_u16_is_refused() {
     let b = common::host();
-    let catalog: &'static [Signature] = Vec::leak(vec![CATALOG[0]; usize::from(u16::MAX) + 2]);
+    let long = |n: usize| -> Catalog { vec![OwnedSignature::from(&CATALOG[0]); n].into() };
     let s = ReplaySpec {
-        catalog,
+        catalog: long(usize::from(u16::MAX) + 2),
         ..spec(Effects::None, 0)
     };
     let f: fn(&mut Call<'_>) -> Result<()> = synth;
-    assert!(ExactShapeReplay::new(b.clone(), s, Arc::new(HostRng::new(0)), None, f).is_err());
+    assert!(
+        ExactShapeReplay::new(b.clone(), s.clone(), Arc::new(HostRng::new(0)), None, f).is_err()
+    );
     let s = ReplaySpec {
-        catalog: &catalog[1..],
+        catalog: long(usize::from(u16::MAX) + 1),
         ..s
     };
     assert!(ExactShapeReplay::new(b, s, Arc::new(HostRng::new(0)), None, f).is_ok());

@@ -3,6 +3,7 @@
 
 mod common;
 
+use std::borrow::Cow;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -12,7 +13,8 @@ use dcc_runtime::backend::{AllocKind, Backend, DeviceBuffer};
 use dcc_runtime::contract::{DType, Effects, Granularity, Signature, TensorSig, Verdict};
 use dcc_runtime::kernels::synthetic as ks;
 use dcc_runtime::replay::{
-    Call, ExactShapeReplay, Fallback, Invocation, Mode, Outcome, ReplaySpec, TensorArg, WriteArg,
+    Call, Catalog, ExactShapeReplay, Fallback, Invocation, Mode, Outcome, ReplaySpec, TensorArg,
+    WriteArg,
 };
 use dcc_runtime::rng::HostRng;
 use dcc_runtime::{Arg, DevPtr, Error, Gemm, LaunchDims, Result};
@@ -48,13 +50,13 @@ static ALIASED: [Signature; 1] = one_class(&[tensor("c", &[N], true)]);
 
 fn spec(catalog: &'static [Signature], writes: usize, verdict: Verdict) -> ReplaySpec {
     ReplaySpec {
-        name: "t",
+        name: Cow::Borrowed("t"),
         verdict,
         granularity: Granularity::Chunk,
         effects: Effects::None,
         rng_increment: 0,
         writes,
-        catalog,
+        catalog: Catalog::Static(catalog),
     }
 }
 

@@ -1,7 +1,10 @@
-//! N sessions over one arena binding and one set of graphs produce the same bytes as each alone.
+//! N sessions over one arena binding and one set of graphs produce the same bytes as each alone
+//! (`SessionPool`); one stream that owns its arena and engine (`Session`) produces the same bytes
+//! as a hand-built rig, holds exactly the device bytes it reports, and frees them when dropped.
 
 mod common;
 
+use std::borrow::Cow;
 use std::sync::Arc;
 
 use common::data;
@@ -12,10 +15,10 @@ use dcc_runtime::contract::{
 };
 use dcc_runtime::kernels::{rng as kr, synthetic as ks};
 use dcc_runtime::replay::{
-    Call, ExactShapeReplay, Invocation, Outcome, ReplaySpec, TensorArg, WriteArg,
+    Call, Catalog, ExactShapeReplay, Invocation, Outcome, ReplaySpec, TensorArg, WriteArg,
 };
 use dcc_runtime::rng::HostRng;
-use dcc_runtime::session::SessionPool;
+use dcc_runtime::session::{Session, SessionBytes, SessionPool};
 use dcc_runtime::{Arg, LaunchDims, Result};
 
 const N: usize = 1024;
@@ -99,13 +102,13 @@ static CATALOG: [Signature; 1] = [Signature {
 }];
 
 const SPEC: ReplaySpec = ReplaySpec {
-    name: "step",
+    name: Cow::Borrowed("step"),
     verdict: Verdict::Captured,
     granularity: Granularity::Chunk,
     effects: Effects::DeviceRng,
     rng_increment: 1,
     writes: 4,
-    catalog: &CATALOG,
+    catalog: Catalog::Static(&CATALOG),
 };
 
 /// scratch = x + 0.1*uniform; state = state*0.9 + scratch*0.1; out = state*2 - 1; advance rng.
@@ -306,3 +309,102 @@ fn sessions_interleaved_equal_alone(b: Arc<dyn Backend>) {
 }
 
 both!(sessions_interleaved_equal_alone);
+
+type Step = fn(&mut Call<'_>) -> Result<()>;
+
+fn owned_session_reports_and_frees_what_it_holds(b: Arc<dyn Backend>) {
+    const C: u64 = 4;
+    let mut rig = Rig::new(&b);
+    rig.init(&*b, 0);
+    let want: Vec<Vec<u8>> = (0..C).map(|c| rig.chunk(&*b, 0, c).1).collect();
+    drop(rig);
+
+    let before = b.memory().live_total;
+    let x = b.alloc(N * 4, AllocKind::Other).unwrap();
+    let base = b.memory().live_total;
+    let arena = Arena::new(b.clone(), &LAYOUT).unwrap();
+    let rng = arena.ptr("rng").unwrap();
+    let mut s: Session<Arena, Step> = Session::new(b.clone(), arena);
+    let id = s.add_engine(SPEC, Some(rng), step as Step).unwrap();
+    let held = |s: &Session<Arena, Step>| (b.memory().live_total - base, s.bytes());
+    assert_eq!(
+        held(&s),
+        (
+            LAYOUT.total_bytes,
+            SessionBytes {
+                state: LAYOUT.total_bytes,
+                staging: 0,
+                graphs: 0
+            }
+        ),
+        "a new session holds its arena only"
+    );
+    b.upload(s.state().ptr("state").unwrap(), &data(1000, N))
+        .unwrap();
+    b.upload(rng, &[77u64, 0]).unwrap();
+    for (c, want) in want.iter().enumerate() {
+        b.upload(x.ptr(), &data(c as u64, N)).unwrap();
+        let region = |name: &str| {
+            let r = s.state().region(name).unwrap();
+            WriteArg {
+                ptr: r.ptr,
+                bytes: r.bytes(),
+            }
+        };
+        let writes = [
+            region("state"),
+            region("out"),
+            region("rng"),
+            region("scratch"),
+        ];
+        let inputs = [TensorArg {
+            ptr: x.ptr(),
+            dims: &[N],
+            strides: &[1],
+            dtype: DType::F32,
+        }];
+        s.call(
+            id,
+            &Invocation {
+                inputs: &inputs,
+                writes: &writes,
+                scalars: &[],
+            },
+        )
+        .unwrap();
+        let out = b.download::<u8>(writes[1].ptr, N * 4).unwrap();
+        assert_eq!(&out, want, "chunk {c} differs from the rig's");
+    }
+    let (ledger, bytes) = held(&s);
+    println!(
+        "{}\nsession: {bytes:?} ({ledger} B in the ledger)",
+        s.reports()[0]
+    );
+    assert_eq!(
+        ledger,
+        bytes.total(),
+        "the ledger holds what the session reports"
+    );
+    assert_eq!(
+        bytes.staging,
+        N * 4,
+        "one staged input of the captured class"
+    );
+    assert_eq!(s.engines()[0].report().replays, C - 1);
+    assert_eq!(
+        s.fallbacks().values().sum::<u64>(),
+        1,
+        "{:?}",
+        s.fallbacks()
+    );
+    drop(s);
+    assert_eq!(
+        b.memory().live_total,
+        base,
+        "dropping the session frees all it held"
+    );
+    drop(x);
+    assert_eq!(b.memory().live_total, before);
+}
+
+both!(owned_session_reports_and_frees_what_it_holds);

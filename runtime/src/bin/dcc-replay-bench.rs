@@ -7,16 +7,18 @@
 //!
 //! `dcc-replay-bench --help` documents every flag.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
 use clap::builder::RangedU64ValueParser;
 use clap::{Parser, ValueEnum};
 use dcc_runtime::backend::{self, AllocKind, Backend, BackendKind, DeviceBuffer};
-use dcc_runtime::contract::{DType, Effects, Granularity, Signature, TensorSig, Verdict};
+use dcc_runtime::contract::{DType, Effects, Granularity, Verdict};
 use dcc_runtime::kernels::synthetic as ks;
 use dcc_runtime::replay::{
-    Call, ExactShapeReplay, Invocation, Outcome, ReplaySpec, TensorArg, WriteArg,
+    Call, Catalog, ExactShapeReplay, Invocation, Outcome, OwnedSignature, OwnedTensorSig,
+    ReplaySpec, TensorArg, WriteArg,
 };
 use dcc_runtime::rng::HostRng;
 use dcc_runtime::stats;
@@ -352,30 +354,24 @@ fn run(o: &Opts) -> std::result::Result<(), BenchError> {
         BackendChoice::Host => backend::host(),
     };
     b.preload(ks::KERNELS)?;
-    let dims: &'static [usize] = Box::leak(vec![o.n].into_boxed_slice());
-    let inputs: &'static [TensorSig] = Box::leak(
-        vec![TensorSig {
-            name: "x",
-            dims,
-            strides: &[1],
+    // The catalog's one class is sized by the command line: derived at run time and owned by
+    // the engines (freed with them).
+    let catalog: Catalog = vec![OwnedSignature {
+        callable: Cow::Borrowed("chain"),
+        class: 0,
+        attended: o.n,
+        inputs: Box::new([OwnedTensorSig {
+            name: Cow::Borrowed("x"),
+            dims: Box::new([o.n]),
+            strides: Box::new([1]),
             dtype: DType::F32,
             aliased: false,
-        }]
-        .into_boxed_slice(),
-    );
-    let scalars: &'static [i64] = Box::leak(vec![o.kernels as i64].into_boxed_slice());
-    let catalog: &'static [Signature] = Box::leak(
-        vec![Signature {
-            callable: "chain",
-            class: 0,
-            attended: o.n,
-            inputs,
-            scalars,
-        }]
-        .into_boxed_slice(),
-    );
+        }]),
+        scalars: Box::new([o.kernels as i64]),
+    }]
+    .into();
     let spec = ReplaySpec {
-        name: "chain",
+        name: Cow::Borrowed("chain"),
         verdict: Verdict::Captured,
         granularity: Granularity::Chunk,
         effects: Effects::None,
@@ -397,7 +393,7 @@ fn run(o: &Opts) -> std::result::Result<(), BenchError> {
         b.clone(),
         ReplaySpec {
             verdict: Verdict::OutWidth,
-            ..spec
+            ..spec.clone()
         },
         Arc::new(HostRng::new(0)),
         None,

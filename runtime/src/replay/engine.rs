@@ -12,7 +12,7 @@ use crate::rng::HostRng;
 use super::premise::{self, key, matches};
 use super::{
     Call, ClassStatus, EngineReport, Fallback, Invocation, LogEntry, Mode, Outcome, ReplaySpec,
-    WriteArg,
+    SignatureRef, WriteArg,
 };
 
 /// Where the engine reads the device generator state for effect certification.
@@ -119,6 +119,7 @@ where
             catalog_classes: spec.catalog.len(),
             ..Default::default()
         };
+        let effects = spec.effects;
         let mut e = ExactShapeReplay {
             backend,
             spec,
@@ -129,9 +130,9 @@ where
             classes,
             report,
         };
-        if spec.effects == Effects::HostRng {
+        if effects == Effects::HostRng {
             e.reject(Fallback::HostRng, None, "declared host randomness".into());
-        } else if spec.effects == Effects::DeviceRng && device_rng.is_none() {
+        } else if effects == Effects::DeviceRng && device_rng.is_none() {
             e.reject(
                 Fallback::RngMismatch,
                 None,
@@ -168,6 +169,25 @@ where
             }
         }
         r
+    }
+
+    /// Eager calls so far, by reason (the report's counters, without copying the log).
+    pub fn fallbacks(&self) -> &std::collections::BTreeMap<Fallback, u64> {
+        &self.report.fallbacks
+    }
+
+    /// Device bytes the engine holds now: `(staging, graphs)`, over its captured classes.
+    pub fn device_bytes(&self) -> (usize, usize) {
+        self.classes
+            .iter()
+            .filter_map(|c| match c {
+                Class::Captured(c) => Some(c),
+                _ => None,
+            })
+            .fold((0, 0), |(s, g), c| {
+                let staged: usize = c.staging.iter().flatten().map(|b| b.bytes()).sum();
+                (s + staged, g + c.graph.bytes())
+            })
     }
 
     /// State of every catalog class, in catalog order.
@@ -209,9 +229,17 @@ where
         );
         self.keys
             .iter()
-            .zip(self.spec.catalog)
+            .zip(self.spec.catalog.iter())
             .position(|(&ck, sig)| ck == k && matches(sig, inv))
             .map(|i| i as u16)
+    }
+
+    /// The signature of class `ci` (a class index the engine numbered from its catalog).
+    fn signature(&self, ci: usize) -> Result<SignatureRef<'_>> {
+        self.spec
+            .catalog
+            .get(ci)
+            .ok_or_else(|| Error::Invalid(format!("{}: no catalog class {ci}", self.spec.name)))
     }
 
     fn count(&mut self, why: Fallback) -> Outcome {
@@ -270,7 +298,7 @@ where
             return self.eager(inv, Fallback::SignatureMiss);
         };
         let ci = class as usize;
-        let sig = &self.spec.catalog[ci];
+        let sig = self.signature(ci)?;
         // The premises of every call, before any byte moves (module docs, step 2).
         let broken = match &self.classes[ci] {
             Class::Dropped(_) => return self.eager(inv, Fallback::ClassDropped),
@@ -292,7 +320,7 @@ where
     /// premises; the alignment and live-buffer premises are checked here.
     fn replay(&mut self, inv: &Invocation<'_>, class: u16) -> Result<Outcome> {
         let ci = class as usize;
-        let sig = &self.spec.catalog[ci];
+        let sig = self.signature(ci)?;
         let Class::Captured(c) = &self.classes[ci] else {
             return Err(Error::Invalid(format!("class {class} is not captured")));
         };
@@ -396,7 +424,7 @@ where
         }
         match captured {
             Ok(c) => {
-                let sig = &self.spec.catalog[ci];
+                let sig = self.signature(ci)?;
                 match premise::first_difference(
                     sig,
                     inv,
@@ -431,7 +459,7 @@ where
     /// caller's address modulo `STAGING_ALIGN`; aliased inputs and written regions are bound at
     /// the invocation's addresses. The capture is always ended once begun.
     fn capture(&mut self, inv: &Invocation<'_>, ci: usize) -> Result<Box<Captured>> {
-        let sig = &self.spec.catalog[ci];
+        let sig = self.signature(ci)?;
         let mut staging = Vec::with_capacity(sig.inputs.len());
         let mut bound_inputs = Vec::with_capacity(sig.inputs.len());
         for (s, a) in sig.inputs.iter().zip(inv.inputs) {
@@ -466,7 +494,7 @@ where
 }
 
 /// What moved since capture, if a written region or an aliased input did.
-fn drift(sig: &crate::contract::Signature, inv: &Invocation<'_>, c: &Captured) -> Option<String> {
+fn drift(sig: SignatureRef<'_>, inv: &Invocation<'_>, c: &Captured) -> Option<String> {
     if let Some(w) = inv
         .writes
         .iter()
@@ -486,7 +514,9 @@ fn drift(sig: &crate::contract::Signature, inv: &Invocation<'_>, c: &Captured) -
         .map(|i| {
             format!(
                 "aliased input `{}` moved {} -> {}",
-                sig.inputs[i].name, c.bound_inputs[i], inv.inputs[i].ptr
+                sig.inputs.get(i).map_or("?", |t| t.name),
+                c.bound_inputs[i],
+                inv.inputs[i].ptr
             )
         })
 }

@@ -70,18 +70,24 @@
 //!
 //! Every eager call is counted by its reason ([`Fallback`]); [`EngineReport`] summarizes.
 
+mod catalog;
 mod engine;
 mod premise;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::DevPtr;
 use crate::backend::Backend;
-use crate::contract::{CallableInfo, DType, Effects, Granularity, Signature, Verdict};
+use crate::contract::{CallableInfo, DType, Effects, Granularity, Verdict};
 use crate::error::{Error, Result};
 use crate::rng::HostRng;
 
+pub use catalog::{
+    Catalog, CatalogIter, OwnedSignature, OwnedTensorSig, SignatureRef, TensorSigIter,
+    TensorSigRef, TensorSigs,
+};
 pub use engine::{ExactShapeReplay, RngProbe};
 
 /// Staging buffers hold their copy at the caller's address modulo this many bytes (the largest
@@ -297,10 +303,13 @@ pub enum Outcome {
     Eager(Fallback),
 }
 
-/// Static description of a wrapped callable.
-#[derive(Copy, Clone, Debug)]
+/// Description of a wrapped callable. It owns what it does not borrow from the generated
+/// contract (a name made at run time, a derived [`Catalog`]), so an engine built from it frees
+/// everything when dropped.
+#[derive(Clone, Debug)]
 pub struct ReplaySpec {
-    pub name: &'static str,
+    /// The callable's name, or a name of the caller's (e.g. one engine per solver step).
+    pub name: Cow<'static, str>,
     pub verdict: Verdict,
     pub granularity: Granularity,
     pub effects: Effects,
@@ -308,20 +317,21 @@ pub struct ReplaySpec {
     pub rng_increment: u64,
     /// Number of written regions the callable declares.
     pub writes: usize,
-    pub catalog: &'static [Signature],
+    /// The signatures the engine keys on, by class.
+    pub catalog: Catalog,
 }
 
 impl ReplaySpec {
     /// From generated contract data.
     pub fn from_callable(info: &'static CallableInfo, rng_increment: u64) -> ReplaySpec {
         ReplaySpec {
-            name: info.name,
+            name: Cow::Borrowed(info.name),
             verdict: info.verdict,
             granularity: info.granularity,
             effects: info.effects,
             rng_increment,
             writes: info.writes.len(),
-            catalog: info.catalog,
+            catalog: Catalog::Static(info.catalog),
         }
     }
 }

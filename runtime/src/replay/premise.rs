@@ -3,10 +3,10 @@
 
 use crate::DevPtr;
 use crate::backend::{AllocKind, Backend, DeviceBuffer, StreamOp};
-use crate::contract::{DType, Signature};
+use crate::contract::DType;
 use crate::error::{Error, Result};
 
-use super::{Fallback, Invocation, STAGING_ALIGN, TensorArg};
+use super::{Fallback, Invocation, STAGING_ALIGN, SignatureRef, TensorArg};
 
 /// FNV-1a over integers.
 struct KeyHasher(u64);
@@ -48,7 +48,7 @@ pub(super) fn key<'a>(
     h.0
 }
 
-pub(super) fn matches(sig: &Signature, inv: &Invocation<'_>) -> bool {
+pub(super) fn matches(sig: SignatureRef<'_>, inv: &Invocation<'_>) -> bool {
     sig.inputs.len() == inv.inputs.len()
         && sig.scalars == inv.scalars
         && sig
@@ -60,7 +60,7 @@ pub(super) fn matches(sig: &Signature, inv: &Invocation<'_>) -> bool {
 
 /// The inputs of `inv` the engine stages (not aliased in `sig`), with their catalog index.
 fn staged<'s, 'a>(
-    sig: &'s Signature,
+    sig: SignatureRef<'s>,
     inv: &'s Invocation<'a>,
 ) -> impl Iterator<Item = (usize, &'s TensorArg<'a>)> + 's {
     sig.inputs
@@ -76,7 +76,7 @@ fn staged<'s, 'a>(
 /// starts. The reason and what broke it, when one does not hold.
 pub(super) fn check_writes(
     backend: &dyn Backend,
-    sig: &Signature,
+    sig: SignatureRef<'_>,
     inv: &Invocation<'_>,
 ) -> Option<(Fallback, String)> {
     for (w, arg) in inv.writes.iter().enumerate() {
@@ -100,7 +100,7 @@ pub(super) fn check_writes(
                         "written region {w} ({} bytes at {}) overlaps staged input `{}` ({} bytes at {})",
                         arg.bytes,
                         arg.ptr,
-                        sig.inputs[i].name,
+                        sig.inputs.get(i).map_or("?", |t| t.name),
                         a.span_bytes(),
                         a.ptr
                     ),
@@ -113,7 +113,11 @@ pub(super) fn check_writes(
 
 /// The first staged input of `inv` whose address differs modulo [`STAGING_ALIGN`] from the
 /// address its copy is bound at in the graph (`bound`, per input).
-pub(super) fn misaligned(sig: &Signature, inv: &Invocation<'_>, bound: &[DevPtr]) -> Option<usize> {
+pub(super) fn misaligned(
+    sig: SignatureRef<'_>,
+    inv: &Invocation<'_>,
+    bound: &[DevPtr],
+) -> Option<usize> {
     staged(sig, inv)
         .find(|&(i, a)| a.ptr.0 % STAGING_ALIGN != bound[i].0 % STAGING_ALIGN)
         .map(|(i, _)| i)
@@ -142,7 +146,7 @@ pub(super) fn stage(backend: &dyn Backend, a: &TensorArg<'_>) -> Result<(DeviceB
 /// (`bound[i]` for staged input `i`, over its span, one-past-the-end included) are first mapped
 /// back to the caller's. A description of the first difference, if there is one.
 pub(super) fn first_difference(
-    sig: &Signature,
+    sig: SignatureRef<'_>,
     inv: &Invocation<'_>,
     bound: &[DevPtr],
     probe: &[StreamOp],

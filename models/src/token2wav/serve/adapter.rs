@@ -1,0 +1,282 @@
+//! The `#[native_clock]` adapters of the three Token2Wav contracts and what a session reads of
+//! one ([`ContractView`]).
+//!
+//! Every number an adapter needs comes from the contract: the region buffer types are the
+//! generated module's (`dcc_generated::<family>::CarryBuf`, ...: element type and count), the
+//! stream sizes its constants (`CHUNK_TOKENS`, `LOOKAHEAD_TOKENS`), and a compile-time check
+//! ties the generated module to the spec the attribute expands (same SHA-256), so neither can
+//! drift from the other.
+//!
+//! The callables' inputs and written regions are bound by name through the generated typed
+//! I/O structs. The three contracts generate the same structs (same fields, same order) in
+//! their own modules; the session uses `token2wav`'s, and [`ContractView::of`] checks that the
+//! adapter's callables declare exactly those names, in that order.
+
+use dcc_runtime::contract::{
+    ArenaLayout, CallableInfo, NativeClock, NativeClockAdapter, RegionInfo,
+};
+
+pub use dcc_generated::token2wav::{EncoderInputs, EncoderWrites, FlowInputs, FlowWrites};
+
+use super::super::{FlowError, Keeps};
+
+/// Byte-wise string equality in a constant context.
+const fn same_str(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// A `#[native_clock]` adapter of a Token2Wav contract, with the stream sizes of that
+/// contract's generated module.
+pub trait Token2WavAdapter: NativeClockAdapter {
+    /// New tokens per chunk (the contract's `chunk_tokens`).
+    const CHUNK_TOKENS: usize;
+    /// Tokens after the chunk the encoder looks ahead at (`lookahead_tokens`): a chunk call
+    /// reads `CHUNK_TOKENS + LOOKAHEAD_TOKENS` tokens.
+    const LOOKAHEAD_TOKENS: usize;
+}
+
+macro_rules! adapter {
+    ($(#[$m:meta])* $name:ident, $spec:literal, $generated:ident) => {
+        $(#[$m])*
+        #[dcc_macros::native_clock(spec = $spec)]
+        pub struct $name {
+            #[region(carry)]
+            pub carry: dcc_generated::$generated::CarryBuf,
+            #[region(solver_workspace)]
+            pub solver_workspace: dcc_generated::$generated::SolverWorkspaceBuf,
+            #[region(attention_mask)]
+            pub attention_mask: dcc_generated::$generated::AttentionMaskBuf,
+            #[region(conformer_cache)]
+            pub conformer_cache: dcc_generated::$generated::ConformerCacheBuf,
+            #[region(upsample_cache)]
+            pub upsample_cache: dcc_generated::$generated::UpsampleCacheBuf,
+            /// The estimator's causal-conv contexts `[step, layer, cfg, conv, frame, hidden]`.
+            #[region(estimator_conv_cache)]
+            pub estimator_conv_cache: dcc_generated::$generated::EstimatorConvCacheBuf,
+            /// The pre-lookahead layer's conv context `[token, dim]`.
+            #[region(pre_lookahead_cache)]
+            pub pre_lookahead_cache: dcc_generated::$generated::PreLookaheadCacheBuf,
+            /// The upsampling conv's context `[frame, dim]`.
+            #[region(up_layer_cache)]
+            pub up_layer_cache: dcc_generated::$generated::UpLayerCacheBuf,
+            /// `UpsampleConformerEncoderV2.forward_chunk` ([`DeviceFlow::encoder_call`]).
+            ///
+            /// [`DeviceFlow::encoder_call`]: super::super::DeviceFlow::encoder_call
+            #[callable(encoder)]
+            pub encoder: (),
+            /// The CFM solver loop ([`DeviceFlow::flow_call`]).
+            ///
+            /// [`DeviceFlow::flow_call`]: super::super::DeviceFlow::flow_call
+            #[callable(flow)]
+            pub flow: (),
+            /// HiFT (a later issue): bound, never captured here.
+            #[callable(vocoder, eager)]
+            pub vocoder: (),
+        }
+
+        impl $name {
+            /// The region handles of a state-rule session's arena, checked against the layout.
+            pub fn bind(arena: &dcc_runtime::Arena) -> dcc_runtime::Result<Self> {
+                use dcc_runtime::contract::RegionBuf;
+                Ok(Self {
+                    carry: RegionBuf::bind(arena, "carry")?,
+                    solver_workspace: RegionBuf::bind(arena, "solver_workspace")?,
+                    attention_mask: RegionBuf::bind(arena, "attention_mask")?,
+                    conformer_cache: RegionBuf::bind(arena, "conformer_cache")?,
+                    upsample_cache: RegionBuf::bind(arena, "upsample_cache")?,
+                    estimator_conv_cache: RegionBuf::bind(arena, "estimator_conv_cache")?,
+                    pre_lookahead_cache: RegionBuf::bind(arena, "pre_lookahead_cache")?,
+                    up_layer_cache: RegionBuf::bind(arena, "up_layer_cache")?,
+                    encoder: (),
+                    flow: (),
+                    vocoder: (),
+                })
+            }
+        }
+
+        impl Token2WavAdapter for $name {
+            const CHUNK_TOKENS: usize = dcc_generated::$generated::CHUNK_TOKENS;
+            const LOOKAHEAD_TOKENS: usize = dcc_generated::$generated::LOOKAHEAD_TOKENS;
+        }
+
+        // The generated module the buffer types and sizes come from is the one of the spec the
+        // attribute expanded.
+        const _: () = assert!(
+            same_str(
+                <<$name as NativeClockAdapter>::Contract as NativeClock>::SPEC_SHA256,
+                dcc_generated::$generated::SPEC_SHA256
+            ),
+            concat!(
+                "dcc_generated::",
+                stringify!($generated),
+                " was generated from another ",
+                $spec,
+                ": regenerate it (`dcc compile`)"
+            )
+        );
+    };
+}
+
+adapter!(
+    /// The full model's contract (`specs/token2wav.yaml`, paper retention).
+    Token2Wav,
+    "specs/token2wav.yaml",
+    token2wav
+);
+adapter!(
+    /// The tiny golden model's contract (`specs/token2wav_tiny.yaml`, paper retention).
+    Token2WavTiny,
+    "specs/token2wav_tiny.yaml",
+    token2wav_tiny
+);
+adapter!(
+    /// The tiny golden model under the vendor's slicing (`specs/token2wav_tiny_vendor.yaml`).
+    Token2WavTinyVendor,
+    "specs/token2wav_tiny_vendor.yaml",
+    token2wav_tiny_vendor
+);
+
+/// What a session needs from a contract, as data.
+#[derive(Copy, Clone, Debug)]
+pub struct ContractView {
+    pub family: &'static str,
+    pub arena: ArenaLayout,
+    /// The regions the signatures are keyed on, as the contract lays them out.
+    pub carry: &'static RegionInfo,
+    /// The encoder blocks' cache (token clock) and the up-blocks' cache (frame clock).
+    pub conformer: &'static RegionInfo,
+    pub upsample: &'static RegionInfo,
+    /// The conv contexts: the estimator's (solver clock), the pre-lookahead layer's (token
+    /// clock) and the upsampling conv's (frame clock), all pinned.
+    pub estimator_conv: &'static RegionInfo,
+    pub pre_lookahead: &'static RegionInfo,
+    pub up_layer: &'static RegionInfo,
+    /// The solver's per-step workspace.
+    pub solver_workspace: &'static RegionInfo,
+    pub encoder: &'static CallableInfo,
+    pub flow: &'static CallableInfo,
+    /// Whether the adapter asks for capture of each (`#[callable(x, eager)]` → false).
+    pub capture_encoder: bool,
+    pub capture_flow: bool,
+    /// What each cache keeps (the regions' declared `keep`).
+    pub keeps: Keeps,
+    /// New tokens per chunk and the encoder's lookahead (the contract's quantities).
+    pub chunk_tokens: usize,
+    pub lookahead_tokens: usize,
+    /// The generated admission predicates (`NativeClock::admit`).
+    pub admit: fn(&str, usize) -> Option<bool>,
+}
+
+impl ContractView {
+    /// From a `#[native_clock]` adapter.
+    pub fn of<A: Token2WavAdapter>() -> Result<Self, FlowError> {
+        let bad = |m: &str| FlowError::Config(format!("contract of the adapter: {m}"));
+        let callable = |name: &str| {
+            A::CALLABLE_FIELDS
+                .iter()
+                .find(|b| b.callable.name == name)
+                .ok_or_else(|| bad(&format!("no callable `{name}`")))
+        };
+        let (enc, flow) = (callable("encoder")?, callable("flow")?);
+        named(enc.callable, &EncoderInputs::NAMES, &EncoderWrites::NAMES)?;
+        named(flow.callable, &FlowInputs::NAMES, &FlowWrites::NAMES)?;
+        let arena = A::arena();
+        let region = |name: &str| {
+            arena
+                .region(name)
+                .ok_or_else(|| bad(&format!("no region `{name}`")))
+        };
+        Ok(ContractView {
+            family: A::Contract::FAMILY,
+            arena,
+            carry: region("carry")?,
+            conformer: region("conformer_cache")?,
+            upsample: region("upsample_cache")?,
+            estimator_conv: region("estimator_conv_cache")?,
+            pre_lookahead: region("pre_lookahead_cache")?,
+            up_layer: region("up_layer_cache")?,
+            solver_workspace: region("solver_workspace")?,
+            encoder: enc.callable,
+            flow: flow.callable,
+            capture_encoder: enc.capture,
+            capture_flow: flow.capture,
+            keeps: Keeps::of(&arena)?,
+            chunk_tokens: A::CHUNK_TOKENS,
+            lookahead_tokens: A::LOOKAHEAD_TOKENS,
+            admit: <A::Contract as NativeClock>::admit,
+        })
+    }
+
+    /// Tokens one chunk call reads (the chunk and its lookahead).
+    pub fn call_tokens(&self) -> usize {
+        self.chunk_tokens + self.lookahead_tokens
+    }
+}
+
+/// Checks that `c` declares the inputs (in every catalog class) and written regions the typed
+/// I/O structs name, in their order: the positions the structs bind are the callable's.
+fn named(c: &CallableInfo, inputs: &[&str], writes: &[&str]) -> Result<(), FlowError> {
+    let mismatch = |what: &str, declared: Vec<&str>, typed: &[&str]| {
+        FlowError::Config(format!(
+            "callable `{}` declares {what} {declared:?}, the typed I/O binds {typed:?}",
+            c.name
+        ))
+    };
+    for sig in c.catalog {
+        if !sig.inputs.iter().map(|t| t.name).eq(inputs.iter().copied()) {
+            let declared = sig.inputs.iter().map(|t| t.name).collect();
+            return Err(mismatch("inputs", declared, inputs));
+        }
+    }
+    if c.writes != writes {
+        return Err(mismatch("writes", c.writes.to_vec(), writes));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn callable(writes: &'static [&'static str]) -> CallableInfo {
+        CallableInfo {
+            writes,
+            ..*<Token2WavTiny as NativeClockAdapter>::callable_of("flow").unwrap()
+        }
+    }
+
+    /// The typed I/O binds by position: a callable whose declared names differ is refused.
+    #[test]
+    fn callables_must_declare_the_typed_names() {
+        let flow = callable(&FlowWrites::NAMES);
+        assert_eq!(named(&flow, &FlowInputs::NAMES, &FlowWrites::NAMES), Ok(()));
+        let swapped = callable(&["carry", "solver_workspace", "estimator_conv_cache"]);
+        let e = named(&swapped, &FlowInputs::NAMES, &FlowWrites::NAMES).unwrap_err();
+        assert!(e.to_string().contains("writes"), "{e}");
+        assert!(named(&flow, &EncoderInputs::NAMES, &FlowWrites::NAMES).is_err());
+    }
+
+    #[test]
+    fn stream_sizes_come_from_the_generated_module() {
+        let c = ContractView::of::<Token2WavTiny>().unwrap();
+        assert_eq!(
+            c.call_tokens(),
+            dcc_generated::token2wav_tiny::CHUNK_TOKENS
+                + dcc_generated::token2wav_tiny::LOOKAHEAD_TOKENS
+        );
+        // what the encoder's catalog keys `tokens` on
+        let tokens = c.encoder.catalog[0].inputs[0];
+        assert_eq!(tokens.dims.iter().product::<usize>(), c.call_tokens());
+    }
+}
