@@ -236,17 +236,17 @@ fn typed_write_back_goes_through_the_rows(b: Arc<dyn Backend>) {
         assert_eq!(&typed[row * 12 * INNER..(row + 1) * 12 * INNER], want);
         assert_eq!(&inplace[row * rs..row * rs + 12 * INNER], want);
     }
-    // views that lie about their memory: a view bound past its buffer is refused by the range
-    // check against the backend's live allocations, before any launch
-    let raw_view = s.raw().with_ptr(src.ptr().offset(rs * 4));
+    // a view that lies about its memory (bound at an address no live buffer owns) is refused
+    // by the range check against the backend's live allocations, before any launch
+    let raw_view = s.raw().with_ptr(DevPtr(8));
     // SAFETY: the view is only handed to `write_back`, which checks its range against the
     // backend's live buffers and refuses it before launching.
-    let past = unsafe { raw_view.bind() };
+    let dangling = unsafe { raw_view.bind() };
     assert!(matches!(
-        carry::write_back(&cx, d, past, 20, &keep),
+        carry::write_back(&cx, d, dangling, 20, &keep),
         Err(OpError::Backend {
             op: "write_back",
-            error: Error::OutOfBounds(_)
+            error: Error::Dangling(8)
         })
     ));
     assert!(matches!(
