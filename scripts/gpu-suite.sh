@@ -4,7 +4,7 @@
 # micro-benchmark (runtime/BENCH.md), then scripts/token2wav-gpu.sh (correctness + factorial + peer).
 #
 # Prepare here (no GPU needed), then call the device `run` tool with carry [".dev/suite", ".dev/t2w"]:
-#   scripts/gpu-suite.sh --prepare
+#   PEER=/path/to/token2wav_stock.py scripts/gpu-suite.sh --prepare   # (PEER, VENDOR: token2wav-gpu.sh)
 #   run: bash scripts/gpu-suite.sh            # logs under $OUT
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -12,7 +12,8 @@
 # machine (/tmp/full) and never leave it.
 #
 # The peer and the vendor sources are not part of this repository; --prepare takes them from:
-#   PEER    the peer script (default: ../shared/peers/token2wav_stock.py, beside the checkout)
+#   PEER    the peer script token2wav_stock.py (required: it exports weights, inputs and reference
+#           outputs of the vendor decoder, and times the stock decoder)
 #   VENDOR  a directory holding stepaudio2/cosyvoice2 (default: .vendor)
 # Relative paths are taken from the repository root (the script runs there).
 set -uo pipefail
@@ -21,7 +22,7 @@ D=.dev/t2w
 
 if [[ "${1:-}" == "--prepare" ]]; then
   set -e
-  PEER=${PEER:-../shared/peers/token2wav_stock.py}
+  PEER=${PEER:-}
   VENDOR=${VENDOR:-.vendor}
   if [[ ! -f "$PEER" ]]; then
     echo "token2wav-gpu.sh: no peer script at '$PEER'; set PEER=/path/to/token2wav_stock.py" >&2

@@ -1,7 +1,7 @@
 //! Copies, packs and gathers (`kernels/cuda/copy.cu`): strided row blocks (concat into an offset,
 //! bias broadcast, nearest upsampling, im2col with overlapping rows), transposes, key/value cache
 //! packing, causal-conv im2col and batched 2-D copies. Each kernel's host twin's body is the
-//! slice function below; the other slice functions are host-side helpers of the same family.
+//! slice function below (`copy.block`'s is the loop in its twin).
 //! Launch: one thread per destination element, grid-strided.
 
 #![allow(clippy::too_many_arguments)]
@@ -63,28 +63,6 @@ kdef!(
 
 pub static KERNELS: &[&crate::KernelDef] = &[&BLOCK, &TRANSPOSE, &KV_PACK, &IM2COL, &BATCHED];
 
-/// Copy a `rows × cols` block: `dst[r·ldd + j] = src[r·lds + j]` (concat into an offset:
-/// pass `dst` already advanced to the column/row offset).
-pub fn copy_block(rows: usize, cols: usize, src: &[f32], lds: usize, dst: &mut [f32], ldd: usize) {
-    for r in 0..rows {
-        dst[r * ldd..r * ldd + cols].copy_from_slice(&src[r * lds..r * lds + cols]);
-    }
-}
-
-/// Fill a `rows × cols` block with `value`.
-pub fn fill_block(rows: usize, cols: usize, dst: &mut [f32], ldd: usize, value: f32) {
-    for r in 0..rows {
-        dst[r * ldd..r * ldd + cols].fill(value);
-    }
-}
-
-/// Broadcast one row over `rows` rows of a block: `dst[r·ldd + j] = v[j]`.
-pub fn broadcast_row(rows: usize, cols: usize, v: &[f32], dst: &mut [f32], ldd: usize) {
-    for r in 0..rows {
-        dst[r * ldd..r * ldd + cols].copy_from_slice(&v[..cols]);
-    }
-}
-
 /// `out[c, r] = x[r, c]` for an `rows × cols` input (`x` with leading dimension `ldx`,
 /// `out` with leading dimension `ldo`).
 pub fn transpose(rows: usize, cols: usize, x: &[f32], ldx: usize, out: &mut [f32], ldo: usize) {
@@ -92,15 +70,6 @@ pub fn transpose(rows: usize, cols: usize, x: &[f32], ldx: usize, out: &mut [f32
         for c in 0..cols {
             out[c * ldo + r] = x[r * ldx + c];
         }
-    }
-}
-
-/// Nearest-neighbour upsampling along time (`F.interpolate(mode="nearest")` with an integer
-/// factor) of a time-major `rows × cols` block: `out[r, :] = x[r / factor, :]`.
-pub fn repeat_rows(rows: usize, cols: usize, factor: usize, x: &[f32], out: &mut [f32]) {
-    for r in 0..rows * factor {
-        let s = r / factor;
-        out[r * cols..(r + 1) * cols].copy_from_slice(&x[s * cols..(s + 1) * cols]);
     }
 }
 
@@ -126,32 +95,6 @@ pub fn kv_pack(
                 cache[dst..dst + d].copy_from_slice(&k[src..src + d]);
                 cache[dst + d..dst + 2 * d].copy_from_slice(&v[src..src + d]);
             }
-        }
-    }
-}
-
-/// The retention carry along one time axis: for each of `outer` slices of a tensor
-/// `[outer, t_src, inner]`, `dst[o, :, :] = src[o, s0.start..s0.end, :] ‖ src[o, s1.start..s1.end, :] ‖ …`
-/// where `dst` is `[outer, t_dst, inner]` with `t_dst = Σ segment lengths` (a strided copy; the
-/// CUDA twin maps one thread per destination element and computes its source index).
-pub fn gather_time_segments(
-    outer: usize,
-    t_src: usize,
-    inner: usize,
-    segments: &[std::ops::Range<usize>],
-    src: &[f32],
-    dst: &mut [f32],
-) {
-    let t_dst: usize = segments.iter().map(|s| s.len()).sum();
-    for o in 0..outer {
-        let mut td = 0;
-        for s in segments {
-            assert!(s.end <= t_src, "gather_time_segments: segment out of range");
-            let from = (o * t_src + s.start) * inner;
-            let to = (o * t_dst + td) * inner;
-            let n = s.len() * inner;
-            dst[to..to + n].copy_from_slice(&src[from..from + n]);
-            td += s.len();
         }
     }
 }
@@ -319,21 +262,10 @@ mod tests {
     use crate::abi::DevPtr;
 
     #[test]
-    fn copies_and_gathers() {
-        let mut out = [0.0; 6];
-        repeat_rows(1, 3, 2, &[1.0, 2.0, 3.0], &mut out);
-        assert_eq!(out, [1.0, 2.0, 3.0, 1.0, 2.0, 3.0]);
+    fn transposes() {
         let mut t = [0.0; 6];
         transpose(2, 3, &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], 3, &mut t, 2);
         assert_eq!(t, [1.0, 4.0, 2.0, 5.0, 3.0, 6.0]);
-        // [outer=2, t=4, inner=1], keep [0..1] ‖ [2..4]
-        let src = [0.0, 1.0, 2.0, 3.0, 10.0, 11.0, 12.0, 13.0];
-        let mut dst = [0.0; 6];
-        gather_time_segments(2, 4, 1, &[0..1, 2..4], &src, &mut dst);
-        assert_eq!(dst, [0.0, 2.0, 3.0, 10.0, 12.0, 13.0]);
-        let mut blk = [0.0; 6];
-        copy_block(2, 2, &[1.0, 2.0, 3.0, 4.0], 2, &mut blk[1..], 3);
-        assert_eq!(blk, [0.0, 1.0, 2.0, 0.0, 3.0, 4.0]);
     }
 
     #[test]

@@ -34,16 +34,18 @@
 //! `<family>_<op>`. Each family's host twins live beside its kernels in `kernels/src/<family>.rs`;
 //! a twin rebuilds slices from the raw addresses and calls the family's public slice function that
 //! performs the kernel's arithmetic: that function *is* the twin's body, so there is one copy of
-//! every row body. [`gemm`] holds the host matrix products (no kernel: on a device every `Linear`
-//! and convolution is the runtime's `Backend::gemm`); [`math`] the twins of the shared
-//! `__device__` helpers (transcendentals, the warp reduction order) of `kernels/cuda/common.cuh`.
+//! every row body. No kernel here computes a matrix product: every `Linear` and convolution is the
+//! runtime's `Backend::gemm` (cuBLAS on a device, an ordered-loop twin on the Host backend).
+//! [`math`] holds the twins of the shared `__device__` helpers (transcendentals, the warp reduction order) of `kernels/cuda/common.cuh`.
 //! No name here refers to a model: the same kernels serve any model the runtime runs.
 //!
 //! Layout conventions of the model families: activations are row-major `[rows, cols]`
 //! ("time-major": one row per frame, channels contiguous); a `torch.nn.Linear` weight is
 //! `[out, in]` row-major, as stored in a vendor state_dict; convolution weights are re-laid out
-//! once at load time from torch's `[out, in, k]` to `[out, k, in]` ([`gemm::conv_weight_okc`]) so
-//! that a 1-D convolution over a time-major input is a plain GEMM over overlapping rows.
+//! once at load time from torch's `[out, in, k]` to `[out, k, in]` (by the model's layer code) so
+//! that a 1-D convolution over a time-major input is a plain GEMM over overlapping rows: output
+//! row `t` reads the `k` consecutive input rows from `t`, one contiguous run of `k·c_in` floats,
+//! so the input is `[t_out, k·c_in]` with leading dimension `c_in`.
 //!
 //! # Adding a family
 //!
@@ -70,7 +72,6 @@ pub mod carry;
 pub mod copy;
 pub mod elementwise;
 pub mod embed;
-pub mod gemm;
 pub mod math;
 pub mod norm;
 pub mod philox;

@@ -1,15 +1,17 @@
-//! `carry::write_back`, the checked entry point of every retention launch, and the guards of the
-//! `carry.retain` kernel itself, on both backends.
+//! `carry::write_back_rows`, the one function that launches `carry.retain` (every retention goes
+//! through it, the model's typed `carry::write_back` included), and the guards of the kernel
+//! itself, on both backends.
 
 mod common;
 
 use std::sync::Arc;
 
 use dcc_runtime::backend::{AllocKind, Backend};
-use dcc_runtime::carry::write_back;
+use dcc_runtime::carry::{self, write_back_rows};
 use dcc_runtime::contract::{CacheOrder, Keep};
 use dcc_runtime::kernels::KernelError;
 use dcc_runtime::kernels::carry::RETAIN;
+use dcc_runtime::ops::{Ctx, OpError, Profiler, Tensor};
 use dcc_runtime::{Arg, DevPtr, Error, LaunchDims};
 
 const OUTER: usize = 3;
@@ -58,8 +60,8 @@ fn write_back_equals_naive(b: Arc<dyn Backend>) {
             let what = format!("{keep:?} extent {extent}");
 
             let live = b.alloc_from(&h, AllocKind::Arena).unwrap();
-            let got = write_back(
-                &*b,
+            let got = write_back_rows(
+                &Ctx::new(&*b, None),
                 live.ptr(),
                 CAP,
                 live.ptr(),
@@ -85,8 +87,8 @@ fn write_back_equals_naive(b: Arc<dyn Backend>) {
             let dst = b
                 .alloc(OUTER * dst_frames * INNER * 4, AllocKind::Arena)
                 .unwrap();
-            let got = write_back(
-                &*b,
+            let got = write_back_rows(
+                &Ctx::new(&*b, None),
                 dst.ptr(),
                 dst_frames,
                 src.ptr(),
@@ -122,8 +124,9 @@ fn write_back_refuses_bad_geometry(b: Arc<dyn Backend>) {
     let live = b.alloc_from(&h, AllocKind::Arena).unwrap();
     let small = b.alloc(OUTER * 11 * INNER * 4, AllocKind::Arena).unwrap();
     let (lp, sp) = (live.ptr(), small.ptr());
+    let cx = Ctx::new(&*b, None);
     let wb = |dst: DevPtr, df: usize, src: DevPtr, sf: usize, outer: usize, extent: usize| {
-        write_back(&*b, dst, df, src, sf, outer, INNER, keep, extent)
+        write_back_rows(&cx, dst, df, src, sf, outer, INNER, keep, extent)
     };
     let carry = |r: Result<usize, Error>| matches!(r, Err(Error::Carry(_)));
     // in place with different row strides
@@ -133,8 +136,9 @@ fn write_back_refuses_bad_geometry(b: Arc<dyn Backend>) {
     assert!(carry(wb(sp, 11, lp, CAP, OUTER, 20)), "L = 12 > 11 frames");
     // overlapping, not in place
     assert!(carry(wb(lp.offset(4), CAP, lp, CAP, OUTER, 20)));
-    // sizes that overflow
+    // sizes that overflow; more rows than a launch grid holds (one block per row)
     assert!(carry(wb(lp, usize::MAX / 2, lp, usize::MAX / 2, OUTER, 20)));
+    assert!(carry(wb(lp, CAP, lp, CAP, i32::MAX as usize + 1, 20)));
     // misaligned
     assert!(matches!(
         wb(sp.offset(2), 12, lp, CAP, 1, 20),
@@ -162,7 +166,100 @@ fn write_back_refuses_bad_geometry(b: Arc<dyn Backend>) {
     );
 }
 
-both!(write_back_equals_naive, write_back_refuses_bad_geometry);
+/// The model's typed entry point goes through `write_back_rows`: the same bits, the launches
+/// marked under the kernels' names while a profile is open (`carry.retain` above `L`, the block
+/// copy `copy.block` at or below it), and a refusal of the raw checks comes back as the op's
+/// `Backend` error.
+fn typed_write_back_goes_through_the_rows(b: Arc<dyn Backend>) {
+    let keep = Keep::natural(CacheOrder::Prepend, 7, 5);
+    let rs = CAP * INNER;
+    let h = words(5, OUTER * rs);
+    let src = b.alloc_from(&h, AllocKind::Arena).unwrap();
+    let dst = b.alloc(OUTER * 12 * INNER * 4, AllocKind::Arena).unwrap();
+    let prof = Profiler::new();
+    let cx = Ctx::new(&*b, Some(&prof));
+    let s = Tensor::of(&src)
+        .unwrap()
+        .view(&[OUTER, CAP, INNER])
+        .unwrap();
+    let d = Tensor::of(&dst).unwrap().view(&[OUTER, 12, INNER]).unwrap();
+    prof.begin();
+    assert_eq!(carry::write_back(&cx, d, s, 20, &keep), Ok(12));
+    assert_eq!(carry::write_back(&cx, d, s, 12, &keep), Ok(12));
+    assert_eq!(carry::write_back(&cx, d, s, 9, &keep), Ok(9));
+    let mut cats: Vec<_> = prof
+        .end(&*b)
+        .unwrap()
+        .iter()
+        .map(|r| (r.category, r.launches))
+        .collect();
+    cats.sort();
+    assert_eq!(cats, [("carry.retain", 1), ("copy.block", 2)]);
+    let got: Vec<u32> = b.download(dst.ptr(), OUTER * 12 * INNER).unwrap();
+    let first = naive(&h, rs, keep, 9);
+    let retained = naive(&h, rs, keep, 20);
+    for row in 0..OUTER {
+        let at = row * 12 * INNER;
+        assert_eq!(&got[at..at + 9 * INNER], &first[row][..], "row {row}");
+        // frames 9..12 still hold what the exact-bound copy (ℓ = L = 12) wrote
+        assert_eq!(
+            &got[at + 9 * INNER..at + 12 * INNER],
+            &h[row * rs + 9 * INNER..row * rs + 12 * INNER],
+            "row {row}"
+        );
+        assert_ne!(retained[row], naive(&h, rs, keep, 12)[row]);
+    }
+    // the raw entry point, in place, agrees with the retention the typed one made
+    let live = b.alloc_from(&h, AllocKind::Arena).unwrap();
+    let raw = write_back_rows(
+        &cx,
+        live.ptr(),
+        CAP,
+        live.ptr(),
+        CAP,
+        OUTER,
+        INNER,
+        keep,
+        20,
+    );
+    assert_eq!(raw, Ok(12));
+    let dst2 = b.alloc(OUTER * 12 * INNER * 4, AllocKind::Arena).unwrap();
+    let d2 = Tensor::of(&dst2)
+        .unwrap()
+        .view(&[OUTER, 12, INNER])
+        .unwrap();
+    carry::write_back(&cx, d2, s, 20, &keep).unwrap();
+    let typed: Vec<u32> = b.download(dst2.ptr(), OUTER * 12 * INNER).unwrap();
+    let inplace: Vec<u32> = b.download(live.ptr(), OUTER * rs).unwrap();
+    for row in 0..OUTER {
+        let want = &retained[row][..];
+        assert_eq!(&typed[row * 12 * INNER..(row + 1) * 12 * INNER], want);
+        assert_eq!(&inplace[row * rs..row * rs + 12 * INNER], want);
+    }
+    // a view that lies about its memory (bound at an address no live buffer owns) is refused
+    // by the range check against the backend's live allocations, before any launch
+    let raw_view = s.raw().with_ptr(DevPtr(8));
+    // SAFETY: the view is only handed to `write_back`, which checks its range against the
+    // backend's live buffers and refuses it before launching.
+    let dangling = unsafe { raw_view.bind() };
+    assert!(matches!(
+        carry::write_back(&cx, d, dangling, 20, &keep),
+        Err(OpError::Backend {
+            op: "write_back",
+            error: Error::Dangling(8)
+        })
+    ));
+    assert!(matches!(
+        carry::write_back(&cx, d, d, 5, &keep),
+        Err(OpError::Overlap { .. })
+    ));
+}
+
+both!(
+    write_back_equals_naive,
+    write_back_refuses_bad_geometry,
+    typed_write_back_goes_through_the_rows
+);
 
 /// One launch of `carry.retain` over `buf` (a buffer of `OUTER` rows of `CAP` frames).
 fn launch(
@@ -198,7 +295,7 @@ fn launch(
     b.synchronize()
 }
 
-/// The kernel's guards, launched directly (not through `write_back`): extent ≤ head + tail
+/// The kernel's guards, launched directly (not through `write_back_rows`): extent ≤ head + tail
 /// (shift ≤ 0: an in-place pass would never end), a tail longer than the extent, in place with
 /// different row strides, a negative count. The Host twin refuses each with a typed
 /// `KernelError` before touching memory; the CUDA kernel returns without writing (and does

@@ -8,11 +8,11 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use super::{AllocKind, bounds, gate};
 
 /// Counts every byte a backend allocates, by kind, with the peak of the total, registers every
-/// live allocation (address → length, identity) for the backends' bounds checks ([`bounds`]),
-/// and holds the capture gate, which a [`DeviceBuffer`] dropped on another thread waits on.
+/// live allocation (address → length, identity) for the backends' bounds checks (`bounds.rs`),
+/// and holds the capture gate, which a [`DeviceBuffer`](super::DeviceBuffer) dropped on another thread waits on.
 #[derive(Debug, Default)]
 pub struct MemCounter {
-    /// The live allocations; a buffer is unregistered by [`DeviceBuffer`]'s `Drop`, before its
+    /// The live allocations; a buffer is unregistered by [`DeviceBuffer`](super::DeviceBuffer)'s `Drop`, before its
     /// owner frees the memory.
     pub(crate) registry: bounds::Registry,
     /// Capture exclusivity ([`gate::CaptureGate`]).

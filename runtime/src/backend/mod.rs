@@ -400,7 +400,7 @@ pub trait Backend: Send + Sync {
     /// Checks that `[ptr, ptr + bytes)` lies inside one live buffer of this backend, refusing as
     /// a copy of that range would ([`Error::Dangling`], [`Error::OutOfBounds`]); touches no
     /// memory and is allowed during capture. Safe wrappers of a kernel launch
-    /// ([`crate::carry::write_back`]) check the kernel's whole footprint with it first.
+    /// ([`crate::carry::write_back_rows`]) check the kernel's whole footprint with it first.
     fn check_range(&self, ptr: DevPtr, bytes: usize) -> Result<()>;
     /// Launches a registered kernel, stream-ordered, capturable. Argument kinds are checked
     /// against the kernel's declared parameters, and both backends check that each pointer

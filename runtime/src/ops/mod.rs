@@ -67,6 +67,11 @@ impl<'a> Ctx<'a> {
         self.be
     }
 
+    /// The profiler that marks this context's ops (`None`: unprofiled).
+    pub fn profiler(&self) -> Option<&'a Profiler> {
+        self.prof
+    }
+
     /// Records a profile marker for `category` (when a profile is open).
     fn mark(&self, op: &'static str, category: &'static str) -> Result<(), OpError> {
         match self.prof {

@@ -21,22 +21,27 @@
 //! copies both parts in one pass each. Turn reset copies the saved base state into the same
 //! bytes.
 //!
-//! [`write_back`] is the one checked entry point for a retention launch: it validates the
-//! geometry and checks every range the kernel will touch against the backend's live buffers
-//! before launching, so both backends refuse a bad write-back alike, with a typed error.
+//! One function launches `carry.retain`: [`write_back_rows`], which validates the geometry
+//! and checks every range the kernel will touch against the backend's live buffers before
+//! launching, so both backends refuse a bad write-back alike, with a typed error. [`Carry`]
+//! calls it with its regions' addresses; the model calls [`write_back`] (re-exported as
+//! `ops::carry::write_back`), which checks its [`crate::ops::Tensor`] views and goes through it.
 
 use std::collections::BTreeSet;
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use dcc_kernels::carry::{self as kc, Retention};
-use dcc_kernels::copy as kcopy;
-use dcc_kernels::{Arg, LaunchDims};
+use dcc_kernels::carry::Retention;
 
 use crate::DevPtr;
 use crate::backend::{AllocKind, Backend, DeviceBuffer};
 use crate::contract::Keep;
 use crate::error::{Error, Result};
+use crate::ops::Ctx;
+
+mod write_back;
+
+pub use write_back::{kept, write_back, write_back_rows};
 
 /// Geometry and policy of one carried cache.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -96,154 +101,6 @@ pub fn stock_concat(
     Some(out)
 }
 
-/// Writes a cache back: `outer` rows of `src` (row stride `src_row_frames` frames of `inner`
-/// 32-bit words, frames `[0, extent)` live) into the rows of `dst` (stride `dst_row_frames`).
-/// With `extent ≤ keep.head + keep.tail` the rows are copied as they are (a strided copy,
-/// `copy.block`; nothing to do in place); above, `carry.retain` keeps
-/// `H[·, 0:head] ‖ H[·, extent−tail : extent]`. Returns the extent after the write-back
-/// (`extent`, or `head + tail`).
-///
-/// Checked before anything is launched, with the same typed errors on both backends: the
-/// geometry ([`Error::Carry`]: the kept frames fit a destination row and `extent` a source row,
-/// in place (`dst == src`) only with equal strides, every size representable as the kernels'
-/// `i64`), 4-byte alignment ([`Error::Invalid`]), that each of the two ranges the launch touches
-/// lies inside one live buffer of `be` ([`Backend::check_range`]: [`Error::Dangling`],
-/// [`Error::OutOfBounds`]), and that they do not overlap unless in place ([`Error::Carry`]).
-/// The buffers must stay alive until the work completes (a graph capturing it: until its last
-/// replay), as for every stream operation; the range check and the launch are two lookups of the
-/// backend's registry, so a buffer another thread frees (and reallocates) between them is not
-/// seen, as with the start checks of [`Backend::launch`].
-#[allow(clippy::too_many_arguments)]
-pub fn write_back(
-    be: &dyn Backend,
-    dst: DevPtr,
-    dst_row_frames: usize,
-    src: DevPtr,
-    src_row_frames: usize,
-    outer: usize,
-    inner: usize,
-    keep: Keep,
-    extent: usize,
-) -> Result<usize> {
-    let bad = |why: &str| {
-        Error::Carry(format!(
-            "write-back of {outer} rows of {extent} frames × {inner} words keeping \
-             head {} ‖ tail {} from rows of {src_row_frames} into rows of {dst_row_frames} \
-             frames: {why}",
-            keep.head, keep.tail
-        ))
-    };
-    let retention = Retention::new(keep.head, keep.tail, extent);
-    let kept = retention.map_or(Some(extent), |_| keep.head.checked_add(keep.tail));
-    let kept = kept.ok_or_else(|| bad("head + tail overflows"))?;
-    if extent > src_row_frames || kept > dst_row_frames {
-        return Err(bad("the frames do not fit the rows"));
-    }
-    let inplace = dst == src;
-    if inplace && dst_row_frames != src_row_frames {
-        return Err(bad("in place with different row strides"));
-    }
-    // Words each side spans, `((outer − 1)·row_frames + frames)·inner`, and every kernel
-    // argument, as checked integers that fit the kernels' i64.
-    let span = |row_frames: usize, frames: usize| -> Option<usize> {
-        if outer == 0 || frames == 0 || inner == 0 {
-            return Some(0);
-        }
-        (outer - 1)
-            .checked_mul(row_frames)?
-            .checked_add(frames)?
-            .checked_mul(inner)
-    };
-    let fits = |v: Option<usize>| {
-        v.filter(|&w| w.checked_mul(4).is_some_and(|b| i64::try_from(b).is_ok()))
-    };
-    let (Some(dst_words), Some(src_words), Some(dst_rs), Some(src_rs)) = (
-        fits(span(dst_row_frames, kept)),
-        fits(span(src_row_frames, extent)),
-        fits(dst_row_frames.checked_mul(inner)),
-        fits(src_row_frames.checked_mul(inner)),
-    ) else {
-        return Err(bad("the sizes overflow"));
-    };
-    if fits(Some(outer)).is_none() || fits(extent.checked_mul(inner)).is_none() {
-        return Err(bad("the sizes overflow"));
-    }
-    if !dst.0.is_multiple_of(4) || !src.0.is_multiple_of(4) {
-        return Err(Error::Invalid(format!(
-            "write-back: {dst} or {src} is not 4-byte aligned"
-        )));
-    }
-    be.check_range(dst, dst_words * 4)?;
-    be.check_range(src, src_words * 4)?;
-    // Both ranges lie in live allocations, so these sums do not overflow.
-    let (d0, d1) = (dst.0, dst.0 + dst_words as u64 * 4);
-    let (s0, s1) = (src.0, src.0 + src_words as u64 * 4);
-    if !inplace && dst_words > 0 && src_words > 0 && d0 < s1 && s0 < d1 {
-        return Err(bad("the destination overlaps the source"));
-    }
-    let n = |v: usize| Arg::I64(v as i64);
-    match retention {
-        None => {
-            if inplace || dst_words == 0 {
-                return Ok(extent);
-            }
-            // SAFETY: `copy.block` with rep 1 writes `outer` rows of `extent·inner` words at
-            // stride `dst_rs` from `dst` and reads the same shape at stride `src_rs` from `src`:
-            // exactly the `dst_words` / `src_words` ranges checked above to lie inside one live
-            // buffer each, 4-byte aligned, not overlapping; every count fits i64. The buffers
-            // outlive the work per this function's contract (frees are stream-ordered).
-            // (`outer · extent · inner ≤ src_words`: `src_row_frames ≥ extent`.)
-            unsafe {
-                be.launch(
-                    &kcopy::BLOCK,
-                    LaunchDims::linear(outer * extent * inner, 128),
-                    &[
-                        Arg::Ptr(dst),
-                        n(dst_rs),
-                        Arg::Ptr(src),
-                        n(src_rs),
-                        n(outer),
-                        n(extent * inner),
-                        n(1),
-                    ],
-                )
-            }?;
-            Ok(extent)
-        }
-        Some(r) => {
-            if dst_words == 0 {
-                return Ok(r.kept());
-            }
-            // SAFETY: `carry.retain` at these arguments (extent > head + tail, so the kernel runs
-            // and its window moves left) writes frames [0, head + tail) of `outer` rows at
-            // stride `dst_rs` words from `dst` and reads frames [0, extent) at stride `src_rs`
-            // from `src`: the `dst_words` / `src_words` ranges checked above to lie inside one
-            // live buffer each, 4-byte aligned, every count within i64. In place, dst == src
-            // with equal strides, the aliasing the kernel is written for; otherwise the ranges
-            // do not overlap (checked). The buffers outlive the work per this function's
-            // contract (frees are stream-ordered).
-            unsafe {
-                be.launch(
-                    &kc::RETAIN,
-                    LaunchDims::blocks(outer.min(65_535) as u32, 256),
-                    &[
-                        Arg::Ptr(dst),
-                        Arg::Ptr(src),
-                        n(outer),
-                        n(dst_rs),
-                        n(src_rs),
-                        n(inner),
-                        n(r.head),
-                        n(r.tail_len),
-                        n(extent),
-                    ],
-                )
-            }?;
-            Ok(r.kept())
-        }
-    }
-}
-
 /// First elementwise disagreement found by the auditor.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Divergence {
@@ -294,7 +151,7 @@ impl std::fmt::Display for AuditReport {
 }
 
 /// A carried cache at a fixed address, over buffers it borrows for its life (so they cannot be
-/// freed under it). Every retention goes through [`write_back`], which checks it first.
+/// freed under it). Every retention goes through [`write_back_rows`], which checks it first.
 pub struct Carry<'a> {
     backend: Arc<dyn Backend>,
     spec: CarrySpec,
@@ -479,7 +336,7 @@ impl<'a> Carry<'a> {
         Ok(())
     }
 
-    /// Applies retention if ℓ > L (returns whether it did), through [`write_back`]. `chunk`
+    /// Applies retention if ℓ > L (returns whether it did), through [`write_back_rows`]. `chunk`
     /// labels the application in the audit report. With ℓ ≤ L nothing is written (a separate
     /// carry region is then not refreshed from the live region).
     pub fn retain(&mut self, chunk: u64) -> Result<bool> {
@@ -503,8 +360,8 @@ impl<'a> Carry<'a> {
             }
             None => None,
         };
-        let kept_frames = write_back(
-            &*self.backend,
+        let kept_frames = write_back_rows(
+            &Ctx::new(&*self.backend, None),
             self.carry,
             self.carry_row_frames,
             self.live,
