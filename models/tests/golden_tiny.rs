@@ -16,11 +16,12 @@ use dcc_models::token2wav::{DeviceFlow, DeviceLimits, FlowConfig, SolverParams};
 use dcc_runtime::contract::Keep;
 use safetensors::{Dtype, SafeTensors};
 
-const PROMPT_TOKENS: usize = 151;
-const CHUNK: usize = 25;
-const LOOKAHEAD: usize = 3;
-const PROMPT_FRAMES: usize = 302;
-const RETAINED: usize = 100;
+// The stream's sizes are the contract's (both tiny contracts declare the same ones); the golden
+// files' shapes are checked against them when they are read.
+use dcc_generated::token2wav_tiny::{
+    CHUNK_TOKENS as CHUNK, F_PROMPT as PROMPT_FRAMES, F_RETAINED as RETAINED,
+    LOOKAHEAD_TOKENS as LOOKAHEAD, PROMPT_TOKENS,
+};
 const CHUNKS: usize = 6;
 const TOLERANCE: f64 = 1e-4;
 /// SHA-256 of the six chunks' mels (f32 little-endian, in order) under each retention.
