@@ -52,7 +52,8 @@ enum Cmd {
         /// Spec files (YAML).
         #[arg(required = true)]
         specs: Vec<PathBuf>,
-        /// Output format: a readable report, or one JSON object per spec (one per line).
+        /// Output format: a readable report, or one JSON object per spec (one per line, in order;
+        /// a spec that failed has an object with its `file` and its `diagnostics`).
         #[arg(long, value_enum, default_value = "text")]
         format: Format,
     },
@@ -61,7 +62,9 @@ enum Cmd {
     /// The module holds a constant per quantity (with its derivation), a layout type per region,
     /// the session arena layout, the static catalog of graph signatures per callable, the
     /// admission predicates as `const fn`, the verdicts and the spec's SHA-256 fingerprint. It
-    /// depends only on `dcc-runtime`. The file is written only when its content changes.
+    /// depends only on `dcc-runtime`. The file is written only when its content changes, and
+    /// then atomically (a temporary file next to it, renamed over it). An output that is the spec
+    /// itself (also through a link), a directory or a non-regular file is refused (exit 2).
     Compile {
         /// Spec file (YAML).
         spec: PathBuf,
