@@ -129,6 +129,15 @@ pub fn check_source(path: impl AsRef<Path>, text: &str) -> Result<Checked, Diagn
 /// reported as spec errors (exit 1).
 pub fn load_file(path: impl AsRef<Path>) -> Result<Checked, LoadError> {
     let path = path.as_ref();
+    let text = read_spec(path)?;
+    check_source(path, &text).map_err(LoadError::Spec)
+}
+
+/// The text of the spec at `path`, read as [`load_file`] reads it (a regular file of at most
+/// [`MAX_FILE_BYTES`], UTF-8) but not checked: for callers that name the spec differently in
+/// messages (the `#[native_clock]` macro names it as written in the source).
+pub fn read_spec(path: impl AsRef<Path>) -> Result<String, LoadError> {
+    let path = path.as_ref();
     let io = |error| LoadError::Io {
         path: path.to_path_buf(),
         error,
@@ -150,7 +159,7 @@ pub fn load_file(path: impl AsRef<Path>) -> Result<Checked, LoadError> {
         }
     };
     match String::from_utf8(bytes) {
-        Ok(text) => check_source(path, &text).map_err(LoadError::Spec),
+        Ok(text) => Ok(text),
         Err(e) => {
             let valid = e.utf8_error().valid_up_to();
             let bytes = e.into_bytes();
