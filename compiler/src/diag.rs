@@ -74,6 +74,8 @@ pub enum Code {
     UnsupportedYaml,
     /// The file has no document, or the top level is not a mapping.
     EmptySpec,
+    /// A key longer than [`crate::front::yaml::MAX_NAME_LEN`] characters.
+    NameTooLong,
     /// A key the contract language does not know.
     UnknownKey,
     /// A required key is absent.
@@ -126,6 +128,7 @@ impl Code {
             Code::TooManyNodes => "E0005",
             Code::UnsupportedYaml => "E0006",
             Code::EmptySpec => "E0007",
+            Code::NameTooLong => "E0008",
             Code::UnknownKey => "E0010",
             Code::MissingKey => "E0011",
             Code::DuplicateKey => "E0012",

@@ -123,16 +123,43 @@ pub fn check_source(path: impl AsRef<Path>, text: &str) -> Result<Checked, Diagn
     })
 }
 
-/// Read `path` and [`check_source`] it. Files over [`MAX_FILE_BYTES`] or not UTF-8 are
-/// reported as spec errors (exit 1), unreadable files as [`LoadError::Io`] (exit 2).
+/// Read `path` and [`check_source`] it. Only regular files are read (a FIFO, a device such as
+/// `/dev/zero` or a directory is [`LoadError::Io`], exit 2, without blocking or reading it);
+/// files over [`MAX_FILE_BYTES`] (by their size, checked before reading) or not UTF-8 are
+/// reported as spec errors (exit 1).
 pub fn load_file(path: impl AsRef<Path>) -> Result<Checked, LoadError> {
     let path = path.as_ref();
-    let bytes = read_limited(path).map_err(|error| LoadError::Io {
+    let text = read_spec(path)?;
+    check_source(path, &text).map_err(LoadError::Spec)
+}
+
+/// The text of the spec at `path`, read as [`load_file`] reads it (a regular file of at most
+/// [`MAX_FILE_BYTES`], UTF-8) but not checked: for callers that name the spec differently in
+/// messages (the `#[native_clock]` macro names it as written in the source).
+pub fn read_spec(path: impl AsRef<Path>) -> Result<String, LoadError> {
+    let path = path.as_ref();
+    let io = |error| LoadError::Io {
         path: path.to_path_buf(),
         error,
-    })?;
+    };
+    let bytes = match read_limited(path).map_err(io)? {
+        Limited::Bytes(b) => b,
+        Limited::TooLarge(len) => {
+            let mut d = Diagnostics::new(Arc::new(SourceFile::new(path, String::new())));
+            d.items.push(
+                Diagnostic::error(
+                    Code::FileTooLarge,
+                    ir::Span::new(0, 0),
+                    format!("spec is {len} bytes; the limit is {MAX_FILE_BYTES} bytes"),
+                )
+                .label("file starts here")
+                .help("a contract is a few hundred lines; check that this is the right file"),
+            );
+            return Err(LoadError::Spec(d));
+        }
+    };
     match String::from_utf8(bytes) {
-        Ok(text) => check_source(path, &text).map_err(LoadError::Spec),
+        Ok(text) => Ok(text),
         Err(e) => {
             let valid = e.utf8_error().valid_up_to();
             let bytes = e.into_bytes();
@@ -153,11 +180,42 @@ pub fn load_file(path: impl AsRef<Path>) -> Result<Checked, LoadError> {
     }
 }
 
-/// Read at most `MAX_FILE_BYTES + 1` bytes, so a huge file is rejected without reading it all.
-fn read_limited(path: &Path) -> std::io::Result<Vec<u8>> {
+/// What [`read_limited`] found.
+enum Limited {
+    Bytes(Vec<u8>),
+    /// A regular file over [`MAX_FILE_BYTES`], of this many bytes (not read).
+    TooLarge(u64),
+}
+
+/// Read a regular file of at most [`MAX_FILE_BYTES`]. The file is opened non-blocking on Unix
+/// (so opening a FIFO with no writer does not hang) and its type and size are taken from the
+/// open handle before a byte is read; the read itself is still capped, in case the file grows.
+fn read_limited(path: &Path) -> std::io::Result<Limited> {
     use std::io::Read;
-    let file = std::fs::File::open(path)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.custom_flags(libc::O_NONBLOCK);
+    }
+    let file = options.open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        let what = if meta.is_dir() {
+            "a directory"
+        } else {
+            "not a regular file"
+        };
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{what}; a spec must be a regular file"),
+        ));
+    }
+    if meta.len() > MAX_FILE_BYTES as u64 {
+        return Ok(Limited::TooLarge(meta.len()));
+    }
     let mut buf = Vec::new();
     file.take(MAX_FILE_BYTES as u64 + 1).read_to_end(&mut buf)?;
-    Ok(buf)
+    Ok(Limited::Bytes(buf))
 }

@@ -1,12 +1,14 @@
 //! `dcc`: check native-clock contracts and compile them to Rust.
 //!
-//! Exit codes: 0 clean, 1 errors in a spec, 2 usage or I/O error.
+//! Exit codes: 0 clean, 1 errors in a spec, 2 usage or I/O error (including a closed or full
+//! stdout: nothing is printed half-way and reported as success).
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use dcc_compiler::back::{check_output_target, write_if_changed};
 use dcc_compiler::{LoadError, load_file, report};
 
 #[derive(Parser)]
@@ -50,7 +52,8 @@ enum Cmd {
         /// Spec files (YAML).
         #[arg(required = true)]
         specs: Vec<PathBuf>,
-        /// Output format: a readable report, or one JSON object per spec (one per line).
+        /// Output format: a readable report, or one JSON object per spec (one per line, in order;
+        /// a spec that failed has an object with its `file` and its `diagnostics`).
         #[arg(long, value_enum, default_value = "text")]
         format: Format,
     },
@@ -59,7 +62,9 @@ enum Cmd {
     /// The module holds a constant per quantity (with its derivation), a layout type per region,
     /// the session arena layout, the static catalog of graph signatures per callable, the
     /// admission predicates as `const fn`, the verdicts and the spec's SHA-256 fingerprint. It
-    /// depends only on `dcc-runtime`. The file is written only when its content changes.
+    /// depends only on `dcc-runtime`. The file is written only when its content changes, and
+    /// then atomically (a temporary file next to it, renamed over it). An output that is the spec
+    /// itself (also through a link), a directory or a non-regular file is refused (exit 2).
     Compile {
         /// Spec file (YAML).
         spec: PathBuf,
@@ -88,35 +93,61 @@ fn main() -> ExitCode {
     };
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
+    let code = match run(cli.cmd, &mut out).and_then(|code| out.flush().map(|_| code)) {
+        Ok(code) => code,
+        // stdout is closed or full: what was asked for was not delivered. Say so if stderr
+        // still works, and exit 2 (Rust ignores SIGPIPE, so a closed pipe arrives here as
+        // `BrokenPipe` instead of killing the process).
+        Err(e) => {
+            err_line(&format!("error: cannot write to stdout: {e}"));
+            2
+        }
+    };
+    ExitCode::from(code)
+}
+
+/// Writes one line to stderr. A closed or full stderr is ignored: there is nowhere left to say
+/// anything, and the exit code still tells the outcome (`eprintln!` would panic instead).
+fn err_line(text: &str) {
+    let mut err = std::io::stderr().lock();
+    let _ = err.write_all(text.as_bytes());
+    if !text.ends_with('\n') {
+        let _ = err.write_all(b"\n");
+    }
+}
+
+/// Runs a command; the exit code, or the error writing to stdout.
+fn run(cmd: Cmd, out: &mut impl Write) -> std::io::Result<u8> {
     let mut code = 0u8;
-    match cli.cmd {
+    match cmd {
         Cmd::Check { specs, format } => {
             for (i, p) in specs.iter().enumerate() {
                 match load_file(p) {
-                    Ok(c) => {
-                        let s = match format {
-                            Format::Text => {
-                                let mut t = report::text(&c);
-                                if i + 1 < specs.len() {
-                                    t.push('\n');
-                                }
-                                t
+                    Ok(c) => match format {
+                        Format::Text => {
+                            out.write_all(report::text(&c).as_bytes())?;
+                            if i + 1 < specs.len() {
+                                out.write_all(b"\n")?;
                             }
-                            Format::Json => format!("{}\n", report::json(&c)),
-                        };
-                        if out.write_all(s.as_bytes()).is_err() {
-                            return ExitCode::from(2);
                         }
-                    }
+                        Format::Json => writeln!(out, "{}", report::json(&c))?,
+                    },
                     Err(LoadError::Spec(d)) => {
-                        eprint!("{}", d.render());
+                        err_line(&d.render());
                         if format == Format::Json {
-                            let _ = writeln!(out, "{}", report::json_errors(&d));
+                            writeln!(out, "{}", report::json_errors(&d))?;
                         }
                         code = code.max(1);
                     }
                     Err(e @ LoadError::Io { .. }) => {
-                        eprintln!("{e}");
+                        err_line(&e.to_string());
+                        if format == Format::Json {
+                            let message = match &e {
+                                LoadError::Io { error, .. } => error.to_string(),
+                                LoadError::Spec(_) => e.to_string(),
+                            };
+                            writeln!(out, "{}", report::json_io_error(p, &message))?;
+                        }
                         code = 2;
                     }
                 }
@@ -125,46 +156,44 @@ fn main() -> ExitCode {
         Cmd::Compile {
             spec,
             out: out_path,
-        } => match load_file(&spec) {
-            Ok(c) => match dcc_compiler::generate(&c) {
-                Ok(files) => {
-                    let text: String = files.into_values().collect();
-                    let written = match out_path.as_deref() {
-                        Some(p) if p != std::path::Path::new("-") => {
-                            dcc_compiler::back::write_if_changed(p, &text).map(|_| ())
-                        }
-                        _ => out.write_all(text.as_bytes()).map_err(|error| {
-                            dcc_compiler::CompileError::Io {
-                                path: "<stdout>".into(),
-                                error,
-                            }
-                        }),
-                    };
-                    if let Err(e) = written {
-                        eprintln!("error: {e}");
-                        code = 2;
-                    }
-                }
-                Err(e) => {
-                    eprintln!("error: {}: {e}", spec.display());
-                    code = 1;
-                }
-            },
-            Err(e) => code = load_failed(e),
-        },
-        Cmd::Graph { spec } => match load_file(&spec) {
-            Ok(c) => {
-                if out
-                    .write_all(dcc_compiler::graph::dot(&c).as_bytes())
-                    .is_err()
-                {
-                    return ExitCode::from(2);
-                }
+        } => {
+            // The output is checked before the spec is read: `-o` naming the spec itself (or a
+            // directory, a device, a FIFO) must not get as far as a write.
+            let target = out_path.filter(|p| p.as_path() != Path::new("-"));
+            if let Some(t) = &target
+                && let Err(e) = check_output_target(t, &[&spec])
+            {
+                err_line(&format!("error: {e}"));
+                return Ok(2);
             }
+            match load_file(&spec) {
+                Ok(c) => match dcc_compiler::generate(&c) {
+                    Ok(files) => {
+                        let text: String = files.into_values().collect();
+                        match &target {
+                            Some(p) => {
+                                if let Err(e) = write_if_changed(p, &text) {
+                                    err_line(&format!("error: {e}"));
+                                    code = 2;
+                                }
+                            }
+                            None => out.write_all(text.as_bytes())?,
+                        }
+                    }
+                    Err(e) => {
+                        err_line(&format!("error: {}: {e}", spec.display()));
+                        code = 1;
+                    }
+                },
+                Err(e) => code = load_failed(e),
+            }
+        }
+        Cmd::Graph { spec } => match load_file(&spec) {
+            Ok(c) => out.write_all(dcc_compiler::graph::dot(&c).as_bytes())?,
             Err(e) => code = load_failed(e),
         },
     }
-    ExitCode::from(code)
+    Ok(code)
 }
 
 /// Prints why `dcc compile`/`dcc graph` could not load its spec; the exit code: 1 for spec
@@ -172,11 +201,11 @@ fn main() -> ExitCode {
 fn load_failed(e: LoadError) -> u8 {
     match e {
         LoadError::Spec(d) => {
-            eprint!("{}", d.render());
+            err_line(&d.render());
             1
         }
         e @ LoadError::Io { .. } => {
-            eprintln!("{e}");
+            err_line(&e.to_string());
             2
         }
     }

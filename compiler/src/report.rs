@@ -769,3 +769,27 @@ pub fn json_errors(d: &Diagnostics) -> Value {
         "diagnostics": d.to_json(),
     })
 }
+
+/// The JSON object of a spec that could not be read at all (`dcc check --format json` prints one
+/// object per input, so a missing or unreadable file still has its line): the shape of
+/// [`json_errors`], with the I/O error as its one diagnostic (code `io`, no position).
+pub fn json_io_error(path: &std::path::Path, message: &str) -> Value {
+    let file = path.display().to_string();
+    json!({
+        "family": Value::Null,
+        "file": file,
+        "spec_sha256": Value::Null,
+        "regions": [],
+        "callables": [],
+        "diagnostics": [{
+            "severity": "error",
+            "code": "io",
+            "message": message,
+            "file": file,
+            "line": Value::Null,
+            "column": Value::Null,
+            "label": Value::Null,
+            "help": Value::Null,
+        }],
+    })
+}

@@ -146,13 +146,20 @@ fn load_spec(lit: &LitStr, errors: &mut Errors) -> Option<Loaded> {
             return None;
         }
     };
-    let text = match std::fs::read_to_string(&abs) {
+    // Bounded like `dcc check`: a regular file of at most `MAX_FILE_BYTES`, UTF-8.
+    let text = match dcc_compiler::read_spec(&abs) {
         Ok(t) => t,
         Err(e) => {
-            errors.push(syn::Error::new_spanned(
-                lit,
-                format!("cannot read spec `{rel}`: {e}"),
-            ));
+            let message = match e {
+                dcc_compiler::LoadError::Io { error, .. } => {
+                    format!("cannot read spec `{rel}`: {error}")
+                }
+                dcc_compiler::LoadError::Spec(d) => format!(
+                    "spec `{rel}` has errors; `dcc check {rel}` shows them:\n{}",
+                    d.render()
+                ),
+            };
+            errors.push(syn::Error::new_spanned(lit, message));
             return None;
         }
     };

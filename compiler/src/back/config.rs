@@ -10,13 +10,25 @@
 //!
 //! and in the crate: `pub mod token2wav { dcc_runtime::include_contracts!("token2wav"); }`.
 //! Files go to `$OUT_DIR/dcc/<family>.rs` (or [`Config::out_dir`]), written only when their
-//! content changed, and every spec is announced with `cargo:rerun-if-changed`.
+//! content changed (atomically, see [`super::output`]), and every spec is announced with
+//! `cargo:rerun-if-changed`. A manifest in the output directory ([`MANIFEST`]) lists the modules
+//! the last run wrote, so a module whose spec was dropped from the list is removed instead of
+//! lingering and still compiling into the crate.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::path::{Component, Path, PathBuf};
 
+use super::output::{check_output_target, write_if_changed};
 use super::{GenError, GenOptions, display_spec_path, generate_with};
 use crate::LoadError;
+
+/// File name of the manifest [`Config::compile`] keeps in its output directory: the file names
+/// of the modules it wrote, one per line, sorted.
+pub const MANIFEST: &str = ".dcc-manifest";
+
+/// Largest manifest read back (bytes); a larger one is not ours and is left alone.
+const MAX_MANIFEST_BYTES: u64 = 1 << 16;
 
 /// Why [`Config::compile`] failed.
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +56,20 @@ pub enum CompileError {
         path: PathBuf,
         #[source]
         error: std::io::Error,
+    },
+    /// The output is one of the inputs of the same run (also through a symlink or a hard link):
+    /// writing it would destroy the spec.
+    #[error("output `{}` is the input `{}`: refusing to overwrite a spec", output.display(), input.display())]
+    OutputIsInput { output: PathBuf, input: PathBuf },
+    /// The output exists and is not a regular file (a directory, a device node, a FIFO...).
+    #[error("output `{}` is {kind}: refusing to write there", path.display())]
+    BadOutput { path: PathBuf, kind: &'static str },
+    /// Two specs of one run declare the same family, so both would write `<family>.rs`.
+    #[error("specs `{}` and `{}` both declare family `{family}`: each family compiles from one spec", first.display(), second.display())]
+    DuplicateFamily {
+        family: String,
+        first: PathBuf,
+        second: PathBuf,
     },
 }
 
@@ -86,17 +112,17 @@ impl Config {
     }
 
     /// Check, derive and generate every spec (paths relative to the build script's working
-    /// directory, i.e. the crate root); write `<family>.rs` for each where the content changed.
-    /// Returns the paths of the modules, in the order of `specs`.
+    /// directory, i.e. the crate root); write `<family>.rs` for each where the content changed,
+    /// remove the modules an earlier run wrote for specs no longer in `specs`, and update the
+    /// manifest. Every spec is checked before anything is written, and two specs of one family
+    /// are refused ([`CompileError::DuplicateFamily`]). Returns the paths of the modules, in the
+    /// order of `specs`.
     pub fn compile(&self, specs: &[impl AsRef<Path>]) -> Result<Vec<PathBuf>, CompileError> {
         let dir = self.output_dir()?;
-        std::fs::create_dir_all(&dir).map_err(|error| CompileError::Io {
-            path: dir.clone(),
-            error,
-        })?;
-        let mut written = Vec::new();
-        for spec in specs {
-            let path = spec.as_ref();
+        let inputs: Vec<&Path> = specs.iter().map(|s| s.as_ref()).collect();
+        let mut families: BTreeMap<String, &Path> = BTreeMap::new();
+        let mut outputs: Vec<(PathBuf, String)> = Vec::new();
+        for &path in &inputs {
             if self.rerun_if_changed {
                 println!("cargo:rerun-if-changed={}", path.display());
             }
@@ -104,6 +130,13 @@ impl Config {
                 path: path.to_path_buf(),
                 error,
             })?;
+            if let Some(first) = families.insert(checked.family().to_string(), path) {
+                return Err(CompileError::DuplicateFamily {
+                    family: checked.family().to_string(),
+                    first: first.to_path_buf(),
+                    second: path.to_path_buf(),
+                });
+            }
             let options = GenOptions {
                 spec_path: display_spec_path(path),
                 regenerate: "the build script (dcc_compiler::Config), on every change of the spec"
@@ -113,31 +146,70 @@ impl Config {
                 path: path.to_path_buf(),
                 error,
             })?;
-            for (name, text) in files {
-                let out = dir.join(name);
-                write_if_changed(&out, &text)?;
-                written.push(out);
+            outputs.extend(files);
+        }
+        std::fs::create_dir_all(&dir).map_err(|error| CompileError::Io {
+            path: dir.clone(),
+            error,
+        })?;
+        let mut written = Vec::new();
+        for (name, _) in &outputs {
+            check_output_target(&dir.join(name), &inputs)?;
+        }
+        let manifest = dir.join(MANIFEST);
+        check_output_target(&manifest, &inputs)?;
+        for (name, text) in &outputs {
+            let out = dir.join(name);
+            write_if_changed(&out, text)?;
+            written.push(out);
+        }
+        let names: BTreeSet<&Path> = outputs.iter().map(|(n, _)| n.as_path()).collect();
+        for stale in read_manifest(&manifest) {
+            if !names.contains(Path::new(&stale)) {
+                let path = dir.join(&stale);
+                match std::fs::remove_file(&path) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(CompileError::Io { path, error: e });
+                    }
+                    _ => {}
+                }
             }
         }
+        let mut listing = String::new();
+        for name in &names {
+            listing.push_str(&name.display().to_string());
+            listing.push('\n');
+        }
+        write_if_changed(&manifest, &listing)?;
         Ok(written)
     }
 }
 
-/// Write `text` to `path` unless the file already holds exactly it (keeps mtimes, so Cargo does
-/// not rebuild dependents for nothing).
-pub fn write_if_changed(path: &Path, text: &str) -> Result<bool, CompileError> {
-    if std::fs::read(path).is_ok_and(|old| old == text.as_bytes()) {
-        return Ok(false);
-    }
-    let io = |error| CompileError::Io {
-        path: path.to_path_buf(),
-        error,
+/// The module file names listed in the manifest at `path` (none when it is absent or unreadable).
+/// Only plain `<name>.rs` entries are returned, so a tampered manifest cannot make
+/// [`Config::compile`] delete anything outside its output directory or anything but a module.
+fn read_manifest(path: &Path) -> Vec<String> {
+    let Ok(file) = std::fs::File::open(path) else {
+        return Vec::new();
     };
-    let tmp = path.with_extension("rs.tmp");
-    let mut f = std::fs::File::create(&tmp).map_err(io)?;
-    f.write_all(text.as_bytes()).map_err(io)?;
-    f.sync_all().map_err(io)?;
-    drop(f);
-    std::fs::rename(&tmp, path).map_err(io)?;
-    Ok(true)
+    if !file.metadata().is_ok_and(|m| m.is_file()) {
+        return Vec::new();
+    }
+    let mut text = String::new();
+    if file
+        .take(MAX_MANIFEST_BYTES)
+        .read_to_string(&mut text)
+        .is_err()
+    {
+        return Vec::new();
+    }
+    text.lines()
+        .filter(|l| {
+            let mut parts = Path::new(l).components();
+            l.ends_with(".rs")
+                && matches!(parts.next(), Some(Component::Normal(_)))
+                && parts.next().is_none()
+        })
+        .map(str::to_string)
+        .collect()
 }

@@ -13,6 +13,7 @@ mod callable;
 mod config;
 mod io;
 mod model;
+mod output;
 mod region;
 mod render;
 mod spell;
@@ -22,7 +23,8 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::Checked;
 
-pub use config::{CompileError, Config, write_if_changed};
+pub use config::{CompileError, Config, MANIFEST};
+pub use output::{check_output_target, write_atomic, write_if_changed};
 pub use spell::{camel, explain, module_name};
 
 /// Version of `dcc` written into every generated header.

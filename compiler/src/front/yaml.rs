@@ -15,6 +15,10 @@ use crate::ir::Span;
 pub const MAX_DEPTH: usize = 32;
 /// Most YAML nodes accepted in one spec.
 pub const MAX_NODES: usize = 200_000;
+/// Longest key (a name: quantity, region, callable...) accepted, in characters. YAML itself
+/// refuses implicit keys over 1024 characters with a bare "mapping values are not allowed"; the
+/// check before parsing turns that into a diagnostic naming the limit and pointing at the key.
+pub const MAX_NAME_LEN: usize = 256;
 
 /// A YAML node with its span.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -102,6 +106,9 @@ enum Frame {
 /// Returns `Ok(None)` for an empty document (no content at all).
 pub fn parse(text: &str) -> Result<Option<Node>, Vec<Diagnostic>> {
     if let Some(d) = find_tab_indent(text) {
+        return Err(vec![d]);
+    }
+    if let Some(d) = find_long_key(text) {
         return Err(vec![d]);
     }
     let mut opts = Options::default();
@@ -321,6 +328,49 @@ fn find_tab_indent(text: &str) -> Option<Diagnostic> {
                 }
                 _ => break,
             }
+        }
+        line_start += line.len();
+    }
+    None
+}
+
+/// The first block-mapping key (`  name: ...` or `- name: ...`, plain or quoted) longer than
+/// [`MAX_NAME_LEN`] characters, as a diagnostic spanning the key.
+fn find_long_key(text: &str) -> Option<Diagnostic> {
+    let mut line_start = 0usize;
+    for line in text.split_inclusive('\n') {
+        let mut rest = line.trim_start_matches(' ');
+        while let Some(r) = rest.strip_prefix('-').filter(|r| r.starts_with(' ')) {
+            rest = r.trim_start_matches(' ');
+        }
+        let start = line_start + (line.len() - rest.len());
+        let (key_len, after) = match rest.chars().next() {
+            Some(q @ ('"' | '\'')) => match rest[1..].find(q) {
+                Some(end) => (end + 2, &rest[end + 2..]),
+                None => (0, ""),
+            },
+            Some(c) if !"#{}[],&*!|>%@`".contains(c) => {
+                let end = rest
+                    .find(|c: char| c == ':' || c.is_whitespace())
+                    .unwrap_or(rest.len());
+                (end, &rest[end..])
+            }
+            _ => (0, ""),
+        };
+        let chars = rest[..key_len].chars().count();
+        if chars > MAX_NAME_LEN && after.trim_start_matches(' ').starts_with(':') {
+            let shown: String = rest.chars().take(40).collect();
+            return Some(
+                Diagnostic::error(
+                    Code::NameTooLong,
+                    Span::new(start, start + key_len),
+                    format!(
+                        "`{shown}…` is {chars} characters long; names are at most {MAX_NAME_LEN}"
+                    ),
+                )
+                .label("this key")
+                .help("use a short name made of letters, digits and `_`, like `f_chunk`"),
+            );
         }
         line_start += line.len();
     }
