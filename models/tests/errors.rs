@@ -46,19 +46,19 @@ fn missing_or_misshapen_weights_are_errors() {
     cfg.encoder = FlowConfig::full().encoder;
     assert!(matches!(
         DeviceFlow::new(dcc_runtime::backend::host(), &ws, &cfg, LIMITS),
-        Err(FlowError::Shape { .. })
+        Err(FlowError::Weight(WeightError::Shape { .. }))
     ));
     assert!(matches!(
         WeightStore::default().shape("x"),
-        Err(WeightError::Missing(_))
+        Err(WeightError::Missing { .. })
     ));
     assert!(matches!(
         FlowConfig::from_weights(&WeightStore::default()),
-        Err(FlowError::Missing(_))
+        Err(FlowError::Weight(WeightError::Missing { .. }))
     ));
     assert!(matches!(
         WeightStore::from_bytes(b"not a safetensors file"),
-        Err(WeightError::Format(_))
+        Err(WeightError::Format { .. })
     ));
     assert_eq!(FlowConfig::full().dit.inner(), 512);
 }

@@ -80,6 +80,20 @@ fn num(x: f64) -> Value {
     }
 }
 
+/// Where chunk `i`'s `tensor` (its mel, or its reference `feat_i`) holds NaN or ±∞, if
+/// anywhere: the first such index (and its value) and how many there are. No tolerance excuses
+/// one, in `check` or `token2wav`.
+fn non_finite(i: usize, tensor: &str, m: &[f32]) -> Option<String> {
+    let first = m.iter().position(|x| !x.is_finite())?;
+    let bad = m.iter().filter(|x| !x.is_finite()).count();
+    Some(format!(
+        "chunk {i}: tensor {tensor}: {bad} of {} values are not finite, the first at index {first} \
+         ({})",
+        m.len(),
+        m[first]
+    ))
+}
+
 fn mel_bytes(m: &[f32]) -> Vec<u8> {
     m.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
@@ -206,22 +220,17 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
         let t = Instant::now();
         let m = ses.chunk(toks, &io.spk, false).map_err(e)?;
         r.wall.push(t.elapsed().as_secs_f64() * 1e3);
-        let bad = m.iter().filter(|x| !x.is_finite()).count();
-        if bad > 0 {
-            r.problems.push(format!(
-                "chunk {i}: {bad} of {} mel values are NaN or infinite",
-                m.len()
-            ));
+        if let Some(p) = non_finite(i, "mel", &m) {
+            r.problems.push(p);
         }
         if let Some(f) = io.feats.get(i) {
-            if m.len() != f.len() {
-                r.problems.push(format!(
-                    "chunk {i}: the mel has {} values, feat_{i} has {}",
-                    m.len(),
-                    f.len()
-                ));
+            if let Some(p) = non_finite(i, &format!("feat_{i}"), f) {
+                r.problems.push(p);
             }
-            r.rel_l2.push(rel_l2(&m, f));
+            match rel_l2(&m, f) {
+                Ok(e) => r.rel_l2.push(e),
+                Err(e) => r.problems.push(format!("chunk {i}: mel vs feat_{i}: {e}")),
+            }
         }
         hash.extend_from_slice(&mel_bytes(&m));
         pb.inc(1);
