@@ -45,7 +45,8 @@ dcc-bench token2wav --weights W --arms B0,SRc --chunks 48 --format json --json-o
 dcc-bench check --weights models/testdata/token2wav_tiny/weights.safetensors \\\n      \
 --io models/testdata/token2wav_tiny/io.safetensors --contract token2wav_tiny --chunks 6 --tol 1e-4\n\n\
 Exit codes: 0 success (check: every chunk within --tol and every arm = B0; token2wav: every arm\n\
-= B0), 1 a failed check or a run error, 2 usage."
+= B0; both: every mel value finite), 1 a failed check or a run error, 2 usage or an unwritable\n\
+stdout (a closed pipe)."
 )]
 pub struct Cli {
     #[command(subcommand)]

@@ -33,6 +33,7 @@ mod report;
 mod tests;
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
@@ -121,7 +122,15 @@ fn setup(o: &Opts) -> Res<Setup> {
     } = Contract::select(o.contract, &cfg)?;
     let io = match &o.io {
         Some(p) => read_io(p, o.chunks, &sizes)?,
-        None => synthetic_io(o.chunks.max(o.warmup) + o.busy_reps + 1, cfg.vocab, &sizes),
+        None => {
+            let n = o
+                .chunks
+                .max(o.warmup)
+                .checked_add(o.busy_reps)
+                .and_then(|n| n.checked_add(1))
+                .ok_or(BenchError::Overflow("--chunks + --busy-reps"))?;
+            synthetic_io(n, cfg.vocab, &sizes)?
+        }
     };
     // The prompt call reads the prompt and, as lookahead, its own first tokens (as the vendor's
     // `setup_cache` is called).
@@ -369,6 +378,11 @@ fn main() -> ExitCode {
     match run(&o) {
         Ok(out) if out["ok"] == Value::Bool(true) => ExitCode::SUCCESS,
         Ok(_) => ExitCode::from(1),
+        // stdout is gone: say so where it still can be said, as `clap` does for usage errors.
+        Err(e @ BenchError::Stdout(_)) => {
+            let _ = writeln!(std::io::stderr(), "dcc-bench: {e}");
+            ExitCode::from(2)
+        }
         Err(e) => {
             eprintln!("dcc-bench: {e}");
             ExitCode::from(1)
@@ -387,8 +401,13 @@ fn run(o: &Opts) -> Res<Value> {
             want: o.chunks,
         });
     }
-    let per_arm = o.warmup + o.chunks + o.busy_reps;
-    let pb = ProgressBar::new((per_arm * o.arms.len()) as u64);
+    let steps = o
+        .warmup
+        .checked_add(o.chunks)
+        .and_then(|n| n.checked_add(o.busy_reps))
+        .and_then(|n| n.checked_mul(o.arms.len()))
+        .ok_or(BenchError::Overflow("the progress bar's length"))?;
+    let pb = ProgressBar::new(steps as u64);
     pb.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
             .map_err(BenchError::Progress)?
@@ -476,10 +495,14 @@ fn run(o: &Opts) -> Res<Value> {
             error,
         })?;
     }
+    // A closed pipe (`dcc-bench … | head -1`) or a full disk is an error (exit 2), not a panic.
+    let mut stdout = std::io::stdout().lock();
     if o.json {
-        println!("{text}");
+        writeln!(stdout, "{text}")
     } else {
-        report::print_table(&out, o);
+        report::write_table(&mut stdout, &out, o)
     }
+    .and_then(|()| stdout.flush())
+    .map_err(BenchError::Stdout)?;
     Ok(out)
 }
