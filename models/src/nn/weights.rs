@@ -283,4 +283,79 @@ mod tests {
             Err(WeightError::Format { .. })
         ));
     }
+
+    /// A one-entry safetensors image: `name` of `dtype` and `shape`, zero bytes.
+    fn image(name: &str, dtype: Dtype, shape: &[usize]) -> Vec<u8> {
+        let n: usize = shape.iter().product::<usize>() * dtype.bitsize() / 8;
+        let data = vec![0u8; n];
+        let view = safetensors::tensor::TensorView::new(dtype, shape.to_vec(), &data).unwrap();
+        safetensors::serialize([(name, view)], None).unwrap()
+    }
+
+    #[test]
+    fn a_non_float_entry_is_a_dtype_error_not_a_missing_one() {
+        let ws = WeightStore::from_bytes(&image("w", Dtype::I64, &[2, 3])).unwrap();
+        let e = ws.get("w", &[2, 3]).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "(bytes): tensor `w` has dtype I64; expected F32, F16 or BF16"
+        );
+        assert!(matches!(ws.shape("w"), Err(WeightError::Dtype { .. })));
+        assert_eq!(
+            ws.shape("v").unwrap_err().to_string(),
+            "(bytes): missing tensor `v`"
+        );
+    }
+
+    #[test]
+    fn errors_name_the_file_the_tensor_and_both_shapes() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("w.safetensors");
+        std::fs::write(&p, image("w", Dtype::F32, &[2, 3])).unwrap();
+        let ws = WeightStore::load(&p).unwrap();
+        assert_eq!(ws.get("w", &[2, 3]).unwrap(), vec![0.0; 6]);
+        let e = ws.get("w", &[3, 2]).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "{}: tensor `w`: expected shape [3, 2], found [2, 3]",
+                p.display()
+            )
+        );
+        std::fs::write(&p, b"junk").unwrap();
+        let e = WeightStore::load(&p).unwrap_err();
+        assert!(
+            matches!(e, WeightError::Format { ref file, .. } if *file == p.display().to_string())
+        );
+        let e = WeightStore::load(dir.path().join("absent")).unwrap_err();
+        assert!(matches!(e, WeightError::Io { ref file, .. } if file.ends_with("absent")));
+    }
+
+    #[test]
+    fn only_regular_files_under_the_limit_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, [7u8; 10]).unwrap();
+        assert_eq!(read_regular_file(&p, 10).unwrap(), vec![7u8; 10]);
+        assert_eq!(
+            read_regular_file(&p, 9).unwrap_err(),
+            WeightError::TooLarge {
+                file: p.display().to_string(),
+                size: 10,
+                limit: 9
+            }
+        );
+        for (q, kind) in [
+            (Path::new("/dev/zero"), "a FIFO, socket or device"),
+            (dir.path(), "a directory"),
+        ] {
+            assert_eq!(
+                read_regular_file(q, u64::MAX).unwrap_err(),
+                WeightError::NotRegular {
+                    file: q.display().to_string(),
+                    kind: kind.into()
+                }
+            );
+        }
+    }
 }
