@@ -134,6 +134,28 @@ fn a_closed_stdout_is_exit_code_2_not_a_panic() {
     assert!(!e.contains("panicked"), "{e}");
     assert_eq!(out.status.code(), Some(2), "{e}");
     assert!(e.contains("stdout"), "{e}");
+
+    // A full stdout: the same.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let mut c = bench(
+        "token2wav",
+        &weights(),
+        &[
+            "--contract",
+            "token2wav_tiny",
+            "--busy-reps",
+            "0",
+            "--format",
+            "json",
+        ],
+    );
+    c.stdout(full);
+    let (code, e) = run(c);
+    assert_eq!(code, 2, "{e}");
+    assert!(e.contains("stdout"), "{e}");
 }
 
 #[test]
