@@ -46,19 +46,19 @@ fn missing_or_misshapen_weights_are_errors() {
     cfg.encoder = FlowConfig::full().encoder;
     assert!(matches!(
         DeviceFlow::new(dcc_runtime::backend::host(), &ws, &cfg, LIMITS),
-        Err(FlowError::Shape { .. })
+        Err(FlowError::Weight(WeightError::Shape { .. }))
     ));
     assert!(matches!(
         WeightStore::default().shape("x"),
-        Err(WeightError::Missing(_))
+        Err(WeightError::Missing { .. })
     ));
     assert!(matches!(
         FlowConfig::from_weights(&WeightStore::default()),
-        Err(FlowError::Missing(_))
+        Err(FlowError::Weight(WeightError::Missing { .. }))
     ));
     assert!(matches!(
         WeightStore::from_bytes(b"not a safetensors file"),
-        Err(WeightError::Format(_))
+        Err(WeightError::Format { .. })
     ));
     assert_eq!(FlowConfig::full().dit.inner(), 512);
 }
@@ -184,4 +184,48 @@ fn arena_state_checks_the_contract() {
         ..ri
     });
     config(&off, "trajectory");
+}
+
+#[test]
+fn rel_l2_of_different_lengths_is_an_error() {
+    use dcc_models::token2wav::{LengthMismatch, rel_l2};
+    assert_eq!(
+        rel_l2(&[1.0, 2.0], &[1.0]),
+        Err(LengthMismatch { got: 2, want: 1 })
+    );
+    assert_eq!(rel_l2(&[3.0, 4.0], &[3.0, 4.0]), Ok(0.0));
+    assert_eq!(rel_l2(&[0.0, 0.0], &[3.0, 4.0]), Ok(1.0));
+}
+
+#[test]
+fn config_errors_name_the_tensor_and_the_values() {
+    // The tiny weights with the first encoder block's `pos_bias_u` one head wider.
+    let ws = weights();
+    let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+    for name in ws.names() {
+        let shape = ws.shape(name).unwrap().to_vec();
+        let mut shape2 = shape.clone();
+        if name == "encoder.encoders.0.self_attn.pos_bias_u" {
+            shape2[0] += 1;
+        }
+        let n: usize = shape2.iter().product();
+        let mut data = ws.get(name, &shape).unwrap();
+        data.resize(n, 0.0);
+        let bytes = data.iter().flat_map(|x| x.to_le_bytes()).collect();
+        tensors.push((name.to_string(), shape2, bytes));
+    }
+    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = tensors
+        .iter()
+        .map(|(n, s, b)| {
+            let v = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b);
+            (n.clone(), v.unwrap())
+        })
+        .collect();
+    let bytes = safetensors::serialize(views, None).unwrap();
+    let odd = WeightStore::from_bytes(&bytes).unwrap();
+    let e = FlowConfig::from_weights(&odd).unwrap_err().to_string();
+    assert!(
+        e.contains("`encoder.encoders.0.self_attn.pos_bias_u` is [3, 32]: 3 heads × d_k 32 != the encoder width 64"),
+        "{e}"
+    );
 }

@@ -115,7 +115,7 @@ fn linears_stack_and_match_a_plain_loop() {
     ));
     assert!(matches!(
         Linear::load(&ld, "c", i, o, false),
-        Err(LoadError::Weight(WeightError::Missing(_)))
+        Err(LoadError::Weight(WeightError::Missing { .. }))
     ));
     // an input of the wrong width is refused before anything is queued
     let n = be.eager_launches();

@@ -107,10 +107,8 @@ impl FlowConfig {
     /// Infers every dimension from the shapes of a vendor state_dict.
     pub fn from_weights(w: &WeightStore) -> Result<Self, FlowError> {
         let bad = |what: &str| FlowError::Config(what.to_string());
-        let emb = w.shape("input_embedding.weight")?;
-        let (vocab, dim) = dims2(emb, "input_embedding.weight")?;
-        let proj = w.shape("encoder_proj.weight")?;
-        let (mel, _) = dims2(proj, "encoder_proj.weight")?;
+        let (vocab, dim) = dims2(w.shape("input_embedding.weight")?, "input_embedding.weight")?;
+        let (mel, _) = dims2(w.shape("encoder_proj.weight")?, "encoder_proj.weight")?;
         let (_, spk_dim) = dims2(
             w.shape("spk_embed_affine_layer.weight")?,
             "spk_embed_affine_layer.weight",
@@ -118,49 +116,75 @@ impl FlowConfig {
         let blocks = w.count_indexed("encoder.encoders", "norm_mha.weight");
         let up_blocks = w.count_indexed("encoder.up_encoders", "norm_mha.weight");
         if blocks == 0 || up_blocks == 0 {
-            return Err(bad("no conformer blocks found"));
+            return Err(bad(&format!(
+                "{}: no conformer blocks found (`encoder.encoders.<i>.norm_mha.weight`: {blocks}, \
+                 `encoder.up_encoders.<i>.norm_mha.weight`: {up_blocks})",
+                w.file()
+            )));
         }
-        let (heads, dk) = dims2(
-            w.shape("encoder.encoders.0.self_attn.pos_bias_u")?,
-            "pos_bias_u",
-        )?;
-        if heads * dk != dim {
-            return Err(bad("encoder heads × d_k != dim"));
+        let pbu = "encoder.encoders.0.self_attn.pos_bias_u";
+        let (heads, dk) = dims2(w.shape(pbu)?, pbu)?;
+        if heads.checked_mul(dk) != Some(dim) {
+            return Err(bad(&format!(
+                "{}: `{pbu}` is [{heads}, {dk}]: {heads} heads × d_k {dk} != the encoder width \
+                 {dim} (`input_embedding.weight` is [{vocab}, {dim}])",
+                w.file()
+            )));
         }
-        let (linear_units, _) = dims2(
-            w.shape("encoder.encoders.0.feed_forward.w_1.weight")?,
-            "w_1",
-        )?;
+        let w1 = "encoder.encoders.0.feed_forward.w_1.weight";
+        let (linear_units, _) = dims2(w.shape(w1)?, w1)?;
         let pre = w.shape("encoder.pre_lookahead_layer.conv1.weight")?;
         let up = w.shape("encoder.up_layer.conv.weight")?;
         if pre.len() != 3 || up.len() != 3 || pre[2] < 2 || up[2] % 2 == 0 || up[2] < 3 {
-            return Err(bad("unexpected pre-lookahead / upsample conv shapes"));
+            return Err(bad(&format!(
+                "{}: `encoder.pre_lookahead_layer.conv1.weight` is {pre:?} (want 3 dimensions, \
+                 kernel ≥ 2), `encoder.up_layer.conv.weight` is {up:?} (want 3 dimensions, an \
+                 odd kernel ≥ 3)",
+                w.file()
+            )));
         }
         let d = "decoder.estimator";
-        let (hidden, in_channels) = dims2(w.shape(&format!("{d}.in_proj.weight"))?, "in_proj")?;
+        let name = |s: &str| format!("{d}.{s}");
+        let n = name("in_proj.weight");
+        let (hidden, in_channels) = dims2(w.shape(&n)?, &n)?;
         let depth = w.count_indexed(&format!("{d}.blocks"), "attn.to_q.weight");
         if depth == 0 {
-            return Err(bad("no DiT blocks found"));
+            return Err(bad(&format!(
+                "{}: no DiT blocks found (`{d}.blocks.<i>.attn.to_q.weight`)",
+                w.file()
+            )));
         }
-        let head_dim = *w
-            .shape(&format!("{d}.blocks.0.attn.q_norm.weight"))?
-            .first()
-            .ok_or_else(|| bad("q_norm"))?;
-        let (inner, _) = dims2(w.shape(&format!("{d}.blocks.0.attn.to_q.weight"))?, "to_q")?;
+        let qn = name("blocks.0.attn.q_norm.weight");
+        let q_norm = w.shape(&qn)?;
+        let head_dim = *q_norm.first().ok_or_else(|| {
+            bad(&format!(
+                "{}: `{qn}` is {q_norm:?}, want [head_dim]",
+                w.file()
+            ))
+        })?;
+        let tq = name("blocks.0.attn.to_q.weight");
+        let (inner, _) = dims2(w.shape(&tq)?, &tq)?;
         if head_dim == 0 || inner % head_dim != 0 {
-            return Err(bad("DiT inner width is not a multiple of head_dim"));
+            return Err(bad(&format!(
+                "{}: `{tq}` has {inner} rows, not a multiple of head_dim {head_dim} (`{qn}`)",
+                w.file()
+            )));
         }
-        let (mlp_hidden, _) = dims2(w.shape(&format!("{d}.blocks.0.mlp.fc1.weight"))?, "fc1")?;
-        let (out_channels, _) = dims2(
-            w.shape(&format!("{d}.final_layer.linear.weight"))?,
-            "final linear",
-        )?;
-        let (_, freq_dim) = dims2(
-            w.shape(&format!("{d}.t_embedder.mlp.0.weight"))?,
-            "t_embedder",
-        )?;
-        if in_channels != 3 * mel + out_channels || out_channels != mel {
-            return Err(bad("DiT input is not x ‖ mu ‖ spk ‖ cond of mel width"));
+        let fc1 = name("blocks.0.mlp.fc1.weight");
+        let (mlp_hidden, _) = dims2(w.shape(&fc1)?, &fc1)?;
+        let fl = name("final_layer.linear.weight");
+        let (out_channels, _) = dims2(w.shape(&fl)?, &fl)?;
+        let te = name("t_embedder.mlp.0.weight");
+        let (_, freq_dim) = dims2(w.shape(&te)?, &te)?;
+        if Some(in_channels) != mel.checked_mul(3).and_then(|m| m.checked_add(out_channels))
+            || out_channels != mel
+        {
+            return Err(bad(&format!(
+                "{}: the DiT input is not x ‖ mu ‖ spk ‖ cond of mel width: `{n}` has \
+                 {in_channels} columns, `{fl}` {out_channels} rows, `encoder_proj.weight` {mel} \
+                 rows (want {mel} rows and 4 × {mel} columns)",
+                w.file()
+            )));
         }
         Ok(Self {
             vocab,
@@ -193,7 +217,7 @@ fn dims2(s: &[usize], name: &str) -> Result<(usize, usize), FlowError> {
     match s {
         [a, b] => Ok((*a, *b)),
         _ => Err(FlowError::Config(format!(
-            "{name}: expected 2 dimensions, found {s:?}"
+            "tensor `{name}`: expected 2 dimensions, found shape {s:?}"
         ))),
     }
 }

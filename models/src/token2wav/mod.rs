@@ -48,11 +48,14 @@ pub use work::DeviceLimits;
 use crate::nn::{LoadError, OpError, WeightError};
 
 /// Relative L2 error `‖got − want‖ / ‖want‖`, summed in f64 in element order (the metric the
-/// golden test, the arms test and `dcc-bench check` report); `f64::INFINITY` when the lengths
-/// differ.
-pub fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
+/// golden test, the arms test and `dcc-bench check` report). Slices of different lengths are
+/// an error, not a number: no error value could honestly stand for "not comparable".
+pub fn rel_l2(got: &[f32], want: &[f32]) -> Result<f64, LengthMismatch> {
     if got.len() != want.len() {
-        return f64::INFINITY;
+        return Err(LengthMismatch {
+            got: got.len(),
+            want: want.len(),
+        });
     }
     let num: f64 = got
         .iter()
@@ -60,29 +63,25 @@ pub fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
         .map(|(a, b)| (*a as f64 - *b as f64).powi(2))
         .sum();
     let den: f64 = want.iter().map(|b| (*b as f64).powi(2)).sum();
-    (num / den).sqrt()
+    Ok((num / den).sqrt())
+}
+
+/// [`rel_l2`] of slices of different lengths.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("cannot compare {got} values with {want} reference values")]
+pub struct LengthMismatch {
+    pub got: usize,
+    pub want: usize,
 }
 
 /// Everything that can go wrong loading or running the flow. Lower layers' errors are kept as
 /// typed sources (`Device`, `Op`), never formatted into strings.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 pub enum FlowError {
-    /// The weights file could not be read (the message names the file).
-    #[error("i/o: {0}")]
-    Io(String),
-    /// Not a readable safetensors image.
-    #[error("not a safetensors file: {0}")]
-    Format(String),
-    /// A state_dict entry is absent.
-    #[error("missing tensor `{0}`")]
-    Missing(String),
-    /// A state_dict entry has another shape than the configuration needs.
-    #[error("tensor `{name}`: expected shape {expected:?}, found {found:?}")]
-    Shape {
-        name: String,
-        expected: Vec<usize>,
-        found: Vec<usize>,
-    },
+    /// The weights file could not be read, or lacks a tensor of the dtype and shape the
+    /// configuration needs (the message names the file and the tensor).
+    #[error("weights: {0}")]
+    Weight(#[from] WeightError),
     /// The weights do not describe a supported configuration.
     #[error("unsupported weights: {0}")]
     Config(String),
@@ -95,25 +94,6 @@ pub enum FlowError {
     /// An op refused its operands.
     #[error("op: {0}")]
     Op(#[from] OpError),
-}
-
-impl From<WeightError> for FlowError {
-    fn from(e: WeightError) -> Self {
-        match e {
-            WeightError::Io(s) => FlowError::Io(s),
-            WeightError::Format(s) => FlowError::Format(s),
-            WeightError::Missing(s) => FlowError::Missing(s),
-            WeightError::Shape {
-                name,
-                expected,
-                found,
-            } => FlowError::Shape {
-                name,
-                expected,
-                found,
-            },
-        }
-    }
 }
 
 impl From<LoadError> for FlowError {

@@ -45,7 +45,8 @@ dcc-bench token2wav --weights W --arms B0,SRc --chunks 48 --format json --json-o
 dcc-bench check --weights models/testdata/token2wav_tiny/weights.safetensors \\\n      \
 --io models/testdata/token2wav_tiny/io.safetensors --contract token2wav_tiny --chunks 6 --tol 1e-4\n\n\
 Exit codes: 0 success (check: every chunk within --tol and every arm = B0; token2wav: every arm\n\
-= B0), 1 a failed check or a run error, 2 usage."
+= B0; both: every mel value finite), 1 a failed check or a run error, 2 usage or an unwritable\n\
+stdout (a closed pipe)."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -158,8 +159,9 @@ pub struct CheckArgs {
           default_value = "B0,SRc")]
     pub arms: Vec<Arm>,
 
-    /// Largest relative L2 error allowed per chunk (finite, ≥ 0). f32 reorderings give ~1e-7;
-    /// the bundled scripts use 1e-4 (tiny) and 1e-3 (full model).
+    /// Largest relative L2 error allowed per chunk (finite, ≥ 0; 0 asks for bit-equal mels, a
+    /// meaningful check against a reference made by this same binary). f32 reorderings give
+    /// ~1e-7; the bundled scripts use 1e-4 (tiny) and 1e-3 (full model).
     #[arg(long, value_name = "X", default_value_t = 1e-3, value_parser = tolerance,
           allow_hyphen_values = true)]
     pub tol: f64,
@@ -211,6 +213,9 @@ fn arm(s: &str) -> Result<Arm, String> {
     })
 }
 
+/// `--tol`: finite and ≥ 0. Zero is accepted on purpose: `rel_l2 ≤ 0` holds exactly when the
+/// mel equals the reference bit for bit (up to the sign of zeros), which is the right demand
+/// when the reference comes from the same code on the same backend; a NaN error still fails.
 fn tolerance(s: &str) -> Result<f64, String> {
     let v: f64 = s
         .parse()

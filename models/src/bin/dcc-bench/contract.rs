@@ -44,6 +44,38 @@ macro_rules! sizes_of {
     };
 }
 
+/// The model dimensions a contract's generated module declares, each with the weights'
+/// value it must equal: `(constant, contract, weights)`.
+macro_rules! dims_of {
+    ($m:ident, $cfg:expr) => {
+        [
+            ("ENC_DIM", generated::$m::ENC_DIM, $cfg.encoder.dim),
+            ("CONF_HEADS", generated::$m::CONF_HEADS, $cfg.encoder.heads),
+            (
+                "CONF_BLOCKS",
+                generated::$m::CONF_BLOCKS,
+                $cfg.encoder.blocks,
+            ),
+            (
+                "CONF_UP_BLOCKS",
+                generated::$m::CONF_UP_BLOCKS,
+                $cfg.encoder.up_blocks,
+            ),
+            ("UP_RATE", generated::$m::UP_RATE, $cfg.encoder.up_stride),
+            (
+                "LOOKAHEAD_TOKENS",
+                generated::$m::LOOKAHEAD_TOKENS,
+                $cfg.encoder.pre_lookahead,
+            ),
+            ("EST_HIDDEN", generated::$m::EST_HIDDEN, $cfg.dit.hidden),
+            ("EST_LAYERS", generated::$m::EST_LAYERS, $cfg.dit.depth),
+            ("EST_HEADS", generated::$m::EST_HEADS, $cfg.dit.heads),
+            ("MEL_BINS", generated::$m::MEL_BINS, $cfg.mel),
+            ("SPK_DIM", generated::$m::SPK_DIM, $cfg.spk_dim),
+        ]
+    };
+}
+
 /// A bundled Token2Wav contract, `auto` resolved.
 pub struct Contract {
     pub view: ContractView,
@@ -75,16 +107,21 @@ impl Contract {
             ContractChoice::Auto => ContractChoice::Token2wav,
             c => c,
         };
-        let (view, sizes) = match choice {
+        let (view, sizes, dims) = match choice {
             ContractChoice::Auto | ContractChoice::Token2wav => {
                 same_spec::<Token2Wav>(generated::token2wav::SPEC_SHA256)?;
-                (ContractView::of::<Token2Wav>(), sizes_of!(token2wav))
+                (
+                    ContractView::of::<Token2Wav>(),
+                    sizes_of!(token2wav),
+                    dims_of!(token2wav, cfg),
+                )
             }
             ContractChoice::Token2wavTiny => {
                 same_spec::<Token2WavTiny>(generated::token2wav_tiny::SPEC_SHA256)?;
                 (
                     ContractView::of::<Token2WavTiny>(),
                     sizes_of!(token2wav_tiny),
+                    dims_of!(token2wav_tiny, cfg),
                 )
             }
             ContractChoice::Token2wavTinyVendor => {
@@ -92,18 +129,21 @@ impl Contract {
                 (
                     ContractView::of::<Token2WavTinyVendor>(),
                     sizes_of!(token2wav_tiny_vendor),
+                    dims_of!(token2wav_tiny_vendor, cfg),
                 )
             }
         };
         let view = view?;
         let family = view.family;
-        if (cfg.mel, cfg.spk_dim) != (sizes.mel_bins, sizes.spk_dim) {
-            return Err(BenchError::Width {
+        let mismatches: Vec<String> = dims
+            .iter()
+            .filter(|(_, c, w)| c != w)
+            .map(|(n, c, w)| format!("{n} = {c}, the weights have {w}"))
+            .collect();
+        if !mismatches.is_empty() {
+            return Err(BenchError::Dims {
                 family,
-                mel_bins: sizes.mel_bins,
-                spk_dim: sizes.spk_dim,
-                weights_mel_bins: cfg.mel,
-                weights_spk_dim: cfg.spk_dim,
+                mismatches: mismatches.join("; "),
             });
         }
         let k = view.keeps.carry;
@@ -157,10 +197,17 @@ mod tests {
         let e = Contract::select(ContractChoice::Token2wavTiny, &odd)
             .err()
             .unwrap();
+        assert!(matches!(e, BenchError::Dims { .. }), "{e}");
         assert!(
-            matches!(e, BenchError::Width { weights_mel_bins, .. } if weights_mel_bins == odd.mel),
+            e.to_string().contains("MEL_BINS = 80, the weights have 81"),
             "{e}"
         );
-        assert!(e.to_string().contains("mel bins"), "{e}");
+        // The tiny weights against the full contract: every differing dimension is named.
+        let e = Contract::select(ContractChoice::Token2wav, &FlowConfig::tiny())
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("ENC_DIM = 512, the weights have 64"), "{e}");
+        assert!(e.contains("EST_LAYERS = 16, the weights have 2"), "{e}");
     }
 }

@@ -3,9 +3,10 @@
 
 use std::path::PathBuf;
 
+use dcc_models::nn::WeightError;
 use dcc_models::token2wav::FlowError;
 use dcc_runtime::stats::StatsError;
-use safetensors::SafeTensorError;
+use safetensors::{Dtype, SafeTensorError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BenchError {
@@ -22,11 +23,17 @@ pub enum BenchError {
         arm: Option<&'static str>,
         error: FlowError,
     },
-    /// `--io` could not be read.
-    #[error("{}: {error}", path.display())]
-    Read {
+    /// `--io` is not a regular file, is too large, or could not be read (the message names it).
+    #[error("--io {0}")]
+    IoFile(WeightError),
+    /// An `--io` tensor has another dtype than the inputs need.
+    #[error("{}: tensor `{tensor}` has dtype {got:?} (shape {shape:?}); expected {want:?}", path.display())]
+    InputDtype {
         path: PathBuf,
-        error: std::io::Error,
+        tensor: String,
+        want: Dtype,
+        got: Dtype,
+        shape: Vec<usize>,
     },
     /// `--io` is not a safetensors file, or lacks a tensor.
     #[error("{}: {}{error}", path.display(), tensor.as_ref().map(|t| format!("{t}: ")).unwrap_or_default())]
@@ -67,18 +74,15 @@ pub enum BenchError {
         generated: &'static str,
         adapter: &'static str,
     },
-    /// The weights' mel or speaker width differs from the contract's.
-    #[error(
-        "contract `{family}` declares {mel_bins} mel bins and a {spk_dim}-wide speaker \
-         embedding; the weights have {weights_mel_bins} and {weights_spk_dim}"
-    )]
-    Width {
+    /// The weights' dimensions (read from their shapes) differ from the contract's.
+    #[error("contract `{family}` does not fit the weights: {mismatches}")]
+    Dims {
         family: &'static str,
-        mel_bins: usize,
-        spk_dim: usize,
-        weights_mel_bins: usize,
-        weights_spk_dim: usize,
+        mismatches: String,
     },
+    /// A size computed from flags or a file does not fit in `usize`.
+    #[error("{0} overflows")]
+    Overflow(&'static str),
     /// The contract's carry keeps other frame counts than its quantities declare.
     #[error(
         "contract `{family}`: its carry keeps {kept_prompt} + {kept_retained} frames, its \
@@ -91,6 +95,9 @@ pub enum BenchError {
         f_prompt: usize,
         f_retained: usize,
     },
+    /// The results could not be written to stdout (closed pipe, full disk): exit code 2.
+    #[error("stdout: {0}")]
+    Stdout(std::io::Error),
     /// The progress bar's template was refused.
     #[error("progress bar: {0}")]
     Progress(indicatif::style::TemplateError),

@@ -33,6 +33,7 @@ mod report;
 mod tests;
 
 use std::collections::BTreeMap;
+use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
@@ -80,6 +81,20 @@ fn num(x: f64) -> Value {
     }
 }
 
+/// Where chunk `i`'s `tensor` (its mel, or its reference `feat_i`) holds NaN or ±∞, if
+/// anywhere: the first such index (and its value) and how many there are. No tolerance excuses
+/// one, in `check` or `token2wav`.
+fn non_finite(i: usize, tensor: &str, m: &[f32]) -> Option<String> {
+    let first = m.iter().position(|x| !x.is_finite())?;
+    let bad = m.iter().filter(|x| !x.is_finite()).count();
+    Some(format!(
+        "chunk {i}: tensor {tensor}: {bad} of {} values are not finite, the first at index {first} \
+         ({})",
+        m.len(),
+        m[first]
+    ))
+}
+
 fn mel_bytes(m: &[f32]) -> Vec<u8> {
     m.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
@@ -107,7 +122,15 @@ fn setup(o: &Opts) -> Res<Setup> {
     } = Contract::select(o.contract, &cfg)?;
     let io = match &o.io {
         Some(p) => read_io(p, o.chunks, &sizes)?,
-        None => synthetic_io(o.chunks.max(o.warmup) + o.busy_reps + 1, cfg.vocab, &sizes),
+        None => {
+            let n = o
+                .chunks
+                .max(o.warmup)
+                .checked_add(o.busy_reps)
+                .and_then(|n| n.checked_add(1))
+                .ok_or(BenchError::Overflow("--chunks + --busy-reps"))?;
+            synthetic_io(n, cfg.vocab, &sizes)?
+        }
     };
     // The prompt call reads the prompt and, as lookahead, its own first tokens (as the vendor's
     // `setup_cache` is called).
@@ -206,22 +229,17 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
         let t = Instant::now();
         let m = ses.chunk(toks, &io.spk, false).map_err(e)?;
         r.wall.push(t.elapsed().as_secs_f64() * 1e3);
-        let bad = m.iter().filter(|x| !x.is_finite()).count();
-        if bad > 0 {
-            r.problems.push(format!(
-                "chunk {i}: {bad} of {} mel values are NaN or infinite",
-                m.len()
-            ));
+        if let Some(p) = non_finite(i, "mel", &m) {
+            r.problems.push(p);
         }
         if let Some(f) = io.feats.get(i) {
-            if m.len() != f.len() {
-                r.problems.push(format!(
-                    "chunk {i}: the mel has {} values, feat_{i} has {}",
-                    m.len(),
-                    f.len()
-                ));
+            if let Some(p) = non_finite(i, &format!("feat_{i}"), f) {
+                r.problems.push(p);
             }
-            r.rel_l2.push(rel_l2(&m, f));
+            match rel_l2(&m, f) {
+                Ok(e) => r.rel_l2.push(e),
+                Err(e) => r.problems.push(format!("chunk {i}: mel vs feat_{i}: {e}")),
+            }
         }
         hash.extend_from_slice(&mel_bytes(&m));
         pb.inc(1);
@@ -360,6 +378,11 @@ fn main() -> ExitCode {
     match run(&o) {
         Ok(out) if out["ok"] == Value::Bool(true) => ExitCode::SUCCESS,
         Ok(_) => ExitCode::from(1),
+        // stdout is gone: say so where it still can be said, as `clap` does for usage errors.
+        Err(e @ BenchError::Stdout(_)) => {
+            let _ = writeln!(std::io::stderr(), "dcc-bench: {e}");
+            ExitCode::from(2)
+        }
         Err(e) => {
             eprintln!("dcc-bench: {e}");
             ExitCode::from(1)
@@ -378,8 +401,13 @@ fn run(o: &Opts) -> Res<Value> {
             want: o.chunks,
         });
     }
-    let per_arm = o.warmup + o.chunks + o.busy_reps;
-    let pb = ProgressBar::new((per_arm * o.arms.len()) as u64);
+    let steps = o
+        .warmup
+        .checked_add(o.chunks)
+        .and_then(|n| n.checked_add(o.busy_reps))
+        .and_then(|n| n.checked_mul(o.arms.len()))
+        .ok_or(BenchError::Overflow("the progress bar's length"))?;
+    let pb = ProgressBar::new(steps as u64);
     pb.set_style(
         ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} {msg}")
             .map_err(BenchError::Progress)?
@@ -467,10 +495,14 @@ fn run(o: &Opts) -> Res<Value> {
             error,
         })?;
     }
+    // A closed pipe (`dcc-bench … | head -1`) or a full disk is an error (exit 2), not a panic.
+    let mut stdout = std::io::stdout().lock();
     if o.json {
-        println!("{text}");
+        writeln!(stdout, "{text}")
     } else {
-        report::print_table(&out, o);
+        report::write_table(&mut stdout, &out, o)
     }
+    .and_then(|()| stdout.flush())
+    .map_err(BenchError::Stdout)?;
     Ok(out)
 }

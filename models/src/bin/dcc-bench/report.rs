@@ -38,9 +38,12 @@ pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
 }
-pub fn print_table(out: &Value, o: &Opts) {
+/// Writes the results table to `w`; a write error (a closed pipe, a full disk) is returned,
+/// never a panic.
+pub fn write_table(w: &mut impl Write, out: &Value, o: &Opts) -> std::io::Result<()> {
     let h = &out["run"];
-    println!(
+    writeln!(
+        w,
         "{} on {} ({}), contract {} ({} retention, {} + {} frames), {} config, {} measured chunks after {} warm-up, inputs {}",
         h["bench"].as_str().unwrap_or(""),
         h["device"].as_str().unwrap_or(""),
@@ -53,9 +56,10 @@ pub fn print_table(out: &Value, o: &Opts) {
         h["chunks"],
         h["warmup"],
         h["inputs"].as_str().unwrap_or(""),
-    );
+    )?;
     let f = |v: &Value, p: usize| v.as_f64().map_or("-".to_string(), |x| format!("{x:.p$}"));
-    println!(
+    writeln!(
+        w,
         "{:<4} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>9} {:>9} {:<20} {:<17} {:>10} {:<6}",
         "arm",
         "p50 ms",
@@ -74,11 +78,12 @@ pub fn print_table(out: &Value, o: &Opts) {
         "mel sha256",
         "rel-L2 max",
         "=B0"
-    );
+    )?;
     for a in out["arms"].as_array().into_iter().flatten() {
         let fb: BTreeMap<String, u64> =
             serde_json::from_value(a["fallbacks_steady"].clone()).unwrap_or_default();
-        println!(
+        writeln!(
+            w,
             "{:<4} {:>9} {:>9} {:>9} {:>8} {:>9} {:>9} {:>9} {:>8} {:>8} {:>7} {:>9} {:>9} {:<20} {:<17} {:>10} {:<6}",
             a["arm"].as_str().unwrap_or(""),
             f(&a["p50_ms"], 2),
@@ -108,10 +113,11 @@ pub fn print_table(out: &Value, o: &Opts) {
                 Some(false) => "NO",
                 None => "-",
             }
-        );
+        )?;
     }
     if let Some(tol) = o.check_tol {
-        println!(
+        writeln!(
+            w,
             "check: every chunk within rel-L2 {:e} of --io's feat_i: {}",
             tol,
             if out["ok"].as_bool() == Some(true) {
@@ -119,6 +125,7 @@ pub fn print_table(out: &Value, o: &Opts) {
             } else {
                 "NO"
             }
-        );
+        )?;
     }
+    Ok(())
 }
