@@ -201,6 +201,11 @@ pub struct DeviceState {
 }
 
 impl DeviceState {
+    /// Whether the prompt-priming pass completed since the state was created or last reset.
+    pub fn primed(&self) -> bool {
+        self.primed
+    }
+
     /// Estimator cache extent (frames attended; the noise offset of the next call).
     pub fn estimator_extent(&self) -> usize {
         self.est_extent
