@@ -113,12 +113,16 @@ fn bits(m: &[Vec<f32>]) -> Vec<Vec<u32>> {
         .collect()
 }
 
-fn is_input<T: std::fmt::Debug>(r: Result<T, FlowError>) {
-    assert!(matches!(r, Err(FlowError::Input(_))), "{r:?}");
+fn is_input<T>(r: Result<T, FlowError>) {
+    assert!(matches!(r, Err(FlowError::Input(_))), "{:?}", r.err());
 }
 
-fn is_failed<T: std::fmt::Debug>(r: Result<T, FlowError>) {
-    assert!(matches!(r, Err(FlowError::SessionFailed(_))), "{r:?}");
+fn is_failed<T>(r: Result<T, FlowError>) {
+    assert!(
+        matches!(r, Err(FlowError::SessionFailed(_))),
+        "{:?}",
+        r.err()
+    );
 }
 
 /// Every refused call between the clean stream's calls: the mel of every chunk is the clean
@@ -187,8 +191,8 @@ fn a_failure_mid_call_fails_the_session_until_prime() {
         fx.prime(&mut s);
         assert!(bits(&[fx.chunk(&mut s, 0)]) == bits(&clean[..1]), "{arm:?}");
         s.inject_fault_after_encoder();
-        let r = s.chunk(fx.chunk_tokens(1), &fx.spk, false);
-        assert!(matches!(r, Err(FlowError::Device(_))), "{arm:?}: {r:?}");
+        let r = s.chunk(fx.chunk_tokens(1), &fx.spk, false).err();
+        assert!(matches!(r, Some(FlowError::Device(_))), "{arm:?}: {r:?}");
         assert!(s.failure().is_some());
         // never continues from the half-written state
         is_failed(s.chunk(fx.chunk_tokens(1), &fx.spk, false));

@@ -214,8 +214,9 @@ impl Session {
     /// Refused with the session untouched, so that a corrected retry emits what a clean stream
     /// would: a failed session ([`FlowError::SessionFailed`]), an unprimed one
     /// ([`FlowError::NotPrimed`]), and bad inputs ([`FlowError::Input`]: token count, token
-    /// outside the vocabulary, speaker embedding of the wrong width or not finite). An error
-    /// once the work has begun fails the session.
+    /// outside the vocabulary, speaker embedding of the wrong width or not finite, a call the
+    /// state's capacities cannot take: [`DeviceFlow::check_call`]). An error once the work has
+    /// begun fails the session.
     pub fn enqueue_chunk(
         &mut self,
         tokens: &[u32],
@@ -225,6 +226,8 @@ impl Session {
         self.usable()?;
         self.dev.check_inputs(tokens, spk, last_chunk)?;
         self.check_width(tokens.len(), last_chunk)?;
+        self.dev
+            .check_call(self.run.state(), tokens.len(), last_chunk)?;
         let r = self.dev.set_inputs(tokens, spk, last_chunk);
         self.settle(r)?;
         self.enqueue_uploaded(tokens.len(), last_chunk)
@@ -241,6 +244,8 @@ impl Session {
     ) -> Result<usize, FlowError> {
         self.usable()?;
         self.check_width(n_tokens, last_chunk)?;
+        self.dev
+            .check_call(self.run.state(), n_tokens, last_chunk)?;
         let r = self.enqueue_checked(n_tokens, last_chunk);
         self.settle(r)
     }
