@@ -525,12 +525,19 @@ impl DeviceFlow {
         // mutably here), with the layouts `st` records.
         let (frames, new_tok) =
             unsafe { self.encoder_call(&self.encoder_io(st, tokens.len(), false)?) }?;
-        self.be.upload(self.w.cond.ptr(), mel)?;
-        let io = self.flow_io(st, frames)?;
-        // SAFETY: as above.
-        let kept = unsafe { self.flow_call(&io, 0..st.solver.n_steps) }?;
-        // chunk calls see cond = 0
-        ops::memset(&self.cx(), Tensor::of(&self.w.cond)?, 0)?;
+        let flow = || {
+            self.be.upload(self.w.cond.ptr(), mel)?;
+            let io = self.flow_io(st, frames)?;
+            // SAFETY: as above.
+            unsafe { self.flow_call(&io, 0..st.solver.n_steps) }
+        };
+        let kept = flow();
+        // chunk calls see cond = 0: the prompt mel is cleared even when the flow failed, so a
+        // failed prime never leaks into another session's calls on this flow (the flow's
+        // error, if any, is the one reported)
+        let cleared = Tensor::of(&self.w.cond).and_then(|c| ops::memset(&self.cx(), c, 0));
+        let kept = kept?;
+        cleared?;
         self.finish_call(st, frames / e.up_stride, new_tok, kept)?;
         st.primed = true;
         Ok(())
