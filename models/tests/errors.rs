@@ -75,7 +75,7 @@ fn device_flow_rejects_bad_inputs() {
     // not primed yet
     assert!(matches!(
         dev.inference_chunk(&mut st, &[1; 7], &spk, false),
-        Err(FlowError::Input(_))
+        Err(FlowError::NotPrimed)
     ));
     // more tokens than the flow's buffers hold; a token outside the vocabulary; a speaker
     // embedding of the wrong width; a prompt mel of the wrong length

@@ -172,6 +172,11 @@ impl DeviceFlow {
         })
     }
 
+    /// Frames of the noise table (a stream's estimator extent plus a call's frames at most).
+    pub(super) fn noise_frames(&self) -> usize {
+        self.noise_frames
+    }
+
     pub fn config(&self) -> &FlowConfig {
         &self.cfg
     }

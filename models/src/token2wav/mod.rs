@@ -88,6 +88,27 @@ pub enum FlowError {
     /// An input has the wrong length or an out-of-range value.
     #[error("bad input: {0}")]
     Input(String),
+    /// A session call before the session was primed (`prime` first); nothing was run.
+    #[error("session not primed: call `prime` first")]
+    NotPrimed,
+    /// A session call after an earlier call failed once device work had begun: the session's
+    /// state is half-written, so it refuses every call until `prime` succeeds again.
+    /// Holds the error that failed it.
+    #[error("session failed ({0}); `prime` it again")]
+    SessionFailed(Box<FlowError>),
+    /// The contract the adapter's attribute expanded and the generated module it reads are
+    /// from different specs.
+    #[error(
+        "the adapter was expanded from {spec} with sha256 {embedded}, `dcc_generated::{module}` \
+         is from sha256 {generated}; regenerate it (`cargo run -p dcc-compiler --bin dcc -- \
+         compile {spec} -o generated/src/{module}.rs`) and rebuild"
+    )]
+    Fingerprint {
+        module: &'static str,
+        spec: &'static str,
+        embedded: &'static str,
+        generated: &'static str,
+    },
     /// The runtime backend refused an operation.
     #[error("device: {0}")]
     Device(#[from] dcc_runtime::Error),

@@ -201,6 +201,11 @@ pub struct DeviceState {
 }
 
 impl DeviceState {
+    /// Whether the prompt-priming pass completed since the state was created or last reset.
+    pub fn primed(&self) -> bool {
+        self.primed
+    }
+
     /// Estimator cache extent (frames attended; the noise offset of the next call).
     pub fn estimator_extent(&self) -> usize {
         self.est_extent
@@ -273,5 +278,76 @@ impl DeviceState {
             pre_cnn: self.tensors.pre_lookahead.ptr(),
             up_cnn: self.tensors.up_layer.ptr(),
         }
+    }
+}
+
+impl super::DeviceFlow {
+    /// Checks that a call of `n_tokens` tokens fits `st` as it stands, touching nothing: the
+    /// capacity checks [`encoder_call`], [`flow_call`] and [`finish_call`] make once the call's
+    /// work is under way (the later ones after the encoder has written the caches), made up
+    /// front with the same bounds so that a stream grown past them is refused with its state
+    /// intact instead of half-written.
+    ///
+    /// [`encoder_call`]: super::DeviceFlow::encoder_call
+    /// [`flow_call`]: super::DeviceFlow::flow_call
+    /// [`finish_call`]: super::DeviceFlow::finish_call
+    pub fn check_call(
+        &self,
+        st: &DeviceState,
+        n_tokens: usize,
+        last_chunk: bool,
+    ) -> Result<(), FlowError> {
+        let e = &self.cfg.encoder;
+        let (la, s) = (e.pre_lookahead, e.up_stride);
+        let t = &st.tensors;
+        let fixed = st.store.is_fixed();
+        let refuse = |what: String| Err(FlowError::Input(format!("{n_tokens} tokens: {what}")));
+        // the encoder's: the conformer caches and workspaces
+        let (cap_tok, cap_up) = (t.conformer.dims()[2], t.upsample.dims()[2]);
+        let tn = if last_chunk {
+            Some(n_tokens)
+        } else {
+            n_tokens.checked_sub(la)
+        };
+        let (kept_tok, kept_up) = (st.keeps.conformer.bound(), st.keeps.upsample.bound());
+        if st.t_tok > cap_tok
+            || st.t_tok * s > cap_up
+            || n_tokens > self.limits.max_call_tokens
+            || tn.is_none_or(|tn| {
+                st.t_tok + tn > self.caps.work_tok
+                    || (st.t_tok + tn) * s > self.caps.work_up
+                    || (fixed && (kept_tok > cap_tok || kept_up > cap_up))
+            })
+        {
+            return refuse(format!(
+                "over a conformer extent of {} tokens the call exceeds the workspace ({} tokens) \
+                 or the caches ({cap_tok} tokens, {cap_up} frames)",
+                st.t_tok, self.caps.work_tok
+            ));
+        }
+        // the flow's: the noise table, the estimator workspace and carry
+        let frames = self.call_frames(n_tokens, last_chunk);
+        let l_old = st.est_extent;
+        let tk = l_old + frames;
+        let (cap, work) = (t.carry.dims()[4], t.workspace.dims()[4]);
+        if tk > self.noise_frames()
+            || tk > work
+            || l_old > cap
+            || frames > self.caps.t_up
+            || (fixed && st.keeps.carry.bound() > cap)
+        {
+            return refuse(format!(
+                "{l_old} + {frames} frames exceed the noise table ({}), the workspace ({work}) \
+                 or the carry ({cap})",
+                self.noise_frames()
+            ));
+        }
+        // the stock store's materialization
+        if !fixed && l_old + frames > STOCK_FRAMES {
+            return refuse(format!(
+                "{l_old} + {frames} frames exceed the stock envelope of {STOCK_FRAMES}"
+            ));
+        }
+        Ok(())
     }
 }

@@ -409,9 +409,25 @@ impl DeviceFlow {
         Ok(())
     }
 
-    /// Validates one call's host inputs and uploads them into the fixed input buffers (token
-    /// ids, speaker embedding). Host copies: never inside a capture.
+    /// Validates one call's host inputs (lengths, token range, finite speaker values: a NaN
+    /// would poison every later call of the stream) and uploads them into the fixed input
+    /// buffers (token ids, speaker embedding). Nothing is uploaded unless every check passes.
+    /// Host copies: never inside a capture.
     pub fn set_inputs(
+        &self,
+        tokens: &[u32],
+        spk: &[f32],
+        last_chunk: bool,
+    ) -> Result<(), FlowError> {
+        self.check_inputs(tokens, spk, last_chunk)?;
+        self.be.upload(self.w.spk.ptr(), spk)?;
+        self.be.upload(self.w.ids.ptr(), tokens)?;
+        Ok(())
+    }
+
+    /// The checks of [`DeviceFlow::set_inputs`], touching nothing: a caller that must not
+    /// change any device state on bad input runs them first.
+    pub fn check_inputs(
         &self,
         tokens: &[u32],
         spk: &[f32],
@@ -440,17 +456,20 @@ impl DeviceFlow {
                 c.vocab
             )));
         }
-        self.be.upload(self.w.spk.ptr(), spk)?;
-        self.be.upload(self.w.ids.ptr(), tokens)?;
+        if let Some(i) = spk.iter().position(|v| !v.is_finite()) {
+            return Err(FlowError::Input(format!(
+                "speaker embedding value {i} is {}",
+                spk[i]
+            )));
+        }
         Ok(())
     }
 
-    /// `setup_cache` into `st`: the prompt-priming pass (`tokens` include the lookahead, `mel`
-    /// is the prompt mel `[frames, mel]`, `frames = stride · (tokens − lookahead)`), eager by
-    /// construction. Resets `st` in place (its addresses do not change under the state rule).
-    pub fn setup_cache(
+    /// The checks of [`DeviceFlow::setup_cache`], touching nothing: the prompt mel's length
+    /// and finiteness, the state's owner, and the inputs' ([`DeviceFlow::check_inputs`]).
+    pub fn check_prime(
         &self,
-        st: &mut DeviceState,
+        st: &DeviceState,
         tokens: &[u32],
         mel: &[f32],
         spk: &[f32],
@@ -463,7 +482,29 @@ impl DeviceFlow {
                 mel.len()
             )));
         }
+        if let Some(i) = mel.iter().position(|v| !v.is_finite()) {
+            return Err(FlowError::Input(format!(
+                "prompt mel value {i} is {}",
+                mel[i]
+            )));
+        }
         self.check_owner(st)?;
+        self.check_inputs(tokens, spk, false)
+    }
+
+    /// `setup_cache` into `st`: the prompt-priming pass (`tokens` include the lookahead, `mel`
+    /// is the prompt mel `[frames, mel]`, `frames = stride · (tokens − lookahead)`), eager by
+    /// construction. Resets `st` in place (its addresses do not change under the state rule).
+    /// Every input is checked ([`DeviceFlow::check_prime`]) before `st` is touched.
+    pub fn setup_cache(
+        &self,
+        st: &mut DeviceState,
+        tokens: &[u32],
+        mel: &[f32],
+        spk: &[f32],
+    ) -> Result<(), FlowError> {
+        self.check_prime(st, tokens, mel, spk)?;
+        let e = &self.cfg.encoder;
         self.set_inputs(tokens, spk, false)?;
         self.reset(st)?;
         if let StateStore::Stock(b) = &mut st.store {
@@ -484,12 +525,19 @@ impl DeviceFlow {
         // mutably here), with the layouts `st` records.
         let (frames, new_tok) =
             unsafe { self.encoder_call(&self.encoder_io(st, tokens.len(), false)?) }?;
-        self.be.upload(self.w.cond.ptr(), mel)?;
-        let io = self.flow_io(st, frames)?;
-        // SAFETY: as above.
-        let kept = unsafe { self.flow_call(&io, 0..st.solver.n_steps) }?;
-        // chunk calls see cond = 0
-        ops::memset(&self.cx(), Tensor::of(&self.w.cond)?, 0)?;
+        let flow = || {
+            self.be.upload(self.w.cond.ptr(), mel)?;
+            let io = self.flow_io(st, frames)?;
+            // SAFETY: as above.
+            unsafe { self.flow_call(&io, 0..st.solver.n_steps) }
+        };
+        let kept = flow();
+        // chunk calls see cond = 0: the prompt mel is cleared even when the flow failed, so a
+        // failed prime never leaks into another session's calls on this flow (the flow's
+        // error, if any, is the one reported)
+        let cleared = Tensor::of(&self.w.cond).and_then(|c| ops::memset(&self.cx(), c, 0));
+        let kept = kept?;
+        cleared?;
         self.finish_call(st, frames / e.up_stride, new_tok, kept)?;
         st.primed = true;
         Ok(())
@@ -505,9 +553,7 @@ impl DeviceFlow {
         last_chunk: bool,
     ) -> Result<Vec<f32>, FlowError> {
         if !st.primed {
-            return Err(FlowError::Input(
-                "session not primed (setup_cache first)".into(),
-            ));
+            return Err(FlowError::NotPrimed);
         }
         self.check_owner(st)?;
         self.set_inputs(tokens, spk, last_chunk)?;

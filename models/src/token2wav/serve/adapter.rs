@@ -44,6 +44,11 @@ pub trait Token2WavAdapter: NativeClockAdapter {
     /// Tokens after the chunk the encoder looks ahead at (`lookahead_tokens`): a chunk call
     /// reads `CHUNK_TOKENS + LOOKAHEAD_TOKENS` tokens.
     const LOOKAHEAD_TOKENS: usize;
+    /// The generated module's contract (`dcc_generated::<module>::Contract`): the buffer types
+    /// and stream sizes come from it, so it must be the spec the attribute expanded.
+    type Generated: NativeClock;
+    /// That module's name (`generated/src/<module>.rs`).
+    const GENERATED_MODULE: &'static str;
 }
 
 macro_rules! adapter {
@@ -108,10 +113,12 @@ macro_rules! adapter {
         impl Token2WavAdapter for $name {
             const CHUNK_TOKENS: usize = dcc_generated::$generated::CHUNK_TOKENS;
             const LOOKAHEAD_TOKENS: usize = dcc_generated::$generated::LOOKAHEAD_TOKENS;
+            type Generated = dcc_generated::$generated::Contract;
+            const GENERATED_MODULE: &'static str = stringify!($generated);
         }
 
         // The generated module the buffer types and sizes come from is the one of the spec the
-        // attribute expanded.
+        // attribute expanded (checked again, with the catalogs, by `ContractView::of`).
         const _: () = assert!(
             same_str(
                 <<$name as NativeClockAdapter>::Contract as NativeClock>::SPEC_SHA256,
@@ -179,8 +186,29 @@ pub struct ContractView {
 }
 
 impl ContractView {
-    /// From a `#[native_clock]` adapter.
+    /// From a `#[native_clock]` adapter: the start-up check. The spec fingerprint the attribute
+    /// embedded must be the generated module's, and so must the catalogs the session keys its
+    /// signatures on ([`FlowError::Fingerprint`] otherwise, naming both hashes and the command
+    /// that regenerates the module).
     pub fn of<A: Token2WavAdapter>() -> Result<Self, FlowError> {
+        verify_fingerprint(
+            A::GENERATED_MODULE,
+            A::SPEC_PATH,
+            <A::Contract as NativeClock>::SPEC_SHA256,
+            <A::Generated as NativeClock>::SPEC_SHA256,
+        )?;
+        if <A::Contract as NativeClock>::CALLABLES != <A::Generated as NativeClock>::CALLABLES {
+            return Err(FlowError::Config(format!(
+                "the catalogs of {} as the adapter expanded it and of `dcc_generated::{}` differ \
+                 (same spec sha256 {}, another compiler): regenerate the module (`cargo run -p \
+                 dcc-compiler --bin dcc -- compile {} -o generated/src/{}.rs`) and rebuild",
+                A::SPEC_PATH,
+                A::GENERATED_MODULE,
+                <A::Contract as NativeClock>::SPEC_SHA256,
+                A::SPEC_PATH,
+                A::GENERATED_MODULE
+            )));
+        }
         let bad = |m: &str| FlowError::Config(format!("contract of the adapter: {m}"));
         let callable = |name: &str| {
             A::CALLABLE_FIELDS
@@ -224,6 +252,25 @@ impl ContractView {
     }
 }
 
+/// The spec fingerprint an adapter's attribute embedded (`embedded`, of `spec`) against the one
+/// of the generated module `module` it reads (`generated`).
+fn verify_fingerprint(
+    module: &'static str,
+    spec: &'static str,
+    embedded: &'static str,
+    generated: &'static str,
+) -> Result<(), FlowError> {
+    if embedded == generated {
+        return Ok(());
+    }
+    Err(FlowError::Fingerprint {
+        module,
+        spec,
+        embedded,
+        generated,
+    })
+}
+
 /// Checks that `c` declares the inputs (in every catalog class) and written regions the typed
 /// I/O structs name, in their order: the positions the structs bind are the callable's.
 fn named(c: &CallableInfo, inputs: &[&str], writes: &[&str]) -> Result<(), FlowError> {
@@ -265,6 +312,31 @@ mod tests {
         let e = named(&swapped, &FlowInputs::NAMES, &FlowWrites::NAMES).unwrap_err();
         assert!(e.to_string().contains("writes"), "{e}");
         assert!(named(&flow, &EncoderInputs::NAMES, &FlowWrites::NAMES).is_err());
+    }
+
+    /// The start-up check passes for every adapter and refuses a generated module from another
+    /// spec, naming both hashes and the regenerate command.
+    #[test]
+    fn fingerprints_are_checked_at_start_up() {
+        assert!(ContractView::of::<Token2Wav>().is_ok());
+        assert!(ContractView::of::<Token2WavTinyVendor>().is_ok());
+        let embedded =
+            <<Token2WavTiny as NativeClockAdapter>::Contract as NativeClock>::SPEC_SHA256;
+        let (module, spec) = ("token2wav_tiny", "specs/token2wav_tiny.yaml");
+        assert_eq!(verify_fingerprint(module, spec, embedded, embedded), Ok(()));
+        let other = dcc_generated::token2wav_tiny_vendor::SPEC_SHA256;
+        assert_ne!(other, embedded);
+        let e = verify_fingerprint(module, spec, embedded, other).unwrap_err();
+        assert!(matches!(e, FlowError::Fingerprint { .. }), "{e:?}");
+        let msg = e.to_string();
+        for part in [
+            embedded,
+            other,
+            "cargo run -p dcc-compiler --bin dcc -- compile specs/token2wav_tiny.yaml -o \
+             generated/src/token2wav_tiny.rs",
+        ] {
+            assert!(msg.contains(part), "`{msg}` lacks `{part}`");
+        }
     }
 
     #[test]

@@ -70,6 +70,12 @@ pub struct Session {
     /// The engines of a replay arm.
     engines: Option<Engines>,
     stats: SessionStats,
+    /// Why the session failed, once a call failed after its device work had begun: the state
+    /// may be half-written, so every call but `prime` is refused until `prime` succeeds.
+    failed: Option<FlowError>,
+    /// A fault to raise in the next chunk call between its encoder and flow work
+    /// ([`Session::inject_fault_after_encoder`]).
+    fault_after_encoder: bool,
 }
 
 impl Session {
@@ -104,6 +110,8 @@ impl Session {
             run,
             engines,
             stats: SessionStats::default(),
+            failed: None,
+            fault_after_encoder: false,
         })
     }
 
@@ -138,33 +146,112 @@ impl Session {
         self.run.fallbacks()
     }
 
-    /// The prompt-priming pass (eager by construction; resets the session in place).
+    /// Why the session failed, if a call failed after its device work had begun (cleared by
+    /// a successful [`Session::prime`]).
+    pub fn failure(&self) -> Option<&FlowError> {
+        self.failed.as_ref()
+    }
+
+    /// Test hook: the next chunk call fails between its encoder and its flow work, as a device
+    /// error would (the encoder has written the session's caches, the flow has not run).
+    /// Integration tests use it to show that such a failure fails the session and nothing else.
+    #[doc(hidden)]
+    pub fn inject_fault_after_encoder(&mut self) {
+        self.fault_after_encoder = true;
+    }
+
+    /// The prompt-priming pass (eager by construction; resets the session in place). Inputs
+    /// are checked first: bad ones are refused with the session untouched (a failed session
+    /// stays failed). A failure once the pass has begun leaves the session failed; success
+    /// clears a failure.
     pub fn prime(&mut self, tokens: &[u32], mel: &[f32], spk: &[f32]) -> Result<(), FlowError> {
-        self.dev
-            .setup_cache(self.run.state_mut(), tokens, mel, spk)?;
+        self.dev.check_prime(self.run.state(), tokens, mel, spk)?;
+        let r = self.dev.setup_cache(self.run.state_mut(), tokens, mel, spk);
+        self.settle(r)?;
+        self.failed = None;
         self.stats.eager_by_construction += 1;
+        Ok(())
+    }
+
+    /// Refuses a call on a failed or unprimed session (nothing run).
+    fn usable(&self) -> Result<(), FlowError> {
+        if let Some(e) = &self.failed {
+            return Err(FlowError::SessionFailed(Box::new(e.clone())));
+        }
+        if !self.run.state().primed() {
+            return Err(FlowError::NotPrimed);
+        }
+        Ok(())
+    }
+
+    /// The result of a call whose device work has begun: an error fails the session.
+    fn settle<T>(&mut self, r: Result<T, FlowError>) -> Result<T, FlowError> {
+        if let Err(e) = &r {
+            self.failed = Some(e.clone());
+        }
+        r
+    }
+
+    /// Checks a chunk call's token count against what the session admits, touching nothing: a
+    /// call reads its chunk and the encoder's lookahead, so a non-final call takes at least
+    /// `lookahead + 2` tokens and a final one at least 2, and none more than the flow's input
+    /// buffer holds.
+    fn check_width(&self, n_tokens: usize, last_chunk: bool) -> Result<(), FlowError> {
+        let la = self.dev.config().encoder.pre_lookahead;
+        let max = self.dev.limits().max_call_tokens;
+        let min = if last_chunk { 2 } else { la + 2 };
+        if n_tokens < min || n_tokens > max {
+            return Err(FlowError::Input(format!(
+                "{n_tokens} tokens: a call takes {min}..={max} tokens"
+            )));
+        }
         Ok(())
     }
 
     /// Queues one chunk's work (inputs uploaded first); the mel lands in
     /// [`DeviceFlow::mel_out`]. Returns the frames emitted.
+    ///
+    /// Refused with the session untouched, so that a corrected retry emits what a clean stream
+    /// would: a failed session ([`FlowError::SessionFailed`]), an unprimed one
+    /// ([`FlowError::NotPrimed`]), and bad inputs ([`FlowError::Input`]: token count, token
+    /// outside the vocabulary, speaker embedding of the wrong width or not finite, a call the
+    /// state's capacities cannot take: [`DeviceFlow::check_call`]). An error once the work has
+    /// begun fails the session.
     pub fn enqueue_chunk(
         &mut self,
         tokens: &[u32],
         spk: &[f32],
         last_chunk: bool,
     ) -> Result<usize, FlowError> {
-        self.dev.set_inputs(tokens, spk, last_chunk)?;
+        self.usable()?;
+        self.dev.check_inputs(tokens, spk, last_chunk)?;
+        self.check_width(tokens.len(), last_chunk)?;
+        self.dev
+            .check_call(self.run.state(), tokens.len(), last_chunk)?;
+        let r = self.dev.set_inputs(tokens, spk, last_chunk);
+        self.settle(r)?;
         self.enqueue_uploaded(tokens.len(), last_chunk)
     }
 
     /// Queues one chunk's work over inputs already uploaded by [`DeviceFlow::set_inputs`]
-    /// (`n_tokens` tokens). Returns the frames emitted.
+    /// (`n_tokens` tokens). Returns the frames emitted. Refuses a failed or unprimed session
+    /// and a token count the call does not take with the session untouched; an error once the
+    /// work has begun fails the session.
     pub fn enqueue_uploaded(
         &mut self,
         n_tokens: usize,
         last_chunk: bool,
     ) -> Result<usize, FlowError> {
+        self.usable()?;
+        self.check_width(n_tokens, last_chunk)?;
+        self.dev
+            .check_call(self.run.state(), n_tokens, last_chunk)?;
+        let r = self.enqueue_checked(n_tokens, last_chunk);
+        self.settle(r)
+    }
+
+    /// [`Session::enqueue_uploaded`] past its checks.
+    fn enqueue_checked(&mut self, n_tokens: usize, last_chunk: bool) -> Result<usize, FlowError> {
         let dev = self.dev.clone();
         let frames = dev.call_frames(n_tokens, last_chunk);
         let admitted = !last_chunk
@@ -204,6 +291,8 @@ impl Session {
         // both together): the flow's input buffers and the state's own buffers, with the
         // capacities they were allocated with.
         let (f, nt) = unsafe { dev.encoder_call(&dev.encoder_io(st, n_tokens, last_chunk)?) }?;
+        self.take_fault()?;
+        let st = self.run.state_mut();
         let io = dev.flow_io(st, f)?;
         // SAFETY: as above.
         let kept = unsafe { dev.flow_call(&io, 0..st.solver().n_steps) }?;
@@ -331,6 +420,7 @@ impl Session {
             },
         )?;
         self.count(engines.encoder, o, &enc_inputs);
+        self.take_fault()?;
         for (si, &id) in engines.flow.iter().enumerate() {
             let st = self.run.state();
             let carry = if !rule && step_clock {
@@ -358,6 +448,16 @@ impl Session {
         }
         dev.finish_call(self.run.state_mut(), tn, new_tok, est_kept)?;
         Ok(frames)
+    }
+
+    /// Raises the fault [`Session::inject_fault_after_encoder`] armed, once.
+    fn take_fault(&mut self) -> Result<(), FlowError> {
+        if std::mem::take(&mut self.fault_after_encoder) {
+            return Err(FlowError::Device(dcc_runtime::Error::Invalid(
+                "fault injected between the encoder and the flow".into(),
+            )));
+        }
+        Ok(())
     }
 
     /// Counts a replay of engine `id`: one graph launch, its nodes, its staging copies.
@@ -388,10 +488,13 @@ impl Session {
     ) -> Result<Vec<f32>, FlowError> {
         let frames = self.enqueue_chunk(tokens, spk, last_chunk)?;
         let mel = self.dev.config().mel;
-        Ok(self
+        // the state has advanced past this chunk: losing its audio fails the session too
+        let r = self
             .dev
             .backend()
-            .download(self.dev.mel_out(), mel * frames)?)
+            .download(self.dev.mel_out(), mel * frames)
+            .map_err(FlowError::from);
+        self.settle(r)
     }
 }
 
