@@ -9,7 +9,7 @@ pub const FAMILY: &str = "freeze_omni";
 /// The spec this module was generated from.
 pub const SPEC_PATH: &str = "specs/freeze_omni.yaml";
 
-/// SHA-256 of the spec file; the runtime checks it at start-up (`NativeClock::verify_spec`).
+/// SHA-256 of the spec file. A serving adapter compares it at start-up with the hash its `#[native_clock]` embedded; `NativeClock::verify_spec` checks a spec file against it.
 pub const SPEC_SHA256: &str = "15a4cf63a4b06e1e5a2b28919fc28bd454fc21d3a3d7f64cf85094dcde6a8ee9";
 
 /// 40 (declared `codec_chunk`)

@@ -9,7 +9,7 @@ pub const FAMILY: &str = "language_backbone";
 /// The spec this module was generated from.
 pub const SPEC_PATH: &str = "specs/language_backbone.yaml";
 
-/// SHA-256 of the spec file; the runtime checks it at start-up (`NativeClock::verify_spec`).
+/// SHA-256 of the spec file. A serving adapter compares it at start-up with the hash its `#[native_clock]` embedded; `NativeClock::verify_spec` checks a spec file against it.
 pub const SPEC_SHA256: &str = "42061a70b9a5eac794e317b4a8a360abbdd62f3d2c56a05d9c877b633ba656bc";
 
 /// 2000 (declared `watermark_window`)

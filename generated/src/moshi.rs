@@ -9,7 +9,7 @@ pub const FAMILY: &str = "moshi";
 /// The spec this module was generated from.
 pub const SPEC_PATH: &str = "specs/moshi.yaml";
 
-/// SHA-256 of the spec file; the runtime checks it at start-up (`NativeClock::verify_spec`).
+/// SHA-256 of the spec file. A serving adapter compares it at start-up with the hash its `#[native_clock]` embedded; `NativeClock::verify_spec` checks a spec file against it.
 pub const SPEC_SHA256: &str = "01dbef4d5b510419d42c8d5ef24b7b9065b39a063eb070ca61bb305355fb1573";
 
 /// 3000 (declared `context`)

@@ -9,7 +9,7 @@ pub const FAMILY: &str = "speech_token_kv";
 /// The spec this module was generated from.
 pub const SPEC_PATH: &str = "specs/speech_token_kv.yaml";
 
-/// SHA-256 of the spec file; the runtime checks it at start-up (`NativeClock::verify_spec`).
+/// SHA-256 of the spec file. A serving adapter compares it at start-up with the hash its `#[native_clock]` embedded; `NativeClock::verify_spec` checks a spec file against it.
 pub const SPEC_SHA256: &str = "ebc79861a147075ea837b4d46a12330dc33166139a6e71f2d70073b65c05fb95";
 
 /// 300 (declared `kv_window`)

@@ -9,7 +9,7 @@ pub const FAMILY: &str = "token2wav";
 /// The spec this module was generated from.
 pub const SPEC_PATH: &str = "specs/token2wav.yaml";
 
-/// SHA-256 of the spec file; the runtime checks it at start-up (`NativeClock::verify_spec`).
+/// SHA-256 of the spec file. A serving adapter compares it at start-up with the hash its `#[native_clock]` embedded; `NativeClock::verify_spec` checks a spec file against it.
 pub const SPEC_SHA256: &str = "4f62f2603024caef643abf48de8c4ed026959e5f147d9975048b6611ff764688";
 
 /// The spec's description.

@@ -9,7 +9,7 @@ pub const FAMILY: &str = "token2wav_tiny";
 /// The spec this module was generated from.
 pub const SPEC_PATH: &str = "specs/token2wav_tiny.yaml";
 
-/// SHA-256 of the spec file; the runtime checks it at start-up (`NativeClock::verify_spec`).
+/// SHA-256 of the spec file. A serving adapter compares it at start-up with the hash its `#[native_clock]` embedded; `NativeClock::verify_spec` checks a spec file against it.
 pub const SPEC_SHA256: &str = "6e550189c503e7c01b68c960a54a6e6f68c9dae19f003183c70b86a93403ba95";
 
 /// The spec's description.

@@ -9,7 +9,7 @@ pub const FAMILY: &str = "token2wav_tiny_vendor";
 /// The spec this module was generated from.
 pub const SPEC_PATH: &str = "specs/token2wav_tiny_vendor.yaml";
 
-/// SHA-256 of the spec file; the runtime checks it at start-up (`NativeClock::verify_spec`).
+/// SHA-256 of the spec file. A serving adapter compares it at start-up with the hash its `#[native_clock]` embedded; `NativeClock::verify_spec` checks a spec file against it.
 pub const SPEC_SHA256: &str = "f6134117fc95822fe757b964514099c38251007a4a99ccb5290b1039514ccc10";
 
 /// The spec's description.
