@@ -2,7 +2,6 @@
 //! for bit, and once every catalog class is captured the replay arms replay every call (zero
 //! eager fallbacks in steady state). Retention comes from the contract (tiny, paper order).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use dcc_models::nn::WeightStore;
@@ -12,32 +11,13 @@ use dcc_runtime::contract::Granularity;
 use dcc_runtime::replay::Fallback;
 use safetensors::SafeTensors;
 
+mod common;
+use common::{dir, floats, tokens};
+
 const CHUNKS: usize = 4;
 /// SHA-256 of B0's four mels (f32 little-endian): what the port emitted before it was
 /// restructured onto the nn layers.
 const B0_SHA: &str = "1af8f62e541a79e151393474f8796a5fa05f0a0040a79d40324e74245c73a8bc";
-
-fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/token2wav_tiny")
-}
-
-fn floats(st: &SafeTensors<'_>, name: &str) -> Vec<f32> {
-    st.tensor(name)
-        .unwrap()
-        .data()
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect()
-}
-
-fn tokens(st: &SafeTensors<'_>, name: &str) -> Vec<u32> {
-    st.tensor(name)
-        .unwrap()
-        .data()
-        .chunks_exact(4)
-        .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u32)
-        .collect()
-}
 
 fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
     dcc_models::token2wav::rel_l2(got, want).unwrap_or_else(|e| panic!("{e}"))

@@ -6,37 +6,16 @@
 //! emitted before it was restructured onto the nn layers (then checked bit-identical to a
 //! separate CPU port).
 
-use std::path::PathBuf;
-
 use dcc_models::nn::WeightStore;
 use dcc_models::token2wav::serve::{ContractView, Token2WavTiny, Token2WavTinyVendor};
 use dcc_models::token2wav::{DeviceFlow, DeviceLimits, FlowConfig, SolverParams};
 use safetensors::SafeTensors;
 
+mod common;
+use common::{dir, floats, tokens};
+
 const PAPER_SHA: &str = "984f927cd5f9325c0624c6617169cd08ed022e503fc9bc9335a3feb9d9cf7969";
 const VENDOR_SHA: &str = "41b824075cb608793168e44bb180477b5fdd49ce49c46848cecda2c8577a2869";
-
-fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/token2wav_tiny")
-}
-
-fn floats(st: &SafeTensors<'_>, name: &str) -> Vec<f32> {
-    st.tensor(name)
-        .unwrap()
-        .data()
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect()
-}
-
-fn tokens(st: &SafeTensors<'_>, name: &str) -> Vec<u32> {
-    st.tensor(name)
-        .unwrap()
-        .data()
-        .chunks_exact(4)
-        .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u32)
-        .collect()
-}
 
 fn sha(mels: &[Vec<f32>]) -> String {
     let bytes: Vec<u8> = mels

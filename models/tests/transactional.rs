@@ -9,7 +9,6 @@
 //! its encoder has written the session's caches and before the flow runs, the half-written
 //! state a real device fault would leave.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use dcc_models::nn::WeightStore;
@@ -17,30 +16,11 @@ use dcc_models::token2wav::serve::{Arm, ContractView, Session, Token2WavTiny};
 use dcc_models::token2wav::{DeviceFlow, DeviceLimits, FlowConfig, FlowError, SolverParams};
 use safetensors::SafeTensors;
 
+mod common;
+use common::{dir, floats, tokens};
+
 const CHUNKS: usize = 4;
 const ARMS: [Arm; 3] = [Arm::B0, Arm::S, Arm::SRc];
-
-fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/token2wav_tiny")
-}
-
-fn floats(st: &SafeTensors<'_>, name: &str) -> Vec<f32> {
-    st.tensor(name)
-        .unwrap()
-        .data()
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect()
-}
-
-fn tokens(st: &SafeTensors<'_>, name: &str) -> Vec<u32> {
-    st.tensor(name)
-        .unwrap()
-        .data()
-        .chunks_exact(4)
-        .map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as u32)
-        .collect()
-}
 
 /// The tiny model's stream and a flow on the Host backend.
 struct Fixture {
