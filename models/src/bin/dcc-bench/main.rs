@@ -288,16 +288,7 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
         let toks = tokens_of(io, &s.sizes, (o.chunks + k) % chunks_in_stream)?;
         s.dev.set_inputs(toks, &io.spk, false)?;
         be.synchronize()?;
-        if be.kind() == BackendKind::Cuda {
-            // SAFETY: SPIN takes no pointer argument; it only burns cycles.
-            unsafe {
-                be.launch(
-                    &ks::SPIN,
-                    LaunchDims::blocks(1, 32),
-                    &[Arg::I64(200_000_000)],
-                )
-            }?;
-        }
+        spin(be.as_ref(), 200_000_000)?;
         let m0 = be.marker()?;
         ses.enqueue_uploaded(toks.len(), false).map_err(e)?;
         let m1 = be.marker()?;
@@ -306,6 +297,16 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
     }
     r.busy = pct(arm, "device-busy", &busy, 0.5)?;
     Ok(r)
+}
+
+/// Queues a spin kernel of `iters` iterations on CUDA (nothing on Host), so that the work queued
+/// after it starts on an idle device and its markers time device work, not host launches.
+fn spin(be: &dyn Backend, iters: i64) -> Res<()> {
+    if be.kind() == BackendKind::Cuda {
+        // SAFETY: SPIN takes no pointer argument; it only burns cycles.
+        unsafe { be.launch(&ks::SPIN, LaunchDims::blocks(1, 32), &[Arg::I64(iters)]) }?;
+    }
+    Ok(())
 }
 
 /// One eager steady-state chunk with a marker before every op, behind a spin kernel.
@@ -323,16 +324,7 @@ fn profile(s: &Setup) -> Res<()> {
     let toks = tokens_of(io, &s.sizes, 2)?;
     s.dev.set_inputs(toks, &io.spk, false).map_err(e)?;
     be.synchronize()?;
-    if be.kind() == BackendKind::Cuda {
-        // SAFETY: SPIN takes no pointer argument; it only burns cycles.
-        unsafe {
-            be.launch(
-                &ks::SPIN,
-                LaunchDims::blocks(1, 32),
-                &[Arg::I64(1_000_000_000)],
-            )
-        }?;
-    }
+    spin(be.as_ref(), 1_000_000_000)?;
     s.dev.profile_begin();
     let t = Instant::now();
     let r = ses.enqueue_uploaded(toks.len(), false);
