@@ -319,6 +319,7 @@ fn elems_of(dims: &[u64]) -> Option<u64> {
 fn elem_rust(d: DType) -> &'static str {
     match d {
         DType::F32 => "f32",
+        DType::F64 => "f64",
         DType::F16 => "dcc_runtime::contract::F16",
         DType::BF16 => "dcc_runtime::contract::Bf16",
         DType::I32 => "i32",
@@ -332,6 +333,7 @@ fn dtype_variant(d: DType) -> Ident {
     Ident::new(
         match d {
             DType::F32 => "F32",
+            DType::F64 => "F64",
             DType::F16 => "F16",
             DType::BF16 => "BF16",
             DType::I32 => "I32",

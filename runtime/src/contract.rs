@@ -17,6 +17,9 @@ pub trait Element: Copy + Default + 'static {
 impl Element for f32 {
     const DTYPE: DType = DType::F32;
 }
+impl Element for f64 {
+    const DTYPE: DType = DType::F64;
+}
 impl Element for i32 {
     const DTYPE: DType = DType::I32;
 }

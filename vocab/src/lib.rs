@@ -29,6 +29,8 @@ pub const ALLOC_ALIGN: usize = 256;
 #[repr(u8)]
 pub enum DType {
     F32,
+    /// Float64: the vocoder's F0 and harmonic phase are computed in double precision.
+    F64,
     F16,
     BF16,
     I32,
@@ -40,8 +42,9 @@ pub enum DType {
 
 impl DType {
     /// Every dtype, in declaration order.
-    pub const ALL: [DType; 7] = [
+    pub const ALL: [DType; 8] = [
         DType::F32,
+        DType::F64,
         DType::F16,
         DType::BF16,
         DType::I32,
@@ -55,7 +58,7 @@ impl DType {
         match self {
             DType::F32 | DType::I32 => 4,
             DType::F16 | DType::BF16 => 2,
-            DType::I64 => 8,
+            DType::F64 | DType::I64 => 8,
             DType::U8 | DType::Bool => 1,
         }
     }
@@ -64,6 +67,7 @@ impl DType {
     pub const fn name(self) -> &'static str {
         match self {
             DType::F32 => "f32",
+            DType::F64 => "f64",
             DType::F16 => "f16",
             DType::BF16 => "bf16",
             DType::I32 => "i32",
@@ -314,6 +318,6 @@ mod tests {
         sorted.sort();
         sorted.dedup();
         assert_eq!(sorted.len(), names.len());
-        assert_eq!(DType::ALL.map(DType::size), [4, 2, 2, 4, 8, 1, 1]);
+        assert_eq!(DType::ALL.map(DType::size), [4, 8, 2, 2, 4, 8, 1, 1]);
     }
 }

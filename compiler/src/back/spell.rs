@@ -128,6 +128,7 @@ pub(super) fn doc_lines(text: &str) -> Vec<String> {
 pub(super) fn dtype_variant(d: DType) -> &'static str {
     match d {
         DType::F32 => "F32",
+        DType::F64 => "F64",
         DType::F16 => "F16",
         DType::BF16 => "BF16",
         DType::I32 => "I32",
@@ -140,6 +141,7 @@ pub(super) fn dtype_variant(d: DType) -> &'static str {
 pub(super) fn elem_type(d: DType) -> &'static str {
     match d {
         DType::F32 => "f32",
+        DType::F64 => "f64",
         DType::F16 => "dcc::F16",
         DType::BF16 => "dcc::Bf16",
         DType::I32 => "i32",
