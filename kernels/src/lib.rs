@@ -72,6 +72,7 @@ pub mod carry;
 pub mod copy;
 pub mod elementwise;
 pub mod embed;
+pub mod gemm;
 pub mod math;
 pub mod norm;
 pub mod philox;
@@ -163,6 +164,7 @@ pub static MODULES: &[&[&KernelDef]] = &[
     attention::KERNELS,
     copy::KERNELS,
     embed::KERNELS,
+    gemm::KERNELS,
     carry::KERNELS,
     rng::KERNELS,
     synthetic::KERNELS,

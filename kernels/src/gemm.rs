@@ -1,0 +1,377 @@
+//! The deterministic, batch-invariant fp32 linear (`kernels/cuda/gemm.cu`):
+//! `y[rows, out] = x[rows, in] · Wᵀ + b`, `W` packed `[out, in]` (a `torch.nn.Linear` weight),
+//! `x` and `y` with unit column stride and their own leading dimensions (an "NT" GEMM: rows of
+//! `x` and of `W` are both contiguous along k).
+//!
+//! # The invariant: CUDA and Host are bit-identical
+//!
+//! Every CUDA entry of the family ([`VARIANTS`]) and the host twin [`linear`] perform, for each
+//! output element, the same operations in the same order:
+//!
+//! 1. k is padded with zeros to a multiple of [`K_TILE`] (= [`K_GROUPS`] · [`K_SLICE`] = 32);
+//! 2. k-group `g < K_GROUPS` owns every `k` with `(k / K_SLICE) mod K_GROUPS == g` (the slice
+//!    `[32t + 8g, 32t + 8g + 8)` of every 32-wide tile `t`) and accumulates
+//!    `p_g = fma(x[r, k], w[o, k], p_g)` from `p_g = 0` over its k in ascending order, one
+//!    rounding per step (CUDA `__fmaf_rn`, Rust [`f32::mul_add`]); a padded k contributes
+//!    `fma(0, 0, p_g)`;
+//! 3. `s = ((p_0 + p_1) + p_2) + p_3` (CUDA: through shared memory, in group order);
+//! 4. `y = s + b[o]` with a bias, `y = s` without.
+//!
+//! That order depends only on K: never on the number of rows, the tile shape, the tile's
+//! position or the grid. So every variant gives the same bits, and a row's result does not
+//! depend on which other rows share the launch (batch invariance: sessions can be batched into
+//! one launch without changing a bit). The variants differ only in how the work is spread
+//! (output tile per CTA, register tile per thread); [`pick`] chooses one by shape for speed.
+//!
+//! Launch of a variant `v`: grid `(ceil(out / v.bn), ceil(rows / v.bm), 1)`, block
+//! `(v.threads(), 1, 1)` ([`Variant::dims`]); the kernels trap on another block shape and the
+//! twins refuse any other geometry. Arguments: `(y, ldy, x, ldx, w, b|null, rows, in, out)`.
+
+use crate::abi::{Arg, Args, DevPtr, KernelError, LaunchDims, Param};
+use crate::twin::{invalid, rd, span, wr};
+use crate::{CudaSource, KernelDef};
+
+use Param::{I64, Ptr};
+
+pub static SOURCE: CudaSource = CudaSource {
+    name: "gemm",
+    code: include_str!("../cuda/gemm.cu"),
+};
+
+/// k-groups per CTA (`GEMM_KG` in `gemm.cu`): independent partial sums, reduced in group order.
+pub const K_GROUPS: usize = 4;
+/// Consecutive k per group and tile (`GEMM_KS`).
+pub const K_SLICE: usize = 8;
+/// k per staged tile (`GEMM_BK`); K is padded with zeros to a multiple of it.
+pub const K_TILE: usize = K_GROUPS * K_SLICE;
+
+/// Declared parameters of every variant: `(y, ldy, x, ldx, w, b|null, rows, in, out)`.
+const PARAMS: &[Param] = &[Ptr, I64, Ptr, I64, Ptr, Ptr, I64, I64, I64];
+
+/// One launch configuration of the linear kernel. Tile sizes are compile-time template arguments
+/// of the CUDA entry; this table must repeat them (a test checks it against `gemm.cu`). To add a
+/// variant: one `extern "C"` entry in `gemm.cu`, one `variant!` line below, and its name in
+/// [`VARIANTS`].
+#[derive(Debug)]
+pub struct Variant {
+    pub kernel: &'static KernelDef,
+    /// Output rows per CTA.
+    pub bm: usize,
+    /// Output columns per CTA.
+    pub bn: usize,
+    /// Rows per thread.
+    pub tm: usize,
+    /// Columns per thread.
+    pub tn: usize,
+}
+
+impl Variant {
+    /// Threads per CTA: `K_GROUPS · (bm / tm) · (bn / tn)`.
+    pub const fn threads(&self) -> u32 {
+        (K_GROUPS * (self.bm / self.tm) * (self.bn / self.tn)) as u32
+    }
+
+    /// The launch over `rows × out` outputs, or `None` when the grid would exceed CUDA's limits
+    /// (`gridDim.y ≤ 65535`, `gridDim.x < 2³¹`) or be empty (`rows` or `out` zero: nothing to
+    /// write).
+    pub fn dims(&self, rows: usize, out: usize) -> Option<LaunchDims> {
+        let gx = out.div_ceil(self.bn);
+        let gy = rows.div_ceil(self.bm);
+        if gx == 0 || gy == 0 || gx > i32::MAX as usize || gy > 65_535 {
+            return None;
+        }
+        Some(LaunchDims {
+            grid: (gx as u32, gy as u32, 1),
+            block: (self.threads(), 1, 1),
+            shared_bytes: 0,
+        })
+    }
+
+    /// CTAs of a `rows × out` launch.
+    pub fn ctas(&self, rows: usize, out: usize) -> usize {
+        out.div_ceil(self.bn) * rows.div_ceil(self.bm)
+    }
+}
+
+macro_rules! variant {
+    ($kid:ident, $vid:ident, $host:ident, $name:literal, $bm:literal, $bn:literal, $tm:literal, $tn:literal) => {
+        #[doc = concat!("`gemm.linear_", $name, "`: ", stringify!($bm), " × ", stringify!($bn),
+                    " outputs per CTA, ", stringify!($tm), " × ", stringify!($tn),
+                    " per thread (module docs: arguments, launch, arithmetic).")]
+        pub static $kid: KernelDef = KernelDef {
+            name: concat!("gemm.linear_", $name),
+            source: &SOURCE,
+            entry: concat!("gemm_linear_", $name),
+            params: PARAMS,
+            host: $host,
+        };
+        #[doc = concat!("The launch configuration of [`", stringify!($kid), "`].")]
+        pub static $vid: Variant = Variant {
+            kernel: &$kid,
+            bm: $bm,
+            bn: $bn,
+            tm: $tm,
+            tn: $tn,
+        };
+        unsafe fn $host(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+            // SAFETY: forwarded HostFn contract.
+            unsafe { host_linear(&$vid, dims, a) }
+        }
+    };
+}
+
+variant!(LINEAR_32X64, V32X64, host_32x64, "32x64", 32, 64, 4, 8);
+variant!(LINEAR_32X32, V32X32, host_32x32, "32x32", 32, 32, 4, 4);
+variant!(LINEAR_16X32, V16X32, host_16x32, "16x32", 16, 32, 4, 4);
+variant!(LINEAR_8X64, V8X64, host_8x64, "8x64", 8, 64, 2, 4);
+
+/// Every variant, widest tile first.
+pub static VARIANTS: &[&Variant] = &[&V32X64, &V32X32, &V16X32, &V8X64];
+
+pub static KERNELS: &[&KernelDef] = &[&LINEAR_32X64, &LINEAR_32X32, &LINEAR_16X32, &LINEAR_8X64];
+
+/// CTAs a launch should have to fill the device (about one per SM of an H100/H200, 132).
+/// [`pick`] takes the widest tile that still gives this many; bits never depend on the choice.
+pub const FILL_CTAS: usize = 128;
+
+/// The variant the `linear` op launches for `rows × out` outputs: up to 8 rows the 8-row tile;
+/// otherwise the widest tile ([`VARIANTS`] order) with at least [`FILL_CTAS`] CTAs, else the
+/// smallest 16-row tile. Speed only: every variant computes the same bits.
+pub fn pick(rows: usize, out: usize) -> &'static Variant {
+    if rows <= V8X64.bm {
+        return &V8X64;
+    }
+    [&V32X64, &V32X32]
+        .into_iter()
+        .find(|v| v.ctas(rows, out) >= FILL_CTAS)
+        .unwrap_or(&V16X32)
+}
+
+/// The variant whose kernel is `name` (`gemm.linear_32x64`, ...).
+pub fn variant(name: &str) -> Option<&'static Variant> {
+    VARIANTS.iter().copied().find(|v| v.kernel.name == name)
+}
+
+/// One output element: the k-grouped, fused dot product of `x` and `w` over `k` (module docs,
+/// steps 1–3), before the bias. `x` and `w` hold at least `k` elements.
+#[inline]
+pub fn dot(x: &[f32], w: &[f32], k: usize) -> f32 {
+    let (x, w) = (&x[..k], &w[..k]);
+    let mut p = [0.0f32; K_GROUPS];
+    let full = k / K_TILE;
+    for t in 0..full {
+        let (xt, wt) = (&x[t * K_TILE..][..K_TILE], &w[t * K_TILE..][..K_TILE]);
+        for (g, pg) in p.iter_mut().enumerate() {
+            let (xs, ws) = (&xt[g * K_SLICE..][..K_SLICE], &wt[g * K_SLICE..][..K_SLICE]);
+            for j in 0..K_SLICE {
+                *pg = xs[j].mul_add(ws[j], *pg);
+            }
+        }
+    }
+    if full * K_TILE < k {
+        // The last, partial tile: k past the end reads as zero on both sides.
+        let base = full * K_TILE;
+        for (g, pg) in p.iter_mut().enumerate() {
+            for j in 0..K_SLICE {
+                let kk = base + g * K_SLICE + j;
+                let (a, b) = if kk < k { (x[kk], w[kk]) } else { (0.0, 0.0) };
+                *pg = a.mul_add(b, *pg);
+            }
+        }
+    }
+    let mut s = p[0];
+    for q in &p[1..] {
+        s += *q;
+    }
+    s
+}
+
+/// `y[r, o] = dot(x[r, :], w[o, :]) (+ b[o])` for `r < rows`, `o < out`: the host twin of every
+/// variant (module docs). `x[r, :]` at `x[r·ldx..][..k]`, `w` packed `[out, k]`, `y[r, o]` at
+/// `y[r·ldy + o]`.
+#[allow(clippy::too_many_arguments)]
+pub fn linear(
+    y: &mut [f32],
+    ldy: usize,
+    x: &[f32],
+    ldx: usize,
+    w: &[f32],
+    b: Option<&[f32]>,
+    rows: usize,
+    k: usize,
+    out: usize,
+) {
+    for r in 0..rows {
+        let xr = &x[r * ldx..][..k];
+        let yr = &mut y[r * ldy..][..out];
+        for (o, yo) in yr.iter_mut().enumerate() {
+            let s = dot(xr, &w[o * k..][..k], k);
+            *yo = match b {
+                Some(b) => s + b[o],
+                None => s,
+            };
+        }
+    }
+}
+
+/// The twin of variant `v`: checks the launch geometry the kernel assumes, then [`linear`].
+///
+/// # Safety
+/// As [`crate::HostFn`].
+unsafe fn host_linear(v: &Variant, dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    let (ldy, ldx) = (a.usize(1)?, a.usize(3)?);
+    let (rows, k, out) = (a.usize(6)?, a.usize(7)?, a.usize(8)?);
+    let name = v.kernel.name;
+    if v.dims(rows, out) != Some(*dims) {
+        return Err(invalid(format!(
+            "{name}: launch {dims:?} for {rows} × {out} outputs, expected {:?}",
+            v.dims(rows, out)
+        )));
+    }
+    if (rows > 1 && (ldx < k || ldy < out)) || k.checked_mul(out).is_none() {
+        return Err(invalid(format!(
+            "{name}: leading dimensions {ldx} (x) / {ldy} (y) below in {k} / out {out}"
+        )));
+    }
+    let bias = a.ptr(5)?;
+    // SAFETY: HostFn contract: x spans rows of `k` at stride ldx, w `out · k`, b `out`, y rows
+    // of `out` at stride ldy, y aliasing no input.
+    unsafe {
+        let b = if bias == DevPtr::NULL {
+            None
+        } else {
+            Some(rd(bias, out)?)
+        };
+        let x = rd(a.ptr(2)?, span(rows, k, ldx))?;
+        let w = rd(a.ptr(4)?, out * k)?;
+        let y = wr(a.ptr(0)?, span(rows, out, ldy))?;
+        linear(y, ldy, x, ldx, w, b, rows, k, out);
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(seed: u64, n: usize) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                ((s >> 40) as f32 / (1u64 << 23) as f32) - 1.0
+            })
+            .collect()
+    }
+
+    /// The order written out by hand for K = 37 (one full tile, then 5 k of a padded tile).
+    #[test]
+    fn dot_follows_the_documented_order() {
+        let k = 37;
+        let (x, w) = (data(1, k), data(2, k));
+        let mut p = [0.0f32; 4];
+        for kk in 0..64 {
+            let g = (kk / 8) % 4;
+            let (a, b) = if kk < k { (x[kk], w[kk]) } else { (0.0, 0.0) };
+            p[g] = a.mul_add(b, p[g]);
+        }
+        let want = ((p[0] + p[1]) + p[2]) + p[3];
+        assert_eq!(dot(&x, &w, k).to_bits(), want.to_bits());
+        assert_eq!(dot(&x, &w, 0).to_bits(), 0.0f32.to_bits());
+    }
+
+    /// Close to the float64 dot product (it is a dot product), and each row of `linear` is
+    /// `dot` plus the bias.
+    #[test]
+    fn linear_is_a_dot_product() {
+        let (rows, k, out, ldx, ldy) = (5, 70, 9, 73, 11);
+        let x = data(3, span(rows, k, ldx));
+        let w = data(4, out * k);
+        let b = data(5, out);
+        let mut y = vec![f32::NAN; span(rows, out, ldy)];
+        linear(&mut y, ldy, &x, ldx, &w, Some(&b), rows, k, out);
+        for r in 0..rows {
+            for o in 0..out {
+                let xr = &x[r * ldx..][..k];
+                let wr = &w[o * k..][..k];
+                let exact: f64 = xr.iter().zip(wr).map(|(a, b)| *a as f64 * *b as f64).sum();
+                let got = y[r * ldy + o];
+                assert_eq!(got.to_bits(), (dot(xr, wr, k) + b[o]).to_bits());
+                assert!(
+                    (got as f64 - exact - b[o] as f64).abs() < 1e-5,
+                    "{got} vs {exact}"
+                );
+            }
+        }
+    }
+
+    /// Every variant registered here has an entry in `gemm.cu` instantiating exactly these tile
+    /// sizes, the source's k-grouping constants are this module's, and every entry of the source
+    /// is a variant.
+    #[test]
+    fn variants_match_the_cuda_source() {
+        let src = SOURCE.code;
+        assert!(src.contains(&format!("#define GEMM_KG {K_GROUPS}\n")));
+        assert!(src.contains(&format!("#define GEMM_KS {K_SLICE}\n")));
+        for v in VARIANTS {
+            let inst = format!(
+                "void {}(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, i64 rows, i64 in, i64 out) {{\n    gemm_linear_tile<{}, {}, {}, {}>(",
+                v.kernel.entry, v.bm, v.bn, v.tm, v.tn
+            );
+            assert!(src.contains(&inst), "{}: no entry {inst}", v.kernel.name);
+            assert!(v.bm % v.tm == 0 && v.bn % v.tn == 0);
+            assert!(
+                v.threads() <= 1024 && v.threads() % 32 == 0,
+                "{}",
+                v.kernel.name
+            );
+        }
+        assert_eq!(
+            src.matches("extern \"C\" __global__ void ").count(),
+            VARIANTS.len()
+        );
+        assert_eq!(KERNELS.len(), VARIANTS.len());
+    }
+
+    #[test]
+    fn twins_refuse_a_wrong_geometry() {
+        let x = [1.0f32; 8];
+        let w = [1.0f32; 8];
+        let mut y = [0.0f32; 4];
+        let args = |y: &mut [f32]| {
+            [
+                Arg::Ptr(DevPtr(y.as_mut_ptr() as u64)),
+                Arg::I64(2),
+                Arg::Ptr(DevPtr(x.as_ptr() as u64)),
+                Arg::I64(4),
+                Arg::Ptr(DevPtr(w.as_ptr() as u64)),
+                Arg::Ptr(DevPtr::NULL),
+                Arg::I64(2),
+                Arg::I64(4),
+                Arg::I64(2),
+            ]
+        };
+        let good = V32X64.dims(2, 2).unwrap();
+        let mut bad = good;
+        bad.block.0 = 128;
+        // SAFETY: x and w hold 2 rows of 4, y 2 rows of 2: what these arguments address.
+        unsafe {
+            assert!(LINEAR_32X64.run_host(&bad, &args(&mut y)).is_err());
+            assert!(LINEAR_16X32.run_host(&good, &args(&mut y)).is_err());
+            LINEAR_32X64.run_host(&good, &args(&mut y)).unwrap();
+        }
+        assert_eq!(y, [4.0; 4]);
+    }
+
+    #[test]
+    fn pick_fills_the_device_at_the_model_shapes() {
+        assert_eq!(pick(112, 2048).kernel.name, "gemm.linear_32x64");
+        assert_eq!(pick(112, 1536).kernel.name, "gemm.linear_32x32");
+        assert_eq!(pick(112, 512).kernel.name, "gemm.linear_16x32");
+        assert_eq!(pick(896, 512).kernel.name, "gemm.linear_32x64");
+        assert_eq!(pick(1, 3072).kernel.name, "gemm.linear_8x64");
+        assert!(V32X64.dims(0, 5).is_none() && V32X64.dims(65_535 * 32 + 1, 5).is_none());
+    }
+}
