@@ -25,13 +25,15 @@
 //!
 //! Launch of a variant `v`: grid `(ceil(out / v.bn), ceil(rows / v.bm), 1)`, block
 //! `(v.threads(), 1, 1)` ([`Variant::dims`]); the kernels trap on another block shape and the
-//! twins refuse any other geometry. Arguments: `(y, ldy, x, ldx, w, b|null, rows, in, out)`.
+//! twins refuse any other geometry. Arguments: `(y, ldy, x, ldx, w, b, bias, rows, in, out)`;
+//! `b` is read only when `bias != 0` (the backends check every pointer argument against their
+//! live buffers, so a launch without a bias passes some live address there, never null).
 
-use crate::abi::{Arg, Args, DevPtr, KernelError, LaunchDims, Param};
+use crate::abi::{Arg, Args, KernelError, LaunchDims, Param};
 use crate::twin::{invalid, rd, span, wr};
 use crate::{CudaSource, KernelDef};
 
-use Param::{I64, Ptr};
+use Param::{I32, I64, Ptr};
 
 pub static SOURCE: CudaSource = CudaSource {
     name: "gemm",
@@ -45,8 +47,8 @@ pub const K_SLICE: usize = 8;
 /// k per staged tile (`GEMM_BK`); K is padded with zeros to a multiple of it.
 pub const K_TILE: usize = K_GROUPS * K_SLICE;
 
-/// Declared parameters of every variant: `(y, ldy, x, ldx, w, b|null, rows, in, out)`.
-const PARAMS: &[Param] = &[Ptr, I64, Ptr, I64, Ptr, Ptr, I64, I64, I64];
+/// Declared parameters of every variant: `(y, ldy, x, ldx, w, b, bias, rows, in, out)`.
+const PARAMS: &[Param] = &[Ptr, I64, Ptr, I64, Ptr, Ptr, I32, I64, I64, I64];
 
 /// One launch configuration of the linear kernel. Tile sizes are compile-time template arguments
 /// of the CUDA entry; this table must repeat them (a test checks it against `gemm.cu`). To add a
@@ -96,8 +98,8 @@ impl Variant {
 macro_rules! variant {
     ($kid:ident, $vid:ident, $host:ident, $name:literal, $bm:literal, $bn:literal, $tm:literal, $tn:literal) => {
         #[doc = concat!("`gemm.linear_", $name, "`: ", stringify!($bm), " × ", stringify!($bn),
-                    " outputs per CTA, ", stringify!($tm), " × ", stringify!($tn),
-                    " per thread (module docs: arguments, launch, arithmetic).")]
+                                    " outputs per CTA, ", stringify!($tm), " × ", stringify!($tn),
+                                    " per thread (module docs: arguments, launch, arithmetic).")]
         pub static $kid: KernelDef = KernelDef {
             name: concat!("gemm.linear_", $name),
             source: &SOURCE,
@@ -220,7 +222,7 @@ pub fn linear(
 /// As [`crate::HostFn`].
 unsafe fn host_linear(v: &Variant, dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
     let (ldy, ldx) = (a.usize(1)?, a.usize(3)?);
-    let (rows, k, out) = (a.usize(6)?, a.usize(7)?, a.usize(8)?);
+    let (rows, k, out) = (a.usize(7)?, a.usize(8)?, a.usize(9)?);
     let name = v.kernel.name;
     if v.dims(rows, out) != Some(*dims) {
         return Err(invalid(format!(
@@ -228,19 +230,21 @@ unsafe fn host_linear(v: &Variant, dims: &LaunchDims, a: &[Arg]) -> Result<(), K
             v.dims(rows, out)
         )));
     }
-    if (rows > 1 && (ldx < k || ldy < out)) || k.checked_mul(out).is_none() {
+    // Rows of x may overlap (a convolution's rows over its input, `ldx < in`: only read); rows
+    // of y may not.
+    if (rows > 1 && ldy < out) || k.checked_mul(out).is_none() {
         return Err(invalid(format!(
-            "{name}: leading dimensions {ldx} (x) / {ldy} (y) below in {k} / out {out}"
+            "{name}: y's leading dimension {ldy} below out {out}, or in {k} · out {out} overflows"
         )));
     }
-    let bias = a.ptr(5)?;
+    let bias = a.i32(6)? != 0;
     // SAFETY: HostFn contract: x spans rows of `k` at stride ldx, w `out · k`, b `out`, y rows
     // of `out` at stride ldy, y aliasing no input.
     unsafe {
-        let b = if bias == DevPtr::NULL {
-            None
+        let b = if bias {
+            Some(rd(a.ptr(5)?, out)?)
         } else {
-            Some(rd(bias, out)?)
+            None
         };
         let x = rd(a.ptr(2)?, span(rows, k, ldx))?;
         let w = rd(a.ptr(4)?, out * k)?;
@@ -253,6 +257,7 @@ unsafe fn host_linear(v: &Variant, dims: &LaunchDims, a: &[Arg]) -> Result<(), K
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::abi::DevPtr;
 
     fn data(seed: u64, n: usize) -> Vec<f32> {
         let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -317,7 +322,7 @@ mod tests {
         assert!(src.contains(&format!("#define GEMM_KS {K_SLICE}\n")));
         for v in VARIANTS {
             let inst = format!(
-                "void {}(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, i64 rows, i64 in, i64 out) {{\n    gemm_linear_tile<{}, {}, {}, {}>(",
+                "void {}(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, i64 rows, i64 in, i64 out) {{\n    gemm_linear_tile<{}, {}, {}, {}>(",
                 v.kernel.entry, v.bm, v.bn, v.tm, v.tn
             );
             assert!(src.contains(&inst), "{}: no entry {inst}", v.kernel.name);
@@ -347,7 +352,8 @@ mod tests {
                 Arg::Ptr(DevPtr(x.as_ptr() as u64)),
                 Arg::I64(4),
                 Arg::Ptr(DevPtr(w.as_ptr() as u64)),
-                Arg::Ptr(DevPtr::NULL),
+                Arg::Ptr(DevPtr(w.as_ptr() as u64)),
+                Arg::I32(0),
                 Arg::I64(2),
                 Arg::I64(4),
                 Arg::I64(2),

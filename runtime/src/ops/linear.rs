@@ -1,17 +1,37 @@
-//! `y = x · Wᵀ + b` through [`crate::Backend::gemm`] / [`crate::Backend::gemm_bias`].
+//! `y = x · Wᵀ + b` through the deterministic, batch-invariant `gemm.linear_*` kernels
+//! (`dcc_kernels::gemm`).
 
-use crate::backend::Gemm;
+use dcc_kernels::Arg;
+use dcc_kernels::gemm::{self, Variant};
 
-use super::{Ctx, OpError, Tensor, dims, disjoint, matrix, operand, packed};
+use super::{Ctx, OpError, Tensor, dims, disjoint, int, matrix, operand, packed, ptr};
 
 /// `y[rows, out] = x[rows, in] · Wᵀ (+ b)`: `w` packed `[out, in]` (a `torch.nn.Linear`
-/// weight), `b` packed `[out]` added in the GEMM's epilogue (as `addmm`, no separate broadcast),
-/// `x` and `y` with unit column stride and their own leading dimensions. One column-major GEMM
-/// `C[out × rows] = Wᵀ-op · X` with `m = out, n = rows, k = in, lda = in, ldb = ld(x), ldc =
-/// ld(y)`, batch 1. Profile category `gemv (rows = 1)` for a single row or a projection more
-/// than 16× wider than its input, `gemm` otherwise.
+/// weight), `b` packed `[out]` added in the kernel's epilogue (as `addmm`, no separate
+/// broadcast), `x` and `y` with unit column stride and their own leading dimensions (rows of `y`
+/// must not overlap; rows of `x` may, as a convolution's rows over its input do). One launch
+/// of the variant [`gemm::pick`] chooses for `rows × out` (every variant computes the same bits,
+/// whatever the rows: `dcc_kernels::gemm`'s module docs give the order), bit-identical on CUDA
+/// and Host. Nothing is queued when `rows` or `out` is 0 (nothing to write). Profile category
+/// `gemv (rows = 1)` for a single row or a projection more than 16× wider than its input, `gemm`
+/// otherwise.
 pub fn linear(
     cx: &Ctx<'_>,
+    w: Tensor<'_>,
+    b: Option<Tensor<'_>>,
+    x: Tensor<'_>,
+    y: Tensor<'_>,
+) -> Result<(), OpError> {
+    let (rows, out) = (y.dims().first().copied(), w.dims().first().copied());
+    let v = gemm::pick(rows.unwrap_or(0), out.unwrap_or(0));
+    linear_with(cx, v, w, b, x, y)
+}
+
+/// [`linear`] with the kernel variant chosen by the caller (benchmarks and the variant tests;
+/// the result is the same bits for every variant).
+pub fn linear_with(
+    cx: &Ctx<'_>,
+    v: &'static Variant,
     w: Tensor<'_>,
     b: Option<Tensor<'_>>,
     x: Tensor<'_>,
@@ -29,6 +49,14 @@ pub fn linear(
         return Err(OpError::shape(op, "x", format!("[rows, {i}]"), x.dims()));
     }
     dims(op, "y", &y, &[rows, o])?;
+    if rows > 1 && ldy < o {
+        return Err(OpError::layout(
+            op,
+            "y",
+            format!("[ld >= {o}, 1]"),
+            y.strides(),
+        ));
+    }
     let bias = match &b {
         Some(b) => {
             dims(op, "b", b, &[o])?;
@@ -46,25 +74,26 @@ pub fn linear(
             bias,
         ],
     )?;
-    let g = Gemm {
-        trans_a: true,
-        trans_b: false,
-        m: o,
-        n: rows,
-        k: i,
-        alpha: 1.0,
-        a: w.ptr(),
-        lda: i,
-        stride_a: 0,
-        b: x.ptr(),
-        ldb: ldx,
-        stride_b: 0,
-        beta: 0.0,
-        c: y.ptr(),
-        ldc: ldy,
-        stride_c: 0,
-        batch: 1,
-    };
+    if rows == 0 || o == 0 {
+        return Ok(());
+    }
+    let launch = v
+        .dims(rows, o)
+        .ok_or_else(|| OpError::arg(op, "y", format!("{rows} × {o} outputs exceed a grid")))?;
+    let args = [
+        ptr(&y),
+        int(ldy),
+        ptr(&x),
+        int(ldx),
+        ptr(&w),
+        // Without a bias the kernel reads nothing there; w stands in (a live buffer, as the
+        // backends require of every pointer argument).
+        b.as_ref().map_or_else(|| ptr(&w), ptr),
+        Arg::I32(b.is_some().into()),
+        int(rows),
+        int(i),
+        int(o),
+    ];
     cx.mark(
         op,
         if o > 16 * i || rows == 1 {
@@ -73,9 +102,9 @@ pub fn linear(
             "gemm"
         },
     )?;
-    match b {
-        Some(b) => cx.be.gemm_bias(&g, b.ptr()),
-        None => cx.be.gemm(&g),
-    }
-    .map_err(|error| OpError::Backend { op, error })
+    // SAFETY: the kernel reads `rows` rows of `in` floats at stride ldx of x, `out · in` floats
+    // of w and, with a bias, `out` of b, and writes `rows` rows of `out` floats at stride ldy of y (the launch
+    // covers exactly rows × out outputs, `Variant::dims`): the checked views; y overlaps no
+    // input.
+    unsafe { cx.be.launch(v.kernel, launch, &args) }.map_err(|error| OpError::Backend { op, error })
 }

@@ -13,9 +13,8 @@
 //! CUDA graphs key on it): elementwise kernels run one thread per element in blocks of
 //! [`THREADS`], warp-per-row kernels `row_threads(rows)` threads, attention
 //! `attention_dims`, the fused LayerNorm im2col one block of `LN_ACT_BLOCK` threads per row,
-//! the carry one block of [`THREADS`] per row. GEMMs go through [`Backend::gemm`] /
-//! [`Backend::gemm_bias`] with the leading dimensions of the views (cuBLAS picks its algorithm
-//! by shape and leading dimension).
+//! the carry one block of [`THREADS`] per row, `linear` the `gemm.linear_*` variant
+//! `dcc_kernels::gemm::pick` chooses (every variant computes the same bits).
 //!
 //! While a [`Profiler`] is open, every op records a stream marker for its category first (the
 //! kernel's name, `gemm`, `gemv (rows = 1)`, `memset`).
@@ -39,7 +38,7 @@ pub use conv::{conv_im2col, layer_norm_act_im2col};
 pub use copy::{copy, copy_batched, embedding, memset, repeat_rows, transpose};
 pub use elementwise::{Act, act, add, cfg_euler, timestep_embedding};
 pub use error::OpError;
-pub use linear::linear;
+pub use linear::{linear, linear_with};
 pub use norm::{gated_norm_modulate, l2_normalize, layer_norm, layer_norm_modulate};
 pub use profile::{ProfileRow, Profiler};
 pub use tensor::{Elem, MAX_RANK, RawTensor, Tensor};
