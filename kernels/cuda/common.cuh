@@ -5,9 +5,9 @@
 // line-by-line ports of kernels/src/math.rs. Reductions have one fixed order (one thread walking
 // a row in ascending index order, or the warp tree below, as the twins); no atomics.
 //
-// Sizes are long long; addresses are raw device pointers. GEMMs are not here: the runtime's
-// Backend::gemm (cuBLAS) computes every Linear and every convolution (after copy_block or
-// copy_im2col builds its im2col rows).
+// Sizes are long long; addresses are raw device pointers. GEMMs are not here: gemm.cu (its own
+// translation unit) computes every Linear and every convolution (over im2col rows or
+// overlapping row windows).
 
 typedef long long i64;
 

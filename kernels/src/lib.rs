@@ -29,13 +29,14 @@
 //! # Families
 //!
 //! Kernels are grouped by what they compute, one module per family: [`norm`], [`act`],
-//! [`elementwise`], [`attention`], [`copy`], [`embed`], [`carry`], [`rng`] (and [`synthetic`],
+//! [`elementwise`], [`attention`], [`copy`], [`embed`], [`gemm`], [`carry`], [`rng`] (and [`synthetic`],
 //! the runtime's test kernels). A kernel is named `<family>.<op>` and its CUDA entry
 //! `<family>_<op>`. Each family's host twins live beside its kernels in `kernels/src/<family>.rs`;
 //! a twin rebuilds slices from the raw addresses and calls the family's public slice function that
 //! performs the kernel's arithmetic: that function *is* the twin's body, so there is one copy of
-//! every row body. No kernel here computes a matrix product: every `Linear` and convolution is the
-//! runtime's `Backend::gemm` (cuBLAS on a device, an ordered-loop twin on the Host backend).
+//! every row body. Every `Linear` and convolution is [`gemm`]'s batch-invariant linear (one k
+//! order fixed by K alone, bit-identical on both backends); the runtime's `Backend::gemm`
+//! (cuBLAS) is not used by the ops.
 //! [`math`] holds the twins of the shared `__device__` helpers (transcendentals, the warp reduction order) of `kernels/cuda/common.cuh`.
 //! No name here refers to a model: the same kernels serve any model the runtime runs.
 //!

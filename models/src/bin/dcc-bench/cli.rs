@@ -12,6 +12,8 @@ use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use dcc_models::token2wav::serve::Arm;
 
+use super::kernels::KernelsArgs;
+
 /// The most chunks one pass may stream (`--chunks`, `--warmup`). A chunk is one second of
 /// audio, so this is over an hour per arm: far more samples than a stable p95 needs (a few
 /// hundred), and still bounded in memory: the measured pass keeps every chunk's mel for its
@@ -70,6 +72,21 @@ pub enum Cmd {
     /// relative L2 error ‖mel − feat‖ / ‖feat‖ ≤ --tol. Fails (exit 1) on any chunk over the
     /// tolerance, any NaN, any length mismatch, or any arm whose mel differs from B0's.
     Check(CheckArgs),
+    /// Time the linear kernels (every tile variant) against cuBLAS at the model's shapes.
+    ///
+    /// Per shape and row count: device µs and TFLOP/s of each `gemm.linear_*` variant and of
+    /// the cuBLAS path, whether each variant's output equals its host twin bit for bit, and its
+    /// normwise relative error against cuBLAS. No weights needed (random operands).
+    Kernels(KernelsArgs),
+}
+
+/// What the command line asks for.
+#[derive(Debug)]
+pub enum Command {
+    /// `token2wav` or `check`.
+    Flow(Opts),
+    /// `kernels`.
+    Kernels(KernelsArgs),
 }
 
 /// Flags both commands take.
@@ -259,13 +276,14 @@ impl Opts {
     }
 }
 
-impl From<Cli> for Opts {
-    fn from(cli: Cli) -> Opts {
+impl Command {
+    fn from_cli(cli: Cli) -> Command {
         let (c, check_tol, io, arms, busy_reps, profile) = match cli.cmd {
             Cmd::Token2wav(a) => (a.common, None, a.io, a.arms, a.busy_reps, a.profile),
             Cmd::Check(a) => (a.common, Some(a.tol), Some(a.io), a.arms, 0, false),
+            Cmd::Kernels(a) => return Command::Kernels(a),
         };
-        Opts {
+        Command::Flow(Opts {
             check_tol,
             weights: c.weights,
             io,
@@ -278,17 +296,20 @@ impl From<Cli> for Opts {
             json: c.format == Format::Json,
             json_out: c.json_out,
             profile,
-        }
+        })
     }
 }
 
 /// Parses `args` (the program name first) and applies the cross-flag checks.
-pub fn parse_from<I, T>(args: I) -> Result<Opts, clap::Error>
+pub fn parse_from<I, T>(args: I) -> Result<Command, clap::Error>
 where
     I: IntoIterator<Item = T>,
     T: Into<std::ffi::OsString> + Clone,
 {
-    let opts = Opts::from(Cli::try_parse_from(args)?);
+    let opts = match Command::from_cli(Cli::try_parse_from(args)?) {
+        Command::Flow(o) => o,
+        k @ Command::Kernels(_) => return Ok(k),
+    };
     let fail = |kind, msg: String| Err(Cli::command().error(kind, msg));
     for (i, a) in opts.arms.iter().enumerate() {
         if opts.arms[..i].contains(a) {
@@ -334,7 +355,7 @@ where
             }
         }
     }
-    Ok(opts)
+    Ok(Command::Flow(opts))
 }
 
 /// The directory `path` lives in (`.` for a bare file name).
@@ -373,7 +394,10 @@ mod tests {
     use super::*;
 
     fn parse(args: &[&str]) -> Result<Opts, clap::Error> {
-        parse_from(std::iter::once("dcc-bench").chain(args.iter().copied()))
+        match parse_from(std::iter::once("dcc-bench").chain(args.iter().copied()))? {
+            Command::Flow(o) => Ok(o),
+            Command::Kernels(k) => panic!("{args:?} parsed as kernels: {k:?}"),
+        }
     }
 
     fn err(args: &[&str]) -> String {

@@ -95,6 +95,9 @@ pub enum BenchError {
         f_prompt: usize,
         f_retained: usize,
     },
+    /// An op of `dcc-bench kernels` refused its operands.
+    #[error("{0}")]
+    Op(dcc_runtime::ops::OpError),
     /// The results could not be written to stdout (closed pipe, full disk): exit code 2.
     #[error("stdout: {0}")]
     Stdout(std::io::Error),
@@ -122,5 +125,11 @@ impl From<dcc_runtime::Error> for BenchError {
 impl From<FlowError> for BenchError {
     fn from(error: FlowError) -> Self {
         BenchError::Flow { arm: None, error }
+    }
+}
+
+impl From<dcc_runtime::ops::OpError> for BenchError {
+    fn from(e: dcc_runtime::ops::OpError) -> Self {
+        BenchError::Op(e)
     }
 }

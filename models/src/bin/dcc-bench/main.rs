@@ -19,6 +19,10 @@
 //! category (kernel, GEMM, GEMV, memset) and launches, on stderr (opt-in: the markers slow the
 //! chunk down; the table attributes device time, it is not a latency).
 //!
+//! `kernels` ([`kernels`]): the `gemm.linear_*` tile variants against the cuBLAS path at the
+//! model's linear shapes (device µs, TFLOP/s, bit-equality to the host twin, error against
+//! cuBLAS), for tuning the tiles on the GPU.
+//!
 //! `check`: streams `--io`'s chunks and compares each chunk's mel with its `feat_i` (relative L2
 //! error ≤ `--tol`). Retention comes from the contract.
 //!
@@ -28,6 +32,7 @@ mod cli;
 mod contract;
 mod error;
 mod inputs;
+mod kernels;
 mod report;
 #[cfg(test)]
 mod tests;
@@ -357,7 +362,21 @@ fn profile(s: &Setup) -> Res<()> {
 
 fn main() -> ExitCode {
     let o = match cli::parse_from(std::env::args_os()) {
-        Ok(o) => o,
+        Ok(cli::Command::Flow(o)) => o,
+        Ok(cli::Command::Kernels(k)) => {
+            return match kernels::run(&k) {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::from(1),
+                Err(e @ BenchError::Stdout(_)) => {
+                    let _ = writeln!(std::io::stderr(), "dcc-bench: {e}");
+                    ExitCode::from(2)
+                }
+                Err(e) => {
+                    eprintln!("dcc-bench: {e}");
+                    ExitCode::from(1)
+                }
+            };
+        }
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() {

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use safetensors::{Dtype, SafeTensors, tensor::TensorView};
 use serde_json::Value;
 
-use super::cli::parse_from;
+use super::cli::{Command, parse_from};
 use super::run;
 
 fn testdata() -> PathBuf {
@@ -66,7 +66,49 @@ fn check(io: &Path) -> Value {
         "json",
     ])
     .unwrap();
+    let Command::Flow(o) = o else {
+        panic!("check parsed as another command: {o:?}")
+    };
     run(&o).unwrap()
+}
+
+/// `dcc-bench kernels` on Host at small shapes with tails: every variant bit-equal to the
+/// ordered host loops within the tolerance, and the row count and shapes as asked.
+#[test]
+fn kernels_bench_runs_on_host() {
+    let parse = |extra: &[&str]| {
+        let base = [
+            "dcc-bench",
+            "kernels",
+            "--backend",
+            "host",
+            "--shapes",
+            "64x40,37x33",
+            "--rows",
+            "5,17",
+            "--reps",
+            "2",
+        ];
+        match parse_from(base.iter().chain(extra)).unwrap() {
+            Command::Kernels(k) => k,
+            other => panic!("parsed as {other:?}"),
+        }
+    };
+    let k = parse(&[]);
+    assert_eq!(k.shapes, vec![(64, 40), (37, 33)]);
+    assert_eq!((k.rows.clone(), k.variants.len()), (vec![5, 17], 5));
+    assert!(super::kernels::run(&k).unwrap());
+    // A tolerance no reordering meets fails the run.
+    assert!(!super::kernels::run(&parse(&["--tol", "0", "--variants", "16x32"])).unwrap());
+    for bad in [
+        &["--shapes", "64"][..],
+        &["--variants", "7x7"],
+        &["--rows", "0"],
+        &["--tol", "nan"],
+    ] {
+        let args = ["dcc-bench", "kernels"].iter().chain(bad);
+        assert!(parse_from(args).is_err(), "{bad:?}");
+    }
 }
 
 #[test]
