@@ -9,7 +9,8 @@
 //     slice [t·32 + 8g, t·32 + 8g + 8) of every 32-wide k tile t;
 //   * p_g = 0.0f, then p_g = fmaf(x[r, k], w[o, k], p_g) over the group's k in ascending order
 //     (a padded k contributes fmaf(0, 0, p_g));
-//   * s = ((p_0 + p_1) + p_2) + p_3, then y = s + b[o] (y = s without a bias).
+//   * s = ((p_0 + p_1) + p_2) + p_3, then s = s + b[o] (with a bias), then s = act(s) (with a
+//     fused activation: dcc_act1 of common.cuh, exactly what act_apply computes per element), y = s.
 // Nothing in that order depends on the number of rows, the tile shape, the tile's position or the
 // grid, so every variant below computes the same bits, and a row's result never depends on which
 // other rows share the launch (batch invariance).
@@ -26,11 +27,11 @@
 // Compiled by NVRTC with --fmad=false: the only fused multiply-adds are the __fmaf_rn below.
 // Launch: grid (ceil(out / BN), ceil(rows / BM), 1), block (GEMM_KG · (BM/TM) · (BN/TN), 1, 1);
 // any other block shape traps. Arguments of every entry:
-//   (y, ldy, x, ldx, w, b, bias, rows, in, out), sizes long long, w packed [out, in]; b [out] is
-//   read only when bias != 0 (the backends check every pointer argument against their live
-//   buffers, so a launch without a bias passes some live address there, never null).
-
-typedef long long i64;
+//   (y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out), sizes long long, w packed [out, in];
+//   b [out] is read only when bias != 0 (the backends check every pointer argument against their
+//   live buffers, so a launch without a bias passes some live address there, never null); act < 0
+//   is no activation, else the op code of act_apply (kernels/src/act.rs) with its alpha.
+// Prepended with common.cuh (i64, dcc_act1).
 
 #define GEMM_KG 4
 #define GEMM_KS 8
@@ -47,6 +48,8 @@ struct GemmArgs {
     const float* w;
     const float* b;
     int bias;
+    int act;
+    float alpha;
     i64 rows;
     i64 k;
     i64 out;
@@ -181,6 +184,7 @@ __device__ __forceinline__ void gemm_linear_tile(const GemmArgs a) {
 #pragma unroll
             for (int q = 1; q < GEMM_KG; ++q) s = s + red[q * BM * BN + e];
             if (a.bias != 0) s = s + a.b[o];
+            if (a.act >= 0) s = dcc_act1(s, a.act, a.alpha);
             a.y[r * a.ldy + o] = s;
         }
     }
@@ -190,18 +194,18 @@ __device__ __forceinline__ void gemm_linear_tile(const GemmArgs a) {
 // entry's name appears in the source: kernels/src/gemm.rs `VARIANTS` lists the same table, and a
 // test checks every entry here against it.
 
-extern "C" __global__ void gemm_linear_32x64(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, i64 rows, i64 in, i64 out) {
-    gemm_linear_tile<32, 64, 4, 8>(GemmArgs{y, ldy, x, ldx, w, b, bias, rows, in, out});
+extern "C" __global__ void gemm_linear_32x64(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out) {
+    gemm_linear_tile<32, 64, 4, 8>(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
 }
 
-extern "C" __global__ void gemm_linear_32x32(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, i64 rows, i64 in, i64 out) {
-    gemm_linear_tile<32, 32, 4, 4>(GemmArgs{y, ldy, x, ldx, w, b, bias, rows, in, out});
+extern "C" __global__ void gemm_linear_32x32(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out) {
+    gemm_linear_tile<32, 32, 4, 4>(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
 }
 
-extern "C" __global__ void gemm_linear_16x32(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, i64 rows, i64 in, i64 out) {
-    gemm_linear_tile<16, 32, 4, 4>(GemmArgs{y, ldy, x, ldx, w, b, bias, rows, in, out});
+extern "C" __global__ void gemm_linear_16x32(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out) {
+    gemm_linear_tile<16, 32, 4, 4>(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
 }
 
-extern "C" __global__ void gemm_linear_8x64(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, i64 rows, i64 in, i64 out) {
-    gemm_linear_tile<8, 64, 2, 4>(GemmArgs{y, ldy, x, ldx, w, b, bias, rows, in, out});
+extern "C" __global__ void gemm_linear_8x64(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out) {
+    gemm_linear_tile<8, 64, 2, 4>(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
 }

@@ -15,7 +15,10 @@
 //!    rounding per step (CUDA `__fmaf_rn`, Rust [`f32::mul_add`]); a padded k contributes
 //!    `fma(0, 0, p_g)`;
 //! 3. `s = ((p_0 + p_1) + p_2) + p_3` (CUDA: through shared memory, in group order);
-//! 4. `y = s + b[o]` with a bias, `y = s` without.
+//! 4. `s = s + b[o]` with a bias; then, with a fused activation, `s = act(s)` (the `act.apply`
+//!    op codes, computed per element exactly as `act.apply` does: [`crate::act::act_inplace`]
+//!    on the host, `dcc_act1` on the device); `y = s`. So a linear with a fused activation gives
+//!    the bits of the linear followed by `act.apply`.
 //!
 //! That order depends only on K: never on the number of rows, the tile shape, the tile's
 //! position or the grid. So every variant gives the same bits, and a row's result does not
@@ -25,20 +28,27 @@
 //!
 //! Launch of a variant `v`: grid `(ceil(out / v.bn), ceil(rows / v.bm), 1)`, block
 //! `(v.threads(), 1, 1)` ([`Variant::dims`]); the kernels trap on another block shape and the
-//! twins refuse any other geometry. Arguments: `(y, ldy, x, ldx, w, b, bias, rows, in, out)`;
-//! `b` is read only when `bias != 0` (the backends check every pointer argument against their
-//! live buffers, so a launch without a bias passes some live address there, never null).
+//! twins refuse any other geometry. Arguments: `(y, ldy, x, ldx, w, b, bias, act, alpha, rows,
+//! in, out)`; `b` is read only when `bias != 0` (the backends check every pointer argument against
+//! their live buffers, so a launch without a bias passes some live address there, never null);
+//! `act` is [`NO_ACT`] or an `act.apply` op code ([`crate::act::SILU`], ...) with its `alpha`.
 
 use crate::abi::{Arg, Args, KernelError, LaunchDims, Param};
 use crate::twin::{invalid, rd, span, wr};
 use crate::{CudaSource, KernelDef};
 
-use Param::{I32, I64, Ptr};
+use Param::{F32, I32, I64, Ptr};
 
 pub static SOURCE: CudaSource = CudaSource {
     name: "gemm",
-    code: include_str!("../cuda/gemm.cu"),
+    code: concat!(
+        include_str!("../cuda/common.cuh"),
+        include_str!("../cuda/gemm.cu")
+    ),
 };
+
+/// The `act` argument for no fused activation.
+pub const NO_ACT: i32 = -1;
 
 /// k-groups per CTA (`GEMM_KG` in `gemm.cu`): independent partial sums, reduced in group order.
 pub const K_GROUPS: usize = 4;
@@ -47,8 +57,9 @@ pub const K_SLICE: usize = 8;
 /// k per staged tile (`GEMM_BK`); K is padded with zeros to a multiple of it.
 pub const K_TILE: usize = K_GROUPS * K_SLICE;
 
-/// Declared parameters of every variant: `(y, ldy, x, ldx, w, b, bias, rows, in, out)`.
-const PARAMS: &[Param] = &[Ptr, I64, Ptr, I64, Ptr, Ptr, I32, I64, I64, I64];
+/// Declared parameters of every variant: `(y, ldy, x, ldx, w, b, bias, act, alpha, rows, in,
+/// out)`.
+const PARAMS: &[Param] = &[Ptr, I64, Ptr, I64, Ptr, Ptr, I32, I32, F32, I64, I64, I64];
 
 /// One launch configuration of the linear kernel. Tile sizes are compile-time template arguments
 /// of the CUDA entry; this table must repeat them (a test checks it against `gemm.cu`). To add a
@@ -188,9 +199,10 @@ pub fn dot(x: &[f32], w: &[f32], k: usize) -> f32 {
     s
 }
 
-/// `y[r, o] = dot(x[r, :], w[o, :]) (+ b[o])` for `r < rows`, `o < out`: the host twin of every
-/// variant (module docs). `x[r, :]` at `x[r·ldx..][..k]`, `w` packed `[out, k]`, `y[r, o]` at
-/// `y[r·ldy + o]`.
+/// `y[r, o] = act(dot(x[r, :], w[o, :]) (+ b[o]))` for `r < rows`, `o < out`: the host twin of
+/// every variant (module docs). `x[r, :]` at `x[r·ldx..][..k]`, `w` packed `[out, k]`, `y[r, o]`
+/// at `y[r·ldy + o]`; `act`: `None`, or an `act.apply` op code and alpha (an unknown code is an
+/// error, before anything is written).
 #[allow(clippy::too_many_arguments)]
 pub fn linear(
     y: &mut [f32],
@@ -202,7 +214,11 @@ pub fn linear(
     rows: usize,
     k: usize,
     out: usize,
-) {
+    act: Option<(i32, f32)>,
+) -> Result<(), String> {
+    if let Some((op, alpha)) = act {
+        crate::act::act_inplace(&mut [], op, alpha)?;
+    }
     for r in 0..rows {
         let xr = &x[r * ldx..][..k];
         let yr = &mut y[r * ldy..][..out];
@@ -213,7 +229,11 @@ pub fn linear(
                 None => s,
             };
         }
+        if let Some((op, alpha)) = act {
+            crate::act::act_inplace(yr, op, alpha)?;
+        }
     }
+    Ok(())
 }
 
 /// The twin of variant `v`: checks the launch geometry the kernel assumes, then [`linear`].
@@ -222,7 +242,11 @@ pub fn linear(
 /// As [`crate::HostFn`].
 unsafe fn host_linear(v: &Variant, dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
     let (ldy, ldx) = (a.usize(1)?, a.usize(3)?);
-    let (rows, k, out) = (a.usize(7)?, a.usize(8)?, a.usize(9)?);
+    let (rows, k, out) = (a.usize(9)?, a.usize(10)?, a.usize(11)?);
+    let act = match a.i32(7)? {
+        NO_ACT => None,
+        op => Some((op, a.f32(8)?)),
+    };
     let name = v.kernel.name;
     if v.dims(rows, out) != Some(*dims) {
         return Err(invalid(format!(
@@ -249,9 +273,8 @@ unsafe fn host_linear(v: &Variant, dims: &LaunchDims, a: &[Arg]) -> Result<(), K
         let x = rd(a.ptr(2)?, span(rows, k, ldx))?;
         let w = rd(a.ptr(4)?, out * k)?;
         let y = wr(a.ptr(0)?, span(rows, out, ldy))?;
-        linear(y, ldy, x, ldx, w, b, rows, k, out);
+        linear(y, ldy, x, ldx, w, b, rows, k, out, act).map_err(|e| invalid(format!("{name}: {e}")))
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -296,7 +319,7 @@ mod tests {
         let w = data(4, out * k);
         let b = data(5, out);
         let mut y = vec![f32::NAN; span(rows, out, ldy)];
-        linear(&mut y, ldy, &x, ldx, &w, Some(&b), rows, k, out);
+        linear(&mut y, ldy, &x, ldx, &w, Some(&b), rows, k, out, None).unwrap();
         for r in 0..rows {
             for o in 0..out {
                 let xr = &x[r * ldx..][..k];
@@ -322,7 +345,7 @@ mod tests {
         assert!(src.contains(&format!("#define GEMM_KS {K_SLICE}\n")));
         for v in VARIANTS {
             let inst = format!(
-                "void {}(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, i64 rows, i64 in, i64 out) {{\n    gemm_linear_tile<{}, {}, {}, {}>(",
+                "void {}(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out) {{\n    gemm_linear_tile<{}, {}, {}, {}>(",
                 v.kernel.entry, v.bm, v.bn, v.tm, v.tn
             );
             assert!(src.contains(&inst), "{}: no entry {inst}", v.kernel.name);
@@ -354,6 +377,8 @@ mod tests {
                 Arg::Ptr(DevPtr(w.as_ptr() as u64)),
                 Arg::Ptr(DevPtr(w.as_ptr() as u64)),
                 Arg::I32(0),
+                Arg::I32(NO_ACT),
+                Arg::F32(0.0),
                 Arg::I64(2),
                 Arg::I64(4),
                 Arg::I64(2),

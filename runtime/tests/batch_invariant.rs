@@ -8,7 +8,7 @@
 //! variant prints `SKIP (cuda): ...`; `DCC_REQUIRE_GPU=1` makes that a failure).
 //!
 //! Covered: `linear` (the `gemm.linear_*` kernels; 112 and 896 rows pick different tile
-//! variants, which must not matter), `layer_norm`, `layer_norm_modulate`, `gated_norm_modulate`,
+//! variants, which must not matter) and `linear_act`, `layer_norm`, `layer_norm_modulate`, `gated_norm_modulate`,
 //! `l2_normalize`, `qk_norm_pack`, `act` (every activation), `add`, `cfg_euler`, `attention`,
 //! `kv_pack`, `conv_im2col`, `layer_norm_act_im2col`, `copy`, `repeat_rows`, `copy_batched`,
 //! `transpose`, `embedding` and the carry's `write_back` (both of its paths). Not covered, for
@@ -80,7 +80,33 @@ fn batch_invariant_linear(be: Arc<dyn Backend>) {
     }
 }
 
-both!(batch_invariant_linear);
+/// The linear with a fused activation (the DiT MLP's fc1: GELU-tanh).
+fn batch_invariant_linear_act(be: Arc<dyn Backend>) {
+    let (i, o) = if full(&be) { (512, 2048) } else { (64, 256) };
+    let run = move |cx: &ops::Ctx<'_>,
+                    b: &[dcc_runtime::DeviceBuffer],
+                    s: &[dcc_runtime::DeviceBuffer],
+                    units: usize| {
+        let r = units * ROWS;
+        let (x, y) = (
+            Tensor::of(&b[0])?.view(&[r, i])?,
+            Tensor::of(&b[1])?.view(&[r, o])?,
+        );
+        let (w, bias) = (Tensor::of(&s[0])?.view(&[o, i])?, Tensor::of(&s[1])?);
+        ops::linear_act(cx, w, Some(bias), x, y, ops::Act::GeluTanh)
+    };
+    check(
+        &be,
+        &Layer {
+            name: format!("linear_act GeluTanh {i} → {o}"),
+            batched: vec![per_unit(ROWS * i), per_unit(ROWS * o)],
+            shared: vec![common::data(13, o * i), common::data(14, o)],
+            run: &run,
+        },
+    );
+}
+
+both!(batch_invariant_linear, batch_invariant_linear_act);
 
 /// Every tile variant of the linear kernel, chosen explicitly, at one unit and at 8: the same
 /// bits as the variant `pick` chooses alone (so no variant and no row count changes a bit).
@@ -99,7 +125,7 @@ fn batch_invariant_linear_every_variant(be: Arc<dyn Backend>) {
             let xt = Tensor::of(&xb).unwrap().view(&[rows, i]).unwrap();
             let wt = Tensor::of(&wb).unwrap().view(&[o, i]).unwrap();
             let yt = Tensor::of(&yb).unwrap().view(&[rows, o]).unwrap();
-            ops::linear_with(&cx, v, wt, Some(Tensor::of(&bb).unwrap()), xt, yt).unwrap();
+            ops::linear_with(&cx, v, wt, Some(Tensor::of(&bb).unwrap()), xt, yt, None).unwrap();
             let got: Vec<u32> = be.download(yb.ptr(), ROWS * o).unwrap();
             match &reference {
                 None => reference = Some(got),

@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use dcc_runtime::backend::{AllocKind, Backend};
 use dcc_runtime::kernels::gemm::{VARIANTS, Variant, pick};
-use dcc_runtime::ops::{self, Ctx, OpError, Tensor};
+use dcc_runtime::ops::{self, Act, Ctx, OpError, Tensor};
 
 /// One linear launch: `rows × in → out`, x rows at stride `ldx` (a `windows(taps)` view when
 /// `taps > 1`: ldx = in / taps), y rows at stride `ldy`, x and w starting `off` floats into their
@@ -29,6 +29,8 @@ struct Case {
     off: usize,
     taps: usize,
     bias: bool,
+    /// A fused activation.
+    act: Option<Act>,
 }
 
 fn cases() -> Vec<Case> {
@@ -41,6 +43,7 @@ fn cases() -> Vec<Case> {
         off,
         taps: 1,
         bias,
+        act: None,
     };
     let mut v = vec![
         // The full model at one session (112 rows) and eight (896).
@@ -73,7 +76,20 @@ fn cases() -> Vec<Case> {
         off: 0,
         taps: 3,
         bias: true,
+        act: None,
     });
+    // Fused activations: the DiT MLP's GELU-tanh at the full shape, each other one on a tail.
+    let mut act = |case: Case, f: Act| {
+        v.push(Case {
+            act: Some(f),
+            ..case
+        })
+    };
+    act(c(112, 512, 2048, 512, 2048, 0, true), Act::GeluTanh);
+    act(c(1, 80, 512, 80, 512, 0, true), Act::Silu);
+    act(c(37, 100, 70, 103, 71, 1, true), Act::Mish);
+    act(c(33, 37, 33, 40, 35, 3, false), Act::LeakyRelu(0.01));
+    act(c(9, 45, 65, 45, 65, 2, true), Act::Scale(22.627417));
     // Pseudo-random shapes.
     let r = common::data(77, 60);
     for p in r.chunks(5) {
@@ -104,6 +120,7 @@ fn run(be: &Arc<dyn Backend>, case: &Case, v: &'static Variant) -> Result<Vec<u3
         off,
         taps,
         bias,
+        act,
     } = *case;
     let x_elems = if taps > 1 {
         (rows + taps - 1) * ldx
@@ -126,7 +143,7 @@ fn run(be: &Arc<dyn Backend>, case: &Case, v: &'static Variant) -> Result<Vec<u3
     let y = Tensor::of(&yb)?.view(&[rows, ldy])?.narrow(1, 0, out)?;
     let cx = Ctx::new(be.as_ref(), None);
     let b = if bias { Some(Tensor::of(&bb)?) } else { None };
-    ops::linear_with(&cx, v, w, b, x, y)?;
+    ops::linear_with(&cx, v, w, b, x, y, act)?;
     be.synchronize().unwrap();
     Ok(be.download(yb.ptr(), y_elems).unwrap())
 }
@@ -204,8 +221,81 @@ fn host_linear_variants_agree_and_write_only_outputs() {
                 if case.bias {
                     want += b[o];
                 }
+                if let Some(f) = case.act {
+                    let mut one = [want];
+                    let (op, alpha) = act_code(f);
+                    dcc_runtime::kernels::act::act_inplace(&mut one, op, alpha).unwrap();
+                    want = one[0];
+                }
                 assert_eq!(got.to_bits(), want.to_bits(), "{case:?} ({r}, {o})");
             }
         }
     }
+}
+
+/// `Act`'s `act.apply` op code and alpha.
+fn act_code(f: Act) -> (i32, f32) {
+    use dcc_runtime::kernels::act as a;
+    match f {
+        Act::Silu => (a::SILU, 0.0),
+        Act::Mish => (a::MISH, 0.0),
+        Act::GeluTanh => (a::GELU_TANH, 0.0),
+        Act::LeakyRelu(s) => (a::LEAKY_RELU, s),
+        Act::Scale(s) => (a::SCALE, s),
+    }
+}
+
+/// On CUDA, a linear with a fused activation gives the bits of the linear followed by
+/// `ops::act`, for every activation, at the DiT MLP's shape and a tail.
+#[test]
+fn cuda_fused_activation_equals_linear_then_act() {
+    let Some(cuda) = common::cuda() else { return };
+    let acts = [
+        Act::Silu,
+        Act::Mish,
+        Act::GeluTanh,
+        Act::LeakyRelu(0.01),
+        Act::Scale(22.627417),
+    ];
+    for (rows, k, out) in [(112, 512, 2048), (37, 100, 70)] {
+        for f in acts {
+            let case = Case {
+                rows,
+                k,
+                out,
+                ldx: k,
+                ldy: out,
+                off: 0,
+                taps: 1,
+                bias: true,
+                act: Some(f),
+            };
+            let fused = run(&cuda, &case, pick(rows, out)).unwrap();
+            let plain = run_then_act(&cuda, &case, f).unwrap();
+            assert!(
+                fused == plain,
+                "{f:?} {case:?}: fused differs from linear + act"
+            );
+        }
+    }
+    println!(
+        "{}: fused activations bit-equal to linear + act",
+        cuda.device_name()
+    );
+}
+
+/// `case` without its activation, then `ops::act(f)` over y (packed cases only).
+fn run_then_act(be: &Arc<dyn Backend>, case: &Case, f: Act) -> Result<Vec<u32>, OpError> {
+    let plain = Case { act: None, ..*case };
+    let y = run(be, &plain, pick(case.rows, case.out))?;
+    let yb = be
+        .alloc_from(&y, AllocKind::Other)
+        .map_err(|error| OpError::Backend {
+            op: "upload",
+            error,
+        })?;
+    let cx = Ctx::new(be.as_ref(), None);
+    ops::act(&cx, Tensor::of(&yb)?, f)?;
+    be.synchronize().unwrap();
+    Ok(be.download(yb.ptr(), y.len()).unwrap())
 }

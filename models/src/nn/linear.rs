@@ -2,7 +2,7 @@
 
 use dcc_runtime::backend::DeviceBuffer;
 
-use super::{Ctx, LoadError, Loader, OpError, Tensor, ops};
+use super::{Act, Ctx, LoadError, Loader, OpError, Tensor, ops};
 
 /// A linear layer: weight `[out, in]` (as the state_dict stores it), optional bias `[out]`.
 #[derive(Debug)]
@@ -76,11 +76,25 @@ impl Linear {
 
     /// `y[rows, out] = x[rows, in] · Wᵀ + b` ([`ops::linear`]).
     pub fn forward(&self, cx: &Ctx<'_>, x: Tensor<'_>, y: Tensor<'_>) -> Result<(), OpError> {
-        let b = self
-            .b
+        ops::linear(cx, self.weight()?, self.bias()?, x, y)
+    }
+
+    /// `y = f(x · Wᵀ + b)` in one launch ([`ops::linear_act`]): the bits of [`Linear::forward`]
+    /// followed by `ops::act(y, f)`.
+    pub fn forward_act(
+        &self,
+        cx: &Ctx<'_>,
+        x: Tensor<'_>,
+        y: Tensor<'_>,
+        f: Act,
+    ) -> Result<(), OpError> {
+        ops::linear_act(cx, self.weight()?, self.bias()?, x, y, f)
+    }
+
+    fn bias(&self) -> Result<Option<Tensor<'_>>, OpError> {
+        self.b
             .as_ref()
             .map(|b| Tensor::of(b)?.view(&[self.out_dim]))
-            .transpose()?;
-        ops::linear(cx, self.weight()?, b, x, y)
+            .transpose()
     }
 }

@@ -1,6 +1,6 @@
 //! The two-layer feed-forward block: `fc2(act(fc1(x)))`.
 
-use super::{Act, Ctx, Linear, LoadError, Loader, OpError, Tensor, ops};
+use super::{Act, Ctx, Linear, LoadError, Loader, OpError, Tensor};
 
 #[derive(Debug)]
 pub struct Mlp {
@@ -25,7 +25,8 @@ impl Mlp {
         })
     }
 
-    /// `y = fc2(act(fc1(x)))` over `[rows, dim]` views, `hidden` the `[rows, hidden]` scratch.
+    /// `y = fc2(act(fc1(x)))` over `[rows, dim]` views, `hidden` the `[rows, hidden]` scratch
+    /// (the activation fused into fc1's launch).
     pub fn forward(
         &self,
         cx: &Ctx<'_>,
@@ -33,8 +34,7 @@ impl Mlp {
         hidden: Tensor<'_>,
         y: Tensor<'_>,
     ) -> Result<(), OpError> {
-        self.fc1.forward(cx, x, hidden)?;
-        ops::act(cx, hidden, self.act)?;
+        self.fc1.forward_act(cx, x, hidden, self.act)?;
         self.fc2.forward(cx, hidden, y)
     }
 }

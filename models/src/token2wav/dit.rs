@@ -139,11 +139,9 @@ impl Dit {
         );
         ops::timestep_embedding(cx, freq, t, T_SCALE, MAX_PERIOD)?;
         self.t_mlp0
-            .forward(cx, freq.view(&[1, fd])?, th.view(&[1, hid])?)?;
-        ops::act(cx, th, Act::Silu)?;
+            .forward_act(cx, freq.view(&[1, fd])?, th.view(&[1, hid])?, Act::Silu)?;
         self.t_mlp2
-            .forward(cx, th.view(&[1, hid])?, cond.view(&[1, hid])?)?;
-        ops::act(cx, cond, Act::Silu)?;
+            .forward_act(cx, th.view(&[1, hid])?, cond.view(&[1, hid])?, Act::Silu)?;
         let n_mods = depth * MODS + 2;
         self.ada_all
             .forward(cx, cond.view(&[1, hid])?, v(&w.mods, &[1, n_mods * hid])?)?;

@@ -4,7 +4,7 @@
 use dcc_kernels::Arg;
 use dcc_kernels::gemm::{self, Variant};
 
-use super::{Ctx, OpError, Tensor, dims, disjoint, int, matrix, operand, packed, ptr};
+use super::{Act, Ctx, OpError, Tensor, dims, disjoint, int, matrix, operand, packed, ptr};
 
 /// `y[rows, out] = x[rows, in] · Wᵀ (+ b)`: `w` packed `[out, in]` (a `torch.nn.Linear`
 /// weight), `b` packed `[out]` added in the kernel's epilogue (as `addmm`, no separate
@@ -22,13 +22,31 @@ pub fn linear(
     x: Tensor<'_>,
     y: Tensor<'_>,
 ) -> Result<(), OpError> {
-    let (rows, out) = (y.dims().first().copied(), w.dims().first().copied());
-    let v = gemm::pick(rows.unwrap_or(0), out.unwrap_or(0));
-    linear_with(cx, v, w, b, x, y)
+    linear_with(cx, picked(&w, &y), w, b, x, y, None)
 }
 
-/// [`linear`] with the kernel variant chosen by the caller (benchmarks and the variant tests;
-/// the result is the same bits for every variant).
+/// [`linear`] then the activation `f` of every output, in one launch (the kernel's epilogue):
+/// the same bits as [`linear`] followed by [`super::act`] over `y`, one launch fewer.
+pub fn linear_act(
+    cx: &Ctx<'_>,
+    w: Tensor<'_>,
+    b: Option<Tensor<'_>>,
+    x: Tensor<'_>,
+    y: Tensor<'_>,
+    f: Act,
+) -> Result<(), OpError> {
+    linear_with(cx, picked(&w, &y), w, b, x, y, Some(f))
+}
+
+/// The variant [`gemm::pick`] chooses for `y`'s rows and `w`'s outputs (views not yet checked:
+/// a malformed one is refused by [`linear_with`]).
+fn picked(w: &Tensor<'_>, y: &Tensor<'_>) -> &'static Variant {
+    let (rows, out) = (y.dims().first().copied(), w.dims().first().copied());
+    gemm::pick(rows.unwrap_or(0), out.unwrap_or(0))
+}
+
+/// [`linear`] (`f = None`) or [`linear_act`] with the kernel variant chosen by the caller
+/// (benchmarks and the variant tests; the result is the same bits for every variant).
 pub fn linear_with(
     cx: &Ctx<'_>,
     v: &'static Variant,
@@ -36,6 +54,7 @@ pub fn linear_with(
     b: Option<Tensor<'_>>,
     x: Tensor<'_>,
     y: Tensor<'_>,
+    f: Option<Act>,
 ) -> Result<(), OpError> {
     let op = "linear";
     packed(op, "w", &w)?;
@@ -77,6 +96,7 @@ pub fn linear_with(
     if rows == 0 || o == 0 {
         return Ok(());
     }
+    let (act, alpha) = f.map_or((gemm::NO_ACT, 0.0), Act::code);
     let launch = v
         .dims(rows, o)
         .ok_or_else(|| OpError::arg(op, "y", format!("{rows} × {o} outputs exceed a grid")))?;
@@ -90,6 +110,8 @@ pub fn linear_with(
         // backends require of every pointer argument).
         b.as_ref().map_or_else(|| ptr(&w), ptr),
         Arg::I32(b.is_some().into()),
+        Arg::I32(act),
+        Arg::F32(alpha),
         int(rows),
         int(i),
         int(o),

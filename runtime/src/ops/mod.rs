@@ -38,7 +38,7 @@ pub use conv::{conv_im2col, layer_norm_act_im2col};
 pub use copy::{copy, copy_batched, embedding, memset, repeat_rows, transpose};
 pub use elementwise::{Act, act, add, cfg_euler, timestep_embedding};
 pub use error::OpError;
-pub use linear::{linear, linear_with};
+pub use linear::{linear, linear_act, linear_with};
 pub use norm::{gated_norm_modulate, l2_normalize, layer_norm, layer_norm_modulate};
 pub use profile::{ProfileRow, Profiler};
 pub use tensor::{Elem, MAX_RANK, RawTensor, Tensor};

@@ -155,6 +155,7 @@ impl Operands {
             Some(t(&self.b, &[o])?),
             t(&self.x, &[rows, i])?,
             t(&self.y, &[rows, o])?,
+            None,
         )?;
         Ok(())
     }
