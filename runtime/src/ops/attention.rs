@@ -30,16 +30,22 @@ fn frames(op: &'static str, t0: usize, t: usize, cap: usize) -> Result<(), OpErr
     Ok(())
 }
 
-/// Launch shape of the attention kernels, or why there is none.
+/// Launch shape of the attention kernels (`resident`: SDPA's, which may hold every key frame in
+/// shared memory), or why there is none.
 fn launch_dims(
     op: &'static str,
     outer: usize,
     tq: usize,
     tk: usize,
     d: usize,
+    resident: bool,
 ) -> Result<dcc_kernels::LaunchDims, OpError> {
-    k::attention::attention_dims(outer, tq, tk, d)
-        .map_err(|e| OpError::arg(op, "tk", e.to_string()))
+    if resident {
+        k::attention::sdpa_dims(outer, tq, tk, d)
+    } else {
+        k::attention::attention_dims(outer, tq, tk, d)
+    }
+    .map_err(|e| OpError::arg(op, "tk", e.to_string()))
 }
 
 /// Writes `t` new key/value rows into frames `t0..t0 + t` of `cache` (`KV_PACK`, one thread per
@@ -192,7 +198,7 @@ pub fn attention(
             operand("kv", &kv, false),
         ],
     )?;
-    let dims = launch_dims(op, b * h, tq, tk, d)?;
+    let dims = launch_dims(op, b * h, tq, tk, d, true)?;
     let args = [
         ptr(&out),
         ptr(&q),
@@ -264,7 +270,7 @@ pub fn rel_pos_attention(
             operand("pos", &pos, false),
         ],
     )?;
-    let dims = launch_dims(op, h, tq, tk, d)?;
+    let dims = launch_dims(op, h, tq, tk, d, false)?;
     let args = [
         ptr(&out),
         ptr(&q),
