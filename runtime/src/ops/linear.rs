@@ -2,7 +2,7 @@
 
 use crate::backend::Gemm;
 
-use super::{Ctx, OpError, Tensor, dims, disjoint, matrix, operand, packed};
+use super::{Ctx, OpError, Tensor, Work, dims, disjoint, matrix, operand, packed};
 
 /// `y[rows, out] = x[rows, in] · Wᵀ (+ b)`: `w` packed `[out, in]` (a `torch.nn.Linear`
 /// weight), `b` packed `[out]` added in the GEMM's epilogue (as `addmm`, no separate broadcast),
@@ -65,6 +65,7 @@ pub fn linear(
         stride_c: 0,
         batch: 1,
     };
+    cx.work(Work::f32(2 * rows * i * o, rows * i + o * i + rows * o + o));
     cx.mark(
         op,
         if o > 16 * i || rows == 1 {

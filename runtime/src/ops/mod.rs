@@ -41,7 +41,7 @@ pub use elementwise::{Act, act, add, cfg_euler, timestep_embedding};
 pub use error::OpError;
 pub use linear::linear;
 pub use norm::{gated_norm_modulate, l2_normalize, layer_norm, layer_norm_modulate};
-pub use profile::{ProfileRow, Profiler};
+pub use profile::{ProfileRow, Profiler, Work};
 pub use tensor::{Elem, MAX_RANK, RawTensor, Tensor};
 
 use dcc_kernels::{Arg, KernelDef, LaunchDims};
@@ -70,6 +70,14 @@ impl<'a> Ctx<'a> {
     /// The profiler that marks this context's ops (`None`: unprofiled).
     pub fn profiler(&self) -> Option<&'a Profiler> {
         self.prof
+    }
+
+    /// Declares the [`Work`] of the op this context queues next (kept only while a profile is
+    /// open; the op's marker takes it).
+    pub fn work(&self, w: Work) {
+        if let Some(p) = self.prof {
+            p.declare(w);
+        }
     }
 
     /// Records a profile marker for `category` (when a profile is open).

@@ -29,6 +29,7 @@ mod contract;
 mod error;
 mod inputs;
 mod report;
+mod roofline;
 #[cfg(test)]
 mod tests;
 
@@ -338,19 +339,8 @@ fn profile(s: &Setup) -> Res<()> {
         be.device_name(),
         launches,
     );
-    eprintln!(
-        "{:<36} {:>8} {:>10} {:>9} {:>7}",
-        "category", "launches", "total µs", "µs/launch", "share"
-    );
-    for r in &rows {
-        eprintln!(
-            "{:<36} {:>8} {:>10.1} {:>9.2} {:>6.1}%",
-            r.category,
-            r.launches,
-            r.ms * 1e3,
-            r.ms * 1e3 / r.launches as f64,
-            100.0 * r.ms / total
-        );
+    for line in roofline::table(&rows, be.device_name()) {
+        eprintln!("{line}");
     }
     Ok(())
 }
