@@ -144,3 +144,38 @@ def sha256_f32(tensors):
 def metadata(**values):
     """Safetensors metadata: every value a string (JSON for anything that is not one)."""
     return {k: v if isinstance(v, str) else json.dumps(v, sort_keys=True) for k, v in values.items()}
+
+
+_DTYPES = {torch.float32: 'F32', torch.float64: 'F64', torch.float16: 'F16', torch.bfloat16: 'BF16',
+           torch.int64: 'I64', torch.int32: 'I32', torch.int16: 'I16', torch.int8: 'I8',
+           torch.uint8: 'U8', torch.bool: 'BOOL'}
+
+
+def save_safetensors(path, tensors, meta):
+    """Writes a safetensors file byte for byte reproducibly (the `safetensors` package orders the
+    metadata by hash, so two runs of the same script would differ): tensors in name order, header
+    keys sorted, the header padded with spaces to a multiple of 8, written to a temp file in the
+    same folder and renamed over `path`, mode 0644."""
+    path = Path(path)
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        t = tensors[name].detach().cpu().contiguous()
+        if t.dtype not in _DTYPES:
+            raise SystemExit(f'{name}: dtype {t.dtype} has no safetensors name here')
+        data = t.view(torch.uint8).numpy().tobytes() if t.numel() else b''
+        header[name] = {'dtype': _DTYPES[t.dtype], 'shape': list(t.shape),
+                        'data_offsets': [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    if meta:
+        header['__metadata__'] = dict(sorted(meta.items()))
+    text = json.dumps(header, sort_keys=True, separators=(',', ':')).encode()
+    text += b' ' * (-len(text) % 8)
+    tmp = path.with_name(f'.{path.name}.tmp')
+    with open(tmp, 'wb') as f:
+        f.write(len(text).to_bytes(8, 'little'))
+        f.write(text)
+        for blob in blobs:
+            f.write(blob)
+    tmp.chmod(0o644)
+    tmp.replace(path)

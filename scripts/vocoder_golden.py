@@ -30,8 +30,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from dcc_vendor import (COSYVOICE3_YAML_SEED, NOISE_TABLE_COLUMNS, NOISE_TABLE_PERIOD,  # noqa: E402
-                        import_vendor, fold_state_dict, metadata, sha256_f32, vendor_method,
+from dcc_vendor import (NOISE_TABLE_COLUMNS, NOISE_TABLE_PERIOD, import_vendor,  # noqa: E402
+                        fold_state_dict, metadata, save_safetensors, sha256_f32, vendor_method,
                         vendor_statements)
 
 # The streaming vocoder of MiniCPM-o 4.5 / Step-Audio2 is CosyVoice3's causal HiFT: the vendor
@@ -221,6 +221,54 @@ class Trace:
         bv._source, bv._process, bv.model.decode = traced_source, traced_process, traced_decode
 
 
+def config_of(model):
+    """The constructor values of a vendor CausalHiFTGenerator, read off the module."""
+    f0 = model.f0_predictor
+    return dict(
+        in_channels=model.conv_pre.in_channels, base_channels=model.conv_pre.out_channels,
+        nb_harmonics=model.nb_harmonics, sampling_rate=model.sampling_rate,
+        nsf_alpha=model.m_source.l_sin_gen.sine_amp, nsf_sigma=model.m_source.l_sin_gen.noise_std,
+        nsf_voiced_threshold=model.m_source.l_sin_gen.voiced_threshold,
+        upsample_rates=list(model.upsample_rates),
+        upsample_kernel_sizes=[u.kernel_size[0] for u in model.ups],
+        istft_params=dict(model.istft_params),
+        resblock_kernel_sizes=[r.convs1[0].kernel_size[0] for r in model.resblocks[:model.num_kernels]],
+        resblock_dilation_sizes=[[c.dilation[0] for c in r.convs1]
+                                 for r in model.resblocks[:model.num_kernels]],
+        source_resblock_kernel_sizes=[r.convs1[0].kernel_size[0] for r in model.source_resblocks],
+        source_resblock_dilation_sizes=[[c.dilation[0] for c in r.convs1]
+                                        for r in model.source_resblocks],
+        lrelu_slope=model.lrelu_slope, audio_limit=model.audio_limit,
+        conv_pre_look_right=model.conv_pre_look_right, f0_num_class=f0.num_class,
+        f0_in_channels=f0.condnet[0].in_channels, f0_cond_channels=f0.condnet[0].out_channels)
+
+
+def vocoder_file(model, bv, table, noise_origin):
+    """Tensors and metadata of a `vocoder.safetensors`: the vendor's state_dict after
+    BoundedVocoder made the F0 predictor float64 (bounded_vocoder.py:343), weight norm folded as
+    the parametrization computes it on every forward (float64 for the F0 predictor, float32
+    elsewhere), plus `noise_table` (the first rows of SineGen2's table)."""
+    from stepaudio2.causal_vocoder.bounded_vocoder import context_sizes
+    if table.dim() != 3 or table.shape[0] != 1 or table.shape[2] != NOISE_TABLE_COLUMNS \
+            or not 0 < table.shape[1] <= NOISE_TABLE_PERIOD or table.dtype != torch.float32:
+        raise SystemExit(f'noise table: expected f32 [1, rows <= {NOISE_TABLE_PERIOD}, '
+                         f'{NOISE_TABLE_COLUMNS}], got {table.dtype} {list(table.shape)}')
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    weights = fold_state_dict(state, f64_prefixes=('f0_predictor.',))
+    weights['noise_table'] = table.detach().cpu().contiguous().clone()
+    cfg = dict(config_of(model), hop_samples=HOP, block_frames=bv.block_frames,
+               context_sizes=list(context_sizes(model)), limits=bv.limits,
+               delay_frames=bv.delay, source_cache_len=bv.delay * HOP)
+    meta = metadata(format='dcc-vocoder-1', config=cfg,
+                    weight_norm='folded: <m>.weight = g * v / ||v|| (torch._weight_norm, dim 0)',
+                    f0_predictor_dtype='float64', noise_table_period=NOISE_TABLE_PERIOD,
+                    noise_table_rows=table.shape[1],
+                    noise_table_origin=noise_origin + '; the vendor reads row p % '
+                    'noise_table_period for sample position p; rows past noise_table_rows are '
+                    'not in this file')
+    return weights, meta
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split('\n\n')[0])
     ap.add_argument('--vendor', required=True, help='folder containing stepaudio2/')
@@ -250,8 +298,10 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
 
     vendor_pkg = import_vendor(args.vendor)
-    from stepaudio2.causal_vocoder.bounded_vocoder import BoundedVocoder, context_sizes
+    from stepaudio2.causal_vocoder.bounded_vocoder import BoundedVocoder
     model = build(args.vendor, cfg, args.seed)
+    if config_of(model) != cfg:
+        raise SystemExit(f'the vendor model does not carry the config: {config_of(model)}')
     reinit(model, args.seed + 1)
     # load_causal_vocoder's last step (token2wav.py:79).
     model = model.float().to(device).eval()
@@ -305,30 +355,16 @@ def main():
     if rows < min(max_row, NOISE_TABLE_PERIOD):
         raise SystemExit(f'--noise-rows {rows} is shorter than the {max_row} rows the stream reads')
 
-    # Weights: the vendor's state_dict after BoundedVocoder made the F0 predictor float64
-    # (bounded_vocoder.py:343), weight norm folded the way the parametrization computes it on each
-    # forward (float64 for the F0 predictor, float32 elsewhere).
-    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
-    weights = fold_state_dict(state, f64_prefixes=('f0_predictor.',))
-    weights['noise_table'] = table[:, :rows].contiguous().clone()
+    origin = ('SineGen2.sine_waves as constructed: torch.rand(1, 7200000, 9) from the global '
+              f'generator seeded {args.seed} just before the F0 predictor and the generator were '
+              'built')
+    weights, meta = vocoder_file(model, bv, table[:, :rows], origin)
     f0_frames = sorted(trace.f0)
     assert f0_frames == list(range(frames)), 'F0 was not generated once per frame'
     f0 = torch.tensor([trace.f0[k] for k in f0_frames], dtype=torch.float32)
     voiced = float((f0 > cfg['nsf_voiced_threshold']).float().mean())
     limits = bv.limits
-    cfg_meta = dict(cfg, sampling_rate=cfg['sampling_rate'], hop_samples=HOP,
-                    block_frames=bv.block_frames, context_sizes=list(context_sizes(model)),
-                    limits=limits, delay_frames=shim.vocoder_delay_frames,
-                    source_cache_len=shim.source_cache_len)
-    from safetensors.torch import save_file
-    save_file(weights, str(out / 'vocoder.safetensors'), metadata=metadata(
-        format='dcc-vocoder-1', config=cfg_meta, weight_norm='folded: <m>.weight = g * v / ||v||',
-        f0_predictor_dtype='float64', seed=args.seed, noise_table_period=NOISE_TABLE_PERIOD,
-        noise_table_rows=rows,
-        noise_table='SineGen2.sine_waves as constructed: torch.rand(1, 7200000, 9) from the '
-                    f'global generator seeded {args.seed} before the f0 predictor and generator '
-                    'were built; rows truncated to noise_table_rows; the vendor reads row '
-                    'p % noise_table_period for sample position p'))
+    save_safetensors(out / 'vocoder.safetensors', weights, dict(meta, seed=str(args.seed)))
     golden = {'mel': mel.contiguous(), 'f0': f0}
     for i, (p, ph) in enumerate(zip(pcm, phases)):
         golden[f'pcm.{i}'] = p
@@ -336,7 +372,7 @@ def main():
     sha = sha256_f32(pcm)
     summary = [dict(index=c['index'], mel_frames=c['mel_frames'], last_chunk=c['last_chunk'],
                     samples=c['samples']) for c in chunks]
-    save_file(golden, str(out / 'vocoder_golden.safetensors'), metadata=metadata(
+    save_safetensors(out / 'vocoder_golden.safetensors', golden, metadata(
         format='dcc-vocoder-golden-1', chunks=summary, total_samples=total, pcm_sha256=sha,
         mel_layout='[1, 80, frames] (the vendor layout: [batch, mel bins, time])',
         frames=frames, final=final, device=str(device), torch=torch.__version__,
