@@ -162,8 +162,10 @@ fn token2wav_adapter_reads_back_layout_and_catalog() {
     );
     assert!(cache.aliased);
     assert_eq!(flow[1].scalars, &[352]);
-    // First chunk (empty histories) and every later one (39 mel frames, 17,280 source samples).
-    let voc = Token2WavAdapter::catalog_of("vocoder").unwrap();
+    assert!(Token2WavAdapter::catalog_of("vocoder").unwrap().is_empty());
+    // The contract's vocoder catalog (bound eager here): the first chunk (empty histories) and
+    // every later one (39 mel frames, 17,280 source samples).
+    let voc = &contracts::token2wav::VOCODER_CATALOG;
     assert_eq!(voc.len(), 2);
     assert_eq!(voc[1].scalars, &[39, 17_280]);
     assert_eq!(

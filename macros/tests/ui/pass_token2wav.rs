@@ -44,5 +44,5 @@ fn main() {
     );
     assert_eq!(Adapter::region_of("carry").unwrap().attended, 402);
     assert_eq!(Adapter::catalog_of("flow").unwrap().len(), 3);
-    assert_eq!(Adapter::catalog_of("vocoder").unwrap().len(), 2);
+    assert!(Adapter::catalog_of("vocoder").unwrap().is_empty());
 }
