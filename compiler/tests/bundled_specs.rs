@@ -112,7 +112,7 @@ fn token2wav_table2_and_catalog() {
     let ws = duplex.region("solver_workspace").unwrap();
     assert_eq!(ws.envelope_axes[0].value, 5);
     assert_eq!(ws.rho().unwrap().rounded1(), 7.0);
-    assert_eq!(c.spec.constants.len(), 3);
+    assert_eq!(c.spec.constants.len(), 4);
 }
 
 #[test]
@@ -589,5 +589,87 @@ fn new_specs_table3_style_verdicts() {
         );
         assert!(!x.reason.is_empty());
         assert!(c.operating_points.is_empty(), "{name}");
+    }
+}
+
+/// The streaming vocoder's contract (BoundedVocoder of minicpmo-utils 1.0.7): its bounded
+/// histories, the float64 phase, the counters and the noise table, and the catalog derived by
+/// hand in the spec's comments — 2 chunk classes (empty histories, then full ones) of the 2 × 2
+/// tuples eq. 7 bounds. The tiny specs declare the same vocoder (its streaming arithmetic does
+/// not depend on the channel counts).
+#[test]
+fn token2wav_vocoder_contract() {
+    use dcc_compiler::ir::DType;
+    // The tiny specs keep the rows of the vendor's table the golden stream reads (+ one frame).
+    for (name, rows) in [
+        ("token2wav", 7_200_000),
+        ("token2wav_tiny", 48_480),
+        ("token2wav_tiny_vendor", 48_480),
+    ] {
+        let c = spec(name);
+        let d = &c.derived;
+        assert_eq!(d.quantity("noise_rows"), Some(rows), "{name}");
+        for (q, v) in [
+            ("voc_block", 16),
+            ("voc_blocks", 4),
+            ("voc_delay", 8),
+            ("voc_history", 31),
+            ("voc_mel_keep", 39),
+            ("voc_source_keep", 36),
+        ] {
+            assert_eq!(d.quantity(q), Some(v), "{name}: {q}");
+        }
+        for (region, dtype, catalog, bytes) in [
+            ("voc_mel", DType::F32, vec![0, 39], 39 * 80 * 4),
+            ("voc_source", DType::F32, vec![0, 17_280], 17_280 * 4),
+            ("voc_phase", DType::F64, vec![1], 9 * 8),
+            ("voc_offsets", DType::I64, vec![1], 5 * 8),
+        ] {
+            let r = d.region(region).unwrap();
+            assert_eq!(
+                (r.dtype, &r.catalog, r.live_bytes),
+                (dtype, &catalog, bytes),
+                "{name}: {region}"
+            );
+            assert!(
+                d.arena.slot(region).is_some(),
+                "{name}: {region} in the arena"
+            );
+        }
+        let voc = d.callable("vocoder").unwrap();
+        assert_eq!(voc.catalog_width, 4, "{name}");
+        assert_eq!((voc.reachable, voc.classes), (Some(2), Some(2)), "{name}");
+        assert_eq!(voc.lockstep.len(), 1);
+        assert_eq!(voc.lockstep[0].regions, ["voc_mel", "voc_source"]);
+        assert_eq!(voc.lockstep[0].base, "token");
+        assert_eq!(voc.verdict, Verdict::Captured);
+        assert_eq!(voc.flush_classes.as_ref().map(|f| f.value), Some(50));
+        let ext: Vec<Vec<(&str, u64)>> = voc
+            .reserve_chunk
+            .classes
+            .iter()
+            .map(|k| k.extents.iter().map(|(n, v)| (n.as_str(), *v)).collect())
+            .collect();
+        assert_eq!(
+            ext,
+            [
+                [("voc_mel", 0), ("voc_source", 0)],
+                [("voc_mel", 39), ("voc_source", 17_280)]
+            ],
+            "{name}"
+        );
+        let flush = d.callable("vocoder_flush").unwrap();
+        assert_eq!(
+            (flush.reachable, flush.classes),
+            (Some(2), Some(2)),
+            "{name}"
+        );
+        assert_eq!(flush.flush_classes.as_ref().map(|f| f.value), Some(8));
+        let noise = c
+            .spec
+            .constants
+            .iter()
+            .find(|k| k.name.value == "noise_table");
+        assert_eq!(noise.map(|k| k.dtype.value), Some(DType::F32), "{name}");
     }
 }
