@@ -69,6 +69,7 @@ pub mod abi;
 pub mod act;
 pub mod attention;
 pub mod carry;
+pub mod conv;
 pub mod copy;
 pub mod elementwise;
 pub mod embed;
@@ -76,6 +77,7 @@ pub mod math;
 pub mod norm;
 pub mod philox;
 pub mod rng;
+pub mod signal;
 pub mod synthetic;
 mod twin;
 
@@ -165,6 +167,8 @@ pub static MODULES: &[&[&KernelDef]] = &[
     embed::KERNELS,
     carry::KERNELS,
     rng::KERNELS,
+    conv::KERNELS,
+    signal::KERNELS,
     synthetic::KERNELS,
 ];
 
