@@ -33,17 +33,19 @@ kdef!(
     "conv",
     "conv1d",
     [
-        Ptr, Ptr, Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64
+        Ptr, Ptr, Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64,
+        I64
     ],
     host_conv1d_f32,
-    "`(y, x, w, bias, res, c_in, t_in, sxc, sxt, c_out, t_out, ldy, ldr, k, stride, dil, pad, up)` in float: see [`conv1d`]; `res` may be null, or `y` itself with `ldr = ldy` (in place)."
+    "`(y, x, w, bias, res, c_in, t_in, sxc, sxt, c_out, t_out, ldy, ldr, k, stride, dil, pad, up, use_res)` in float: see [`conv1d`]; `res` is read only when `use_res` is nonzero, and may be `y` itself with `ldr = ldy` (in place)."
 );
 kdef!(
     CONV1D_F64,
     "conv",
     "conv1d_f64",
     [
-        Ptr, Ptr, Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64
+        Ptr, Ptr, Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64,
+        I64
     ],
     host_conv1d_f64,
     "[`CONV1D`] in double."
@@ -218,7 +220,7 @@ unsafe fn host_conv1d<T: Real>(a: &[Arg]) -> Result<(), KernelError> {
         let x = rd_as::<T>(a.ptr(1)?, g.x_span())?;
         let w = rd_as::<T>(a.ptr(2)?, g.w_len())?;
         let b = rd_as::<T>(a.ptr(3)?, g.c_out)?;
-        let res = if pr.is_null() {
+        let res = if a.i64(18)? == 0 {
             Residual::None
         } else if pr == py {
             if g.ldr != g.ldy {
