@@ -3,8 +3,11 @@
 //! `scripts/vocoder_golden.py`): the same mel in the same calls (50, 50, then an empty final
 //! flush) must give every call's sample count exactly and its PCM within relative L2 1e-5 on
 //! the Host backend, 1e-4 on CUDA (which skips without a GPU; `DCC_REQUIRE_GPU=1` makes a
-//! missing GPU a failure). Also the bad-input errors: wrong mel width, use after the final
-//! chunk, a missing tensor, a noise table of the wrong shape.
+//! missing GPU a failure).
+//!
+//! `DCC_VOCODER_GOLDEN=<folder>` runs the same checks on another export of the script (its
+//! `vocoder.safetensors` and `vocoder_golden.safetensors`): the full configuration exported on
+//! the GPU machine (`--config full --device cuda`), or other chunkings (`--final last`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -13,9 +16,12 @@ use dcc_models::vocoder::{CausalHift, StreamingVocoder, VocoderWeights};
 use dcc_runtime::backend::{self, Backend};
 use safetensors::SafeTensors;
 
-/// The tiny golden model's folder.
+/// The golden folder: `DCC_VOCODER_GOLDEN`, else the tiny test data.
 fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/token2wav_tiny")
+    match std::env::var_os("DCC_VOCODER_GOLDEN") {
+        Some(d) => PathBuf::from(d),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("testdata/token2wav_tiny"),
+    }
 }
 
 /// An F32 tensor's values.
