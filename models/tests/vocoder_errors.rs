@@ -77,17 +77,19 @@ fn a_noise_table_of_the_wrong_shape_is_named_with_both_shapes() {
             same(n, d, s, b)
         }
     });
-    match load(&bytes).unwrap_err() {
-        VocoderError::Shape {
-            name,
-            expected,
-            found,
-            ..
+    let e = load(&bytes).unwrap_err();
+    match &e {
+        VocoderError::NoiseTable {
+            harmonics, found, ..
         } => {
-            assert_eq!(name, "noise_table");
-            assert_eq!(expected[2], 9);
-            assert_eq!(found[2], 8);
-            assert_eq!(expected[1], found[1]);
+            assert_eq!(*harmonics, 9);
+            assert_eq!((found.len(), found[0], found[2]), (3, 1, 8));
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "edited.safetensors: vocoder tensor `noise_table`: expected shape [1, rows > 0, 9], found {found:?}"
+                )
+            );
         }
         e => panic!("{e}"),
     }

@@ -14,7 +14,7 @@ use super::{Ctx, LoadError, OpError, Tensor, ops};
 /// `⌊(k·d − d) / 2⌋ · 2 + (k + 1) mod 2` (`k − 1` times `d` for odd `k`, `k − 1` for even `k`
 /// at `d = 1`).
 pub fn causal_padding(k: usize, d: usize) -> usize {
-    (k * d - d) / 2 * 2 + (k + 1) % 2
+    (k * d).saturating_sub(d) / 2 * 2 + (k + 1) % 2
 }
 
 /// A 1-D convolution with bias whose geometry (padding, dilation, stride, upsampling) the caller

@@ -277,6 +277,23 @@ impl VocoderConfig {
                 ),
             ));
         }
+        let kernels_ok = self.stages.iter().all(|s| {
+            s.rate >= 1
+                && s.kernel >= 2
+                && s.down_kernel >= 1
+                && s.down_stride >= 1
+                && s.source_kernel >= 1
+        }) && self.resblock_kernels.iter().all(|&k| k >= 1)
+            && self.post_kernel >= 1
+            && self.f0_kernels.iter().all(|&k| k >= 1)
+            && !self.stages.is_empty();
+        if !kernels_ok {
+            return Err(unsupported(
+                "kernels and rates",
+                "upsampling kernels of at least 2 and positive rates and kernels elsewhere",
+                format!("{:?}", self.stages),
+            ));
+        }
         if self.block_frames == 0 || self.noise_period == 0 {
             return Err(unsupported(
                 "block_frames and noise_table_period",
@@ -305,13 +322,17 @@ impl VocoderConfig {
     /// arithmetic over the common denominator `hop` (every fraction there has a denominator
     /// dividing it).
     pub fn limits(&self) -> Limits {
-        let hop = self.hop() as u64;
-        let rate = self.rate() as u64;
-        let f0_left: usize = self.f0_kernels[1..]
+        // saturating and zero-guarded throughout: a configuration built by hand may hold zeros
+        // (`from_weights` refuses those), and this must not panic on it
+        let hop = (self.hop() as u64).max(1);
+        let rate = (self.rate() as u64).max(1);
+        let f0_left: usize = self
+            .f0_kernels
             .iter()
+            .skip(1)
             .map(|&k| causal_padding(k, 1))
             .sum();
-        let f0_right = causal_padding(self.f0_kernels[0], 1);
+        let f0_right = self.f0_kernels.first().map_or(0, |&k| causal_padding(k, 1));
         let residual = |k: usize, dils: &[usize]| -> u64 {
             dils.iter()
                 .map(|&d| (causal_padding(k, d) + causal_padding(k, 1)) as u64)
@@ -319,18 +340,20 @@ impl VocoderConfig {
         };
         // numerators over `hop`
         let transform = self.n_fft as u64;
+        let res = self
+            .resblock_kernels
+            .iter()
+            .zip(&self.resblock_dilations)
+            .map(|(&k, d)| residual(k, d))
+            .max()
+            .unwrap_or(0);
         let (mut history, mut scale) = (0u64, 1u64);
         for s in &self.stages {
-            scale *= s.rate as u64;
-            history += (s.kernel as u64 - 1) * (hop / scale);
+            scale *= s.rate.max(1) as u64;
+            history += (s.kernel as u64).saturating_sub(1) * (hop / scale);
             let source = transform
-                + (s.down_kernel as u64 - 1) * (hop / rate)
+                + (s.down_kernel as u64).saturating_sub(1) * (hop / rate)
                 + residual(s.source_kernel, &s.source_dilations) * (hop / scale);
-            let nk = self.resblock_kernels.len();
-            let res = (0..nk)
-                .map(|j| residual(self.resblock_kernels[j], &self.resblock_dilations[j]))
-                .max()
-                .unwrap_or(0);
             history = history.max(source) + res * (hop / scale);
         }
         history += (causal_padding(self.post_kernel, 1) as u64 + 1) * (hop / rate) + transform;

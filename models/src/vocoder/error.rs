@@ -28,6 +28,15 @@ pub enum VocoderError {
         expected: String,
         found: String,
     },
+    /// The noise table is not `[1, rows, harmonics]` with at least one row.
+    #[error(
+        "{file}: vocoder tensor `noise_table`: expected shape [1, rows > 0, {harmonics}], found {found:?}"
+    )]
+    NoiseTable {
+        file: String,
+        harmonics: usize,
+        found: Vec<usize>,
+    },
     /// The file's metadata lacks a configuration value or holds a malformed one.
     #[error("{file}: vocoder configuration `{key}`: {detail}")]
     Config {

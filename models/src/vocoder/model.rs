@@ -171,10 +171,9 @@ impl CausalHift {
         let noise_rows = match shape[..] {
             [1, rows, hh] if hh == h && rows > 0 => rows,
             _ => {
-                return Err(VocoderError::Shape {
+                return Err(VocoderError::NoiseTable {
                     file: w.file().into(),
-                    name: "noise_table".into(),
-                    expected: vec![1, shape.get(1).copied().unwrap_or(0).max(1), h],
+                    harmonics: h,
                     found: shape,
                 });
             }
