@@ -23,6 +23,7 @@
 mod attention;
 pub mod carry;
 mod conv;
+mod conv1d;
 mod copy;
 mod elementwise;
 mod error;
@@ -30,18 +31,24 @@ pub mod host;
 mod linear;
 mod norm;
 mod profile;
+mod signal;
 mod tensor;
 #[cfg(test)]
 mod tests;
 
 pub use attention::{attention, kv_pack, qk_norm_pack, rel_pos_attention};
 pub use conv::{conv_im2col, layer_norm_act_im2col};
+pub use conv1d::{ConvElem, ConvGeom, Residual, conv1d};
 pub use copy::{copy, copy_batched, embedding, memset, repeat_rows, transpose};
 pub use elementwise::{Act, act, add, cfg_euler, timestep_embedding};
 pub use error::OpError;
 pub use linear::linear;
 pub use norm::{gated_norm_modulate, l2_normalize, layer_norm, layer_norm_modulate};
 pub use profile::{ProfileRow, Profiler, Work};
+pub use signal::{
+    SourceArgs, abs_narrow, div, elu_f64, harmonic_phase, harmonic_source, istft, polar, snake,
+    stft, widen,
+};
 pub use tensor::{Elem, MAX_RANK, RawTensor, Tensor};
 
 use dcc_kernels::{Arg, KernelDef, LaunchDims};

@@ -2,12 +2,13 @@
 //! attention, copy, embed) at the tiny model's sizes and the full model's, each buffer sized from
 //! the same shape parameters it passes as the kernel's counts and strides.
 
-use dcc_runtime::kernels::{act, attention, copy, elementwise, embed, norm};
+use dcc_runtime::kernels::{act, attention, conv, copy, elementwise, embed, norm, signal};
 use dcc_runtime::{KernelDef, LaunchDims};
 
 use super::common::data;
 
 mod shapes;
+mod vocoder;
 
 pub use shapes::{attention, attention_resident, layer_norm, layer_norm_modulate, rel_pos};
 use shapes::{kv_pack, l2};
@@ -21,6 +22,8 @@ pub fn model_kernels() -> Vec<&'static KernelDef> {
         attention::KERNELS,
         copy::KERNELS,
         embed::KERNELS,
+        conv::KERNELS,
+        signal::KERNELS,
     ]
     .concat()
 }
@@ -451,5 +454,6 @@ pub fn cases() -> Vec<Case> {
             A::I(1024),
         ],
     ));
+    c.extend(vocoder::cases());
     c
 }
