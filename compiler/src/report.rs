@@ -328,7 +328,7 @@ fn point(d: &Derived, full: bool) -> String {
             c.granularity.name().into(),
             c.effects.name().into(),
             list(&c.attended_extents, 6),
-            c.catalog_width.to_string(),
+            c.catalog_width_text(),
             c.classes
                 .map(|n| n.to_string())
                 .unwrap_or_else(|| "unbounded".into()),
@@ -534,7 +534,7 @@ fn classes_text(c: &DerivedCallable) -> String {
     let Some(n) = c.classes else {
         return format!(
             "classes unbounded (Q_o traffic-dependent; ∏K_r {}, {} reachable extent tuple{})",
-            c.catalog_width,
+            c.catalog_width_text(),
             c.reachable
                 .map(|n| n.to_string())
                 .unwrap_or_else(|| "more than 2^64".into()),
@@ -544,13 +544,14 @@ fn classes_text(c: &DerivedCallable) -> String {
     if c.classes == c.classes_bound {
         return format!(
             "classes {n} (= |Q_o| {} × ∏K_r {})",
-            c.configs, c.catalog_width
+            c.configs,
+            c.catalog_width_text()
         );
     }
     format!(
         "classes {n} (≤ |Q_o| {} × ∏K_r {}: {})",
         c.configs,
-        c.catalog_width,
+        c.catalog_width_text(),
         crate::derive::lockstep_text(&c.lockstep)
     )
 }
@@ -677,6 +678,8 @@ fn callables_json(d: &Derived) -> Vec<Value> {
                 "region_widths": c.region_widths.iter().map(|w| json!({"region": w.region, "width": w.width, "pinned": w.pinned})).collect::<Vec<_>>(),
                 "catalog_width": c.catalog_width,
                 "configs": c.configs,
+                "phases": c.phases,
+                "specialized_steps": c.specialized_steps,
                 "reachable": c.reachable,
                 "lockstep": c.lockstep.iter().map(|g| json!({"regions": g.regions, "clock": g.base, "reachable": g.count})).collect::<Vec<_>>(),
                 "classes": c.classes,

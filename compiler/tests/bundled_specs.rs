@@ -33,7 +33,7 @@ fn token2wav_table2_and_catalog() {
     assert_eq!(rhos, vec![8.9, 17.9]);
     let flow = d.callable("flow").unwrap();
     assert_eq!(flow.attended_extents, vec![302, 352, 402]);
-    assert_eq!(flow.catalog_width, 3);
+    assert_eq!(flow.catalog_width, Some(3));
     assert_eq!(flow.catalog_size.value, 3);
     assert_eq!(flow.verdict, Verdict::Captured);
     assert_eq!(flow.launch_ratio.den, 10);
@@ -59,7 +59,7 @@ fn token2wav_table2_and_catalog() {
     // The encoder reads two growing caches that advance together on the token clock: 3 of the
     // 3 × 3 tuples eq. 7 bounds are reachable, and the catalog lists exactly those.
     let enc = d.callable("encoder").unwrap();
-    assert_eq!(enc.catalog_width, 9);
+    assert_eq!(enc.catalog_width, Some(9));
     assert_eq!(enc.classes_bound, Some(9));
     assert_eq!((enc.reachable, enc.classes), (Some(3), Some(3)));
     assert_eq!(enc.lockstep.len(), 1);
@@ -130,7 +130,7 @@ fn table3_verdicts() {
             .derived
             .callables
             .iter()
-            .find(|x| x.catalog_width == k)
+            .find(|x| x.catalog_width == Some(k))
             .unwrap_or_else(|| panic!("{name}: no callable with K = {k}"));
         assert_eq!(main.verdict, verdict, "{name}");
         assert!(!main.reason.is_empty());
@@ -301,7 +301,7 @@ fn token2wav_keep_rules_and_layouts() {
         // token clock, so 3 classes are reachable.
         let enc = c.derived.callable("encoder").unwrap();
         assert_eq!(enc.attended_extents, vec![151, 176, 201]);
-        assert_eq!(enc.catalog_width, 9);
+        assert_eq!(enc.catalog_width, Some(9));
         assert_eq!(enc.classes, Some(3), "{name}");
         assert_eq!(enc.reserve_chunk.classes.len(), 3, "{name}");
         // The numbers do not depend on the layout or the keep rule.

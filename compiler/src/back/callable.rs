@@ -207,13 +207,13 @@ pub(super) fn callable_view(
                     .map(|w| format!("K_{} {}", w.region, w.width))
                     .collect();
                 if parts.is_empty() {
-                    format!("{} (no region extent)", dc.catalog_width)
+                    format!("{} (no region extent)", dc.catalog_width_text())
                 } else {
-                    format!("{} = {}", dc.catalog_width, parts.join(" × "))
+                    format!("{} = {}", dc.catalog_width_text(), parts.join(" × "))
                 }
             }],
             "CATALOG_WIDTH",
-            dc.catalog_width,
+            dc.catalog_width.unwrap_or(u64::MAX),
         ),
         usize_c(
             vec!["|𝒬_o|: non-extent configurations.".into()],
@@ -226,13 +226,14 @@ pub(super) fn callable_view(
             vec![if dc.classes == dc.classes_bound {
                 format!(
                     "{n} = |𝒬_o| {} × ∏K_r {}: signature classes (eq. 7).",
-                    dc.configs, dc.catalog_width
+                    dc.configs,
+                    dc.catalog_width_text()
                 )
             } else {
                 format!(
                     "{n} ≤ |𝒬_o| {} × ∏K_r {}: the reachable signature classes (eq. 7 bounds them; {}).",
                     dc.configs,
-                    dc.catalog_width,
+                    dc.catalog_width_text(),
                     crate::derive::lockstep_text(&dc.lockstep)
                 )
             }],

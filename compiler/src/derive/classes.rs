@@ -1,0 +1,354 @@
+//! The catalog of one callable: every signature class — one per query phase, reachable
+//! extent tuple and (with `specialize: step`, at step granularity) inner step index, equal
+//! signatures counted once — with each argument's dims, dtype and bytes, and M_reserve (eq. 6)
+//! summed over exactly those classes. The generated catalog lists the same classes.
+
+use std::collections::{HashMap, HashSet};
+
+use super::types::*;
+use super::{ClassEnv, Deriver, MAX_ENUMERATED_CLASSES, beta, mul_all, reach};
+use crate::diag::{Code, Diagnostic};
+use crate::expr;
+use crate::ir::*;
+
+/// What makes two classes one: the extent tuple, every argument's dims, the step index.
+type SigKey = (Vec<u64>, Vec<Vec<u64>>, Option<u64>);
+
+/// The quantity values one query phase presents its input shapes with.
+pub(super) struct PhaseEnv {
+    /// `first`, `steady`, `flush`; empty without `phases:`.
+    pub name: String,
+    /// `None` without `phases:` (one phase over every tuple).
+    pub kind: Option<PhaseKind>,
+    pub env: HashMap<String, i64>,
+}
+
+impl<'s> Deriver<'s> {
+    /// The callable's effective phases: without `phases:` one, the base values; else `steady`
+    /// (declared or the base values), then `first` and `flush` where declared. |Q_o| is their
+    /// number.
+    pub(super) fn phase_envs(&mut self, c: &'s Callable) -> Option<Vec<PhaseEnv>> {
+        if c.phases.is_empty() {
+            return Some(vec![PhaseEnv {
+                name: String::new(),
+                kind: None,
+                env: self.env.clone(),
+            }]);
+        }
+        let mut out = Vec::new();
+        for kind in PhaseKind::ALL {
+            let declared = c.phases.iter().find(|p| p.kind.value == kind);
+            if declared.is_none() && kind != PhaseKind::Steady {
+                continue;
+            }
+            let overrides = declared.map(|p| p.overrides.as_slice()).unwrap_or_default();
+            let env = self.env_with(
+                overrides,
+                &format!("phase `{}` of `{}`", kind.name(), c.name.value),
+            )?;
+            out.push(PhaseEnv {
+                name: kind.name().to_string(),
+                kind: Some(kind),
+                env,
+            });
+        }
+        Some(out)
+    }
+
+    /// The quantity values with `overrides` applied and every quantity defined from them
+    /// re-evaluated (in the definitions' dependency order).
+    fn env_with(&mut self, overrides: &[Quantity], what: &str) -> Option<HashMap<String, i64>> {
+        let mut env = self.env.clone();
+        let mut ok = true;
+        for o in overrides {
+            if !self.order.iter().any(|(n, _)| n.value == o.name.value) {
+                self.push(
+                    Diagnostic::error(
+                        Code::Undefined,
+                        o.name.span,
+                        format!("{what} overrides `{}`, which is not a declared quantity", o.name.value),
+                    )
+                    .label("not a quantity")
+                    .help("a phase overrides quantities its input shapes use, e.g. `first: {f_query: 100}`"),
+                );
+                ok = false;
+            }
+        }
+        if !ok {
+            return None;
+        }
+        let mut changed: HashSet<&str> = HashSet::new();
+        let order = self.order.clone();
+        for (name, e) in order {
+            let o = overrides.iter().find(|o| o.name.value == name.value);
+            let e = match o {
+                Some(o) => &o.expr,
+                None if e.names().iter().any(|(n, _)| changed.contains(n)) => e,
+                None => continue,
+            };
+            match expr::eval(e, &|n: &str| env.get(n).copied()) {
+                Ok(v) => {
+                    env.insert(name.value.clone(), v);
+                    changed.insert(name.value.as_str());
+                }
+                Err(err) => {
+                    self.push(err.to_diagnostic());
+                    return None;
+                }
+            }
+        }
+        Some(env)
+    }
+
+    /// M_reserve at step and chunk granularity over the catalog's classes.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn reserves(
+        &mut self,
+        c: &Callable,
+        phases: &[PhaseEnv],
+        reach: &reach::Reachable,
+        tracks: &[reach::Track],
+        regions: &[DerivedRegion],
+        consts: &[DerivedConstant],
+        reads: &[String],
+        writes: &[String],
+        steps: u64,
+        limit: u64,
+        bounded: bool,
+    ) -> Option<(Reserve, Reserve)> {
+        let find = |r: &str| regions.iter().find(|d| d.name == r);
+        // Which tuples each phase is presented with.
+        let mut plan: Vec<(&PhaseEnv, Vec<&Vec<u64>>)> = Vec::new();
+        if let (Some(all), Some(later)) = (reach.tuples.as_ref(), reach.later.as_ref()) {
+            if phases.iter().all(|p| p.kind.is_none()) {
+                plan.extend(phases.iter().map(|p| (p, all.iter().collect())));
+            } else {
+                let steady = phases.iter().find(|p| p.kind == Some(PhaseKind::Steady));
+                let first = phases
+                    .iter()
+                    .find(|p| p.kind == Some(PhaseKind::First))
+                    .or(steady);
+                if let Some(f) = first {
+                    plan.push((f, vec![&reach.first]));
+                }
+                for p in phases {
+                    if matches!(p.kind, Some(PhaseKind::Steady | PhaseKind::Flush)) {
+                        plan.push((p, later.iter().collect()));
+                    }
+                }
+            }
+        }
+        let specialize = c.specialize.is_some();
+        let work = plan
+            .iter()
+            .map(|(_, t)| t.len() as u64)
+            .sum::<u64>()
+            .saturating_mul(if specialize { steps } else { 1 });
+        let enumerable = !plan.is_empty() && work <= MAX_ENUMERATED_CLASSES;
+        if !enumerable {
+            plan.clear();
+        }
+        let loop_axis = c.loop_clock.as_ref().map(|l| l.value.as_str());
+        let mut out = Vec::new();
+        for g in [Granularity::Step, Granularity::Chunk] {
+            let step_list: Vec<Option<u64>> = if specialize && g == Granularity::Step {
+                (0..steps).map(Some).collect()
+            } else {
+                vec![None]
+            };
+            let mut staging: u64 = 0;
+            let mut staging_all: u64 = 0;
+            let mut largest: Option<(String, u64)> = None;
+            let mut sigs: Vec<ClassSig> = Vec::new();
+            let mut seen: HashMap<SigKey, usize> = HashMap::new();
+            for (phase, tuples) in &plan {
+                for tuple in tuples {
+                    // The varying regions' extents, in read order.
+                    let extents: Vec<(String, u64)> = tracks
+                        .iter()
+                        .zip(tuple.iter())
+                        .filter(|(t, _)| t.by.is_some())
+                        .map(|(t, &v)| (t.region.clone(), v))
+                        .collect();
+                    // Pinned regions read at their bound.
+                    let mut all_ext = extents.clone();
+                    for r in reads {
+                        if let Some(d) = find(r)
+                            && d.width.pinned
+                        {
+                            all_ext.push((r.clone(), d.attended_extent.value));
+                        }
+                    }
+                    let mut args = Vec::new();
+                    for a in &c.inputs {
+                        args.push(
+                            self.arg_sig(a, g, loop_axis, &phase.env, &all_ext, regions, consts)?,
+                        );
+                    }
+                    for &step in &step_list {
+                        let key = (
+                            (*tuple).clone(),
+                            args.iter().map(|a| a.dims.clone()).collect(),
+                            step,
+                        );
+                        if let Some(&i) = seen.get(&key) {
+                            let sig: &mut ClassSig = &mut sigs[i];
+                            if let Some(p) = sig.phase.as_mut()
+                                && !p.split(", ").any(|x| x == phase.name)
+                            {
+                                p.push_str(", ");
+                                p.push_str(&phase.name);
+                            }
+                            continue;
+                        }
+                        let mut st: u64 = 0;
+                        let mut all: u64 = 0;
+                        for a in &args {
+                            all = all.checked_add(a.bytes)?;
+                            if !a.aliased {
+                                st = st.checked_add(a.bytes)?;
+                            }
+                            if largest.as_ref().is_none_or(|(_, b)| a.bytes > *b) {
+                                largest = Some((a.name.clone(), a.bytes));
+                            }
+                        }
+                        staging = staging.checked_add(st)?;
+                        staging_all = staging_all.checked_add(all)?;
+                        seen.insert(key, sigs.len());
+                        sigs.push(ClassSig {
+                            index: sigs.len(),
+                            extents: extents.clone(),
+                            args: args.clone(),
+                            staging_bytes: st,
+                            phase: phase.kind.map(|_| phase.name.clone()),
+                            step,
+                        });
+                    }
+                }
+            }
+            let count = sigs.len() as u64;
+            if count > limit {
+                sigs.clear();
+            }
+            let mut wt: u64 = 0;
+            for w in writes {
+                wt = wt.checked_add(find(w)?.live_bytes)?;
+            }
+            out.push(Reserve {
+                granularity: g,
+                staging_bytes: staging,
+                write_through_bytes: wt,
+                total_bytes: staging.checked_add(wt)?,
+                staging_unaliased_bytes: staging_all,
+                complete: enumerable && bounded && c.query.value == QueryLength::Fixed,
+                largest_input: largest,
+                host_launches_per_chunk: if g == Granularity::Step { steps } else { 1 },
+                classes: sigs,
+                signatures: enumerable.then_some(count),
+            });
+        }
+        let chunk = out.pop()?;
+        let step = out.pop()?;
+        Some((step, chunk))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn arg_sig(
+        &mut self,
+        a: &TensorArg,
+        g: Granularity,
+        loop_axis: Option<&str>,
+        env: &HashMap<String, i64>,
+        extents: &[(String, u64)],
+        regions: &[DerivedRegion],
+        consts: &[DerivedConstant],
+    ) -> Option<ArgSig> {
+        let (dims, dtype, bound, placement) = match &a.source {
+            ArgSource::Region(r) => {
+                let d = regions.iter().find(|d| d.name == r.value)?;
+                let ext = extents
+                    .iter()
+                    .find(|(n, _)| n == &r.value)
+                    .map(|(_, v)| *v)
+                    .unwrap_or(d.attended_extent.value);
+                let attended_axis = d.growing_axis.unwrap_or(d.axes.len().saturating_sub(1));
+                // In storage order: a view of the region's envelope at the class's extent.
+                let mut dims = Vec::new();
+                for l in &d.layout {
+                    match *l {
+                        LayoutDim::Axis(i) => {
+                            let ax = d.axes.get(i)?;
+                            // One step's slice drops the loop axis, never the attended one (a
+                            // ring whose time axis is the loop clock keeps it).
+                            if g == Granularity::Step
+                                && loop_axis == Some(ax.as_str())
+                                && i != attended_axis
+                            {
+                                continue;
+                            }
+                            if i == attended_axis {
+                                dims.push(ext);
+                            } else {
+                                dims.push(d.envelope_axes.get(i).map(|e| e.value).unwrap_or(1));
+                            }
+                        }
+                        LayoutDim::Shape(j) => dims.push(*d.shape.get(j)?),
+                    }
+                }
+                (dims, d.dtype, Some(r.value.clone()), d.placement)
+            }
+            ArgSource::Constant(k) => {
+                let d = consts.iter().find(|d| d.name == k.value)?;
+                (d.shape.clone(), d.dtype, Some(k.value.clone()), d.placement)
+            }
+            ArgSource::Tensor { dtype, shape } => {
+                let mut dims = Vec::new();
+                for e in shape {
+                    let env = ClassEnv { env, extents };
+                    match expr::eval(e, &env) {
+                        Ok(v) if v >= 1 => dims.push(v as u64),
+                        Ok(v) => {
+                            self.push(
+                                Diagnostic::error(
+                                    Code::NotPositive,
+                                    e.span,
+                                    format!(
+                                        "dimension of input `{}` must be positive, but `{e}` = {v}",
+                                        a.name.value
+                                    ),
+                                )
+                                .label(format!("evaluates to {v}"))
+                                .help("check the quantities and extents it uses"),
+                            );
+                            return None;
+                        }
+                        Err(err) => {
+                            self.push(err.to_diagnostic());
+                            return None;
+                        }
+                    }
+                }
+                (
+                    dims,
+                    self.tensor_dtype(dtype.value),
+                    None,
+                    Placement::Device,
+                )
+            }
+        };
+        let aliased = a.aliased(placement);
+        let bytes = mul_all(dims.iter().copied()).and_then(|p| p.checked_mul(beta(dtype)));
+        let Some(bytes) = bytes else {
+            self.overflow(a.span, "the input's bytes");
+            return None;
+        };
+        Some(ArgSig {
+            name: a.name.value.clone(),
+            dims,
+            dtype,
+            aliased,
+            bound_to: bound,
+            bytes,
+        })
+    }
+}

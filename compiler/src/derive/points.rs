@@ -1,0 +1,95 @@
+//! What an operating point changes besides quantities: regions switched off (`disable:`,
+//! extent 0) and element types (`dtype:`, e.g. a `half` point). Bytes, ρ, M_reserve and the
+//! arena follow, because every derivation reads the types and extents through here.
+
+use super::Deriver;
+use crate::diag::{Code, Diagnostic};
+use crate::ir::*;
+
+impl Deriver<'_> {
+    /// The operating point's name (`base` when none).
+    pub(super) fn op_name(&self) -> &str {
+        self.op.map_or("base", |o| o.name.value.as_str())
+    }
+
+    /// Whether the operating point switches region `name` off.
+    pub(super) fn disabled(&self, name: &str) -> bool {
+        self.op
+            .is_some_and(|o| o.disable.iter().any(|d| d.value == name))
+    }
+
+    /// The element type of a region or constant named `name` declared as `declared`.
+    fn named_dtype(&self, name: &str, declared: DType) -> DType {
+        match self.op.and_then(|o| o.dtype.as_ref()) {
+            Some(DTypeChange::AllF32(d)) if declared == DType::F32 => d.value,
+            Some(DTypeChange::Named(list)) => list
+                .iter()
+                .find(|(n, _)| n.value == name)
+                .map_or(declared, |(_, d)| d.value),
+            _ => declared,
+        }
+    }
+
+    pub(super) fn region_dtype(&self, r: &Region) -> DType {
+        self.named_dtype(&r.name.value, r.dtype.value)
+    }
+
+    pub(super) fn constant_dtype(&self, c: &Constant) -> DType {
+        self.named_dtype(&c.name.value, c.dtype.value)
+    }
+
+    /// A caller tensor's element type: `dtype: WORD` changes every f32 one.
+    pub(super) fn tensor_dtype(&self, declared: DType) -> DType {
+        match self.op.and_then(|o| o.dtype.as_ref()) {
+            Some(DTypeChange::AllF32(d)) if declared == DType::F32 => d.value,
+            _ => declared,
+        }
+    }
+
+    /// Every name under `disable:` is a region, every name under `dtype:` a region or a
+    /// constant.
+    pub(super) fn check_point(&mut self) {
+        let Some(op) = self.op else { return };
+        let spec = self.spec;
+        for d in &op.disable {
+            if spec.region(&d.value).is_none() {
+                self.push(
+                    Diagnostic::error(
+                        Code::Undefined,
+                        d.span,
+                        format!("`disable:` names `{}`, which is not a region", d.value),
+                    )
+                    .label("not a region")
+                    .help(format!(
+                        "list regions of this spec: {}",
+                        names(spec.regions.iter().map(|r| &r.name))
+                    )),
+                );
+            }
+        }
+        if let Some(DTypeChange::Named(list)) = &op.dtype {
+            for (n, _) in list {
+                if spec.region(&n.value).is_none() && spec.constant(&n.value).is_none() {
+                    self.push(
+                        Diagnostic::error(
+                            Code::Undefined,
+                            n.span,
+                            format!("`dtype:` names `{}`, which is neither a region nor a constant", n.value),
+                        )
+                        .label("unknown name")
+                        .help("`dtype: {NAME: f16}` changes regions and constants; `dtype: f16` changes every f32 one, caller tensors included"),
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn names<'a>(it: impl Iterator<Item = &'a Ident>) -> String {
+    let v: Vec<String> = it.map(|i| format!("`{}`", i.value)).collect();
+    if v.is_empty() {
+        "(none declared)".into()
+    } else {
+        v.join(", ")
+    }
+}
