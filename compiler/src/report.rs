@@ -223,6 +223,8 @@ fn point(d: &Derived, full: bool) -> String {
     ]];
     for r in &d.regions {
         let ret = match (r.width.pinned, r.order) {
+            _ if r.disabled => "disabled".into(),
+            _ if r.width.unbounded => "none (unbounded)".into(),
             (_, Some(ord)) => match &r.keep {
                 Some(k) if k.rule == crate::ir::KeepRule::Swapped => format!(
                     "prompt+history ({}, {} rule)",
@@ -375,8 +377,30 @@ fn point(d: &Derived, full: bool) -> String {
             "    attended extent A_r  {}",
             r.attended_extent.explain()
         );
+        if r.disabled {
+            let _ = writeln!(
+                o,
+                "    disabled             extent 0 at this operating point: no bytes, one extent"
+            );
+        }
+        if r.width.unbounded {
+            let _ = writeln!(
+                o,
+                "    retention none       the state grows for the whole session; storage is sized for {} frames (A_r above), not bounded by the contract",
+                r.attended_extent.value
+            );
+        }
         if !r.width.pinned {
             let _ = writeln!(o, "    lower bound A_r⁻     {}", r.attended_min.explain());
+        }
+        if !r.width.schedule.is_empty() {
+            let list: Vec<String> = r.width.schedule.iter().map(u64::to_string).collect();
+            let _ = writeln!(
+                o,
+                "    advances             [{}] then {} per call",
+                list.join(", "),
+                r.width.stride.as_ref().map_or(0, |s| s.value)
+            );
         }
         let axes: Vec<String> = r
             .axes
@@ -531,6 +555,21 @@ fn point(d: &Derived, full: bool) -> String {
 /// `classes 3 (≤ |Q_o| 1 × ∏K_r 9: conformer_cache and upsample_cache advance together on the
 /// token clock)`, `classes 3 (= |Q_o| 1 × ∏K_r 3)`: the reachable catalog beside eq. 7's bound.
 fn classes_text(c: &DerivedCallable) -> String {
+    if c.verdict == crate::ir::Verdict::OutUnbounded {
+        return format!(
+            "classes unbounded (a region grows for the whole session; ∏K_r {} within the sized storage)",
+            c.catalog_width_text()
+        );
+    }
+    let steps = match c.specialized_steps {
+        Some(n) if c.granularity == crate::ir::Granularity::Step => format!(" × steps {n}"),
+        _ => String::new(),
+    };
+    let phases = if c.phases.is_empty() {
+        String::new()
+    } else {
+        format!(" [phases {}]", c.phases.join(", "))
+    };
     let Some(n) = c.classes else {
         return format!(
             "classes unbounded (Q_o traffic-dependent; ∏K_r {}, {} reachable extent tuple{})",
@@ -543,16 +582,20 @@ fn classes_text(c: &DerivedCallable) -> String {
     };
     if c.classes == c.classes_bound {
         return format!(
-            "classes {n} (= |Q_o| {} × ∏K_r {})",
+            "classes {n} (= |Q_o| {} × ∏K_r {}{steps}){phases}",
             c.configs,
             c.catalog_width_text()
         );
     }
+    let why = if c.lockstep.is_empty() {
+        crate::derive::PHASES_TEXT.to_string()
+    } else {
+        crate::derive::lockstep_text(&c.lockstep)
+    };
     format!(
-        "classes {n} (≤ |Q_o| {} × ∏K_r {}: {})",
+        "classes {n} (≤ |Q_o| {} × ∏K_r {}{steps}: {why}){phases}",
         c.configs,
         c.catalog_width_text(),
-        crate::derive::lockstep_text(&c.lockstep)
     )
 }
 

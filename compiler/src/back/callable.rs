@@ -67,22 +67,34 @@ pub(super) fn sig_view(checked: &Checked, dc: &DerivedCallable, class: &ClassSig
             .unwrap_or(0),
         None => 0,
     };
-    let scalars: Vec<String> = class.extents.iter().map(|(_, v)| lit(*v)).collect();
+    // The varying extents in read order, then the inner step index of a `specialize: step`
+    // class (its signature differs by step even where the shapes do not).
+    let scalars: Vec<String> = class
+        .extents
+        .iter()
+        .map(|(_, v)| lit(*v))
+        .chain(class.step.map(lit))
+        .collect();
     let ext: Vec<String> = class
         .extents
         .iter()
         .map(|(n, v)| format!("{n} = {v}"))
         .collect();
+    let mut what = if ext.is_empty() {
+        "no varying extent".to_string()
+    } else {
+        ext.join(", ")
+    };
+    if let Some(p) = &class.phase {
+        what.push_str(&format!("; phase {p}"));
+    }
+    if let Some(k) = class.step {
+        what.push_str(&format!("; step {k}"));
+    }
     SigView {
         docs: vec![format!(
-            "Class {}: {}; staging {} B.",
-            class.index,
-            if ext.is_empty() {
-                "no varying extent".to_string()
-            } else {
-                ext.join(", ")
-            },
-            class.staging_bytes
+            "Class {}: {what}; staging {} B.",
+            class.index, class.staging_bytes
         )],
         class: class.index,
         attended: lit(attended),

@@ -124,12 +124,12 @@ impl<'s> Deriver<'s> {
             (Some(d), Some(st)) => self.flush_bound(c, d, st, admit_clock),
             _ => None,
         };
-        let unbounded: Vec<&str> = reads
-            .iter()
-            .chain(&writes)
-            .filter(|r| find(r).is_some_and(|d| d.width.unbounded))
-            .map(String::as_str)
-            .collect();
+        let mut unbounded: Vec<&str> = Vec::new();
+        for r in reads.iter().chain(&writes) {
+            if find(r).is_some_and(|d| d.width.unbounded) && !unbounded.contains(&r.as_str()) {
+                unbounded.push(r);
+            }
+        }
         // The catalog: every (phase, extent tuple, step) signature, at both granularities.
         let specialize = c.specialize.is_some();
         let (reserve_step, reserve_chunk) = self.reserves(
@@ -307,7 +307,7 @@ impl<'s> Deriver<'s> {
             format!("= |Q_o| {configs} × ∏K_r {width_text}{steps_text} ({widths_text})")
         } else {
             let why = if lockstep_text.is_empty() {
-                "phases that present equal shapes share a class".to_string()
+                crate::derive::PHASES_TEXT.to_string()
             } else {
                 lockstep_text.to_string()
             };

@@ -25,6 +25,10 @@ use crate::expr::{self, Env};
 use crate::ir::*;
 use types::*;
 
+/// Why a catalog with query phases has fewer classes than |Q_o| × ∏K_r (report and verdict
+/// say it the same way).
+pub const PHASES_TEXT: &str = "`first` is presented only at the first call's extents, `steady` and `flush` at the later ones, and equal signatures count once";
+
 /// Default largest catalog accepted as capturable (`capture_limit:` overrides it).
 pub const DEFAULT_CAPTURE_LIMIT: u64 = 64;
 /// Most classes enumerated per callable when summing M_reserve.

@@ -424,4 +424,45 @@ mod tests {
             }
         }
     }
+
+    #[test]
+    fn saturating_on_the_first_call_is_lock_step_whatever_the_strides() {
+        // 40 → 50 by 10 and 100 → 150 by 100: both at their bound after one call.
+        let t = [
+            grow("a", "frame", 1, 40, 10, 50),
+            grow("b", "frame", 1, 100, 100, 150),
+        ];
+        let r = reachable(&t, 64);
+        assert_eq!((r.bound, r.count), (Some(4), Some(2)));
+        assert_eq!(r.tuples, Some(vec![vec![40, 100], vec![50, 150]]));
+        assert_eq!(r.first, vec![40, 100]);
+        assert_eq!(r.later, Some(vec![vec![50, 150]]));
+        // One saturates after one call, the other after two: independent.
+        let t = [
+            grow("a", "frame", 1, 40, 10, 50),
+            grow("b", "frame", 1, 100, 30, 150),
+        ];
+        assert_eq!(reachable(&t, 64).count, Some(6));
+    }
+
+    #[test]
+    fn schedules_walk_call_by_call() {
+        // The same schedule in base ticks (frames at 2 per token): lock-step, the longer walk.
+        let mut a = grow("a", "token", 1, 0, 25, 150);
+        a.prefix = vec![0, 25];
+        let mut b = grow("b", "frame", 2, 0, 50, 400);
+        b.prefix = vec![0, 50];
+        let r = reachable(&[a.clone(), b.clone()], 64);
+        // a: 0, 0, 25, 50, ..., 150 (7 extents); b: 0, 0, 50, ..., 400 (9 extents).
+        assert_eq!((a.width(), b.width()), (7, 9));
+        assert_eq!(r.count, Some(9));
+        assert_eq!(r.lockstep.len(), 1);
+        // The first tuple is seen again at the second call (advance 0).
+        assert_eq!(r.later.as_ref().map(Vec::len), Some(9));
+        // A different schedule: independent, the product.
+        b.prefix = vec![50];
+        let r = reachable(&[a, b], 1000);
+        assert!(r.lockstep.is_empty());
+        assert_eq!(r.count, r.bound);
+    }
 }

@@ -69,6 +69,7 @@ const CALLABLE_KEYS: &[&str] = &[
     "query",
     "phases",
     "specialize",
+    "configs",
     "inputs",
     "reads",
     "writes",
@@ -922,6 +923,7 @@ impl<'t> Lower<'t> {
             None => Some(Vec::new()),
         };
         let specialize = f.get("specialize").map(|n| self.specialize(n));
+        let configs_ok = f.get("configs").is_none_or(|n| self.configs_replaced(n));
         let inputs = f.get("inputs").and_then(|n| self.inputs(n));
         let reads = match f.get("reads") {
             Some(n) => self.ident_list(n, "a region name"),
@@ -931,7 +933,7 @@ impl<'t> Lower<'t> {
             Some(n) => self.ident_list(n, "a region name"),
             None => Some(Vec::new()),
         };
-        if !(loop_ok && admit_ok) {
+        if !(loop_ok && admit_ok && configs_ok) {
             return None;
         }
         let specialize = match specialize {

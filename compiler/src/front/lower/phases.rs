@@ -3,6 +3,7 @@
 
 use super::super::yaml::Node;
 use super::Lower;
+use crate::diag::{Code, Diagnostic};
 use crate::ir::{Phase, PhaseKind, Spanned, Specialize};
 
 impl Lower<'_> {
@@ -24,6 +25,22 @@ impl Lower<'_> {
             }
         }
         ok.then_some(out)
+    }
+
+    /// `configs: N` counted N query configurations that no class, M_reserve term or generated
+    /// signature ever had; the phases that present them are declared instead. Always `false`
+    /// (after the error).
+    pub(super) fn configs_replaced(&mut self, node: &Node) -> bool {
+        self.diags.push(
+            Diagnostic::error(
+                Code::UnknownKey,
+                node.span,
+                "`configs:` is no longer accepted: declare the query phases instead",
+            )
+            .label("replaced by `phases:`")
+            .help("write the shapes each phase presents, e.g. `phases: {first: {f_query: 100}, steady: {f_query: 50}, flush: {f_query: 28}}`; every phase is a class of the catalog, of M_reserve and of the generated signature table"),
+        );
+        false
     }
 
     /// `specialize: step`.
