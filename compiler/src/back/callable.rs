@@ -228,7 +228,11 @@ pub(super) fn callable_view(
             dc.catalog_width.unwrap_or(u64::MAX),
         ),
         usize_c(
-            vec!["|𝒬_o|: non-extent configurations.".into()],
+            vec![if dc.phases.is_empty() {
+                "|𝒬_o|: non-extent configurations.".into()
+            } else {
+                format!("|𝒬_o|: the query phases ({}).", dc.phases.join(", "))
+            }],
             "CONFIGS",
             dc.configs,
         ),
@@ -253,11 +257,15 @@ pub(super) fn callable_view(
             n,
         ));
     }
-    consts.push(usize_c(
-        vec!["Solver steps per call (n_steps of the loop clock; 1 without a loop).".into()],
-        "STEPS",
-        dc.steps,
-    ));
+    let mut steps_doc =
+        vec!["Solver steps per call (n_steps of the loop clock; 1 without a loop).".to_string()];
+    if dc.specialized_steps.is_some() {
+        steps_doc.push(
+            "`specialize: step`: at step granularity each step index is a class of its own; a signature's last scalar is its step index."
+                .into(),
+        );
+    }
+    consts.push(usize_c(steps_doc, "STEPS", dc.steps));
     let res = dc.reserve();
     consts.push(usize_c(
         vec![

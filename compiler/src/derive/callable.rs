@@ -9,6 +9,7 @@ use std::cmp::Reverse;
 
 use super::types::*;
 use super::{Deriver, MAX_ENUMERATED_CLASSES, lockstep_text, reach};
+use crate::diag::{Code, Diagnostic};
 use crate::ir::*;
 
 impl<'s> Deriver<'s> {
@@ -32,6 +33,20 @@ impl<'s> Deriver<'s> {
             },
             None => 1,
         };
+        if let Some(sp) = &c.specialize
+            && c.loop_clock.is_none()
+        {
+            self.push(
+                Diagnostic::error(
+                    Code::Inconsistent,
+                    sp.span,
+                    format!("`{name}` specializes on its inner step, but declares no inner loop"),
+                )
+                .label("no `loop:` to take the step index from")
+                .help("declare the inner loop clock (`loop: step`), whose rate is the step count, or remove `specialize:`"),
+            );
+            return None;
+        }
         let reads: Vec<String> = c.read_regions().iter().map(|r| r.value.clone()).collect();
         let writes: Vec<String> = c.writes.iter().map(|r| r.value.clone()).collect();
         let mut region_widths = Vec::new();
@@ -202,7 +217,11 @@ impl<'s> Deriver<'s> {
             region_widths,
             catalog_width,
             configs,
-            phases: phases.iter().map(|p| p.name.clone()).collect(),
+            phases: phases
+                .iter()
+                .filter(|p| p.kind.is_some())
+                .map(|p| p.name.clone())
+                .collect(),
             specialized_steps: if specialize { Some(steps) } else { None },
             reachable: reach.count,
             lockstep: reach.lockstep,

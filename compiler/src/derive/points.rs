@@ -67,6 +67,24 @@ impl Deriver<'_> {
                 );
             }
         }
+        let targets: Vec<&Spanned<DType>> = match &op.dtype {
+            Some(DTypeChange::AllF32(d)) => vec![d],
+            Some(DTypeChange::Named(list)) => list.iter().map(|(_, d)| d).collect(),
+            None => Vec::new(),
+        };
+        for d in targets {
+            if !matches!(d.value, DType::F64 | DType::F32 | DType::F16 | DType::BF16) {
+                self.push(
+                    Diagnostic::error(
+                        Code::BadValue,
+                        d.span,
+                        format!("an operating point changes element types to a floating-point type, not `{}`", d.value.name()),
+                    )
+                    .label("not a floating-point type")
+                    .help("use f16 or bf16 (a `half` point), f32 or f64; integer and bool data keep their declared type"),
+                );
+            }
+        }
         if let Some(DTypeChange::Named(list)) = &op.dtype {
             for (n, _) in list {
                 if spec.region(&n.value).is_none() && spec.constant(&n.value).is_none() {
