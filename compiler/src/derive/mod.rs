@@ -102,6 +102,22 @@ pub fn warnings(spec: &Spec, derived: &Derived) -> Vec<Diagnostic> {
             }
         }
     }
+    for (r, dr) in spec.regions.iter().zip(&derived.regions) {
+        if dr.width.unbounded && r.envelope.is_none() {
+            out.push(
+                Diagnostic::warning(
+                    Code::Suspicious,
+                    r.retention.span,
+                    format!(
+                        "region `{}` grows for the whole session, but nothing sizes its storage beyond the first call ({} along its growing axis)",
+                        r.name.value, dr.attended_extent.value
+                    ),
+                )
+                .label("`retention: none` without `envelope:`")
+                .help("declare `envelope:` with the longest session the storage must hold, or bound the region with a retention policy"),
+            );
+        }
+    }
     for (c, dc) in spec.callables.iter().zip(&derived.callables) {
         let varying = dc.region_widths.iter().any(|w| !w.pinned);
         if varying && c.admit.is_none() {

@@ -84,6 +84,9 @@ fn regions_json(d: &Derived) -> Vec<Value> {
                 "window": r.width.window.value,
                 "stride": r.width.stride.as_ref().map(|s| s.value),
                 "pinned": r.width.pinned,
+                "schedule": r.width.schedule,
+                "unbounded": r.width.unbounded,
+                "disabled": r.disabled,
                 "derivations": {
                     "attended_extent": derivation_json(&r.attended_extent),
                     "envelope_extent": derivation_json(&r.envelope_extent),
