@@ -120,6 +120,12 @@ fn operating_points_disable_and_change_dtype() {
     let cache = &flow.reserve().classes[0].args[1];
     assert_eq!(cache.dims, vec![0, 64]);
     assert_eq!(cache.bytes, 0);
+    // `no_ctx`: an override sets a fixed extent to 0.
+    let no_ctx = op("no_ctx").region("conv_ctx").unwrap();
+    assert_eq!((no_ctx.attended_extent.value, no_ctx.live_bytes), (0, 0));
+    // A disabled region reserves nothing to compare with: no ρ.
+    assert!(r.stock.is_empty());
+    assert_eq!(off.stock_bytes, 0);
     // `half`: every f32 region, constant and caller tensor is bf16: bytes halve, ρ doubles.
     let half = op("half");
     for (b, h) in base.regions.iter().zip(&half.regions) {

@@ -35,8 +35,10 @@ impl<'s> Deriver<'s> {
             };
             match &g.growth {
                 Growth::Fixed(e) => {
+                    // An operating point may set a fixed extent to 0 (the region is off there).
+                    let min = if self.op.is_some() { 0 } else { 1 };
                     let v =
-                        self.eval_at_least(e, 1, &format!("the extent of `{name}` along `{a}`"));
+                        self.eval_at_least(e, min, &format!("the extent of `{name}` along `{a}`"));
                     fixed.push(v.map(|v| (v, e)));
                     ok &= v.is_some();
                 }
@@ -414,7 +416,9 @@ impl<'s> Deriver<'s> {
         }
         // Stock constants (eq. 3).
         let mut stock = Vec::new();
-        for s in &r.stock {
+        // A disabled region reserves nothing to compare with.
+        let stock_decls: &[StockConstant] = if disabled { &[] } else { &r.stock };
+        for s in stock_decls {
             let mut ext = Vec::new();
             for e in &s.extents {
                 ext.push(self.eval_at_least(
