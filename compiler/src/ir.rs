@@ -697,7 +697,8 @@ impl Advances {
 pub enum DTypeChange {
     /// Every `f32` region, constant and caller tensor becomes this type.
     AllF32(Spanned<DType>),
-    /// The named regions and constants become the given types.
+    /// The named regions and constants (`kv_cache`) and caller tensors (`flow.mu`: input `mu`
+    /// of callable `flow`) become the given types.
     Named(Vec<(Ident, Spanned<DType>)>),
 }
 

@@ -154,6 +154,12 @@ fn operating_points_disable_and_change_dtype() {
         dcc_compiler::ir::DType::F16
     );
     assert_eq!(named.constants[0].dtype, dcc_compiler::ir::DType::F16);
+    // `flow.mu`: one caller tensor of one callable.
+    let mu = &named.callable("flow").unwrap().reserve().classes[0].args[0];
+    assert_eq!(
+        (mu.name.as_str(), mu.dtype),
+        ("mu", dcc_compiler::ir::DType::F16)
+    );
     // The generated operating-point module says what changed.
     let m = module(&c);
     assert!(m.contains("pub const FLOW_CACHE_DTYPE: dcc::DType = dcc::DType::BF16;"));

@@ -181,9 +181,16 @@ impl<'s> Deriver<'s> {
                     }
                     let mut args = Vec::new();
                     for a in &c.inputs {
-                        args.push(
-                            self.arg_sig(a, g, loop_axis, &phase.env, &all_ext, regions, consts)?,
-                        );
+                        args.push(self.arg_sig(
+                            &c.name.value,
+                            a,
+                            g,
+                            loop_axis,
+                            &phase.env,
+                            &all_ext,
+                            regions,
+                            consts,
+                        )?);
                     }
                     for &step in &step_list {
                         let key = (
@@ -255,6 +262,7 @@ impl<'s> Deriver<'s> {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn arg_sig(
         &mut self,
+        callable: &str,
         a: &TensorArg,
         g: Granularity,
         loop_axis: Option<&str>,
@@ -330,7 +338,7 @@ impl<'s> Deriver<'s> {
                 }
                 (
                     dims,
-                    self.tensor_dtype(dtype.value),
+                    self.tensor_dtype(callable, &a.name.value, dtype.value),
                     None,
                     Placement::Device,
                 )

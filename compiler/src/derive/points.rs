@@ -38,10 +38,19 @@ impl Deriver<'_> {
         self.named_dtype(&c.name.value, c.dtype.value)
     }
 
-    /// A caller tensor's element type: `dtype: WORD` changes every f32 one.
-    pub(super) fn tensor_dtype(&self, declared: DType) -> DType {
+    /// The element type of input `input` of callable `callable`, a caller tensor declared as
+    /// `declared`: `dtype: WORD` changes every f32 one, `dtype: {callable.input: WORD}` this one.
+    pub(super) fn tensor_dtype(&self, callable: &str, input: &str, declared: DType) -> DType {
         match self.op.and_then(|o| o.dtype.as_ref()) {
             Some(DTypeChange::AllF32(d)) if declared == DType::F32 => d.value,
+            Some(DTypeChange::Named(list)) => list
+                .iter()
+                .find(|(n, _)| {
+                    n.value
+                        .split_once('.')
+                        .is_some_and(|(c, i)| c == callable && i == input)
+                })
+                .map_or(declared, |(_, d)| d.value),
             _ => declared,
         }
     }
@@ -87,6 +96,26 @@ impl Deriver<'_> {
         }
         if let Some(DTypeChange::Named(list)) = &op.dtype {
             for (n, _) in list {
+                if let Some((c, i)) = n.value.split_once('.') {
+                    let tensor = spec.callable(c).and_then(|k| {
+                        k.inputs
+                            .iter()
+                            .find(|a| a.name.value == i)
+                            .filter(|a| matches!(a.source, ArgSource::Tensor { .. }))
+                    });
+                    if tensor.is_none() {
+                        self.push(
+                            Diagnostic::error(
+                                Code::Undefined,
+                                n.span,
+                                format!("`dtype:` names `{}`, which is not a caller tensor (`{{dtype, shape}}` input) of a callable", n.value),
+                            )
+                            .label("no such caller tensor")
+                            .help("`CALLABLE.INPUT` names an input declared with `{dtype: .., shape: [..]}`; a region or constant input follows the region's or constant's own type"),
+                        );
+                    }
+                    continue;
+                }
                 if spec.region(&n.value).is_none() && spec.constant(&n.value).is_none() {
                     self.push(
                         Diagnostic::error(

@@ -2,7 +2,7 @@
 //! off: extent 0) and `dtype:` (element types changed, e.g. a `half` point).
 
 use super::super::yaml::{Node, NodeKind};
-use super::Lower;
+use super::{Lower, is_ident};
 use crate::ir::{DTypeChange, OperatingPoint, Quantity};
 
 impl Lower<'_> {
@@ -43,6 +43,18 @@ impl Lower<'_> {
         })
     }
 
+    /// A region or constant name, or `CALLABLE.INPUT` for one caller tensor.
+    fn dtype_target(&mut self, node: &Node) -> Option<crate::ir::Ident> {
+        if let NodeKind::Scalar { text, .. } = &node.kind
+            && let Some((c, i)) = text.split_once('.')
+            && is_ident(c)
+            && is_ident(i)
+        {
+            return Some(crate::ir::Spanned::new(text.clone(), node.span));
+        }
+        self.ident(node, "a region or constant name, or `CALLABLE.INPUT`")
+    }
+
     /// `dtype: bf16` (every f32 region, constant and caller tensor) or `dtype: {NAME: f16}`.
     fn dtype_change(&mut self, node: &Node) -> Option<DTypeChange> {
         match &node.kind {
@@ -53,7 +65,7 @@ impl Lower<'_> {
                 let mut out = Vec::new();
                 let mut ok = true;
                 for (_, kn, vn) in entries {
-                    match (self.ident(kn, "a region or constant name"), self.dtype(vn)) {
+                    match (self.dtype_target(kn), self.dtype(vn)) {
                         (Some(n), Some(d)) => out.push((n, d)),
                         _ => ok = false,
                     }
