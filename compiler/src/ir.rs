@@ -728,7 +728,26 @@ impl PhaseKind {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Phase {
     pub kind: Spanned<PhaseKind>,
-    pub overrides: Vec<Quantity>,
+    pub overrides: Vec<PhaseOverride>,
+}
+
+/// One quantity a phase overrides, with one value or several (each a query configuration of
+/// its own: a final flush of 1 to 27 tokens is 27 configurations).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PhaseOverride {
+    pub name: Ident,
+    pub values: PhaseValues,
+}
+
+/// The values of a phase override.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PhaseValues {
+    /// `f_query: 100`.
+    One(Expr),
+    /// `f_query: [28, 56]`.
+    List(Vec<Expr>),
+    /// `f_query: {from: 1, to: 54}`: every integer in between, both ends included.
+    Range { from: Expr, to: Expr, span: Span },
 }
 
 /// What specialises a callable's signature beyond the extents (`specialize:`).

@@ -197,6 +197,22 @@ fn query_phases_agree_across_catalog_reserve_and_generated_table() {
     let staged: u64 = classes.iter().map(|k| k.staging_bytes).sum();
     assert_eq!(call.reserve().staging_bytes, staged);
     assert_eq!(generated_signatures(&module(&c), "flow"), 7);
+    // A flush of 1 to 3 tokens: three configurations at each later extent; without a `first`
+    // phase the first call presents the steady shape.
+    let enc = c.derived.callable("encoder").unwrap();
+    assert_eq!(enc.configs, 4);
+    assert_eq!(enc.phases, ["steady", "flush"]);
+    assert_eq!((enc.classes, enc.classes_bound), (Some(13), Some(16)));
+    let flushes: Vec<&str> = enc
+        .reserve()
+        .classes
+        .iter()
+        .filter_map(|k| k.phase.as_deref())
+        .filter(|p| p.starts_with("flush"))
+        .collect();
+    assert_eq!(flushes.len(), 9);
+    assert_eq!(flushes[0], "flush (n_tok = 1)");
+    assert_eq!(generated_signatures(&module(&c), "encoder"), 13);
 }
 
 #[test]

@@ -217,11 +217,15 @@ impl<'s> Deriver<'s> {
             region_widths,
             catalog_width,
             configs,
-            phases: phases
-                .iter()
-                .filter(|p| p.kind.is_some())
-                .map(|p| p.name.clone())
-                .collect(),
+            phases: phases.iter().filter(|p| p.kind.is_some()).fold(
+                Vec::new(),
+                |mut v: Vec<String>, p| {
+                    if !v.contains(&p.name) {
+                        v.push(p.name.clone());
+                    }
+                    v
+                },
+            ),
             specialized_steps: if specialize { Some(steps) } else { None },
             reachable: reach.count,
             lockstep: reach.lockstep,

@@ -11,6 +11,9 @@ use crate::diag::{Code, Diagnostic};
 use crate::expr;
 use crate::ir::*;
 
+/// Most query configurations one phase may declare (combinations of its values).
+const MAX_PHASE_VALUES: u64 = 4096;
+
 /// What makes two classes one: the extent tuple, every argument's dims, the step index.
 type SigKey = (Vec<u64>, Vec<Vec<u64>>, Option<u64>);
 
@@ -18,6 +21,8 @@ type SigKey = (Vec<u64>, Vec<Vec<u64>>, Option<u64>);
 pub(super) struct PhaseEnv {
     /// `first`, `steady`, `flush`; empty without `phases:`.
     pub name: String,
+    /// The name with the values of a several-valued phase (`flush (n_tokens = 5)`).
+    pub label: String,
     /// `None` without `phases:` (one phase over every tuple).
     pub kind: Option<PhaseKind>,
     pub env: HashMap<String, i64>,
@@ -31,6 +36,7 @@ impl<'s> Deriver<'s> {
         if c.phases.is_empty() {
             return Some(vec![PhaseEnv {
                 name: String::new(),
+                label: String::new(),
                 kind: None,
                 env: self.env.clone(),
             }]);
@@ -41,51 +47,116 @@ impl<'s> Deriver<'s> {
             if declared.is_none() && kind != PhaseKind::Steady {
                 continue;
             }
+            let what = format!("phase `{}` of `{}`", kind.name(), c.name.value);
             let overrides = declared.map(|p| p.overrides.as_slice()).unwrap_or_default();
-            let env = self.env_with(
-                overrides,
-                &format!("phase `{}` of `{}`", kind.name(), c.name.value),
-            )?;
-            out.push(PhaseEnv {
-                name: kind.name().to_string(),
-                kind: Some(kind),
-                env,
-            });
+            // Every override's values, then every combination of them.
+            let mut sets: Vec<(&Ident, Vec<i64>)> = Vec::new();
+            for o in overrides {
+                if !self.order.iter().any(|(n, _)| n.value == o.name.value) {
+                    self.push(
+                        Diagnostic::error(
+                            Code::Undefined,
+                            o.name.span,
+                            format!("{what} overrides `{}`, which is not a declared quantity", o.name.value),
+                        )
+                        .label("not a quantity")
+                        .help("a phase overrides quantities its input shapes use, e.g. `first: {f_query: 100}`"),
+                    );
+                    return None;
+                }
+                sets.push((&o.name, self.phase_values(&o.values, &what)?));
+            }
+            let mut combos: Vec<Vec<(&Ident, i64)>> = vec![Vec::new()];
+            for (name, values) in &sets {
+                combos = combos
+                    .iter()
+                    .flat_map(|c| {
+                        values.iter().map(move |v| {
+                            let mut c = c.clone();
+                            c.push((*name, *v));
+                            c
+                        })
+                    })
+                    .collect();
+                if combos.len() as u64 > MAX_PHASE_VALUES {
+                    let span = declared.map_or(c.name.span, |p| p.kind.span);
+                    self.push(
+                        Diagnostic::error(
+                            Code::Inconsistent,
+                            span,
+                            format!("{what} has more than {MAX_PHASE_VALUES} query configurations"),
+                        )
+                        .label("too many combinations of values")
+                        .help(
+                            "a phase is one class per combination of its values; narrow the ranges",
+                        ),
+                    );
+                    return None;
+                }
+            }
+            let several = combos.len() > 1;
+            for combo in combos {
+                let env = self.env_with(&combo)?;
+                let label = if several {
+                    let vals: Vec<String> = combo
+                        .iter()
+                        .map(|(n, v)| format!("{} = {v}", n.value))
+                        .collect();
+                    format!("{} ({})", kind.name(), vals.join(", "))
+                } else {
+                    kind.name().to_string()
+                };
+                out.push(PhaseEnv {
+                    name: kind.name().to_string(),
+                    label,
+                    kind: Some(kind),
+                    env,
+                });
+            }
         }
         Some(out)
     }
 
-    /// The quantity values with `overrides` applied and every quantity defined from them
-    /// re-evaluated (in the definitions' dependency order).
-    fn env_with(&mut self, overrides: &[Quantity], what: &str) -> Option<HashMap<String, i64>> {
-        let mut env = self.env.clone();
-        let mut ok = true;
-        for o in overrides {
-            if !self.order.iter().any(|(n, _)| n.value == o.name.value) {
-                self.push(
-                    Diagnostic::error(
-                        Code::Undefined,
-                        o.name.span,
-                        format!("{what} overrides `{}`, which is not a declared quantity", o.name.value),
-                    )
-                    .label("not a quantity")
-                    .help("a phase overrides quantities its input shapes use, e.g. `first: {f_query: 100}`"),
-                );
-                ok = false;
+    /// The integers a phase override takes.
+    fn phase_values(&mut self, values: &PhaseValues, what: &str) -> Option<Vec<i64>> {
+        match values {
+            PhaseValues::One(e) => Some(vec![self.eval(e)?]),
+            PhaseValues::List(l) => l.iter().map(|e| self.eval(e)).collect(),
+            PhaseValues::Range { from, to, span } => {
+                let (a, b) = (self.eval(from)?, self.eval(to)?);
+                let n = i128::from(b) - i128::from(a) + 1;
+                if n < 1 || n > i128::from(MAX_PHASE_VALUES) {
+                    self.push(
+                        Diagnostic::error(
+                            Code::Inconsistent,
+                            *span,
+                            format!("{what}: the range {a} to {b} holds {} values", n.max(0)),
+                        )
+                        .label(if n < 1 { "empty range" } else { "too many values" })
+                        .help(format!("a range is `{{from: LOW, to: HIGH}}` with LOW ≤ HIGH and at most {MAX_PHASE_VALUES} values, both ends included")),
+                    );
+                    return None;
+                }
+                Some((a..=b).collect())
             }
         }
-        if !ok {
-            return None;
-        }
+    }
+
+    /// The quantity values with `values` applied and every quantity defined from them
+    /// re-evaluated (in the definitions' dependency order).
+    fn env_with(&mut self, values: &[(&Ident, i64)]) -> Option<HashMap<String, i64>> {
+        let mut env = self.env.clone();
         let mut changed: HashSet<&str> = HashSet::new();
         let order = self.order.clone();
         for (name, e) in order {
-            let o = overrides.iter().find(|o| o.name.value == name.value);
-            let e = match o {
-                Some(o) => &o.expr,
-                None if e.names().iter().any(|(n, _)| changed.contains(n)) => e,
-                None => continue,
-            };
+            if let Some((_, v)) = values.iter().find(|(n, _)| n.value == name.value) {
+                env.insert(name.value.clone(), *v);
+                changed.insert(name.value.as_str());
+                continue;
+            }
+            if !e.names().iter().any(|(n, _)| changed.contains(n)) {
+                continue;
+            }
             match expr::eval(e, &|n: &str| env.get(n).copied()) {
                 Ok(v) => {
                     env.insert(name.value.clone(), v);
@@ -123,18 +194,17 @@ impl<'s> Deriver<'s> {
             if phases.iter().all(|p| p.kind.is_none()) {
                 plan.extend(phases.iter().map(|p| (p, all.iter().collect())));
             } else {
-                let steady = phases.iter().find(|p| p.kind == Some(PhaseKind::Steady));
-                let first = phases
-                    .iter()
-                    .find(|p| p.kind == Some(PhaseKind::First))
-                    .or(steady);
-                if let Some(f) = first {
-                    plan.push((f, vec![&reach.first]));
-                }
+                // Without a `first` phase the first call presents the steady shapes.
+                let has_first = phases.iter().any(|p| p.kind == Some(PhaseKind::First));
+                let mut first_and_later: Vec<&Vec<u64>> = vec![&reach.first];
+                first_and_later.extend(later.iter().filter(|t| **t != reach.first));
                 for p in phases {
-                    if matches!(p.kind, Some(PhaseKind::Steady | PhaseKind::Flush)) {
-                        plan.push((p, later.iter().collect()));
-                    }
+                    let tuples = match p.kind {
+                        Some(PhaseKind::First) => vec![&reach.first],
+                        Some(PhaseKind::Steady) if !has_first => first_and_later.clone(),
+                        _ => later.iter().collect(),
+                    };
+                    plan.push((p, tuples));
                 }
             }
         }
@@ -201,10 +271,10 @@ impl<'s> Deriver<'s> {
                         if let Some(&i) = seen.get(&key) {
                             let sig: &mut ClassSig = &mut sigs[i];
                             if let Some(p) = sig.phase.as_mut()
-                                && !p.split(", ").any(|x| x == phase.name)
+                                && !p.split("; ").any(|x| x == phase.label)
                             {
-                                p.push_str(", ");
-                                p.push_str(&phase.name);
+                                p.push_str("; ");
+                                p.push_str(&phase.label);
                             }
                             continue;
                         }
@@ -227,7 +297,7 @@ impl<'s> Deriver<'s> {
                             extents: extents.clone(),
                             args: args.clone(),
                             staging_bytes: st,
-                            phase: phase.kind.map(|_| phase.name.clone()),
+                            phase: phase.kind.map(|_| phase.label.clone()),
                             step,
                         });
                     }

@@ -1,10 +1,12 @@
 //! A callable's query phases (`phases: {first: {..}, steady: {..}, flush: {..}}`) and its
 //! loop specialisation (`specialize: step`).
 
-use super::super::yaml::Node;
+use super::super::yaml::{Node, NodeKind};
 use super::Lower;
 use crate::diag::{Code, Diagnostic};
-use crate::ir::{Phase, PhaseKind, Spanned, Specialize};
+use crate::ir::{Phase, PhaseKind, PhaseOverride, PhaseValues, Spanned, Specialize};
+
+const RANGE_KEYS: &[&str] = &["from", "to"];
 
 impl Lower<'_> {
     /// `phases:`: each phase maps quantity names to the values its input shapes use.
@@ -18,10 +20,44 @@ impl Lower<'_> {
         for (key, k, v) in entries {
             let kind = self.word(k, "query phase", &options);
             let what = format!("phase `{key}` of callable `{callable}`");
-            let overrides = self.quantities(v, &what);
-            match kind {
-                Some(kind) => out.push(Phase { kind, overrides }),
-                None => ok = false,
+            let overrides = self.phase_overrides(v, &what);
+            match (kind, overrides) {
+                (Some(kind), Some(overrides)) => out.push(Phase { kind, overrides }),
+                _ => ok = false,
+            }
+        }
+        ok.then_some(out)
+    }
+
+    /// `{NAME: EXPR | [EXPR, ..] | {from: EXPR, to: EXPR}, ..}`.
+    fn phase_overrides(&mut self, node: &Node, what: &str) -> Option<Vec<PhaseOverride>> {
+        let help = "a phase maps quantity names to a value (`f_query: 100`), a list of values (`f_query: [28, 56]`) or a range (`f_query: {from: 1, to: 54}`)";
+        let entries = self.entries(node, what, help)?;
+        let mut out = Vec::new();
+        let mut ok = true;
+        for (_, k, v) in entries {
+            let name = self.ident(k, "a quantity name");
+            let values = match &v.kind {
+                NodeKind::Seq(_) => self
+                    .expr_list(v, "the phase's values of the quantity")
+                    .map(PhaseValues::List),
+                NodeKind::Map(_) => {
+                    let f = self.fields(v, "a range of values", k.span, RANGE_KEYS, RANGE_KEYS);
+                    f.and_then(|f| {
+                        let from = f.get("from").and_then(|n| self.expr(n));
+                        let to = f.get("to").and_then(|n| self.expr(n));
+                        Some(PhaseValues::Range {
+                            from: from?,
+                            to: to?,
+                            span: v.span,
+                        })
+                    })
+                }
+                _ => self.expr(v).map(PhaseValues::One),
+            };
+            match (name, values) {
+                (Some(name), Some(values)) => out.push(PhaseOverride { name, values }),
+                _ => ok = false,
             }
         }
         ok.then_some(out)
