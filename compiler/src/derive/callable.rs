@@ -3,7 +3,8 @@
 //!
 //! Nothing here depends on the order of a callable's `inputs:` and `reads:`: the specializing
 //! region (whose extents are 𝓛 and whose trajectory bounds partial flushes) is the varying
-//! region with the most extents, ties broken by name.
+//! region with the most extents, ties broken by name; when every region is pinned, the one
+//! with the largest extent, ties broken by name.
 
 use std::cmp::Reverse;
 
@@ -102,9 +103,21 @@ impl<'s> Deriver<'s> {
             return None;
         }
         let lockstep_text = lockstep_text(&reach.lockstep);
+        // Varying regions first, by K_r; among pinned ones the largest extent; then the name.
         let spec_region = region_widths
             .iter()
-            .max_by_key(|w| (!w.pinned, w.width, Reverse(w.region.as_str())))
+            .max_by_key(|w| {
+                let pinned_extent = match find(&w.region) {
+                    Some(d) if w.pinned => d.attended_extent.value,
+                    _ => 0,
+                };
+                (
+                    !w.pinned,
+                    w.width,
+                    pinned_extent,
+                    Reverse(w.region.as_str()),
+                )
+            })
             .map(|w| w.region.clone());
         let sr = spec_region.as_deref().and_then(find);
         let attended_extents = sr.map(|d| d.catalog.clone()).unwrap_or_default();

@@ -328,7 +328,8 @@ pub struct DerivedCallable {
     /// Write-through regions.
     pub writes: Vec<String>,
     /// 𝓛: attended extents of the specializing region (the varying region read with the most
-    /// extents, ties broken by name; a pinned one when none varies), ascending.
+    /// extents, ties broken by name; when none varies, the pinned one with the largest extent),
+    /// ascending.
     pub attended_extents: Vec<u64>,
     /// Region whose extents `attended_extents` lists.
     pub specializing_region: Option<String>,

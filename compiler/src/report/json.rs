@@ -166,7 +166,7 @@ fn callables_json(d: &Derived) -> Vec<Value> {
 /// follows; `classes` is what the generated catalog lists, the rest says where it comes from:
 ///
 /// - `specializing_region`: the varying region the callable reads with the most extents, ties
-///   broken by name (a pinned one when none varies), so the declaration order of `inputs:` and
+///   broken by name (when none varies, the pinned one with the largest extent), so the declaration order of `inputs:` and
 ///   `reads:` changes nothing; `attended_extents`: that region's attended extents 𝓛, ascending
 ///   (eq. 4), and `catalog_size`: their count K with its derivation.
 /// - `region_widths`: K_r per region read (eq. 7; 1 when pinned).
