@@ -53,6 +53,11 @@ fn first_call_advance_and_schedule_follow_the_walk() {
     assert_eq!(flow.catalog, vec![0, 50, 125, 150, 175, 200]);
     assert_eq!(flow.width.width.value, 6);
     assert_eq!(flow.width.schedule, vec![0, 50, 75]);
+    let mel = d.region("mel_cache").unwrap();
+    assert_eq!(
+        (mel.catalog.clone(), mel.width.width.value),
+        (vec![0, 8], 2)
+    );
     let hop = d.region("hop_cache").unwrap();
     assert_eq!(hop.catalog, vec![0, 25, 75, 175, 275, 375, 400]);
     let call = d.callable("flow").unwrap();

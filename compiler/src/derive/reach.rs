@@ -54,7 +54,7 @@ pub struct Track {
 impl Track {
     /// The growing trajectory (`None` when pinned).
     pub fn trajectory(&self) -> Option<Trajectory> {
-        self.by.filter(|s| *s > 0).map(|by| Trajectory {
+        self.by.map(|by| Trajectory {
             from: self.from,
             prefix: self.prefix.clone(),
             by,

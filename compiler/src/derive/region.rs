@@ -45,7 +45,9 @@ impl<'s> Deriver<'s> {
                 Growth::Grows { from, by, call } => {
                     fixed.push(None);
                     let f = self.eval_at_least(from, 0, &format!("the start extent of `{name}`"));
-                    let s = self.eval_at_least(by, 1, &format!("the stride of `{name}`"));
+                    // After leading advances the steady stride may be 0 (the axis stops).
+                    let min = if g.advances.is_empty() { 1 } else { 0 };
+                    let s = self.eval_at_least(by, min, &format!("the stride of `{name}`"));
                     let c = match call {
                         Some(c) => {
                             self.eval_at_least(c, 0, &format!("the per-call frames of `{name}`"))

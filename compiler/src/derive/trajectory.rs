@@ -22,7 +22,7 @@ pub struct Trajectory {
     pub from: u64,
     /// The leading advances (`first`, then `schedule`); each may be 0.
     pub prefix: Vec<u64>,
-    /// The steady advance, ≥ 1.
+    /// The steady advance (0 only after leading advances: the axis stops growing).
     pub by: u64,
     /// A_r: the retention bound (≥ `from`).
     pub cap: u64,
@@ -74,7 +74,7 @@ impl Trajectory {
             }
             e = e.saturating_add(*a);
         }
-        if e >= self.cap {
+        if e >= self.cap || self.by == 0 {
             return Moves {
                 listed,
                 steady: None,
@@ -104,13 +104,11 @@ impl Trajectory {
             return None;
         }
         let mut out = vec![self.from.min(self.cap)];
-        let mut k = 1u64;
-        while out.last().is_some_and(|&l| l < self.cap) {
+        for k in 1..=self.moves().last() {
             let e = self.extent_at(k);
             if out.last() != Some(&e) {
                 out.push(e);
             }
-            k += 1;
         }
         Some(out)
     }
@@ -228,10 +226,31 @@ mod tests {
     }
 
     #[test]
+    fn a_zero_steady_advance_stops_the_walk() {
+        // A cache empty on the first call that fills once (HiFT's mel cache): 0, then 8.
+        let t = Trajectory {
+            from: 0,
+            prefix: vec![8],
+            by: 0,
+            cap: 8,
+        };
+        assert_eq!(t.catalog(64), Some(vec![0, 8]));
+        // Stopping below the bound: the bound is never reached.
+        let t = Trajectory {
+            from: 0,
+            prefix: vec![3, 2],
+            by: 0,
+            cap: 8,
+        };
+        assert_eq!(t.catalog(64), Some(vec![0, 3, 5]));
+        assert_eq!((t.width(), t.extent_at(100)), (3, 5));
+    }
+
+    #[test]
     fn width_matches_the_walk() {
         for from in 0..4u64 {
             for a in 0..4u64 {
-                for by in 1..4u64 {
+                for by in 0..4u64 {
                     for cap in from..from + 12 {
                         let t = Trajectory {
                             from,
