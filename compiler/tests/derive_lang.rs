@@ -218,6 +218,24 @@ fn query_phases_agree_across_catalog_reserve_and_generated_table() {
     assert_eq!(flushes.len(), 9);
     assert_eq!(flushes[0], "flush (n_tok = 1)");
     assert_eq!(generated_signatures(&module(&c), "encoder"), 13);
+    // A scratch region whose extent is a query-phase value: storage for the largest (100
+    // frames), each phase's view at its own extent.
+    let ws = c.derived.region("workspace").unwrap();
+    assert_eq!(ws.envelope_extent.value, 100);
+    let est = c.derived.callable("estimator").unwrap();
+    let views: Vec<(Option<&str>, Vec<u64>)> = est
+        .reserve()
+        .classes
+        .iter()
+        .map(|k| (k.phase.as_deref(), k.args[1].dims.clone()))
+        .collect();
+    assert_eq!(
+        views,
+        [
+            (Some("first"), vec![100, 64]),
+            (Some("steady"), vec![50, 64])
+        ]
+    );
 }
 
 #[test]

@@ -63,7 +63,7 @@ impl<'s> Deriver<'s> {
         let catalog_width = region_widths
             .iter()
             .try_fold(1u64, |a, w| a.checked_mul(w.width));
-        let phases = self.phase_envs(c)?;
+        let phases = self.phases.remove(name)?;
         let configs = phases.len() as u64;
         // The reachable catalog: walk the regions' clock trajectories (reach.rs).
         let clock_of = |axis: &str| clocks.iter().find(|k| k.name == axis);

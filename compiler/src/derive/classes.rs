@@ -18,6 +18,7 @@ const MAX_PHASE_VALUES: u64 = 4096;
 type SigKey = (Vec<u64>, Vec<Vec<u64>>, Option<u64>);
 
 /// The quantity values one query phase presents its input shapes with.
+#[derive(Clone, Debug)]
 pub(super) struct PhaseEnv {
     /// `first`, `steady`, `flush`; empty without `phases:`.
     pub name: String,
@@ -364,7 +365,21 @@ impl<'s> Deriver<'s> {
                             {
                                 continue;
                             }
-                            if i == attended_axis {
+                            // A fixed extent a query phase overrides is that phase's value.
+                            let fixed = self
+                                .spec
+                                .region(&r.value)
+                                .and_then(|ir| ir.growth.iter().find(|g| &g.axis.value == ax))
+                                .and_then(|g| match &g.growth {
+                                    Growth::Fixed(e) if !d.disabled => {
+                                        expr::eval(e, &|n: &str| env.get(n).copied()).ok()
+                                    }
+                                    _ => None,
+                                })
+                                .and_then(|v| u64::try_from(v).ok());
+                            if let Some(v) = fixed {
+                                dims.push(v);
+                            } else if i == attended_axis {
                                 dims.push(ext);
                             } else {
                                 dims.push(d.envelope_axes.get(i).map(|e| e.value).unwrap_or(1));

@@ -68,6 +68,7 @@ pub fn derive_at(spec: &Spec, op: Option<&OperatingPoint>) -> Result<Derived, Ve
         op,
         env: HashMap::new(),
         order: Vec::new(),
+        phases: HashMap::new(),
         diags: Vec::new(),
     };
     let out = d.run();
@@ -151,6 +152,8 @@ struct Deriver<'s> {
     env: HashMap<String, i64>,
     /// The effective quantity definitions in evaluation order (phases re-evaluate from it).
     order: Vec<(&'s Ident, &'s Expr)>,
+    /// Each callable's query phases (classes.rs), by callable name.
+    phases: HashMap<String, Vec<classes::PhaseEnv>>,
     diags: Vec<Diagnostic>,
 }
 
@@ -254,8 +257,18 @@ impl<'s> Deriver<'s> {
         self.check_point();
         let quantities = self.quantities()?;
         let clocks = self.clocks();
-        let mut regions = Vec::new();
+        // Every callable's query phases first: a fixed extent a phase overrides sizes the
+        // regions the callable touches (region.rs) and its views (classes.rs).
         let mut ok = clocks.is_some();
+        for c in &self.spec.callables {
+            match self.phase_envs(c) {
+                Some(p) => {
+                    self.phases.insert(c.name.value.clone(), p);
+                }
+                None => ok = false,
+            }
+        }
+        let mut regions = Vec::new();
         for r in &self.spec.regions {
             match self.region(r) {
                 Some(d) => regions.push(d),

@@ -19,6 +19,39 @@ impl<'s> Deriver<'s> {
         out
     }
 
+    /// The largest value `e` takes in the query phases of the callables that read or write
+    /// `r` (0 when none overrides anything it uses).
+    fn phase_max(&self, r: &Region, e: &Expr) -> u64 {
+        let name = &r.name.value;
+        self.spec
+            .callables
+            .iter()
+            .filter(|c| {
+                c.read_regions().iter().any(|x| &x.value == name)
+                    || c.writes.iter().any(|x| &x.value == name)
+            })
+            .filter_map(|c| self.phases.get(&c.name.value))
+            .flatten()
+            .filter_map(|p| crate::expr::eval(e, &|n: &str| p.env.get(n).copied()).ok())
+            .filter_map(|v| u64::try_from(v).ok())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// A fixed extent's derivation: the expression, or, where a query phase presents more than
+    /// the base value, that phase's value.
+    fn fixed_derivation(&self, v: u64, e: &Expr) -> Derivation {
+        let base = crate::expr::eval(e, &|n: &str| self.env.get(n).copied()).ok();
+        if base.and_then(|b| u64::try_from(b).ok()) == Some(v) {
+            return self.derivation(v, e.to_string(), &[e]);
+        }
+        Derivation {
+            value: v,
+            formula: format!("{v} (`{e}` in its largest query phase)"),
+            inputs: Vec::new(),
+        }
+    }
+
     pub(super) fn region(&mut self, r: &Region) -> Option<DerivedRegion> {
         let axes = self.axes(r);
         let name = &r.name.value;
@@ -39,6 +72,9 @@ impl<'s> Deriver<'s> {
                     let min = if self.op.is_some() { 0 } else { 1 };
                     let v =
                         self.eval_at_least(e, min, &format!("the extent of `{name}` along `{a}`"));
+                    // A query phase of a callable touching the region may present more: the
+                    // storage holds the largest.
+                    let v = v.map(|v| v.max(self.phase_max(r, e)));
                     fixed.push(v.map(|v| (v, e)));
                     ok &= v.is_some();
                 }
@@ -77,7 +113,7 @@ impl<'s> Deriver<'s> {
             match (&r.retention.value, grow) {
                 (Retention::Pinned, _) => {
                     let (v, e) = fixed.get(attended_axis).copied().flatten()?;
-                    let d = self.derivation(v, e.to_string(), &[e]);
+                    let d = self.fixed_derivation(v, e);
                     (d.clone(), d, true, None)
                 }
                 (Retention::Unbounded, Some((_, from, _, call, g))) => {
@@ -322,7 +358,7 @@ impl<'s> Deriver<'s> {
                 env_axes.push(d);
             } else {
                 let (v, e) = fixed.get(i).copied().flatten()?;
-                env_axes.push(self.derivation(v, e.to_string(), &[e]));
+                env_axes.push(self.fixed_derivation(v, e));
             }
         }
         let Some(env_prod) = mul_all(env_axes.iter().map(|d| d.value)) else {
