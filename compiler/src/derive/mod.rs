@@ -7,16 +7,18 @@
 //! retention larger than the envelope...), reported as diagnostics.
 //!
 //! One file per stage: [`quantities`] (values at an operating point, clock rates), [`region`]
-//! (extents along each region's [`trajectory`], bytes, ρ, K_r), [`points`] (regions disabled
-//! and dtypes changed by an operating point), [`callable`] (𝓛, widths, the reachable walk of
-//! [`reach`], the verdict), [`classes`] (the signature classes over query phases, extent tuples
-//! and specialised steps, and M_reserve over exactly those), [`flush`] (the partial-flush
-//! bound), [`arena`] (the session arena) and [`soundness`] (staged writes).
+//! (extents along each region's [`trajectory`], bytes, ρ, K_r; kept slices in [`keep`]),
+//! [`points`] (regions disabled and dtypes changed by an operating point), [`callable`] (𝓛,
+//! widths, the reachable walk of [`reach`], the verdict), [`classes`] (the signature classes
+//! over query phases, extent tuples and specialised steps, and M_reserve over exactly those),
+//! [`flush`] (the partial-flush bound), [`arena`] (the session arena) and [`soundness`]
+//! (staged writes).
 
 pub mod arena;
 mod callable;
 mod classes;
 mod flush;
+mod keep;
 mod points;
 mod quantities;
 pub mod reach;
