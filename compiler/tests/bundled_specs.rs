@@ -33,7 +33,7 @@ fn token2wav_table2_and_catalog() {
     assert_eq!(rhos, vec![8.9, 17.9]);
     let flow = d.callable("flow").unwrap();
     assert_eq!(flow.attended_extents, vec![302, 352, 402]);
-    assert_eq!(flow.catalog_width, 3);
+    assert_eq!(flow.catalog_width, Some(3));
     assert_eq!(flow.catalog_size.value, 3);
     assert_eq!(flow.verdict, Verdict::Captured);
     assert_eq!(flow.launch_ratio.den, 10);
@@ -59,7 +59,7 @@ fn token2wav_table2_and_catalog() {
     // The encoder reads two growing caches that advance together on the token clock: 3 of the
     // 3 × 3 tuples eq. 7 bounds are reachable, and the catalog lists exactly those.
     let enc = d.callable("encoder").unwrap();
-    assert_eq!(enc.catalog_width, 9);
+    assert_eq!(enc.catalog_width, Some(9));
     assert_eq!(enc.classes_bound, Some(9));
     assert_eq!((enc.reachable, enc.classes), (Some(3), Some(3)));
     assert_eq!(enc.lockstep.len(), 1);
@@ -130,7 +130,7 @@ fn table3_verdicts() {
             .derived
             .callables
             .iter()
-            .find(|x| x.catalog_width == k)
+            .find(|x| x.catalog_width == Some(k))
             .unwrap_or_else(|| panic!("{name}: no callable with K = {k}"));
         assert_eq!(main.verdict, verdict, "{name}");
         assert!(!main.reason.is_empty());
@@ -301,7 +301,7 @@ fn token2wav_keep_rules_and_layouts() {
         // token clock, so 3 classes are reachable.
         let enc = c.derived.callable("encoder").unwrap();
         assert_eq!(enc.attended_extents, vec![151, 176, 201]);
-        assert_eq!(enc.catalog_width, 9);
+        assert_eq!(enc.catalog_width, Some(9));
         assert_eq!(enc.classes, Some(3), "{name}");
         assert_eq!(enc.reserve_chunk.classes.len(), 3, "{name}");
         // The numbers do not depend on the layout or the keep rule.
@@ -425,7 +425,7 @@ fn mimi_rings_conv_contexts_and_verdicts() {
         assert_eq!(k.specializing_region.as_deref(), Some(ring));
         assert_eq!(k.attended_extents, vec![250]);
         assert_eq!(k.region_widths.len(), 12);
-        assert_eq!(k.catalog_width, 1);
+        assert_eq!(k.catalog_width, Some(1));
         assert_eq!((k.reachable, k.classes), (Some(1), Some(1)));
         assert_eq!(k.verdict, Verdict::Captured);
         assert_eq!(k.flush_classes, None);
@@ -531,7 +531,7 @@ fn cosyvoice2_flow_cache_trajectory_and_verdicts() {
 
     // The encoder: two growing caches in lock-step on the token clock, 301 of 301 × 301.
     let e = d.callable("encoder").unwrap();
-    assert_eq!(e.catalog_width, 90_601);
+    assert_eq!(e.catalog_width, Some(90_601));
     assert_eq!((e.reachable, e.classes), (Some(301), Some(301)));
     assert_eq!(e.lockstep.len(), 1);
     assert_eq!(
@@ -551,15 +551,24 @@ fn cosyvoice2_flow_cache_trajectory_and_verdicts() {
         e.flush_classes.as_ref().unwrap().explain(),
         "25 = min(s_r token_hop_len 25 tokens, admit bound f_chunk 50 frames = 25 tokens)"
     );
-    // The decoder: every region pinned; |Q_o| = 2 (first call 100 frames, later 50).
+    // The decoder: every region pinned; |Q_o| = 2 query phases (first call 100 frames, later
+    // 50), both staged: M_reserve counts the first call's 96,720 B beside the later 48,520 B.
     let f = d.callable("flow_decoder").unwrap();
     assert_eq!(f.attended_extents, vec![50]);
-    assert_eq!((f.configs, f.catalog_width), (2, 1));
+    assert_eq!((f.configs, f.catalog_width), (2, Some(1)));
+    assert_eq!(f.phases, ["first", "steady"]);
     assert_eq!((f.classes, f.classes_bound), (Some(2), Some(2)));
     assert_eq!(f.verdict, Verdict::Captured);
     assert_eq!((f.steps, f.launch_ratio.den), (10, 10));
     assert_eq!(f.reserve_chunk.write_through_bytes, 230_696_960);
-    assert_eq!(f.reserve_chunk.total_bytes, 230_745_480);
+    let staged: Vec<u64> = f
+        .reserve_chunk
+        .classes
+        .iter()
+        .map(|k| k.staging_bytes)
+        .collect();
+    assert_eq!(staged, [96_720, 48_520]);
+    assert_eq!(f.reserve_chunk.total_bytes, 230_842_200);
     assert_eq!(
         f.reserve_chunk.largest_input,
         Some(("mid_kv".to_string(), 196_608_000))
@@ -584,7 +593,7 @@ fn new_specs_table3_style_verdicts() {
         let x = c.derived.callable(callable).unwrap();
         assert_eq!(
             (x.catalog_width, x.classes, x.verdict),
-            (k, Some(classes), verdict),
+            (Some(k), Some(classes), verdict),
             "{name}/{callable}"
         );
         assert!(!x.reason.is_empty());
