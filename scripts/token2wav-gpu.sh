@@ -37,7 +37,7 @@ if [[ "${1:-}" == "--prepare" ]]; then
   cp "${CARGO_TARGET_DIR:-target}/release/dcc-bench" "$D/dcc-bench"
   strip "$D/dcc-bench"
   cp "$PEER" "$D/token2wav_stock.py"
-  rm -rf "$D/vendor" && cp -r "$VENDOR" "$D/vendor"
+  rm -rf "$D/vendor" && cp -rL "$VENDOR" "$D/vendor"
   du -sh "$D" "$D"/*
   exit 0
 fi

@@ -89,7 +89,7 @@ pub fn dot(c: &Checked) -> String {
             "  {id} [shape=hexagon, label=\"{}\\n{}\\nK={} {}\"];",
             cl.name.value,
             dc.granularity.name(),
-            dc.catalog_width,
+            dc.catalog_width_text(),
             dc.verdict.label()
         );
         for a in &cl.inputs {

@@ -406,6 +406,10 @@ pub struct Quantity {
 pub struct OperatingPoint {
     pub name: Ident,
     pub overrides: Vec<Quantity>,
+    /// Regions switched off at this point (`disable: [..]`): extent 0, no bytes.
+    pub disable: Vec<Ident>,
+    /// Element types changed at this point (`dtype: ..`).
+    pub dtype: Option<DTypeChange>,
 }
 
 /// Growth map g_r along one axis of a region's clock.
@@ -428,6 +432,8 @@ pub struct AxisGrowth {
     /// Clock that names the axis.
     pub axis: Ident,
     pub growth: Growth,
+    /// Advances before the steady `by` (`first:`, `schedule:`); empty for a plain progression.
+    pub advances: Advances,
     pub span: Span,
 }
 
@@ -436,6 +442,9 @@ pub struct AxisGrowth {
 pub enum Retention {
     /// Nothing grows; extents are the fixed axes.
     Pinned,
+    /// `retention: none`: nothing bounds the growing axis; the state grows for the whole session
+    /// (the paper's C2), so every callable that touches the region is `out: unbounded`.
+    Unbounded,
     /// Fixed-capacity ring: the attended extent is pinned at `capacity`.
     Ring { capacity: Expr },
     /// Sliding window of `size` along the growing axis; `steady: true` analyses only the
@@ -473,6 +482,7 @@ impl Retention {
     pub fn kind_name(&self) -> &'static str {
         match self {
             Retention::Pinned => "pinned",
+            Retention::Unbounded => "none",
             Retention::Ring { .. } => "ring",
             Retention::Window { .. } => "window",
             Retention::PromptHistory { .. } => "prompt + history",
@@ -622,8 +632,11 @@ pub struct Callable {
     pub admit: Option<Predicate>,
     pub effects: Spanned<Effects>,
     pub query: Spanned<QueryLength>,
-    /// |𝒬_o|: number of non-extent configurations (default 1).
-    pub configs: Option<Expr>,
+    /// Query phases (`phases:`): per-phase quantity overrides of the input shapes; empty = one
+    /// phase, the base values.
+    pub phases: Vec<Phase>,
+    /// `specialize: step`: each inner step index is a signature of its own.
+    pub specialize: Option<Spanned<Specialize>>,
     /// Explicit tensor arguments, in call order.
     pub inputs: Vec<TensorArg>,
     /// Regions read without being passed as tensor arguments.
@@ -651,4 +664,95 @@ impl Callable {
         }
         out
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Trajectories, operating-point changes, query phases, loop specialisation
+// ---------------------------------------------------------------------------------------------
+
+/// The advances a growing axis makes before its steady stride: the extent at call `k` is
+/// `from + a_0 + … + a_{k−1}` (capped by the retention bound), where `a_0 = first`, the next
+/// ones come from `schedule`, and every later one is `by`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Advances {
+    /// What the first call adds (`first:`).
+    pub first: Option<Expr>,
+    /// The advances after `first`, in call order (`schedule: [..]`).
+    pub schedule: Vec<Expr>,
+}
+
+impl Advances {
+    /// `first` then `schedule`, in call order.
+    pub fn all(&self) -> impl Iterator<Item = &Expr> {
+        self.first.iter().chain(&self.schedule)
+    }
+    /// Whether the axis is a plain arithmetic progression (`from` + k·`by`).
+    pub fn is_empty(&self) -> bool {
+        self.first.is_none() && self.schedule.is_empty()
+    }
+}
+
+/// The element types an operating point changes (`dtype: bf16` or `dtype: {kv: f16}`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum DTypeChange {
+    /// Every `f32` region, constant and caller tensor becomes this type.
+    AllF32(Spanned<DType>),
+    /// The named regions and constants (`kv_cache`) and caller tensors (`flow.mu`: input `mu`
+    /// of callable `flow`) become the given types.
+    Named(Vec<(Ident, Spanned<DType>)>),
+}
+
+/// A query phase of a callable.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum PhaseKind {
+    /// The first call of a turn (at the first-call extents).
+    First,
+    /// Every later call.
+    Steady,
+    /// The final flush of a turn.
+    Flush,
+}
+
+impl PhaseKind {
+    pub const ALL: [PhaseKind; 3] = [PhaseKind::First, PhaseKind::Steady, PhaseKind::Flush];
+    pub const fn name(self) -> &'static str {
+        match self {
+            PhaseKind::First => "first",
+            PhaseKind::Steady => "steady",
+            PhaseKind::Flush => "flush",
+        }
+    }
+}
+
+/// One declared query phase: the quantities its input shapes use instead of the base values.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Phase {
+    pub kind: Spanned<PhaseKind>,
+    pub overrides: Vec<PhaseOverride>,
+}
+
+/// One quantity a phase overrides, with one value or several (each a query configuration of
+/// its own: a final flush of 1 to 27 tokens is 27 configurations).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PhaseOverride {
+    pub name: Ident,
+    pub values: PhaseValues,
+}
+
+/// The values of a phase override.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PhaseValues {
+    /// `f_query: 100`.
+    One(Expr),
+    /// `f_query: [28, 56]`.
+    List(Vec<Expr>),
+    /// `f_query: {from: 1, to: 54}`: every integer in between, both ends included.
+    Range { from: Expr, to: Expr, span: Span },
+}
+
+/// What specialises a callable's signature beyond the extents (`specialize:`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Specialize {
+    /// The inner loop's step index (`specialize: step`): one signature per step.
+    Step,
 }

@@ -572,6 +572,11 @@ impl<'s> V<'s> {
                     self.growth_needed(r);
                 }
             }
+            Retention::Unbounded => {
+                if growing.is_empty() {
+                    self.growth_needed(r);
+                }
+            }
             Retention::PromptHistory {
                 prompt,
                 retained,
@@ -865,9 +870,6 @@ impl<'s> V<'s> {
             for (_, e) in &p.clauses {
                 self.expr_names(e, false, &[]);
             }
-        }
-        if let Some(e) = &c.configs {
-            self.expr_names(e, false, &[]);
         }
         if c.effects.value == Effects::HostRng {
             self.diags.push(

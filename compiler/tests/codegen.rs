@@ -117,9 +117,15 @@ fn callables_have_typed_io_structs() {
     pub carry: T,");
     has("pub struct EncoderInputs<T> {");
     has("pub struct EncoderWrites<T> {");
-    // The vocoder writes nothing: no empty struct.
     has("pub struct VocoderInputs<T> {");
-    assert!(!m.contains("VocoderWrites"));
+    has("pub struct VocoderWrites<T> {");
+    // A callable that writes nothing gets no empty struct.
+    let src = "family: nw\nclocks:\n  frame: base\nquantities:\n  n: 3\nregions:\n  r:\n    clock: frame\n    growth: { frame: n }\n    retention: pinned\n    lifetime: session\n    mutability: mutable\n    placement: arena\n    dtype: f32\n    shape: [1]\ncallables:\n  c:\n    granularity: step\n    effects: none\n    query: fixed\n    inputs:\n      x: { region: r }\n";
+    let checked = dcc_compiler::check_source("nw.yaml", src).expect("spec is valid");
+    let files = generate(&checked).expect("generates");
+    let nw = files.values().next().expect("one module");
+    assert!(nw.contains("pub struct CInputs<T> {"), "{nw}");
+    assert!(!nw.contains("CWrites"));
 }
 
 #[test]

@@ -10,9 +10,13 @@
 //! Every module depends only on the public API of `dcc-runtime` (`dcc_runtime::contract`).
 
 #[rustfmt::skip]
+pub mod cosyvoice2_flow;
+#[rustfmt::skip]
 pub mod freeze_omni;
 #[rustfmt::skip]
 pub mod language_backbone;
+#[rustfmt::skip]
+pub mod mimi;
 #[rustfmt::skip]
 pub mod moshi;
 #[rustfmt::skip]

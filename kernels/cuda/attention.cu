@@ -9,7 +9,13 @@
 // lane l accumulates the output columns l, l + 32, ... over all keys in ascending order.
 //
 // Dynamic shared memory (launch's shared_bytes): floats [W·d (queries) | W·d (rel-pos: q + w) |
-// W·tk (scores) | 64·(d + 1) (key/value tile)], see `attention::attention_dims`. The kernel traps if
+// W·tk (scores) | 64·(d + 1) (key/value tile)], see `attention::attention_dims`.
+//
+// Resident SDPA: when the launch gives room for ALL keys at once (`attention::sdpa_dims`:
+// [W·d | W·d | W·tk | ceil64(tk)·(d + 1)] floats, up to ~152 KB for the DiT's 458 keys of d = 64),
+// attention_sdpa stages every key of the (batch, head) in one pass, computes the score rows with no
+// barrier between tiles, then stages every value the same way. Same products, sums and order as
+// the tiled path (and the Host twin): only the number of barriers and load rounds changes. The kernel traps if
 // the launch gives less, or if d is outside 1..=128. The bodies are templated on the head
 // dimension (D = 32, 64, 128 unrolled; D = 0 any d): same operations in the same order.
 
@@ -146,9 +152,70 @@ __device__ __forceinline__ void dcc_weighted_values(float* acc, float (&buf)[Dcc
     }
 }
 
+// Stages frames 0 .. tk of one (batch, head) cache slice (`base` + `off`: 0 keys, d values) into
+// all[j · (d + 1) + c] for j < rows (rows = tk rounded up to 64; frames ≥ tk read as 0), float4
+// loads where D is a multiple of 4 (D = 32, 64, 128), 8 per thread in flight.
+template <int D>
+__device__ __forceinline__ void dcc_stage_all(float* all, const float* base, int off, int tk, int rows, int d) {
+    if constexpr (D != 0) {
+        constexpr int Q = D / 4;  // float4 per frame
+        const int total = rows * Q;
+        for (int i0 = 0; i0 < total; i0 += 8 * blockDim.x) {
+            float4 buf[8];
+#pragma unroll
+            for (int r = 0; r < 8; ++r) {
+                const int idx = i0 + r * blockDim.x + threadIdx.x;
+                const int j = idx / Q, c4 = idx - j * Q;
+                buf[r] = (idx < total && j < tk)
+                             ? *reinterpret_cast<const float4*>(base + (i64)j * 2 * D + off + 4 * c4)
+                             : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            }
+#pragma unroll
+            for (int r = 0; r < 8; ++r) {
+                const int idx = i0 + r * blockDim.x + threadIdx.x;
+                const int j = idx / Q, c4 = idx - j * Q;
+                if (idx < total) {
+                    float* t = all + j * (D + 1) + 4 * c4;
+                    t[0] = buf[r].x;
+                    t[1] = buf[r].y;
+                    t[2] = buf[r].z;
+                    t[3] = buf[r].w;
+                }
+            }
+        }
+    } else {
+        const int total = rows * d;
+        for (int idx = threadIdx.x; idx < total; idx += blockDim.x) {
+            const int j = idx / d, c = idx - j * d;
+            all[j * (d + 1) + c] = j < tk ? base[(i64)j * 2 * d + off + c] : 0.0f;
+        }
+    }
+}
+
+// dcc_weighted_values over resident values: acc[k] (column lane + 32k) = Σ_j e_j · v_j[c],
+// ascending j, the same sums in the same order.
+template <int D>
+__device__ __forceinline__ void dcc_weighted_values_resident(float* acc, const float* sw, const float* all, int tk,
+                                                             int d, int lane) {
+    constexpr int K = (D ? D : DCC_MAX_HEAD_DIM) / DCC_WARP;
+    const int dd = D ? D : d;
+#pragma unroll
+    for (int k = 0; k < K; ++k) acc[k] = 0.0f;
+#pragma unroll 8
+    for (int j = 0; j < tk; ++j) {
+        const float e = sw[j];
+        const float* vj = all + j * (dd + 1);
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int c = lane + k * DCC_WARP;
+            if (D || c < dd) acc[k] = acc[k] + e * vj[c];
+        }
+    }
+}
+
 template <int D, int NT>
 __device__ void dcc_attention_body(float* out, const float* q, const float* kv, i64 batch, i64 heads, i64 tq,
-                                   int tk, int d, i64 cap, float scale) {
+                                   int tk, int d, i64 cap, float scale, bool resident) {
     constexpr int K = (D ? D : DCC_MAX_HEAD_DIM) / DCC_WARP;
     const int dd = D ? D : d;
     const int W = blockDim.x / DCC_WARP;
@@ -169,13 +236,21 @@ __device__ void dcc_attention_body(float* out, const float* q, const float* kv, 
             for (int c = lane; c < dd; c += DCC_WARP) qw[c] = qi[c];
         }
         __syncwarp();
+        const int rows = (tk + DCC_TILE - 1) / DCC_TILE * DCC_TILE;
+        if (resident) {
+            __syncthreads();  // the previous unit's values are no longer read
+            dcc_stage_all<D>(tile, base, 0, tk, rows, dd);
+            __syncthreads();
+        }
         for (int j0 = 0; j0 < tk; j0 += DCC_TILE) {
             // after the last key tile, the first value tile is fetched
             const bool more = j0 + DCC_TILE < tk;
-            dcc_tile_next<D, NT>(tile, buf, base, 0, j0, more ? 0 : dd, more ? j0 + DCC_TILE : 0, tk, dd);
+            if (!resident)
+                dcc_tile_next<D, NT>(tile, buf, base, 0, j0, more ? 0 : dd, more ? j0 + DCC_TILE : 0, tk, dd);
             if (live) {
-                const float* k0 = tile + lane * (dd + 1);
-                const float* k1 = tile + (lane + DCC_WARP) * (dd + 1);
+                const float* kt = resident ? tile + j0 * (dd + 1) : tile;
+                const float* k0 = kt + lane * (dd + 1);
+                const float* k1 = kt + (lane + DCC_WARP) * (dd + 1);
                 float a0 = 0.0f, a1 = 0.0f;
                 if constexpr (D != 0) {
                     // the query in 16-byte broadcasts (D is a multiple of 4; same products and sums)
@@ -205,7 +280,14 @@ __device__ void dcc_attention_body(float* out, const float* q, const float* kv, 
         __syncwarp();
         const float sum = dcc_softmax_row(sw, tk, lane);
         float acc[K];
-        dcc_weighted_values<D, NT, false>(acc, buf, sw, 0.0f, tile, base, tk, dd, live, lane);
+        if (resident) {
+            __syncthreads();  // every warp is done with the keys
+            dcc_stage_all<D>(tile, base, dd, tk, rows, dd);
+            __syncthreads();
+            if (live) dcc_weighted_values_resident<D>(acc, sw, tile, tk, dd, lane);
+        } else {
+            dcc_weighted_values<D, NT, false>(acc, buf, sw, 0.0f, tile, base, tk, dd, live, lane);
+        }
         if (live) {
             float* o = out + (b * tq + i) * heads * dd + h * dd;
 #pragma unroll
@@ -227,11 +309,16 @@ __device__ void dcc_attention_body(float* out, const float* q, const float* kv, 
 extern "C" __global__ void attention_sdpa(float* out, const float* q, const float* kv, i64 batch, i64 heads, i64 tq,
                                           i64 tk, i64 d, i64 cap, float scale) {
     dcc_check_attention_launch(tk, d);
+    // Resident when the launch gave room for every key frame (rounded up to whole tiles).
+    const i64 W = blockDim.x / DCC_WARP;
+    const i64 rows = (tk + DCC_TILE - 1) / DCC_TILE * DCC_TILE;
+    const bool res = (i64)dcc_dyn_smem_bytes() >= (2 * W * d + W * tk + rows * (d + 1)) * 4 &&
+                     (d % 4 != 0 || (reinterpret_cast<unsigned long long>(kv) & 15) == 0);
     switch (d) {
-        case 32: DCC_ATTN_DISPATCH(dcc_attention_body, 32, out, q, kv, batch, heads, tq, (int)tk, 32, cap, scale); break;
-        case 64: DCC_ATTN_DISPATCH(dcc_attention_body, 64, out, q, kv, batch, heads, tq, (int)tk, 64, cap, scale); break;
-        case 128: DCC_ATTN_DISPATCH(dcc_attention_body, 128, out, q, kv, batch, heads, tq, (int)tk, 128, cap, scale); break;
-        default: dcc_attention_body<0, 0>(out, q, kv, batch, heads, tq, (int)tk, (int)d, cap, scale); break;
+        case 32: DCC_ATTN_DISPATCH(dcc_attention_body, 32, out, q, kv, batch, heads, tq, (int)tk, 32, cap, scale, res); break;
+        case 64: DCC_ATTN_DISPATCH(dcc_attention_body, 64, out, q, kv, batch, heads, tq, (int)tk, 64, cap, scale, res); break;
+        case 128: DCC_ATTN_DISPATCH(dcc_attention_body, 128, out, q, kv, batch, heads, tq, (int)tk, 128, cap, scale, res); break;
+        default: dcc_attention_body<0, 0>(out, q, kv, batch, heads, tq, (int)tk, (int)d, cap, scale, res); break;
     }
 }
 

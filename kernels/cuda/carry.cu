@@ -19,18 +19,62 @@
 // buffer, no second region. When dst != src (a separate carry region) both parts are copied in
 // one pass each.
 
+// Copies words [0, cnt) of s to d, whose ranges do not overlap (within one pass they never do).
+// The block's threads load DCC_COPY_BATCH words (or 16-byte vectors, `vec`: both pointers 16-byte
+// aligned and cnt a multiple of 4) each before storing any, so the loads are in flight together;
+// a plain `d[i] = s[i]` loop through pointers that may alias would wait for each load in turn.
+#define DCC_COPY_BATCH 8
+__device__ __forceinline__ void dcc_copy_words(unsigned* d, const unsigned* s, long long cnt, bool vec) {
+    const long long tid = threadIdx.x, nt = blockDim.x;
+    if (vec) {
+        uint4* dv = reinterpret_cast<uint4*>(d);
+        const uint4* sv = reinterpret_cast<const uint4*>(s);
+        const long long n = cnt / 4;
+        for (long long i0 = 0; i0 < n; i0 += DCC_COPY_BATCH * nt) {
+            uint4 v[DCC_COPY_BATCH];
+#pragma unroll
+            for (int r = 0; r < DCC_COPY_BATCH; ++r) {
+                const long long i = i0 + r * nt + tid;
+                if (i < n) v[r] = sv[i];
+            }
+#pragma unroll
+            for (int r = 0; r < DCC_COPY_BATCH; ++r) {
+                const long long i = i0 + r * nt + tid;
+                if (i < n) dv[i] = v[r];
+            }
+        }
+        return;
+    }
+    for (long long i0 = 0; i0 < cnt; i0 += DCC_COPY_BATCH * nt) {
+        unsigned v[DCC_COPY_BATCH];
+#pragma unroll
+        for (int r = 0; r < DCC_COPY_BATCH; ++r) {
+            const long long i = i0 + r * nt + tid;
+            if (i < cnt) v[r] = s[i];
+        }
+#pragma unroll
+        for (int r = 0; r < DCC_COPY_BATCH; ++r) {
+            const long long i = i0 + r * nt + tid;
+            if (i < cnt) d[i] = v[r];
+        }
+    }
+}
+
+__device__ __forceinline__ bool dcc_aligned16(const void* p) {
+    return (reinterpret_cast<unsigned long long>(p) & 15) == 0;
+}
+
 __device__ __forceinline__ void dcc_retain_row(unsigned* d, const unsigned* s, bool inplace, long long inner,
                                                long long head, long long tail_src, long long tail_len) {
-    const long long tid = threadIdx.x, nt = blockDim.x;
-    if (!inplace) {
-        for (long long i = tid; i < head * inner; i += nt) d[i] = s[i];
-    }
+    // Every copy below starts at a multiple of `inner` words from the row starts.
+    const bool vec = inner % 4 == 0 && dcc_aligned16(d) && dcc_aligned16(s);
+    if (!inplace) dcc_copy_words(d, s, head * inner, vec);
     const long long shift = tail_src - head;
     const long long pass = inplace ? shift : tail_len;
     for (long long p0 = 0; p0 < tail_len; p0 += pass) {
         const long long p1 = p0 + pass < tail_len ? p0 + pass : tail_len;
         const long long bd = (head + p0) * inner, bs = (tail_src + p0) * inner, cnt = (p1 - p0) * inner;
-        for (long long i = tid; i < cnt; i += nt) d[bd + i] = s[bs + i];
+        dcc_copy_words(d + bd, s + bs, cnt, vec);
         __syncthreads();
     }
 }

@@ -113,6 +113,32 @@ pub fn attention_dims(
     attention_dims_with(w, outer, tq, tk, d)
 }
 
+/// Dynamic shared memory a resident SDPA launch may take (`sdpa_dims`): below the opt-in limit of
+/// every GPU since sm_80 (A100: 163 KB, H100/H200: 227 KB). The CUDA backend raises a kernel's
+/// dynamic shared memory limit to what a launch asks for.
+pub const RESIDENT_MAX_SHARED_BYTES: usize = 160 * 1024;
+
+/// Dynamic shared memory of a resident SDPA block (see `kernels/cuda/attention.cu`): queries
+/// `2·warps·d`, scores `warps·tk`, and every key (then value) frame, `tk` rounded up to a whole
+/// tile, `(d + 1)` floats each.
+pub const fn sdpa_resident_bytes(warps: usize, tk: usize, d: usize) -> usize {
+    (2 * warps * d + warps * tk + tk.div_ceil(ATTN_TILE) * ATTN_TILE * (d + 1)) * 4
+}
+
+/// Launch shape of [`SDPA`]: [`attention_dims`], with the shared memory raised to hold every key
+/// frame at once where that stays within [`RESIDENT_MAX_SHARED_BYTES`] (the kernel then stages
+/// keys and values in one pass each instead of one 64-frame tile at a time). The result is the
+/// same bits either way: each row's products and sums are its own warp's, in the same order.
+pub fn sdpa_dims(outer: usize, tq: usize, tk: usize, d: usize) -> Result<LaunchDims, KernelError> {
+    let mut dims = attention_dims(outer, tq, tk, d)?;
+    let warps = dims.block.0 as usize / WARP;
+    let resident = sdpa_resident_bytes(warps, tk, d);
+    if resident <= RESIDENT_MAX_SHARED_BYTES {
+        dims.shared_bytes = resident as u32;
+    }
+    Ok(dims)
+}
+
 /// Checks an attention launch against what the kernel needs (it traps otherwise).
 fn check_attention_launch(
     name: &str,

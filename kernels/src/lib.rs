@@ -29,14 +29,18 @@
 //! # Families
 //!
 //! Kernels are grouped by what they compute, one module per family: [`norm`], [`act`],
-//! [`elementwise`], [`attention`], [`copy`], [`embed`], [`gemm`], [`carry`], [`rng`] (and [`synthetic`],
-//! the runtime's test kernels). A kernel is named `<family>.<op>` and its CUDA entry
+//! [`elementwise`], [`attention`], [`copy`], [`embed`], [`gemm`], [`carry`], [`rng`], [`conv`]
+//! (direct 1-D convolutions), [`signal`] (harmonic excitation, STFT/ISTFT) (and [`synthetic`], the
+//! runtime's test kernels). A kernel is named `<family>.<op>` and its CUDA entry
 //! `<family>_<op>`. Each family's host twins live beside its kernels in `kernels/src/<family>.rs`;
 //! a twin rebuilds slices from the raw addresses and calls the family's public slice function that
 //! performs the kernel's arithmetic: that function *is* the twin's body, so there is one copy of
-//! every row body. Every `Linear` and convolution is [`gemm`]'s batch-invariant linear (one k
-//! order fixed by K alone, bit-identical on both backends); the runtime's `Backend::gemm`
-//! (cuBLAS) is not used by the ops.
+//! every row body. A `Linear` (and the flow decoder's im2col convolutions) runs on one of two
+//! GEMM paths the caller picks (`dcc_runtime::ops::GemmPath`): the runtime's `Backend::gemm`
+//! (cuBLAS on a device, an ordered-loop twin on the Host backend; the default), or [`gemm`]'s
+//! batch-invariant linear (one k order fixed by K alone, bit-identical on both backends). [`conv`]
+//! holds the vocoder's small direct convolutions (any padding side, dilation, stride, nearest
+//! upsampling, float64), one thread per output in a fixed tap order.
 //! [`math`] holds the twins of the shared `__device__` helpers (transcendentals, the warp reduction order) of `kernels/cuda/common.cuh`.
 //! No name here refers to a model: the same kernels serve any model the runtime runs.
 //!
@@ -70,6 +74,7 @@ pub mod abi;
 pub mod act;
 pub mod attention;
 pub mod carry;
+pub mod conv;
 pub mod copy;
 pub mod elementwise;
 pub mod embed;
@@ -78,6 +83,7 @@ pub mod math;
 pub mod norm;
 pub mod philox;
 pub mod rng;
+pub mod signal;
 pub mod synthetic;
 mod twin;
 
@@ -168,6 +174,8 @@ pub static MODULES: &[&[&KernelDef]] = &[
     gemm::KERNELS,
     carry::KERNELS,
     rng::KERNELS,
+    conv::KERNELS,
+    signal::KERNELS,
     synthetic::KERNELS,
 ];
 

@@ -2,3 +2,4 @@
 
 pub mod nn;
 pub mod token2wav;
+pub mod vocoder;

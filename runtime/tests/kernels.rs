@@ -21,8 +21,8 @@ use dcc_runtime::backend::{AllocKind, Backend, DeviceBuffer};
 use dcc_runtime::kernels::{attention, elementwise, norm};
 use dcc_runtime::{Arg, LaunchDims};
 use kernel_cases::{
-    A, Case, attention, case, cases, f, layer_norm, layer_norm_modulate, lin, model_kernels,
-    rel_pos,
+    A, Case, attention, attention_resident, case, cases, f, layer_norm, layer_norm_modulate, lin,
+    model_kernels, rel_pos,
 };
 
 /// Allocates the case's buffers on `b` (uploaded from `c.bufs`) and binds its arguments to them.
@@ -209,6 +209,16 @@ fn malformed_launch_shapes_are_refused() {
         attention::attention_dims(8, 56, 514, 64).unwrap().block.0,
         128
     );
+    // resident SDPA: the SRc chunk's 458 keys fit (8 rows, 512 frames of 65 floats + 8 score
+    // rows + queries); 3,000 keys do not, and keep the tiled launch
+    let r = attention::sdpa_dims(16, 56, 458, 64).unwrap();
+    assert_eq!(r.block.0, 256);
+    assert_eq!(r.shared_bytes, (2 * 8 * 64 + 8 * 458 + 512 * 65) * 4);
+    assert!(r.shared_bytes as usize <= attention::RESIDENT_MAX_SHARED_BYTES);
+    assert_eq!(
+        attention::sdpa_dims(16, 56, 3000, 64).unwrap(),
+        attention::attention_dims(16, 56, 3000, 64).unwrap()
+    );
 }
 
 /// µs per launch of the hot kernels at full size (printed, never asserted).
@@ -222,6 +232,8 @@ fn cuda_kernel_timings() {
         timed.push(attention("full", Some(w), 2, 8, 56, 514, 64, 520));
     }
     timed.push(attention("full prompt", None, 2, 8, 308, 308, 64, 320));
+    timed.push(attention_resident("full", 2, 8, 56, 458, 64, 520));
+    timed.push(attention("full 458", None, 2, 8, 56, 458, 64, 520));
     for w in [2, 4, 8] {
         timed.push(rel_pos("full up", Some(w), 8, 56, 514, 64));
     }

@@ -44,8 +44,10 @@ macro_rules! every_module {
 #[test]
 fn generated_arenas_equal_the_reported_layout() {
     let mut covered = every_module!(
+        cosyvoice2_flow,
         freeze_omni,
         language_backbone,
+        mimi,
         moshi,
         speech_token_kv,
         token2wav,

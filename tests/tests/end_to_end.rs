@@ -54,12 +54,22 @@ struct Token2WavAdapter {
     pre_lookahead: RegionBuf<f32, { 2 * 512 }>,
     #[region(up_layer_cache)]
     up_layer: RegionBuf<f32, { 4 * 512 }>,
+    #[region(voc_mel)]
+    voc_mel: RegionBuf<f32, { 39 * 80 }>,
+    #[region(voc_source)]
+    voc_source: RegionBuf<f32, { 36 * 480 }>,
+    #[region(voc_phase)]
+    voc_phase: RegionBuf<f64, 9>,
+    #[region(voc_offsets)]
+    voc_offsets: RegionBuf<i64, 5>,
     #[callable(encoder)]
     encoder: u8,
     #[callable(flow)]
     flow: u8,
     #[callable(vocoder, eager)]
     vocoder: u8,
+    #[callable(vocoder_flush, eager)]
+    vocoder_flush: u8,
 }
 
 #[test]
@@ -116,7 +126,7 @@ fn token2wav_adapter_reads_back_layout_and_catalog() {
     assert_eq!((pre.dims, pre.axis("token")), (&[2, 512][..], Some(0)));
     let upc = Token2WavAdapter::region_of("up_layer").unwrap();
     assert_eq!((upc.dims, upc.axis("frame")), (&[4, 512][..], Some(0)));
-    assert_eq!(Token2WavAdapter::REGION_FIELDS.len(), 8);
+    assert_eq!(Token2WavAdapter::REGION_FIELDS.len(), 12);
 
     // The arena: one allocation, every region at an aligned offset, total = Σ aligned sizes.
     let arena = Token2WavAdapter::arena();
@@ -127,7 +137,7 @@ fn token2wav_adapter_reads_back_layout_and_catalog() {
         offset += r.bytes.div_ceil(arena.align) * arena.align;
     }
     assert_eq!(arena.total_bytes, offset);
-    assert_eq!(arena.total_bytes, 1_141_379_328);
+    assert_eq!(arena.total_bytes, 1_141_461_504);
 
     // Catalogs: the 3 attended extents of the flow; the encoder's two caches advance together
     // on the token clock, so its catalog is the 3 reachable of eq. 7's 3 × 3 tuples, (151, 302),
@@ -153,6 +163,11 @@ fn token2wav_adapter_reads_back_layout_and_catalog() {
     assert!(cache.aliased);
     assert_eq!(flow[1].scalars, &[352]);
     assert!(Token2WavAdapter::catalog_of("vocoder").unwrap().is_empty());
+    // The contract's vocoder catalog (bound eager here): the first chunk (empty histories) and
+    // every later one (39 mel frames, 17,280 source samples).
+    let voc = &contracts::token2wav::VOCODER_CATALOG;
+    assert_eq!(voc.len(), 2);
+    assert_eq!(voc[1].scalars, &[39, 17_280]);
     assert_eq!(
         Token2WavAdapter::callable_of("vocoder").unwrap().verdict,
         Verdict::Captured

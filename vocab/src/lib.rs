@@ -244,6 +244,8 @@ pub enum Verdict {
     OutWidth,
     /// Query length is traffic-dependent.
     OutQo,
+    /// A region it touches grows for the whole session (`retention: none`, the paper's C2).
+    OutUnbounded,
 }
 
 impl Verdict {
@@ -253,6 +255,7 @@ impl Verdict {
             Verdict::Captured => "captured",
             Verdict::OutWidth => "out: width",
             Verdict::OutQo => "out: Q_o",
+            Verdict::OutUnbounded => "out: unbounded",
         }
     }
 }

@@ -67,22 +67,34 @@ pub(super) fn sig_view(checked: &Checked, dc: &DerivedCallable, class: &ClassSig
             .unwrap_or(0),
         None => 0,
     };
-    let scalars: Vec<String> = class.extents.iter().map(|(_, v)| lit(*v)).collect();
+    // The varying extents in read order, then the inner step index of a `specialize: step`
+    // class (its signature differs by step even where the shapes do not).
+    let scalars: Vec<String> = class
+        .extents
+        .iter()
+        .map(|(_, v)| lit(*v))
+        .chain(class.step.map(lit))
+        .collect();
     let ext: Vec<String> = class
         .extents
         .iter()
         .map(|(n, v)| format!("{n} = {v}"))
         .collect();
+    let mut what = if ext.is_empty() {
+        "no varying extent".to_string()
+    } else {
+        ext.join(", ")
+    };
+    if let Some(p) = &class.phase {
+        what.push_str(&format!("; phase {p}"));
+    }
+    if let Some(k) = class.step {
+        what.push_str(&format!("; step {k}"));
+    }
     SigView {
         docs: vec![format!(
-            "Class {}: {}; staging {} B.",
-            class.index,
-            if ext.is_empty() {
-                "no varying extent".to_string()
-            } else {
-                ext.join(", ")
-            },
-            class.staging_bytes
+            "Class {}: {what}; staging {} B.",
+            class.index, class.staging_bytes
         )],
         class: class.index,
         attended: lit(attended),
@@ -207,16 +219,20 @@ pub(super) fn callable_view(
                     .map(|w| format!("K_{} {}", w.region, w.width))
                     .collect();
                 if parts.is_empty() {
-                    format!("{} (no region extent)", dc.catalog_width)
+                    format!("{} (no region extent)", dc.catalog_width_text())
                 } else {
-                    format!("{} = {}", dc.catalog_width, parts.join(" × "))
+                    format!("{} = {}", dc.catalog_width_text(), parts.join(" × "))
                 }
             }],
             "CATALOG_WIDTH",
-            dc.catalog_width,
+            dc.catalog_width.unwrap_or(u64::MAX),
         ),
         usize_c(
-            vec!["|𝒬_o|: non-extent configurations.".into()],
+            vec![if dc.phases.is_empty() {
+                "|𝒬_o|: non-extent configurations.".into()
+            } else {
+                format!("|𝒬_o|: the query phases ({}).", dc.phases.join(", "))
+            }],
             "CONFIGS",
             dc.configs,
         ),
@@ -226,13 +242,14 @@ pub(super) fn callable_view(
             vec![if dc.classes == dc.classes_bound {
                 format!(
                     "{n} = |𝒬_o| {} × ∏K_r {}: signature classes (eq. 7).",
-                    dc.configs, dc.catalog_width
+                    dc.configs,
+                    dc.catalog_width_text()
                 )
             } else {
                 format!(
                     "{n} ≤ |𝒬_o| {} × ∏K_r {}: the reachable signature classes (eq. 7 bounds them; {}).",
                     dc.configs,
-                    dc.catalog_width,
+                    dc.catalog_width_text(),
                     crate::derive::lockstep_text(&dc.lockstep)
                 )
             }],
@@ -240,11 +257,15 @@ pub(super) fn callable_view(
             n,
         ));
     }
-    consts.push(usize_c(
-        vec!["Solver steps per call (n_steps of the loop clock; 1 without a loop).".into()],
-        "STEPS",
-        dc.steps,
-    ));
+    let mut steps_doc =
+        vec!["Solver steps per call (n_steps of the loop clock; 1 without a loop).".to_string()];
+    if dc.specialized_steps.is_some() {
+        steps_doc.push(
+            "`specialize: step`: at step granularity each step index is a class of its own; a signature's last scalar is its step index."
+                .into(),
+        );
+    }
+    consts.push(usize_c(steps_doc, "STEPS", dc.steps));
     let res = dc.reserve();
     consts.push(usize_c(
         vec![

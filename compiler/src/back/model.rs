@@ -304,11 +304,21 @@ pub fn build(checked: &Checked, spec_path: &str) -> Result<ModuleView, GenError>
             &op.operating_point,
             format!("operating point `{}`", op.operating_point),
         )?;
-        let overrides: Vec<String> = op
+        let mut overrides: Vec<String> = op
             .overrides
             .iter()
             .map(|(n, v)| format!("{n} = {v}"))
             .collect();
+        // Regions switched off and element types changed at this point.
+        for r in &op.regions {
+            if r.disabled {
+                overrides.push(format!("`{}` disabled", r.name));
+            } else if let Some(b) = d.region(&r.name)
+                && b.dtype != r.dtype
+            {
+                overrides.push(format!("`{}` {}", r.name, r.dtype.name()));
+            }
+        }
         let mut consts = Vec::new();
         for q in &op.quantities {
             if d.quantity(&q.name) != Some(q.value) {
@@ -327,6 +337,20 @@ pub fn build(checked: &Checked, spec_path: &str) -> Result<ModuleView, GenError>
         }
         for r in &op.regions {
             let u = upper(&r.name);
+            if let Some(b) = d.region(&r.name)
+                && b.dtype != r.dtype
+            {
+                consts.push(c(
+                    vec![format!(
+                        "Element type of region `{}` at this operating point (`{}` at the base).",
+                        r.name,
+                        b.dtype.name()
+                    )],
+                    &format!("{u}_DTYPE"),
+                    "dcc::DType",
+                    format!("dcc::DType::{}", dtype_variant(r.dtype)),
+                ));
+            }
             consts.push(c(
                 vec![
                     format!(

@@ -193,6 +193,7 @@ pub(super) fn verdict_variant(v: Verdict) -> &'static str {
         Verdict::Captured => "Captured",
         Verdict::OutWidth => "OutWidth",
         Verdict::OutQo => "OutQo",
+        Verdict::OutUnbounded => "OutUnbounded",
     }
 }
 

@@ -10,20 +10,26 @@
 //! its `by` per call, capped by its retention bound `A_r` — visits
 //!
 //! ```text
-//! tuple_k = (min(A_r⁻ + k·s_r, A_r))_{r ∈ group},   k = 0, 1, ...
+//! tuple_k = (e_r(k))_{r ∈ group},   e_r(k) = min(A_r⁻ + k·s_r, A_r),   k = 0, 1, ...
 //! ```
 //!
-//! until the tuple stabilises (every region truncated at its bound). The region with the
-//! longest walk changes at every step until it stabilises, so a group reaches exactly
-//! `max_r K_r` tuples (`K_r = ceil(W_r / s_r) + 1`, eq. 7), not `∏ K_r`. Regions that do not
-//! advance together (another base clock, or a different start or stride in base ticks: nothing
-//! in the declaration fixes their relative phase) are independent: the reachable set is the cross
-//! product of the groups' walks, as eq. 7 counts it. Pinned regions contribute their one extent.
+//! until the tuple stabilises (every region truncated at its bound). A tuple changes exactly
+//! at the calls that move some member, so a group reaches one tuple more than the calls that
+//! move any of its members: `max_r K_r` for plain progressions (`K_r = ceil(W_r / s_r) + 1`,
+//! eq. 7), not `∏ K_r`. Trajectories with a first-call advance or a schedule
+//! ([`super::trajectory`]) walk the same way. Two regions also advance together when both reach
+//! their bounds at the same single call (both saturate on the first call), whatever their
+//! strides. Regions that do not advance together (another base clock, or different
+//! trajectories in base ticks: nothing in the declaration fixes their relative phase) are
+//! independent: the reachable set is the cross product of the groups' walks, as eq. 7 counts
+//! it. Pinned regions contribute their one extent.
 //!
 //! [`reachable`] walks each group and enumerates the product while it stays within an explicit
 //! limit; past it (the language backbone's unit stride over 2,000 tokens, if the limit were
 //! lower), the count comes from the same arithmetic (`max_r K_r` per group, multiplied over
 //! groups) and no tuple is listed.
+
+use super::trajectory::{Moves, Trajectory};
 
 /// One region a callable reads, as the walk sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -37,47 +43,61 @@ pub struct Track {
     pub per_base: u64,
     /// A_r⁻: the extent of the first call.
     pub from: u64,
-    /// s_r: the advance per call; `None` when the retention pins the extent.
+    /// The leading advances before the steady stride (`first`, `schedule`).
+    pub prefix: Vec<u64>,
+    /// s_r, the steady advance per call; `None` when the retention pins the extent.
     pub by: Option<u64>,
     /// A_r: the retention bound (the pinned extent when `by` is `None`).
     pub cap: u64,
 }
 
 impl Track {
-    /// K_r = ceil(W_r / s_r) + 1 (1 when pinned): the tuples this region's own walk visits.
+    /// The growing trajectory (`None` when pinned).
+    pub fn trajectory(&self) -> Option<Trajectory> {
+        self.by.map(|by| Trajectory {
+            from: self.from,
+            prefix: self.prefix.clone(),
+            by,
+            cap: self.cap,
+        })
+    }
+
+    /// K_r: the distinct extents this region's own walk visits (1 when pinned).
     pub fn width(&self) -> u64 {
-        match self.by {
-            Some(s) if s > 0 => self.cap.saturating_sub(self.from).div_ceil(s) + 1,
-            _ => 1,
-        }
+        self.trajectory().map_or(1, |t| t.width())
     }
 
     /// The extent after `k` calls.
     pub fn extent_at(&self, k: u64) -> u64 {
-        match self.by {
-            Some(s) => k
-                .checked_mul(s)
-                .and_then(|d| self.from.checked_add(d))
-                .map_or(self.cap, |v| v.min(self.cap)),
-            None => self.cap,
-        }
+        self.trajectory().map_or(self.cap, |t| t.extent_at(k))
     }
 
-    /// Same base clock, same start and same stride in base ticks: `x_a / p_a == x_b / p_b`,
-    /// compared by cross-multiplication (exact, no rounding of fractional base ticks).
+    /// Whether the two regions advance together: on the same base clock, and either their
+    /// trajectories coincide in base ticks (compared by cross-multiplication, exact) at every
+    /// call until the earlier one reaches its bound — same start and same advances, whatever
+    /// the bounds — or both reach their bounds at the same single call (both saturate on the
+    /// first call, whatever their strides).
     pub fn advances_with(&self, other: &Track) -> bool {
-        let same = |a: u64, b: u64| {
-            u128::from(a) * u128::from(other.per_base) == u128::from(b) * u128::from(self.per_base)
+        let (Some(a), Some(b)) = (self.trajectory(), other.trajectory()) else {
+            return false;
         };
-        match (self.by, other.by) {
-            (Some(sa), Some(sb)) => {
-                !self.base.is_empty()
-                    && self.base == other.base
-                    && same(self.from, other.from)
-                    && same(sa, sb)
-            }
-            _ => false,
+        if self.base.is_empty() || self.base != other.base {
+            return false;
         }
+        let (ma, mb) = (a.moves(), b.moves());
+        if ma.count() == 1 && mb.count() == 1 && ma.last() == mb.last() {
+            return true;
+        }
+        let same = |x: u64, y: u64| {
+            u128::from(x) * u128::from(other.per_base) == u128::from(y) * u128::from(self.per_base)
+        };
+        let upto = ma.last().min(mb.last());
+        // A plain pair is decided by its first two calls; a schedule by its listed calls.
+        let horizon = upto.min(a.prefix.len().max(b.prefix.len()) as u64 + 1);
+        (0..=horizon).all(|k| match (a.uncapped(k), b.uncapped(k)) {
+            (Some(x), Some(y)) => same(x, y),
+            _ => false,
+        })
     }
 }
 
@@ -90,7 +110,8 @@ pub struct LockstepGroup {
     pub members: Vec<usize>,
     /// The base clock they advance on.
     pub base: String,
-    /// Distinct tuples the walk reaches: `max_r K_r`.
+    /// Distinct tuples the walk reaches: one more than the calls that move any member
+    /// (`max_r K_r` for plain progressions).
     pub count: u64,
 }
 
@@ -106,16 +127,22 @@ pub struct Reachable {
     /// Every reachable tuple (one extent per track, in track order), ascending
     /// lexicographically; `None` when `count` exceeds the enumeration limit.
     pub tuples: Option<Vec<Vec<u64>>>,
+    /// The tuple of the first call (every track at its start).
+    pub first: Vec<u64>,
+    /// The tuples reached at calls after the first (ascending; a subset of `tuples`): exact
+    /// for one group, every tuple when independent groups multiply (nothing fixes their
+    /// relative phase). `None` when `tuples` is.
+    pub later: Option<Vec<Vec<u64>>>,
 }
 
 /// The reachable tuples of attended extents of `tracks` (module docs); tuples are listed when
 /// there are at most `max_enumerated` of them.
 pub fn reachable(tracks: &[Track], max_enumerated: u64) -> Reachable {
-    // Partition the growing tracks into lock-step groups (an equivalence: equal ratios).
+    // Partition the moving tracks into lock-step groups.
     let mut groups: Vec<Vec<usize>> = Vec::new();
     for (i, t) in tracks.iter().enumerate() {
-        if t.by.is_none() {
-            continue;
+        if t.width() <= 1 {
+            continue; // pinned, or at its bound from the first call: one extent
         }
         match groups.iter_mut().find(|g| tracks[g[0]].advances_with(t)) {
             Some(g) => g.push(i),
@@ -125,10 +152,16 @@ pub fn reachable(tracks: &[Track], max_enumerated: u64) -> Reachable {
     let bound = tracks
         .iter()
         .try_fold(1u64, |a, t| a.checked_mul(t.width()));
-    // Closed form per group: the longest walk.
+    // Closed form per group: one tuple per call that moves a member, plus the start.
     let counts: Vec<u64> = groups
         .iter()
-        .map(|g| g.iter().map(|&i| tracks[i].width()).max().unwrap_or(1))
+        .map(|g| {
+            let moves: Vec<Moves> = g
+                .iter()
+                .filter_map(|&i| tracks[i].trajectory().map(|t| t.moves()))
+                .collect();
+            Moves::union_count(&moves).saturating_add(1)
+        })
         .collect();
     let count = counts.iter().try_fold(1u64, |a, &c| a.checked_mul(c));
     let lockstep = groups
@@ -142,35 +175,55 @@ pub fn reachable(tracks: &[Track], max_enumerated: u64) -> Reachable {
             count: c,
         })
         .collect();
-    let tuples = match count {
+    let first: Vec<u64> = tracks.iter().map(|t| t.extent_at(0)).collect();
+    let walked = match count {
         Some(n) if n <= max_enumerated => enumerate(tracks, &groups, max_enumerated),
         _ => None,
+    };
+    let (tuples, later) = match walked {
+        Some((t, l)) => (Some(t), Some(l)),
+        None => (None, None),
     };
     Reachable {
         bound,
         count,
         lockstep,
         tuples,
+        first,
+        later,
     }
 }
 
-/// Walk each group until its tuple stabilises (at most `limit` steps), then take the product of
-/// the groups' walks; pinned tracks keep their one extent.
-fn enumerate(tracks: &[Track], groups: &[Vec<usize>], limit: u64) -> Option<Vec<Vec<u64>>> {
+/// Extent tuples, one extent per track.
+type Tuples = Vec<Vec<u64>>;
+
+/// Walk each group call by call until every member reaches its bound (at most `limit` distinct
+/// tuples), then take the product of the groups' walks; other tracks keep their one extent.
+/// Returns every tuple and the tuples reached after the first call.
+fn enumerate(tracks: &[Track], groups: &[Vec<usize>], limit: u64) -> Option<(Tuples, Tuples)> {
     let base: Vec<u64> = tracks.iter().map(|t| t.extent_at(0)).collect();
-    let mut out: Vec<Vec<u64>> = vec![base];
+    let mut out: Vec<Vec<u64>> = vec![base.clone()];
+    // Whether the first tuple is seen again after the first call (no group moves at call 1).
+    let mut first_again = true;
     for g in groups {
+        let last = g
+            .iter()
+            .filter_map(|&i| tracks[i].trajectory().map(|t| t.moves().last()))
+            .max()
+            .unwrap_or(0);
         let mut walk: Vec<Vec<u64>> = Vec::new();
         let mut k: u64 = 0;
-        loop {
+        while k <= last {
             let t: Vec<u64> = g.iter().map(|&i| tracks[i].extent_at(k)).collect();
-            if walk.last() == Some(&t) {
-                break; // stabilised: every region truncated at its bound
+            if k == 1 && walk.last() != Some(&t) {
+                first_again = false;
             }
-            if walk.len() as u64 >= limit {
-                return None;
+            if walk.last() != Some(&t) {
+                if walk.len() as u64 >= limit {
+                    return None;
+                }
+                walk.push(t);
             }
-            walk.push(t);
             k += 1;
         }
         if (out.len() as u64).checked_mul(walk.len() as u64)? > limit {
@@ -191,7 +244,12 @@ fn enumerate(tracks: &[Track], groups: &[Vec<usize>], limit: u64) -> Option<Vec<
     }
     out.sort_unstable();
     out.dedup();
-    Some(out)
+    let later: Vec<Vec<u64>> = if groups.len() > 1 || first_again {
+        out.clone()
+    } else {
+        out.iter().filter(|t| **t != base).cloned().collect()
+    };
+    Some((out, later))
 }
 
 #[cfg(test)]
@@ -205,6 +263,7 @@ mod tests {
             base: "token".into(),
             per_base,
             from,
+            prefix: Vec::new(),
             by: Some(by),
             cap,
         }
@@ -217,6 +276,7 @@ mod tests {
             base: "token".into(),
             per_base: 2,
             from: cap,
+            prefix: Vec::new(),
             by: None,
             cap,
         }
@@ -363,5 +423,46 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn saturating_on_the_first_call_is_lock_step_whatever_the_strides() {
+        // 40 → 50 by 10 and 100 → 150 by 100: both at their bound after one call.
+        let t = [
+            grow("a", "frame", 1, 40, 10, 50),
+            grow("b", "frame", 1, 100, 100, 150),
+        ];
+        let r = reachable(&t, 64);
+        assert_eq!((r.bound, r.count), (Some(4), Some(2)));
+        assert_eq!(r.tuples, Some(vec![vec![40, 100], vec![50, 150]]));
+        assert_eq!(r.first, vec![40, 100]);
+        assert_eq!(r.later, Some(vec![vec![50, 150]]));
+        // One saturates after one call, the other after two: independent.
+        let t = [
+            grow("a", "frame", 1, 40, 10, 50),
+            grow("b", "frame", 1, 100, 30, 150),
+        ];
+        assert_eq!(reachable(&t, 64).count, Some(6));
+    }
+
+    #[test]
+    fn schedules_walk_call_by_call() {
+        // The same schedule in base ticks (frames at 2 per token): lock-step, the longer walk.
+        let mut a = grow("a", "token", 1, 0, 25, 150);
+        a.prefix = vec![0, 25];
+        let mut b = grow("b", "frame", 2, 0, 50, 400);
+        b.prefix = vec![0, 50];
+        let r = reachable(&[a.clone(), b.clone()], 64);
+        // a: 0, 0, 25, 50, ..., 150 (7 extents); b: 0, 0, 50, ..., 400 (9 extents).
+        assert_eq!((a.width(), b.width()), (7, 9));
+        assert_eq!(r.count, Some(9));
+        assert_eq!(r.lockstep.len(), 1);
+        // The first tuple is seen again at the second call (advance 0).
+        assert_eq!(r.later.as_ref().map(Vec::len), Some(9));
+        // A different schedule: independent, the product.
+        b.prefix = vec![50];
+        let r = reachable(&[a, b], 1000);
+        assert!(r.lockstep.is_empty());
+        assert_eq!(r.count, r.bound);
     }
 }

@@ -113,6 +113,12 @@ pub struct CatalogWidth {
     pub width: Derivation,
     /// Whether the retention pins the extent (W_r = 0).
     pub pinned: bool,
+    /// The advances before the steady stride (`first`, `schedule`), in call order; empty for a
+    /// plain progression.
+    pub schedule: Vec<u64>,
+    /// `retention: none`: nothing bounds the axis; the catalog covers only the storage the
+    /// session is sized for (`envelope:`, else the first call).
+    pub unbounded: bool,
 }
 
 /// One stock constant and the over-reservation it implies (eq. 3).
@@ -221,6 +227,8 @@ pub struct DerivedRegion {
     pub width: CatalogWidth,
     /// Stock constants replaced; the first is the primary (`rho`).
     pub stock: Vec<StockRatio>,
+    /// Switched off at this operating point (`disable:`): extent 0, no bytes.
+    pub disabled: bool,
 }
 
 impl DerivedRegion {
@@ -266,6 +274,11 @@ pub struct ClassSig {
     pub args: Vec<ArgSig>,
     /// Σ bytes of non-aliased args: this class's staging footprint.
     pub staging_bytes: u64,
+    /// The query phases presented with this signature (`first, steady`); `None` without
+    /// `phases:`.
+    pub phase: Option<String>,
+    /// The inner step index (`specialize: step`, at step granularity).
+    pub step: Option<u64>,
 }
 
 /// M_reserve (eq. 6) at one granularity.
@@ -291,6 +304,8 @@ pub struct Reserve {
     /// Per-class signatures at this granularity (empty when the catalog exceeds the capture
     /// limit; the sums above still cover every enumerated class).
     pub classes: Vec<ClassSig>,
+    /// How many distinct signatures the classes are (`None` when they were not enumerated).
+    pub signatures: Option<u64>,
 }
 
 /// Width contribution of one region to a callable.
@@ -312,8 +327,9 @@ pub struct DerivedCallable {
     pub reads: Vec<String>,
     /// Write-through regions.
     pub writes: Vec<String>,
-    /// 𝓛: attended extents of the specializing region (the first varying region read, or the
-    /// first region read when all are pinned), ascending.
+    /// 𝓛: attended extents of the specializing region (the varying region read with the most
+    /// extents, ties broken by name; when none varies, the pinned one with the largest extent),
+    /// ascending.
     pub attended_extents: Vec<u64>,
     /// Region whose extents `attended_extents` lists.
     pub specializing_region: Option<String>,
@@ -321,19 +337,27 @@ pub struct DerivedCallable {
     pub catalog_size: Derivation,
     /// K_r per region read.
     pub region_widths: Vec<RegionWidth>,
-    /// ∏ K_r over the regions read: eq. 7's width, the bound on the extent tuples.
-    pub catalog_width: u64,
-    /// |𝒬_o|.
+    /// ∏ K_r over the regions read: eq. 7's width, the bound on the extent tuples; `None` when
+    /// it overflows 64 bits (no error while the reachable count fits).
+    pub catalog_width: Option<u64>,
+    /// |𝒬_o|: the query phases (1 without `phases:`).
     pub configs: u64,
+    /// The phases' names (`steady`, `first`, `flush`); empty without `phases:`.
+    pub phases: Vec<String>,
+    /// `specialize: step`: the loop's step count that multiplies the catalog at step
+    /// granularity.
+    pub specialized_steps: Option<u64>,
     /// Extent tuples a session can reach (the walk of [`crate::derive::reach`]): ≤ ∏ K_r, fewer
     /// when regions advance together; None on overflow.
     pub reachable: Option<u64>,
     /// Regions read that advance together (one clock trajectory), each group with its count.
     pub lockstep: Vec<crate::derive::reach::LockstepGroup>,
-    /// |𝒬_o| × reachable: the signature classes of the catalog, or None when 𝒬_o is
-    /// traffic-dependent (unbounded).
+    /// The distinct signatures of the catalog at the declared granularity (phases × reachable
+    /// tuples × specialised steps, equal signatures once), or None when 𝒬_o is
+    /// traffic-dependent or a region grows without bound.
     pub classes: Option<u64>,
-    /// |𝒬_o| × ∏ K_r: eq. 7's upper bound on `classes`, or None when 𝒬_o is traffic-dependent.
+    /// |𝒬_o| × ∏ K_r (× steps when specialised): eq. 7's upper bound on `classes`, or None
+    /// when 𝒬_o is traffic-dependent or the product overflows.
     pub classes_bound: Option<u64>,
     /// Upper bound on extra classes from partial flushes at turn ends (≤ s_r, bounded by the
     /// admission predicate converted to the specializing region's clock), with its formula.
@@ -354,6 +378,13 @@ pub struct DerivedCallable {
 }
 
 impl DerivedCallable {
+    /// ∏ K_r in words: the number, or `more than 2^64` when it overflows.
+    pub fn catalog_width_text(&self) -> String {
+        self.catalog_width
+            .map(|w| w.to_string())
+            .unwrap_or_else(|| "more than 2^64".into())
+    }
+
     /// M_reserve at the callable's declared granularity.
     pub fn reserve(&self) -> &Reserve {
         match self.granularity {

@@ -7,6 +7,10 @@ use crate::diag::{Code, Diagnostic};
 use crate::expr;
 use crate::ir::*;
 
+mod phases;
+mod points;
+mod trajectory;
+
 /// Lower the document root into a [`Spec`].
 pub fn lower(text: &str, root: &Node) -> Result<Spec, Vec<Diagnostic>> {
     let mut l = Lower {
@@ -54,7 +58,7 @@ const REGION_KEYS: &[&str] = &[
     "stock",
 ];
 const KEEP_KEYS: &[&str] = &["head", "tail"];
-const GROWS_KEYS: &[&str] = &["from", "by", "call"];
+const GROWS_KEYS: &[&str] = &["from", "by", "call", "first", "schedule"];
 const CONSTANT_KEYS: &[&str] = &["doc", "dtype", "shape", "placement"];
 const CALLABLE_KEYS: &[&str] = &[
     "doc",
@@ -63,6 +67,8 @@ const CALLABLE_KEYS: &[&str] = &[
     "admit",
     "effects",
     "query",
+    "phases",
+    "specialize",
     "configs",
     "inputs",
     "reads",
@@ -507,12 +513,7 @@ impl<'t> Lower<'t> {
 
     fn operating_points(&mut self, node: &Node) -> Vec<OperatingPoint> {
         let help = "operating_points map a name to quantity overrides, e.g. `duplex: {n_steps: 5}`";
-        self.named(node, "`operating_points`", help, |this, k, v| {
-            let name = this.ident(k, "an operating point name")?;
-            let what = format!("operating point `{}`", name.value);
-            let overrides = this.quantities(v, &what);
-            Some(OperatingPoint { name, overrides })
-        })
+        self.named(node, "`operating_points`", help, Self::operating_point)
     }
 
     /// The entries of the mapping `node`, each lowered by `item`; entries it rejects are left
@@ -642,8 +643,11 @@ impl<'t> Lower<'t> {
                     if f.get("call").is_some() && call.is_none() {
                         ok = false;
                     }
-                    match (from, by) {
-                        (Some(from), Some(by)) => Growth::Grows { from, by, call },
+                    let advances = self.advances(&f);
+                    match (from, by, advances) {
+                        (Some(from), Some(by), Some(advances)) => {
+                            (Growth::Grows { from, by, call }, advances)
+                        }
                         _ => {
                             ok = false;
                             continue;
@@ -651,27 +655,32 @@ impl<'t> Lower<'t> {
                     }
                 }
                 _ => match self.expr(v) {
-                    Some(e) => Growth::Fixed(e),
+                    Some(e) => (Growth::Fixed(e), Advances::default()),
                     None => {
                         ok = false;
                         continue;
                     }
                 },
             };
+            let (growth, advances) = growth;
             out.push(AxisGrowth {
                 span: k.span.to(v.span),
                 axis,
                 growth,
+                advances,
             });
         }
         ok.then_some(out)
     }
 
     fn retention(&mut self, node: &Node) -> Option<Spanned<Retention>> {
-        let help = "retention is `pinned`, `{ring: CAPACITY}`, `{window: SIZE}` (optionally `steady: true`) or `{prompt: P, retained: R, order: prepend|append}` (optionally `keep: {head: H, tail: T}`)";
+        let help = "retention is `pinned`, `none` (grows for the whole session), `{ring: CAPACITY}`, `{window: SIZE}` (optionally `steady: true`) or `{prompt: P, retained: R, order: prepend|append}` (optionally `keep: {head: H, tail: T}`)";
         if let NodeKind::Scalar { text, .. } = &node.kind {
             if text == "pinned" {
                 return Some(Spanned::new(Retention::Pinned, node.span));
+            }
+            if text == "none" {
+                return Some(Spanned::new(Retention::Unbounded, node.span));
             }
             self.diags.push(
                 Diagnostic::error(
@@ -909,8 +918,12 @@ impl<'t> Lower<'t> {
                 ],
             )
         });
-        let configs = f.get("configs").and_then(|n| self.expr(n));
-        let configs_ok = f.get("configs").is_none() || configs.is_some();
+        let phases = match f.get("phases") {
+            Some(n) => self.phases(n, &name.value),
+            None => Some(Vec::new()),
+        };
+        let specialize = f.get("specialize").map(|n| self.specialize(n));
+        let configs_ok = f.get("configs").is_none_or(|n| self.configs_replaced(n));
         let inputs = f.get("inputs").and_then(|n| self.inputs(n));
         let reads = match f.get("reads") {
             Some(n) => self.ident_list(n, "a region name"),
@@ -923,6 +936,10 @@ impl<'t> Lower<'t> {
         if !(loop_ok && admit_ok && configs_ok) {
             return None;
         }
+        let specialize = match specialize {
+            Some(s) => Some(s?),
+            None => None,
+        };
         Some(Callable {
             span: k.span.to(f.span),
             name,
@@ -932,7 +949,8 @@ impl<'t> Lower<'t> {
             admit,
             effects: effects?,
             query: query?,
-            configs,
+            phases: phases?,
+            specialize,
             inputs: inputs?,
             reads: reads?,
             writes: writes?,

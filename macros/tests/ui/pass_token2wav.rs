@@ -19,12 +19,22 @@ struct Adapter {
     pre_lookahead: RegionBuf<f32, 1024>,
     #[region(up_layer_cache)]
     up_layer: RegionBuf<f32, 2048>,
+    #[region(voc_mel)]
+    voc_mel: RegionBuf<f32, 3120>,
+    #[region(voc_source)]
+    voc_source: RegionBuf<f32, 17_280>,
+    #[region(voc_phase)]
+    voc_phase: RegionBuf<f64, 9>,
+    #[region(voc_offsets)]
+    voc_offsets: RegionBuf<i64, 5>,
     #[callable(encoder)]
     encoder: (),
     #[callable(flow)]
     flow: (),
     #[callable(vocoder, eager)]
     vocoder: (),
+    #[callable(vocoder_flush, eager)]
+    vocoder_flush: (),
 }
 
 fn main() {

@@ -8,6 +8,7 @@
 
 mod attention;
 mod conv;
+mod direct;
 mod embedding;
 mod linear;
 mod load;
@@ -17,6 +18,7 @@ pub mod weights;
 
 pub use attention::{RelPosAttention, RelPosScratch, SelfAttention};
 pub use conv::{CausalConv1d, Conv1d};
+pub use direct::{DirectConv1d, ResBlock, Snake, causal_padding};
 pub use embedding::Embedding;
 pub use linear::Linear;
 pub use load::{LoadError, Loader};

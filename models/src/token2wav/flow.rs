@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use dcc_runtime::DevPtr;
 use dcc_runtime::backend::{Backend, DeviceBuffer};
-use dcc_runtime::ops::{self, Act, Ctx, ProfileRow, Profiler, RawTensor, Tensor};
+use dcc_runtime::ops::{self, Act, Ctx, GemmPath, ProfileRow, Profiler, RawTensor, Tensor};
 
 use super::FlowError;
 use super::config::FlowConfig;
@@ -99,6 +99,8 @@ pub struct DeviceFlow {
     pe: DeviceBuffer,
     pub(super) w: Work,
     prof: Profiler,
+    /// The GEMM path of every linear ([`DeviceFlow::with_gemm`]).
+    gemm: GemmPath,
 }
 
 /// Checks an I/O tensor's dims: `Some(n)` must be `n`, `None` is a clock axis.
@@ -164,12 +166,25 @@ impl DeviceFlow {
             pe: ld.upload(&pe)?,
             w: Work::new(be.as_ref(), cfg, &caps)?,
             prof: Profiler::new(),
+            gemm: GemmPath::default(),
             id: NEXT_FLOW_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             be,
             cfg: cfg.clone(),
             limits,
             caps,
         })
+    }
+
+    /// The same flow with every linear on `gemm` (default [`GemmPath::Backend`]). The paths give
+    /// different bits, so sessions compared bit for bit must share it.
+    pub fn with_gemm(mut self, gemm: GemmPath) -> Self {
+        self.gemm = gemm;
+        self
+    }
+
+    /// The GEMM path of this flow's linears.
+    pub fn gemm_path(&self) -> GemmPath {
+        self.gemm
     }
 
     /// Frames of the noise table (a stream's estimator extent plus a call's frames at most).
@@ -196,7 +211,7 @@ impl DeviceFlow {
 
     /// Where this flow's ops are queued (marked while a profile is open).
     pub(super) fn cx(&self) -> Ctx<'_> {
-        Ctx::new(self.be.as_ref(), Some(&self.prof))
+        Ctx::new(self.be.as_ref(), Some(&self.prof)).with_gemm(self.gemm)
     }
 
     /// Refuses a state another flow created (its buffers are sized for that flow's config,

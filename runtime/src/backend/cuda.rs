@@ -29,6 +29,9 @@ use super::{
 };
 use crate::error::{BlasError, Error, NoDevice, Result};
 
+/// Dynamic shared memory every kernel may take without opting in.
+const DEFAULT_DYNAMIC_SHARED_BYTES: u32 = 48 * 1024;
+
 /// cuBLAS workspace the runtime owns (32 MiB, NVIDIA's recommendation for Hopper).
 pub const CUBLAS_WORKSPACE_BYTES: usize = 32 << 20;
 
@@ -245,7 +248,9 @@ pub struct CudaBackend {
     /// The first error of setting the library up, if any (every GEMM then reports it).
     lt: Result<Mutex<Lt>, Error>,
     blas: Result<Mutex<Blas>, Error>,
-    functions: Mutex<HashMap<&'static str, CudaFunction>>,
+    /// Loaded kernels, with the dynamic shared memory each may take (raised on demand above the
+    /// default 48 KB, `CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`).
+    functions: Mutex<HashMap<&'static str, (CudaFunction, u32)>>,
     modules: Mutex<HashMap<&'static str, Arc<CudaModule>>>,
     stream: Arc<CudaStream>,
     ctx: Arc<CudaContext>,
@@ -430,9 +435,26 @@ impl CudaBackend {
         Ok(m)
     }
 
-    /// The kernel's function; `capturing`: whether the calling thread captures.
-    fn function(&self, k: &'static KernelDef, capturing: bool) -> Result<CudaFunction> {
-        if let Some(f) = lock(&self.functions).get(k.name) {
+    /// The kernel's function, allowed `shared` bytes of dynamic shared memory; `capturing`:
+    /// whether the calling thread captures.
+    fn function(
+        &self,
+        k: &'static KernelDef,
+        shared: u32,
+        capturing: bool,
+    ) -> Result<CudaFunction> {
+        if let Some((f, limit)) = lock(&self.functions).get_mut(k.name) {
+            if shared > *limit {
+                // Not a stream operation: allowed while capturing. A request past the device's
+                // opt-in maximum fails here, with the driver's error.
+                f.set_attribute(
+                    drv_sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    i32::try_from(shared).map_err(|_| {
+                        Error::Invalid(format!("{}: {shared} B of shared memory", k.name))
+                    })?,
+                )?;
+                *limit = shared;
+            }
             return Ok(f.clone());
         }
         if capturing {
@@ -443,8 +465,8 @@ impl CudaBackend {
             ));
         }
         let f = self.module(k)?.load_function(k.entry)?;
-        lock(&self.functions).insert(k.name, f.clone());
-        Ok(f)
+        lock(&self.functions).insert(k.name, (f, DEFAULT_DYNAMIC_SHARED_BYTES));
+        self.function(k, shared, capturing)
     }
 
     fn stream_ptr(&self) -> drv_sys::CUstream {
@@ -584,7 +606,7 @@ impl Backend for CudaBackend {
     ) -> Result<()> {
         kernel.check_args(args)?;
         let pass = self.counter.gate.enter();
-        let f = self.function(kernel, pass.capturing())?;
+        let f = self.function(kernel, dims.shared_bytes, pass.capturing())?;
         // As on Host: each pointer argument starts inside a live buffer (and, while capturing,
         // its allocation is recorded for `launch_graph`). How far the kernel reaches from there
         // is the caller's `# Safety` contract.
@@ -888,7 +910,7 @@ impl Backend for CudaBackend {
     fn preload(&self, kernels: &[&'static KernelDef]) -> Result<()> {
         let pass = self.counter.gate.enter();
         for k in kernels {
-            self.function(k, pass.capturing())?;
+            self.function(k, 0, pass.capturing())?;
         }
         Ok(())
     }

@@ -143,6 +143,13 @@ pub fn write_back_rows(
         n(extent),
     ];
     if let Some(p) = cx.profiler() {
+        // words moved: the tail window (in place) or both kept parts (copy), read and written
+        let moved = if dst == src {
+            keep.tail
+        } else {
+            keep.head + keep.tail
+        };
+        p.declare(ops::Work::f32(0, 2 * outer * moved * inner));
         p.mark(be, kc::RETAIN.name)?;
     }
     // SAFETY: `carry.retain` at these arguments (extent > head + tail, so the kernel runs and its

@@ -4,7 +4,7 @@
 use dcc_kernels as k;
 use dcc_kernels::Arg;
 
-use super::{Ctx, OpError, Tensor, dims, disjoint, int, matrix, operand, packed, ptr};
+use super::{Ctx, OpError, Tensor, Work, dims, disjoint, int, matrix, operand, packed, ptr};
 
 /// `(batch, heads, cap, d)` of a packed cache view.
 fn cache(
@@ -30,16 +30,22 @@ fn frames(op: &'static str, t0: usize, t: usize, cap: usize) -> Result<(), OpErr
     Ok(())
 }
 
-/// Launch shape of the attention kernels, or why there is none.
+/// Launch shape of the attention kernels (`resident`: SDPA's, which may hold every key frame in
+/// shared memory), or why there is none.
 fn launch_dims(
     op: &'static str,
     outer: usize,
     tq: usize,
     tk: usize,
     d: usize,
+    resident: bool,
 ) -> Result<dcc_kernels::LaunchDims, OpError> {
-    k::attention::attention_dims(outer, tq, tk, d)
-        .map_err(|e| OpError::arg(op, "tk", e.to_string()))
+    if resident {
+        k::attention::sdpa_dims(outer, tq, tk, d)
+    } else {
+        k::attention::attention_dims(outer, tq, tk, d)
+    }
+    .map_err(|e| OpError::arg(op, "tk", e.to_string()))
 }
 
 /// Writes `t` new key/value rows into frames `t0..t0 + t` of `cache` (`KV_PACK`, one thread per
@@ -87,6 +93,7 @@ pub fn kv_pack(
         int(t),
         int(d),
     ];
+    cx.work(Work::f32(0, 4 * b * h * t * d));
     // SAFETY: the kernel reads rows < batch·t, columns < heads·d of k and v at stride ld and
     // writes frames t0..t0+t (<= cap) of the packed cache: the checked views; the cache
     // overlaps neither input.
@@ -156,6 +163,8 @@ pub fn qk_norm_pack(
         int(d),
         Arg::F32(eps),
     ];
+    // q and k normalized (≈ 8 flops per element), v copied: reads 3 and writes 3 of rows·h·d
+    cx.work(Work::f32(16 * rows * h * d, 6 * rows * h * d));
     // SAFETY: the kernel reads batch·t rows of 3·heads·d columns of qkv at stride ld and the
     // four [d] vectors, writes qn[0..batch·t·heads·d] and frames t0..t0+t (<= cap) of the
     // packed cache: the checked views; qn and the cache overlap no other operand.
@@ -192,7 +201,7 @@ pub fn attention(
             operand("kv", &kv, false),
         ],
     )?;
-    let dims = launch_dims(op, b * h, tq, tk, d)?;
+    let dims = launch_dims(op, b * h, tq, tk, d, true)?;
     let args = [
         ptr(&out),
         ptr(&q),
@@ -205,6 +214,11 @@ pub fn attention(
         int(cap),
         Arg::F32(scale),
     ];
+    // scores and weighted values: 2 · 2·d flops per (query, key); q, out and tk frames of k ‖ v
+    cx.work(Work::f32(
+        4 * b * h * tq * tk * d,
+        2 * b * tq * h * d + 2 * b * h * tk * d,
+    ));
     // SAFETY: the kernel reads q[0..batch·tq·heads·d] and frames < tk <= cap of the packed
     // cache and writes out (q's extent): the checked views; out overlaps neither input; `dims`
     // come from `attention_dims`, which the kernel's shared-memory layout assumes.
@@ -264,7 +278,7 @@ pub fn rel_pos_attention(
             operand("pos", &pos, false),
         ],
     )?;
-    let dims = launch_dims(op, h, tq, tk, d)?;
+    let dims = launch_dims(op, h, tq, tk, d, false)?;
     let args = [
         ptr(&out),
         ptr(&q),
@@ -278,6 +292,11 @@ pub fn rel_pos_attention(
         int(d),
         int(cap),
     ];
+    // content and position scores (2 · 2·d) and weighted values (2·d) per (query, key)
+    cx.work(Work::f32(
+        6 * h * tq * tk * d,
+        2 * tq * h * d + 2 * h * tk * d + (2 * tk - 1) * h * d,
+    ));
     // SAFETY: the kernel reads q, u, v, pos and frames < tk <= cap of the packed cache, and
     // writes out: the checked packed views; out overlaps no input; `dims` come from
     // `attention_dims`.

@@ -3,7 +3,7 @@
 use dcc_kernels as k;
 use dcc_kernels::{Arg, LaunchDims};
 
-use super::{Act, Ctx, OpError, Tensor, dims, disjoint, int, operand, packed, ptr};
+use super::{Act, Ctx, OpError, Tensor, Work, dims, disjoint, int, operand, packed, ptr};
 
 /// `(batch, rows, dim, batch stride)` of a `[batch, rows, dim]` view whose rows are packed
 /// (`strides = [batch stride, dim, 1]`).
@@ -82,6 +82,7 @@ pub fn conv_im2col(
         int(k),
         int(dim),
     ];
+    cx.work(Work::f32(0, b * frames * dim + b * frames * k * dim));
     // SAFETY: the kernel reads the checked src and ctx views and writes col[0..batch·frames·k·
     // dim], the checked packed view, which overlaps neither.
     unsafe { cx.launch_linear(&k::copy::IM2COL, b * frames * k * dim, &args) }
@@ -140,6 +141,11 @@ pub fn layer_norm_act_im2col(
     ];
     let blocks = u32::try_from(b * (frames + k - 1))
         .map_err(|_| OpError::arg(op, "x", "more rows than a grid holds"))?;
+    // LayerNorm and activation (≈ 10 flops per element); reads x, writes k copies of each row
+    cx.work(Work::f32(
+        10 * b * frames * dim,
+        b * frames * dim + b * frames * k * dim,
+    ));
     // SAFETY: the kernel reads x, g, b and the ctx view and writes col[0..batch·frames·k·dim]:
     // the checked views; col overlaps no input.
     unsafe {

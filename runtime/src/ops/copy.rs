@@ -3,7 +3,7 @@
 
 use dcc_kernels as k;
 
-use super::{Ctx, OpError, Tensor, dims, disjoint, int, matrix, operand, packed, ptr};
+use super::{Ctx, OpError, Tensor, Work, dims, disjoint, int, matrix, operand, packed, ptr};
 
 /// `dst = src` over `[rows, cols]` views with unit column stride (`COPY_BLOCK`, one thread per
 /// element). `src` may have row stride 0 (one row broadcast) or overlapping rows
@@ -59,6 +59,7 @@ fn block(
         int(cols),
         int(rep),
     ];
+    cx.work(Work::f32(0, rows * cols + srows * cols));
     // SAFETY: the kernel writes `dst[r·ldd + j]` and reads `src[(r / rep)·lds + j]` for r <
     // rows, j < cols: exactly the two checked views (rows = srows · rep), which do not overlap.
     unsafe { cx.launch_linear(&k::copy::BLOCK, rows * cols, &args) }
@@ -94,6 +95,7 @@ pub fn copy_batched(cx: &Ctx<'_>, dst: Tensor<'_>, src: Tensor<'_>) -> Result<()
         int(rows),
         int(cols),
     ];
+    cx.work(Work::f32(0, 2 * batch * rows * cols));
     // SAFETY: the kernel touches `dst[b·dst_b + r·ldd + j]` and `src[b·src_b + r·lds + j]` for
     // b < batch, r < rows, j < cols: the two checked views, which do not overlap.
     unsafe { cx.launch_linear(&k::copy::BATCHED, batch * rows * cols, &args) }
@@ -115,6 +117,7 @@ pub fn transpose(cx: &Ctx<'_>, out: Tensor<'_>, x: Tensor<'_>) -> Result<(), OpE
     }
     disjoint(op, &[operand("out", &out, true), operand("x", &x, false)])?;
     let args = [ptr(&out), int(ldo), ptr(&x), int(ldx), int(rows), int(cols)];
+    cx.work(Work::f32(0, 2 * rows * cols));
     // SAFETY: the kernel writes `out[c·ldo + r]` and reads `x[r·ldx + c]` for r < rows, c <
     // cols: the two checked views, which do not overlap.
     unsafe { cx.launch_linear(&k::copy::TRANSPOSE, rows * cols, &args) }
@@ -125,6 +128,7 @@ pub fn transpose(cx: &Ctx<'_>, out: Tensor<'_>, x: Tensor<'_>) -> Result<(), OpE
 pub fn memset(cx: &Ctx<'_>, t: Tensor<'_>, value: u32) -> Result<(), OpError> {
     let op = "memset";
     packed(op, "tensor", &t)?;
+    cx.work(Work::f32(0, t.elems()));
     cx.mark(op, op)?;
     cx.be
         .memset_d32(t.ptr(), value, t.elems())
@@ -169,6 +173,7 @@ pub fn embedding(
         int(dim),
         int(vocab),
     ];
+    cx.work(Work::f32(0, 2 * n * dim + n));
     // SAFETY: the kernel reads ids[0..n] and rows `ids[t] < vocab` of the table, and writes
     // out[0..n·dim]: the checked packed views; out overlaps neither input.
     unsafe { cx.launch_linear(&k::embed::GATHER, n * dim, &args) }

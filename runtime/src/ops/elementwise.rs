@@ -2,7 +2,7 @@
 
 use dcc_kernels as k;
 
-use super::{Ctx, OpError, Tensor, disjoint, int, operand, packed, ptr};
+use super::{Ctx, OpError, Tensor, Work, disjoint, int, operand, packed, ptr};
 use dcc_kernels::Arg;
 
 /// An activation of the `ACT` kernel (and of the fused LayerNorm im2col).
@@ -36,6 +36,7 @@ pub fn act(cx: &Ctx<'_>, x: Tensor<'_>, f: Act) -> Result<(), OpError> {
     let (op, alpha) = f.code();
     let n = x.elems();
     let args = [ptr(&x), int(n), Arg::I32(op), Arg::F32(alpha)];
+    cx.work(Work::f32(n, 2 * n));
     // SAFETY: the kernel reads and writes x[0..n] in place, the checked packed view.
     unsafe { cx.launch_linear(&k::act::APPLY, n, &args) }
 }
@@ -49,6 +50,7 @@ pub fn add(cx: &Ctx<'_>, x: Tensor<'_>, y: Tensor<'_>) -> Result<(), OpError> {
     disjoint(op, &[operand("x", &x, true), operand("y", &y, false)])?;
     let n = x.elems();
     let args = [ptr(&x), ptr(&y), int(n)];
+    cx.work(Work::f32(n, 3 * n));
     // SAFETY: the kernel writes x[0..n] and reads y[0..n]: the checked packed views, which do
     // not overlap.
     unsafe { cx.launch_linear(&k::elementwise::ADD, n, &args) }
@@ -77,6 +79,7 @@ pub fn cfg_euler(
     disjoint(op, &[operand("x", &x, true), operand("v", &v, false)])?;
     let n = x.elems();
     let args = [ptr(&x), ptr(&v), int(n), Arg::F32(cfg), Arg::F32(dt)];
+    cx.work(Work::f32(5 * n, 4 * n));
     // SAFETY: the kernel writes x[0..n] and reads v[0..2n]: the checked packed views, which do
     // not overlap.
     unsafe { cx.launch_linear(&k::elementwise::CFG_EULER, n, &args) }
@@ -104,6 +107,7 @@ pub fn timestep_embedding(
         Arg::F32(scale),
         Arg::F32(max_period),
     ];
+    cx.work(Work::f32(dim, dim));
     // SAFETY: the kernel writes out[0..dim], the checked packed view.
     unsafe { cx.launch_linear(&k::embed::TIMESTEP, dim / 2, &args) }
 }

@@ -1,18 +1,39 @@
-//! `y = x · Wᵀ + b` through the deterministic, batch-invariant `gemm.linear_*` kernels
-//! (`dcc_kernels::gemm`).
+//! `y = x · Wᵀ + b` on one of two GEMM paths ([`GemmPath`], chosen per [`Ctx`]): the backend's
+//! GEMM ([`crate::Backend::gemm`] / [`crate::Backend::gemm_bias`]: cuBLAS / cuBLASLt on a
+//! device, an ordered loop on the Host), or the deterministic, batch-invariant `gemm.linear_*`
+//! kernels (`dcc_kernels::gemm`).
 
 use dcc_kernels::Arg;
 use dcc_kernels::gemm::{self, Variant};
 
-use super::{Act, Ctx, OpError, Tensor, dims, disjoint, int, matrix, operand, packed, ptr};
+use crate::backend::Gemm;
+
+use super::{Act, Ctx, OpError, Tensor, Work, dims, disjoint, int, matrix, operand, packed, ptr};
+
+/// Which GEMM a [`linear`] runs. Both are deterministic from run to run; they differ in what
+/// else they promise and in speed (`dcc-bench kernels` measures both at the model's shapes).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum GemmPath {
+    /// The backend's GEMM: cuBLAS (`gemm`) and cuBLASLt with a bias epilogue (`gemm_bias`),
+    /// TF32 off, on CUDA; the ordered-loop twin on the Host. The faster path at one session's
+    /// 112 rows on an H100 today. cuBLAS picks its algorithm by shape, so a row's result may
+    /// depend on how many rows share the launch, and CUDA and Host agree within rounding only.
+    #[default]
+    Backend,
+    /// The `gemm.linear_*` kernels: one k order fixed by K alone, so a row's bits never depend
+    /// on the rows that share the launch (batch invariance, what batching sessions needs), and
+    /// CUDA equals Host bit for bit. Activations fuse into the epilogue ([`linear_act`]).
+    Invariant,
+}
 
 /// `y[rows, out] = x[rows, in] · Wᵀ (+ b)`: `w` packed `[out, in]` (a `torch.nn.Linear`
-/// weight), `b` packed `[out]` added in the kernel's epilogue (as `addmm`, no separate
-/// broadcast), `x` and `y` with unit column stride and their own leading dimensions (rows of `y`
-/// must not overlap; rows of `x` may, as a convolution's rows over its input do). One launch
-/// of the variant [`gemm::pick`] chooses for `rows × out` (every variant computes the same bits,
-/// whatever the rows: `dcc_kernels::gemm`'s module docs give the order), bit-identical on CUDA
-/// and Host. Nothing is queued when `rows` or `out` is 0 (nothing to write). Profile category
+/// weight), `b` packed `[out]` added in the epilogue (as `addmm`, no separate broadcast), `x` and
+/// `y` with unit column stride and their own leading dimensions (rows of `y` must not overlap;
+/// rows of `x` may, as a convolution's rows over its input do), on the context's [`GemmPath`].
+/// [`GemmPath::Invariant`]: one launch of the variant [`gemm::pick`] chooses for `rows × out`
+/// (every variant computes the same bits, whatever the rows: `dcc_kernels::gemm`'s module docs
+/// give the order), bit-identical on CUDA and Host; nothing is queued when `rows` or `out` is 0
+/// (nothing to write). [`GemmPath::Backend`]: one backend GEMM (see there). Profile category
 /// `gemv (rows = 1)` for a single row or a projection more than 16× wider than its input, `gemm`
 /// otherwise.
 pub fn linear(
@@ -22,11 +43,15 @@ pub fn linear(
     x: Tensor<'_>,
     y: Tensor<'_>,
 ) -> Result<(), OpError> {
-    linear_with(cx, picked(&w, &y), w, b, x, y, None)
+    match cx.gemm_path() {
+        GemmPath::Backend => cublas_linear(cx, w, b, x, y),
+        GemmPath::Invariant => linear_with(cx, picked(&w, &y), w, b, x, y, None),
+    }
 }
 
-/// [`linear`] then the activation `f` of every output, in one launch (the kernel's epilogue):
-/// the same bits as [`linear`] followed by [`super::act`] over `y`, one launch fewer.
+/// [`linear`] then the activation `f` of every output (`y` packed): on
+/// [`GemmPath::Invariant`] in one launch (the kernel's epilogue), the same bits as [`linear`]
+/// followed by [`super::act`] over `y`; on [`GemmPath::Backend`] as those two launches.
 pub fn linear_act(
     cx: &Ctx<'_>,
     w: Tensor<'_>,
@@ -35,7 +60,13 @@ pub fn linear_act(
     y: Tensor<'_>,
     f: Act,
 ) -> Result<(), OpError> {
-    linear_with(cx, picked(&w, &y), w, b, x, y, Some(f))
+    match cx.gemm_path() {
+        GemmPath::Backend => {
+            cublas_linear(cx, w, b, x, y)?;
+            super::act(cx, y, f)
+        }
+        GemmPath::Invariant => linear_with(cx, picked(&w, &y), w, b, x, y, Some(f)),
+    }
 }
 
 /// The variant [`gemm::pick`] chooses for `y`'s rows and `w`'s outputs (views not yet checked:
@@ -116,6 +147,7 @@ pub fn linear_with(
         int(i),
         int(o),
     ];
+    cx.work(Work::f32(2 * rows * i * o, rows * i + o * i + rows * o + o));
     cx.mark(
         op,
         if o > 16 * i || rows == 1 {
@@ -129,4 +161,79 @@ pub fn linear_with(
     // covers exactly rows × out outputs, `Variant::dims`): the checked views; y overlaps no
     // input.
     unsafe { cx.be.launch(v.kernel, launch, &args) }.map_err(|error| OpError::Backend { op, error })
+}
+
+/// [`GemmPath::Backend`]: `w` packed `[out, in]`, `b` packed `[out]` added in the GEMM's
+/// epilogue (as `addmm`, no separate broadcast), `x` and `y` with unit column stride and their own
+/// leading dimensions. One column-major GEMM `C[out × rows] = Wᵀ-op · X` with `m = out, n =
+/// rows, k = in, lda = in, ldb = ld(x), ldc = ld(y)`, batch 1.
+fn cublas_linear(
+    cx: &Ctx<'_>,
+    w: Tensor<'_>,
+    b: Option<Tensor<'_>>,
+    x: Tensor<'_>,
+    y: Tensor<'_>,
+) -> Result<(), OpError> {
+    let op = "linear";
+    packed(op, "w", &w)?;
+    let (o, i) = match w.dims() {
+        &[o, i] => (o, i),
+        d => return Err(OpError::shape(op, "w", "[out, in]", d)),
+    };
+    let (rows, xi, ldx) = matrix(op, "x", &x)?;
+    let (_, _, ldy) = matrix(op, "y", &y)?;
+    if xi != i {
+        return Err(OpError::shape(op, "x", format!("[rows, {i}]"), x.dims()));
+    }
+    dims(op, "y", &y, &[rows, o])?;
+    let bias = match &b {
+        Some(b) => {
+            dims(op, "b", b, &[o])?;
+            packed(op, "b", b)?;
+            operand("b", b, false)
+        }
+        None => ("b", (0, 0), false),
+    };
+    disjoint(
+        op,
+        &[
+            operand("y", &y, true),
+            operand("x", &x, false),
+            operand("w", &w, false),
+            bias,
+        ],
+    )?;
+    let g = Gemm {
+        trans_a: true,
+        trans_b: false,
+        m: o,
+        n: rows,
+        k: i,
+        alpha: 1.0,
+        a: w.ptr(),
+        lda: i,
+        stride_a: 0,
+        b: x.ptr(),
+        ldb: ldx,
+        stride_b: 0,
+        beta: 0.0,
+        c: y.ptr(),
+        ldc: ldy,
+        stride_c: 0,
+        batch: 1,
+    };
+    cx.work(Work::f32(2 * rows * i * o, rows * i + o * i + rows * o + o));
+    cx.mark(
+        op,
+        if o > 16 * i || rows == 1 {
+            "gemv (rows = 1)"
+        } else {
+            "gemm"
+        },
+    )?;
+    match b {
+        Some(b) => cx.be.gemm_bias(&g, b.ptr()),
+        None => cx.be.gemm(&g),
+    }
+    .map_err(|error| OpError::Backend { op, error })
 }

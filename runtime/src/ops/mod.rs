@@ -13,8 +13,10 @@
 //! CUDA graphs key on it): elementwise kernels run one thread per element in blocks of
 //! [`THREADS`], warp-per-row kernels `row_threads(rows)` threads, attention
 //! `attention_dims`, the fused LayerNorm im2col one block of `LN_ACT_BLOCK` threads per row,
-//! the carry one block of [`THREADS`] per row, `linear` the `gemm.linear_*` variant
-//! `dcc_kernels::gemm::pick` chooses (every variant computes the same bits).
+//! the carry one block of [`THREADS`] per row. `linear` runs on the context's [`GemmPath`]: the
+//! backend's GEMM (cuBLAS picks its algorithm by shape and leading dimension), or the
+//! `gemm.linear_*` variant `dcc_kernels::gemm::pick` chooses (every variant computes the same
+//! bits).
 //!
 //! While a [`Profiler`] is open, every op records a stream marker for its category first (the
 //! kernel's name, `gemm`, `gemv (rows = 1)`, `memset`).
@@ -22,6 +24,7 @@
 mod attention;
 pub mod carry;
 mod conv;
+mod conv1d;
 mod copy;
 mod elementwise;
 mod error;
@@ -29,18 +32,24 @@ pub mod host;
 mod linear;
 mod norm;
 mod profile;
+mod signal;
 mod tensor;
 #[cfg(test)]
 mod tests;
 
 pub use attention::{attention, kv_pack, qk_norm_pack, rel_pos_attention};
 pub use conv::{conv_im2col, layer_norm_act_im2col};
+pub use conv1d::{ConvElem, ConvGeom, Residual, conv1d};
 pub use copy::{copy, copy_batched, embedding, memset, repeat_rows, transpose};
 pub use elementwise::{Act, act, add, cfg_euler, timestep_embedding};
 pub use error::OpError;
-pub use linear::{linear, linear_act, linear_with};
+pub use linear::{GemmPath, linear, linear_act, linear_with};
 pub use norm::{gated_norm_modulate, l2_normalize, layer_norm, layer_norm_modulate};
-pub use profile::{ProfileRow, Profiler};
+pub use profile::{ProfileRow, Profiler, Work};
+pub use signal::{
+    SourceArgs, abs_narrow, div, elu_f64, harmonic_phase, harmonic_source, istft, polar, snake,
+    stft, widen,
+};
 pub use tensor::{Elem, MAX_RANK, RawTensor, Tensor};
 
 use dcc_kernels::{Arg, KernelDef, LaunchDims};
@@ -55,11 +64,28 @@ pub const THREADS: u32 = 128;
 pub struct Ctx<'a> {
     be: &'a dyn Backend,
     prof: Option<&'a Profiler>,
+    gemm: GemmPath,
 }
 
 impl<'a> Ctx<'a> {
+    /// A context on `be`'s stream, marked into `prof` while it is open, its linears on
+    /// [`GemmPath::Backend`].
     pub fn new(be: &'a dyn Backend, prof: Option<&'a Profiler>) -> Ctx<'a> {
-        Ctx { be, prof }
+        Ctx {
+            be,
+            prof,
+            gemm: GemmPath::default(),
+        }
+    }
+
+    /// The same context with its linears on `gemm`.
+    pub fn with_gemm(self, gemm: GemmPath) -> Ctx<'a> {
+        Ctx { gemm, ..self }
+    }
+
+    /// The GEMM path of this context's linears.
+    pub fn gemm_path(&self) -> GemmPath {
+        self.gemm
     }
 
     pub fn backend(&self) -> &'a dyn Backend {
@@ -69,6 +95,14 @@ impl<'a> Ctx<'a> {
     /// The profiler that marks this context's ops (`None`: unprofiled).
     pub fn profiler(&self) -> Option<&'a Profiler> {
         self.prof
+    }
+
+    /// Declares the [`Work`] of the op this context queues next (kept only while a profile is
+    /// open; the op's marker takes it).
+    pub fn work(&self, w: Work) {
+        if let Some(p) = self.prof {
+            p.declare(w);
+        }
     }
 
     /// Records a profile marker for `category` (when a profile is open).

@@ -4,7 +4,7 @@
 use dcc_kernels as k;
 use dcc_kernels::Arg;
 
-use super::{Ctx, OpError, Tensor, dims, disjoint, int, matrix, operand, packed, ptr};
+use super::{Ctx, OpError, Tensor, Work, dims, disjoint, int, matrix, operand, packed, ptr};
 
 /// Checks a packed `[dim]` parameter vector.
 fn vector(op: &'static str, view: &'static str, t: &Tensor<'_>, dim: usize) -> Result<(), OpError> {
@@ -57,6 +57,8 @@ pub fn layer_norm(
         int(dim),
         Arg::F32(eps),
     ];
+    // mean, variance, normalize, affine: ≈ 8 flops per element
+    cx.work(Work::f32(8 * r * dim, 2 * r * dim + 2 * dim));
     // SAFETY: the kernel reads rows of `dim` at stride ldx of x, dim entries of g and b, and
     // writes rows of `dim` at stride ldy of y: the checked views; y overlaps no input.
     unsafe { cx.launch_linear(&k::norm::LAYER_NORM, k::norm::row_threads(r), &args) }
@@ -96,6 +98,7 @@ pub fn layer_norm_modulate(
         int(dim),
         Arg::F32(eps),
     ];
+    cx.work(Work::f32(10 * r * dim, 2 * r * dim + 2 * dim));
     // SAFETY: the kernel reads x[0..rows·dim], shift and scale [0..dim] and writes
     // y[0..rows·dim]: the checked packed views; y overlaps no input.
     unsafe {
@@ -152,6 +155,9 @@ pub fn gated_norm_modulate(
         int(dim),
         Arg::F32(eps),
     ];
+    // x += gate · y, then a modulated LayerNorm of x (≈ 12 flops per element); reads x, y,
+    // writes x and xn
+    cx.work(Work::f32(12 * r * dim, 4 * r * dim + 3 * dim));
     // SAFETY: the kernel reads and writes x[0..rows·dim] in place, reads y (same extent) and
     // the three [dim] vectors, and writes xn[0..rows·dim]: the checked packed views; x and xn
     // overlap no other operand.
@@ -166,6 +172,7 @@ pub fn l2_normalize(cx: &Ctx<'_>, y: Tensor<'_>, x: Tensor<'_>, eps: f32) -> Res
     dims(op, "y", &y, x.dims())?;
     disjoint(op, &[operand("y", &y, true), operand("x", &x, false)])?;
     let args = [ptr(&y), ptr(&x), int(r), int(dim), Arg::F32(eps)];
+    cx.work(Work::f32(3 * r * dim, 2 * r * dim));
     // SAFETY: the kernel reads x[0..rows·dim] and writes y[0..rows·dim]: the checked packed
     // views, which do not overlap.
     unsafe { cx.launch_linear(&k::norm::L2_NORMALIZE, k::norm::row_threads(r), &args) }

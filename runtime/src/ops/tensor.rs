@@ -24,13 +24,18 @@ use super::OpError;
 /// k‖v]`).
 pub const MAX_RANK: usize = 6;
 
-/// Element types of views: the 32-bit words the kernels move.
+/// Element types of views: the 32-bit words most kernels move, and the doubles of the kernels
+/// that compute in float64 (the vocoder's F0 predictor and harmonic phase).
 pub trait Elem: Copy + 'static {
     const DTYPE: DType;
 }
 
 impl Elem for f32 {
     const DTYPE: DType = DType::F32;
+}
+
+impl Elem for f64 {
+    const DTYPE: DType = DType::F64;
 }
 
 impl Elem for u32 {

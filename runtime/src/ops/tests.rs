@@ -259,6 +259,36 @@ fn write_back_keeps_the_declared_head_and_tail() {
 }
 
 #[test]
+fn a_linear_declares_its_multiply_adds_and_operand_bytes() {
+    let be = host();
+    let prof = Profiler::new();
+    let cx = Ctx::new(be.as_ref(), Some(&prof));
+    let (rows, i, o) = (3, 4, 5);
+    let (x, w, b, y) = (
+        buf(&be, &seq(rows * i)),
+        buf(&be, &seq(o * i)),
+        buf(&be, &seq(o)),
+        buf(&be, &vec![0.0; rows * o]),
+    );
+    fn t<'a>(d: &'a DeviceBuffer, dims: &[usize]) -> Tensor<'a> {
+        Tensor::of(d).unwrap().view(dims).unwrap()
+    }
+    prof.begin();
+    linear(
+        &cx,
+        t(&w, &[o, i]),
+        Some(t(&b, &[o])),
+        t(&x, &[rows, i]),
+        t(&y, &[rows, o]),
+    )
+    .unwrap();
+    let r = prof.end(be.as_ref()).unwrap();
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].flops, (2 * rows * i * o) as f64);
+    assert_eq!(r[0].bytes, (4 * (rows * i + o * i + rows * o + o)) as f64);
+}
+
+#[test]
 fn profiles_mark_every_op_and_captures_replay_the_same_work() {
     let be = host();
     let prof = Profiler::new();
@@ -273,6 +303,11 @@ fn profiles_mark_every_op_and_captures_replay_the_same_work() {
     let mut cats: Vec<(&str, usize)> = rows.iter().map(|r| (r.category, r.launches)).collect();
     cats.sort();
     assert_eq!(cats, [("act.apply", 2), ("memset", 1)]);
+    // each op's declared work is summed per category: act 1 flop and 8 bytes per element
+    let act_row = rows.iter().find(|r| r.category == "act.apply").unwrap();
+    assert_eq!((act_row.flops, act_row.bytes), (4.0, 32.0));
+    let set = rows.iter().find(|r| r.category == "memset").unwrap();
+    assert_eq!((set.flops, set.bytes), (0.0, 4.0));
     // closed: nothing is recorded
     act(&cx, at, Act::Scale(1.0)).unwrap();
     assert!(prof.end(be.as_ref()).unwrap().is_empty());

@@ -2,14 +2,15 @@
 //! attention, copy, embed) at the tiny model's sizes and the full model's, each buffer sized from
 //! the same shape parameters it passes as the kernel's counts and strides.
 
-use dcc_runtime::kernels::{act, attention, copy, elementwise, embed, norm};
+use dcc_runtime::kernels::{act, attention, conv, copy, elementwise, embed, norm, signal};
 use dcc_runtime::{KernelDef, LaunchDims};
 
 use super::common::data;
 
 mod shapes;
+mod vocoder;
 
-pub use shapes::{attention, layer_norm, layer_norm_modulate, rel_pos};
+pub use shapes::{attention, attention_resident, layer_norm, layer_norm_modulate, rel_pos};
 use shapes::{kv_pack, l2};
 
 /// Every kernel of the model families.
@@ -21,6 +22,8 @@ pub fn model_kernels() -> Vec<&'static KernelDef> {
         attention::KERNELS,
         copy::KERNELS,
         embed::KERNELS,
+        conv::KERNELS,
+        signal::KERNELS,
     ]
     .concat()
 }
@@ -238,6 +241,14 @@ pub fn cases() -> Vec<Case> {
     c.push(attention("tiny", None, 2, 2, 50, 452, 32, 460));
     c.push(attention("d128 odd", None, 1, 3, 9, 70, 128, 70));
     c.push(attention("d40 generic", None, 1, 3, 9, 70, 40, 75));
+    // resident keys/values (sdpa_dims): the SRc chunk (402 + 56 keys), a tail tile, the prompt
+    // call, d = 32 / 128 and a generic d (scalar staging)
+    c.push(attention_resident("full", 2, 8, 56, 458, 64, 520));
+    c.push(attention_resident("full 1-key", 2, 8, 5, 1, 64, 4));
+    c.push(attention_resident("full prompt", 2, 8, 308, 308, 64, 320));
+    c.push(attention_resident("tiny", 2, 2, 50, 452, 32, 460));
+    c.push(attention_resident("d128 odd", 1, 3, 9, 70, 128, 70));
+    c.push(attention_resident("d40 generic", 1, 3, 9, 70, 40, 75));
     for w in [1, 2, 4, 8] {
         c.push(rel_pos("full up", Some(w), 8, 56, 514, 64));
     }
@@ -443,5 +454,6 @@ pub fn cases() -> Vec<Case> {
             A::I(1024),
         ],
     ));
+    c.extend(vocoder::cases());
     c
 }

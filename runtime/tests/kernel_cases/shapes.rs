@@ -51,6 +51,23 @@ pub fn attention(
     c
 }
 
+/// [`attention`] launched with [`attn::sdpa_dims`]: every key frame resident in shared memory
+/// (the same bits as the tiled launch; the name says which launch ran).
+pub fn attention_resident(
+    tag: &str,
+    batch: usize,
+    heads: usize,
+    tq: usize,
+    tk: usize,
+    d: usize,
+    cap: usize,
+) -> Case {
+    let mut c = attention(tag, None, batch, heads, tq, tk, d, cap);
+    c.dims = attn::sdpa_dims(batch * heads, tq, tk, d).unwrap();
+    c.name = format!("{} resident {} B", c.name, c.dims.shared_bytes);
+    c
+}
+
 /// Conformer relative-position attention (batch 1).
 pub fn rel_pos(
     tag: &str,

@@ -128,6 +128,30 @@ pub struct Common {
     /// so FILE is never half-written). May not name the --weights or --io file.
     #[arg(long, value_name = "FILE")]
     pub json_out: Option<PathBuf>,
+
+    /// The GEMM every linear of the flow runs on: `backend` (cuBLAS / cuBLASLt, TF32 off; the
+    /// faster one at a single session's 112 rows today) or `invariant` (the `gemm.linear_*`
+    /// kernels: batch-invariant, bit-identical to the Host twin). The two give different bits.
+    #[arg(long, value_enum, default_value_t = GemmChoice::Backend)]
+    pub gemm: GemmChoice,
+}
+
+/// `--gemm`: which [`dcc_runtime::ops::GemmPath`] the flow's linears run on.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum GemmChoice {
+    /// cuBLAS / cuBLASLt on CUDA, the ordered loop on the Host.
+    Backend,
+    /// The batch-invariant `gemm.linear_*` kernels.
+    Invariant,
+}
+
+impl GemmChoice {
+    pub fn path(self) -> dcc_runtime::ops::GemmPath {
+        match self {
+            GemmChoice::Backend => dcc_runtime::ops::GemmPath::Backend,
+            GemmChoice::Invariant => dcc_runtime::ops::GemmPath::Invariant,
+        }
+    }
 }
 
 #[derive(Args, Debug, Clone)]
@@ -268,6 +292,7 @@ pub struct Opts {
     pub json: bool,
     pub json_out: Option<PathBuf>,
     pub profile: bool,
+    pub gemm: GemmChoice,
 }
 
 impl Opts {
@@ -296,6 +321,7 @@ impl Command {
             json: c.format == Format::Json,
             json_out: c.json_out,
             profile,
+            gemm: c.gemm,
         })
     }
 }

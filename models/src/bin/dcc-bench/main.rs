@@ -34,6 +34,7 @@ mod error;
 mod inputs;
 mod kernels;
 mod report;
+mod roofline;
 #[cfg(test)]
 mod tests;
 
@@ -152,7 +153,8 @@ fn setup(o: &Opts) -> Res<Setup> {
                 .max(sizes.chunk_tokens + sizes.lookahead_tokens),
             carry_frames: k.carry.bound().max(k.upsample.bound()),
         },
-    )?;
+    )?
+    .with_gemm(o.gemm.path());
     let mut all: Vec<&'static dcc_runtime::KernelDef> = Vec::new();
     for m in dcc_runtime::kernels::MODULES {
         all.extend_from_slice(m);
@@ -343,19 +345,8 @@ fn profile(s: &Setup) -> Res<()> {
         be.device_name(),
         launches,
     );
-    eprintln!(
-        "{:<36} {:>8} {:>10} {:>9} {:>7}",
-        "category", "launches", "total µs", "µs/launch", "share"
-    );
-    for r in &rows {
-        eprintln!(
-            "{:<36} {:>8} {:>10.1} {:>9.2} {:>6.1}%",
-            r.category,
-            r.launches,
-            r.ms * 1e3,
-            r.ms * 1e3 / r.launches as f64,
-            100.0 * r.ms / total
-        );
+    for line in roofline::table(&rows, be.device_name()) {
+        eprintln!("{line}");
     }
     Ok(())
 }

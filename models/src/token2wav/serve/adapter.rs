@@ -85,9 +85,24 @@ macro_rules! adapter {
             /// [`DeviceFlow::flow_call`]: super::super::DeviceFlow::flow_call
             #[callable(flow)]
             pub flow: (),
+            /// The vocoder's mel history (HiFT, a later issue: declared, not yet used).
+            #[region(voc_mel)]
+            pub voc_mel: dcc_generated::$generated::VocMelBuf,
+            /// The vocoder's harmonic-source history.
+            #[region(voc_source)]
+            pub voc_source: dcc_generated::$generated::VocSourceBuf,
+            /// The vocoder's float64 harmonic phase.
+            #[region(voc_phase)]
+            pub voc_phase: dcc_generated::$generated::VocPhaseBuf,
+            /// The vocoder's stream counters.
+            #[region(voc_offsets)]
+            pub voc_offsets: dcc_generated::$generated::VocOffsetsBuf,
             /// HiFT (a later issue): bound, never captured here.
             #[callable(vocoder, eager)]
             pub vocoder: (),
+            /// HiFT's final flush (a later issue): bound, never captured here.
+            #[callable(vocoder_flush, eager)]
+            pub vocoder_flush: (),
         }
 
         impl $name {
@@ -103,9 +118,14 @@ macro_rules! adapter {
                     estimator_conv_cache: RegionBuf::bind(arena, "estimator_conv_cache")?,
                     pre_lookahead_cache: RegionBuf::bind(arena, "pre_lookahead_cache")?,
                     up_layer_cache: RegionBuf::bind(arena, "up_layer_cache")?,
+                    voc_mel: RegionBuf::bind(arena, "voc_mel")?,
+                    voc_source: RegionBuf::bind(arena, "voc_source")?,
+                    voc_phase: RegionBuf::bind(arena, "voc_phase")?,
+                    voc_offsets: RegionBuf::bind(arena, "voc_offsets")?,
                     encoder: (),
                     flow: (),
                     vocoder: (),
+                    vocoder_flush: (),
                 })
             }
         }
