@@ -646,13 +646,15 @@ fn token2wav_vocoder_contract() {
             );
         }
         let voc = d.callable("vocoder").unwrap();
-        assert_eq!(voc.catalog_width, 4, "{name}");
+        assert_eq!(voc.catalog_width, Some(4), "{name}");
         assert_eq!((voc.reachable, voc.classes), (Some(2), Some(2)), "{name}");
         assert_eq!(voc.lockstep.len(), 1);
         assert_eq!(voc.lockstep[0].regions, ["voc_mel", "voc_source"]);
         assert_eq!(voc.lockstep[0].base, "token");
         assert_eq!(voc.verdict, Verdict::Captured);
-        assert_eq!(voc.flush_classes.as_ref().map(|f| f.value), Some(50));
+        // the partial-flush count is capped by voc_mel's window W_r = 39 (not the 49 query
+        // lengths a last chunk can have: see the spec's comment)
+        assert_eq!(voc.flush_classes.as_ref().map(|f| f.value), Some(39));
         let ext: Vec<Vec<(&str, u64)>> = voc
             .reserve_chunk
             .classes
