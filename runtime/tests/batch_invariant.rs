@@ -117,7 +117,7 @@ fn batch_invariant_linear_every_variant(be: Arc<dyn Backend>) {
     let bias = common::data(23, o);
     let up = |v: &[f32]| be.alloc_from(v, dcc_runtime::AllocKind::Other).unwrap();
     let (xb, wb, bb) = (up(&x), up(&w), up(&bias));
-    let cx = ops::Ctx::new(be.as_ref(), None);
+    let cx = ops::Ctx::new(be.as_ref(), None).with_gemm(ops::GemmPath::Invariant);
     let mut reference: Option<Vec<u32>> = None;
     for rows in [ROWS, UNITS_ROWS] {
         for v in dcc_runtime::kernels::gemm::VARIANTS {

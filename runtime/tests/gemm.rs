@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use dcc_runtime::backend::{AllocKind, Backend};
 use dcc_runtime::kernels::gemm::{VARIANTS, Variant, pick};
-use dcc_runtime::ops::{self, Act, Ctx, OpError, Tensor};
+use dcc_runtime::ops::{self, Act, Ctx, GemmPath, OpError, Tensor};
 
 /// One linear launch: `rows × in → out`, x rows at stride `ldx` (a `windows(taps)` view when
 /// `taps > 1`: ldx = in / taps), y rows at stride `ldy`, x and w starting `off` floats into their
@@ -141,7 +141,7 @@ fn run(be: &Arc<dyn Backend>, case: &Case, v: &'static Variant) -> Result<Vec<u3
     };
     let w = Tensor::of(&wb)?.narrow(0, off, out * k)?.view(&[out, k])?;
     let y = Tensor::of(&yb)?.view(&[rows, ldy])?.narrow(1, 0, out)?;
-    let cx = Ctx::new(be.as_ref(), None);
+    let cx = Ctx::new(be.as_ref(), None).with_gemm(GemmPath::Invariant);
     let b = if bias { Some(Tensor::of(&bb)?) } else { None };
     ops::linear_with(&cx, v, w, b, x, y, act)?;
     be.synchronize().unwrap();
@@ -294,7 +294,7 @@ fn run_then_act(be: &Arc<dyn Backend>, case: &Case, f: Act) -> Result<Vec<u32>, 
             op: "upload",
             error,
         })?;
-    let cx = Ctx::new(be.as_ref(), None);
+    let cx = Ctx::new(be.as_ref(), None).with_gemm(GemmPath::Invariant);
     ops::act(&cx, Tensor::of(&yb)?, f)?;
     be.synchronize().unwrap();
     Ok(be.download(yb.ptr(), y.len()).unwrap())

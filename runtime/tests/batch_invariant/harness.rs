@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use dcc_runtime::backend::{AllocKind, Backend, DeviceBuffer};
-use dcc_runtime::ops::{Ctx, OpError};
+use dcc_runtime::ops::{Ctx, GemmPath, OpError};
 
 use super::common::data;
 
@@ -100,7 +100,7 @@ fn run_once(be: &Arc<dyn Backend>, layer: &Layer<'_>, units: usize, pos: usize) 
         .iter()
         .map(|v| be.alloc_from(v, AllocKind::Other).unwrap())
         .collect();
-    let cx = Ctx::new(be.as_ref(), None);
+    let cx = Ctx::new(be.as_ref(), None).with_gemm(GemmPath::Invariant);
     (layer.run)(&cx, &bufs, &shared, units)
         .unwrap_or_else(|e| panic!("{} at {units} units: {e}", layer.name));
     be.synchronize().unwrap();
