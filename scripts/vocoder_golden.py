@@ -298,6 +298,10 @@ def main():
     if frames < 1:
         raise SystemExit('--seconds gives no mel frame')
     device = torch.device(args.device)
+    # Exact fp32 on a GPU: torch lets cuDNN convolutions use TF32 by default (10-bit mantissa
+    # products), which moves the vendor's audio by ~1e-3 relative L2; the port computes in fp32.
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
 
