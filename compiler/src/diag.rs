@@ -115,6 +115,18 @@ pub enum Code {
     StagedWrite,
     /// A derived number is suspicious (warning).
     Suspicious,
+    /// A YAML flow collection (`[a, b]`, `{k: v}`) split an expression at a `,`.
+    FlowComma,
+    /// A value in one clock used where another clock (or a different unit) is expected.
+    UnitMismatch,
+    /// A window retention whose stride is larger than the window: frames are dropped unseen.
+    StrideExceedsWindow,
+    /// A ring smaller than what one call writes into it, or a ring with `call:` frames.
+    RingTooSmall,
+    /// An admission predicate that admits nothing (empty, zero or negative bound).
+    EmptyAdmission,
+    /// An offset view that is out of range or malformed.
+    View,
 }
 
 impl Code {
@@ -148,6 +160,12 @@ impl Code {
             Code::Clock => "E0035",
             Code::StagedWrite => "E0036",
             Code::Suspicious => "W0001",
+            Code::FlowComma => "E0015",
+            Code::UnitMismatch => "E0037",
+            Code::StrideExceedsWindow => "E0038",
+            Code::RingTooSmall => "E0039",
+            Code::EmptyAdmission => "E0040",
+            Code::View => "E0041",
         }
     }
 }

@@ -7,16 +7,21 @@
 //! expr  := term (('+' | '-') term)*
 //! term  := unary (('*' | '/') unary)*
 //! unary := '-' unary | atom
-//! atom  := INT | NAME | NAME '(' expr (',' expr)* ')' | '(' expr ')'
+//! atom  := INT UNIT? | NAME | NAME '(' expr (',' expr)* ')' | '(' expr ')'
+//! UNIT  := CLOCK ('/' CLOCK)?                         (a name right after a literal)
 //! pred  := NAME CMP expr ('and' NAME CMP expr)*      CMP := < <= == >= >
 //! rate  := expr 'per' NAME
+//! at    := NAME (('+' | '-') expr)? 'mod' expr        (an offset view's position)
 //! ```
 //!
 //! Functions: `min`, `max`, `ceil_div`, `floor_div`, and `extent(region)`. Integer literals
-//! may use `_` separators. `/` is exact division.
+//! may use `_` separators and carry a clock unit (`50 frame`, `2 frame/token`); a name after a
+//! literal is always a unit, except the keywords `per`, `and` and `mod`. `/` is exact division.
 
 use crate::diag::{Code, Diagnostic};
-use crate::ir::{BinOp, CmpOp, Expr, ExprKind, Func, Ident, Predicate, Span, Spanned};
+use crate::ir::{
+    BinOp, CmpOp, Expr, ExprKind, Func, Ident, OffsetAt, Predicate, Span, Spanned, UnitName,
+};
 
 /// Deepest parenthesis/unary nesting accepted in one expression.
 pub const MAX_EXPR_DEPTH: usize = 48;
@@ -252,6 +257,13 @@ impl P {
         match self.peek().cloned() {
             Some(Tok::Int(v)) => {
                 let (_, sp) = self.bump().unwrap_or((Tok::Int(v), self.whole));
+                if let Some(unit) = self.unit() {
+                    let span = sp.to(unit.den.as_ref().unwrap_or(&unit.num).span);
+                    return Ok(Expr {
+                        kind: ExprKind::Measure(v, Box::new(unit)),
+                        span,
+                    });
+                }
                 Ok(Expr {
                     kind: ExprKind::Int(v),
                     span: sp,
@@ -342,6 +354,27 @@ impl P {
         }
     }
 
+    /// The unit after a literal: `CLOCK` or `CLOCK/CLOCK`, if the next token is a name that is
+    /// not a keyword.
+    fn unit(&mut self) -> Option<UnitName> {
+        let name = |t: Option<&(Tok, Span)>| match t {
+            Some((Tok::Name(n), sp)) if !KEYWORDS.contains(&n.as_str()) => {
+                Some(Spanned::new(n.clone(), *sp))
+            }
+            _ => None,
+        };
+        let num = name(self.toks.get(self.pos))?;
+        self.pos += 1;
+        let den = match self.toks.get(self.pos) {
+            Some((Tok::Op('/'), _)) => name(self.toks.get(self.pos + 1)),
+            _ => None,
+        };
+        if den.is_some() {
+            self.pos += 2;
+        }
+        Some(UnitName { num, den })
+    }
+
     fn finish(&self) -> Result<(), Diagnostic> {
         if self.pos < self.toks.len() {
             Err(self.err_here("an operator or the end of the expression"))
@@ -350,6 +383,9 @@ impl P {
         }
     }
 }
+
+/// Words of the grammar that are never units or quantities.
+pub const KEYWORDS: &[&str] = &["per", "and", "mod"];
 
 /// Most tokens accepted in one expression (bounds the depth of left-nested operator chains).
 pub const MAX_EXPR_TOKENS: usize = 256;
@@ -465,6 +501,95 @@ pub fn parse_predicate(text: &str, base: usize) -> Result<Predicate, Diagnostic>
     })
 }
 
+/// Parse an offset view's position: `t mod 4`, `t + 2 mod 4`, `t - 1 mod m`.
+pub fn parse_offset(text: &str, base: usize) -> Result<OffsetAt, Diagnostic> {
+    let help = "an offset is written `VAR mod M` or `VAR + SHIFT mod M`, e.g. `t mod 4`: VAR counts the callable's calls";
+    let mut p = parser(text, base)?;
+    let var = match p.bump() {
+        Some((Tok::Name(n), sp)) if !KEYWORDS.contains(&n.as_str()) => Spanned::new(n, sp),
+        _ => {
+            p.pos = p.pos.saturating_sub(1);
+            return Err(p.err_here("the call variable").help(help));
+        }
+    };
+    let shift = match p.peek() {
+        Some(Tok::Op(c @ ('+' | '-'))) => {
+            let neg = *c == '-';
+            let at = p.span();
+            p.bump();
+            let e = p.expr(0)?;
+            Some(if neg {
+                let span = at.to(e.span);
+                Expr {
+                    kind: ExprKind::Neg(Box::new(e)),
+                    span,
+                }
+            } else {
+                e
+            })
+        }
+        _ => None,
+    };
+    match p.bump() {
+        Some((Tok::Name(w), _)) if w == "mod" => {}
+        _ => {
+            p.pos = p.pos.saturating_sub(1);
+            return Err(p.err_here("`mod`").help(help));
+        }
+    }
+    let modulus = p.expr(0)?;
+    p.finish()?;
+    Ok(OffsetAt {
+        var,
+        shift,
+        modulus,
+        span: p.whole,
+    })
+}
+
+/// The sizes an admission predicate admits: the integers in `[lo, hi]`; `hi = None` when no
+/// clause bounds them from above. `lo` is at least 1: a call presents at least one tick.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Admitted {
+    pub lo: i64,
+    pub hi: Option<i64>,
+}
+
+impl Admitted {
+    /// Whether no size is admitted.
+    pub fn is_empty(&self) -> bool {
+        self.hi.is_some_and(|h| h < self.lo)
+    }
+
+    /// How many sizes in `1..=cap` are admitted.
+    pub fn count_up_to(&self, cap: u64) -> u64 {
+        let cap = i64::try_from(cap).unwrap_or(i64::MAX);
+        let hi = self.hi.map_or(cap, |h| h.min(cap));
+        u64::try_from(hi.saturating_sub(self.lo).saturating_add(1)).unwrap_or(0)
+    }
+}
+
+/// Evaluate every clause of `p` (all of `< <= == >= >`) into the admitted interval.
+pub fn admitted(p: &Predicate, env: &dyn Env) -> Result<Admitted, EvalError> {
+    let mut lo: i64 = 1;
+    let mut hi: Option<i64> = None;
+    let upper = |v: i64, hi: &mut Option<i64>| *hi = Some(hi.map_or(v, |h| h.min(v)));
+    for (op, e) in &p.clauses {
+        let v = eval(e, env)?;
+        match op {
+            CmpOp::Lt => upper(v.saturating_sub(1), &mut hi),
+            CmpOp::Le => upper(v, &mut hi),
+            CmpOp::Eq => {
+                upper(v, &mut hi);
+                lo = lo.max(v);
+            }
+            CmpOp::Ge => lo = lo.max(v),
+            CmpOp::Gt => lo = lo.max(v.saturating_add(1)),
+        }
+    }
+    Ok(Admitted { lo, hi })
+}
+
 /// Why an expression could not be evaluated.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EvalError {
@@ -519,7 +644,7 @@ pub fn eval(e: &Expr, env: &dyn Env) -> Result<i64, EvalError> {
         )
     };
     match &e.kind {
-        ExprKind::Int(v) => Ok(*v),
+        ExprKind::Int(v) | ExprKind::Measure(v, _) => Ok(*v),
         ExprKind::Name(n) => env.name(n).ok_or_else(|| {
             EvalError::new(
                 e.span,
@@ -633,6 +758,27 @@ mod tests {
     fn display_roundtrip() {
         let e = parse_expr("2 * (f_chunk + 3) - a", 0).unwrap();
         assert_eq!(e.to_string(), "2 * (f_chunk + 3) - a");
+    }
+
+    #[test]
+    fn units_after_literals() {
+        let e = parse_expr("2 * 25 token + 3", 0).unwrap();
+        assert_eq!(e.to_string(), "2 * 25 token + 3");
+        let r = parse_expr("2 frame/token", 0).unwrap();
+        assert!(matches!(&r.kind, ExprKind::Measure(2, u) if u.to_string() == "frame/token"));
+        assert_eq!(eval(&r, &|_: &str| None).unwrap(), 2);
+        // `/` followed by a literal is a division, not a rate.
+        let d = parse_expr("50 frame / 2", 0).unwrap();
+        assert_eq!(eval(&d, &|_: &str| None).unwrap(), 25);
+        // Keywords are never units.
+        let (rate, clock) = parse_rate("2 per token", 0).unwrap();
+        assert_eq!((rate.as_int(), clock.value.as_str()), (Some(2), "token"));
+        let o = parse_offset("t + 2 mod 4", 0).unwrap();
+        assert_eq!(o.var.value, "t");
+        assert_eq!(o.shift.map(|e| e.to_string()), Some("2".into()));
+        assert_eq!(o.modulus.as_int(), Some(4));
+        assert!(parse_offset("t", 0).is_err());
+        assert!(parse_offset("t mod", 0).is_err());
     }
 
     #[test]

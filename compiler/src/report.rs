@@ -326,7 +326,7 @@ fn point(d: &Derived, full: bool) -> String {
         rows.push(vec![
             c.name.clone(),
             c.granularity.name().into(),
-            c.effects.name().into(),
+            c.effects.spelling(),
             list(&c.attended_extents, 6),
             c.catalog_width.to_string(),
             c.classes
@@ -449,7 +449,7 @@ fn point(d: &Derived, full: bool) -> String {
             "  {} (capture: {}, effects: {}, query: {})",
             c.name,
             c.granularity.name(),
-            c.effects.name(),
+            c.effects.spelling(),
             match c.query {
                 crate::ir::QueryLength::Fixed => "fixed",
                 crate::ir::QueryLength::Traffic => "traffic",
@@ -667,7 +667,7 @@ fn callables_json(d: &Derived) -> Vec<Value> {
             json!({
                 "name": c.name,
                 "granularity": c.granularity.name(),
-                "effects": c.effects.name(),
+                "effects": c.effects.spelling(),
                 "query": match c.query { crate::ir::QueryLength::Fixed => "fixed", crate::ir::QueryLength::Traffic => "traffic" },
                 "reads": c.reads,
                 "writes": c.writes,

@@ -869,17 +869,6 @@ impl<'s> V<'s> {
         if let Some(e) = &c.configs {
             self.expr_names(e, false, &[]);
         }
-        if c.effects.value == Effects::HostRng {
-            self.diags.push(
-                Diagnostic::error(
-                    Code::Effects,
-                    c.effects.span,
-                    format!("callable `{}` reads the host random generator", c.name.value),
-                )
-                .label("host RNG")
-                .help("exact replay would freeze host draws into the graph, so the engine rejects it forever; move the draws to a device Philox stream (`effects: device_rng`) or leave this callable out of the contract"),
-            );
-        }
         if c.inputs.is_empty() && c.reads.is_empty() {
             self.diags.push(
                 Diagnostic::error(

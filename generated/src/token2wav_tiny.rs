@@ -1468,7 +1468,7 @@ impl Encoder {
     pub const GRANULARITY: dcc::Granularity = dcc::Granularity::Step;
 
     /// Effects `none`.
-    pub const EFFECTS: dcc::Effects = dcc::Effects::None;
+    pub const EFFECTS: dcc::Effects = dcc::Effects::NONE;
 
     /// Regions read (region inputs first).
     pub const READS: &'static [&'static str] = &[
@@ -1841,7 +1841,7 @@ impl Flow {
     pub const GRANULARITY: dcc::Granularity = dcc::Granularity::Chunk;
 
     /// Effects `none`.
-    pub const EFFECTS: dcc::Effects = dcc::Effects::None;
+    pub const EFFECTS: dcc::Effects = dcc::Effects::NONE;
 
     /// Regions read (region inputs first).
     pub const READS: &'static [&'static str] = &["carry", "estimator_conv_cache"];
@@ -2191,7 +2191,7 @@ impl Vocoder {
     pub const GRANULARITY: dcc::Granularity = dcc::Granularity::Step;
 
     /// Effects `device_rng`.
-    pub const EFFECTS: dcc::Effects = dcc::Effects::DeviceRng;
+    pub const EFFECTS: dcc::Effects = dcc::Effects::DEVICE_RNG;
 
     /// Regions read (region inputs first).
     pub const READS: &'static [&'static str] = &[];

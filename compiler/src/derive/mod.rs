@@ -998,26 +998,34 @@ impl<'s> Deriver<'s> {
         let flush_clock = sr_track.map(|t| t.clock.clone());
         let flush_classes = match (sr.and_then(|d| d.width.stride.clone()), sr_track) {
             (Some(s), Some(st)) => {
+                // The upper bound (`f < B` admits at most B − 1, and says so), and the lower
+                // bound of every clause (`f > a`, `f >= a`, `f == a`): sizes below it are never
+                // flushed. The lint stage rejects predicates that admit nothing.
                 let bound = c.admit.as_ref().and_then(|p| {
                     p.clauses
                         .iter()
                         .filter_map(|(op, e)| {
                             let v = expr::eval(e, &|n: &str| self.env.get(n).copied()).ok()?;
                             match op {
-                                CmpOp::Le | CmpOp::Eq => Some((v, e)),
-                                CmpOp::Lt => Some((v - 1, e)),
+                                CmpOp::Le | CmpOp::Eq => Some((v, e, e.to_string())),
+                                CmpOp::Lt => Some((v.saturating_sub(1), e, format!("{e} - 1"))),
                                 _ => None,
                             }
                         })
-                        .min_by_key(|(v, _)| *v)
+                        .min_by_key(|(v, _, _)| *v)
                 });
+                let lowest = c
+                    .admit
+                    .as_ref()
+                    .and_then(|p| expr::admitted(p, &|n: &str| self.env.get(n).copied()).ok())
+                    .map_or(1, |a| a.lo);
                 let stride = format!(
                     "{} {}",
                     paren_str(&s.formula),
                     unit_word(s.value, &st.clock)
                 );
-                Some(match bound {
-                    Some((b, e)) => {
+                let flush = match bound {
+                    Some((b, e, bound_text)) => {
                         let b = u64::try_from(b.max(0)).unwrap_or(0);
                         let (ac, ap) = admit_clock
                             .clone()
@@ -1028,11 +1036,11 @@ impl<'s> Deriver<'s> {
                         let b_r = u64::try_from(num / u128::from(ap.max(1))).unwrap_or(u64::MAX);
                         let exact = num % u128::from(ap.max(1)) == 0;
                         let admit = if ac == st.clock {
-                            format!("{} {}", paren_str(&e.to_string()), unit_word(b, &ac))
+                            format!("{} {}", paren_str(&bound_text), unit_word(b, &ac))
                         } else {
                             format!(
                                 "{} {} = {}{} {}",
-                                paren_str(&e.to_string()),
+                                paren_str(&bound_text),
                                 unit_word(b, &ac),
                                 if exact { "" } else { "⌊…⌋ " },
                                 b_r,
@@ -1052,6 +1060,23 @@ impl<'s> Deriver<'s> {
                         formula: format!("s_r {stride}"),
                         inputs: s.inputs.clone(),
                     },
+                };
+                // Sizes below the lower bound are not admitted: (lowest − 1) fewer classes
+                // (the bound converted up to whole ticks of the region's clock).
+                Some(if lowest > 1 {
+                    let (_, ap) = admit_clock
+                        .clone()
+                        .unwrap_or_else(|| (st.clock.clone(), st.per_base));
+                    let lo = u128::from(u64::try_from(lowest).unwrap_or(u64::MAX));
+                    let lo_r = (lo * u128::from(st.per_base)).div_ceil(u128::from(ap.max(1)));
+                    let skip = u64::try_from(lo_r.saturating_sub(1)).unwrap_or(u64::MAX);
+                    Derivation {
+                        value: flush.value.saturating_sub(skip),
+                        formula: format!("{} - ({lowest} - 1)", flush.formula),
+                        inputs: flush.inputs,
+                    }
+                } else {
+                    flush
                 })
             }
             _ => None,
@@ -1092,6 +1117,13 @@ impl<'s> Deriver<'s> {
             )
         };
         let (verdict, reason) = match (c.query.value, classes) {
+            _ if c.effects.value.contains(Effects::HOST_RNG) => (
+                Verdict::OutEffects,
+                format!(
+                    "draws from the host random generator (`effects: {}`): exact replay would freeze the host draws of the captured call into the graph, so the engine rejects the callable for good and it runs eager. To bring it in scope, move the draws to a device Philox stream (`effects: device_rng`)",
+                    c.effects.value.spelling()
+                ),
+            ),
             (QueryLength::Traffic, _) => (
                 Verdict::OutQo,
                 format!(

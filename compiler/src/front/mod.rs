@@ -4,7 +4,9 @@
 //! into the IR, collecting as many errors as it can in one pass (unknown keys, wrong types,
 //! duplicate keys, bad expressions...).
 
+mod effects;
 pub mod lower;
+mod view;
 pub mod yaml;
 
 use crate::diag::{Code, Diagnostic, SourceFile};
