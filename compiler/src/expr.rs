@@ -189,7 +189,7 @@ impl P {
             format!("expected {what}, found {found}"),
         )
         .label(format!("expected {what}"))
-        .help("expressions look like `f_prompt + f_retained`, `2 * (f_chunk + 3)` or `ceil_div(f_retained, f_chunk) + 1`")
+        .help("expressions look like `f_prompt + f_retained`, `2 * (f_chunk + 3)` or `\"ceil_div(f_retained, f_chunk) + 1\"` (quoted: inside a YAML `[...]` or `{...}` an unquoted `,` splits it in two)")
     }
 
     /// Error once `depth` passes [`MAX_EXPR_DEPTH`], so deep nesting is a diagnostic, not a
@@ -323,7 +323,7 @@ impl P {
                             format!("`{n}` takes 2 arguments, {} given", args.len()),
                         )
                         .label("wrong number of arguments")
-                        .help(format!("write `{n}(a, b)`")));
+                        .help(format!("write `{n}(a, b)` (quoted, `\"{n}(a, b)\"`, inside a YAML `[...]` or `{{...}}`)")));
                     }
                     return Ok(Expr {
                         kind: ExprKind::Call(func, args),
@@ -530,12 +530,11 @@ pub fn parse_offset(text: &str, base: usize) -> Result<OffsetAt, Diagnostic> {
         }
         _ => None,
     };
-    match p.bump() {
-        Some((Tok::Name(w), _)) if w == "mod" => {}
-        _ => {
-            p.pos = p.pos.saturating_sub(1);
-            return Err(p.err_here("`mod`").help(help));
+    match p.peek() {
+        Some(Tok::Name(w)) if w == "mod" => {
+            p.bump();
         }
+        _ => return Err(p.err_here("`mod`").help(help)),
     }
     let modulus = p.expr(0)?;
     p.finish()?;

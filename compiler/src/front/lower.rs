@@ -12,6 +12,7 @@ pub fn lower(text: &str, root: &Node) -> Result<Spec, Vec<Diagnostic>> {
     let mut l = Lower {
         text,
         diags: Vec::new(),
+        split: Vec::new(),
     };
     let spec = l.spec(root);
     if l.diags.is_empty()
@@ -86,8 +87,10 @@ impl<'a> Fields<'a> {
 }
 
 pub(super) struct Lower<'t> {
-    text: &'t str,
+    pub(super) text: &'t str,
     pub(super) diags: Vec<Diagnostic>,
+    /// Scalars that are pieces of an expression YAML split at a comma (already reported).
+    pub(super) split: Vec<Span>,
 }
 
 impl<'t> Lower<'t> {
@@ -119,7 +122,14 @@ impl<'t> Lower<'t> {
         };
         let mut out: Vec<(&'a str, &'a Node, &'a Node)> = Vec::new();
         let mut seen: std::collections::HashMap<&'a str, usize> = std::collections::HashMap::new();
-        for (k, v) in items {
+        for (i, (k, v)) in items.iter().enumerate() {
+            let prev = i
+                .checked_sub(1)
+                .and_then(|p| items.get(p))
+                .map(|(a, b)| (a, b));
+            if self.split_in_map(prev, k) {
+                continue;
+            }
             let NodeKind::Scalar { text, .. } = &k.kind else {
                 self.wrong_type(
                     k,
@@ -291,6 +301,9 @@ impl<'t> Lower<'t> {
     pub(super) fn expr(&mut self, node: &Node) -> Option<Expr> {
         let help =
             "write an integer (`302`) or an expression over quantities (`f_prompt + f_retained`)";
+        if self.split.contains(&node.span) {
+            return None;
+        }
         let NodeKind::Scalar { text, plain } = &node.kind else {
             self.wrong_type(node, "an integer expression", help);
             return None;
@@ -316,6 +329,9 @@ impl<'t> Lower<'t> {
             );
             return None;
         };
+        if self.split_in_list(node, items) {
+            return None;
+        }
         let mut out = Vec::new();
         let mut ok = true;
         for i in items {

@@ -5,6 +5,7 @@
 //! duplicate keys, bad expressions...).
 
 mod effects;
+mod flow;
 pub mod lower;
 mod view;
 pub mod yaml;

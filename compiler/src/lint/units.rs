@@ -441,7 +441,7 @@ impl<'s> Units<'s> {
     }
 
     /// The `help:` that converts `e` (in `from`) into `to` with the declared clock rates.
-    fn conversion(&self, from: &Unit, to: &Unit, e: &Expr) -> String {
+    fn conversion(&mut self, from: &Unit, to: &Unit, e: &Expr) -> String {
         let (Some(f), Some(t)) = (from.as_clock(), to.as_clock()) else {
             return format!(
                 "expected `{to}`, found `{from}`: multiply or divide by a rate (a quantity with a unit like `2 frame/token`) to get `{to}`"
@@ -486,19 +486,25 @@ impl<'s> Units<'s> {
     }
 
     /// How to write the rate of `c: rate per per` as a factor with the unit `c/per`.
-    fn factor(&self, c: &str, rate: &Expr, per: &str, notes: &mut Vec<String>) -> String {
+    fn factor(&mut self, c: &str, rate: &Expr, per: &str, notes: &mut Vec<String>) -> String {
         let want = Unit::clock(c).div(&Unit::clock(per));
         match &rate.kind {
             ExprKind::Int(v) => format!("{v} {c}/{per}"),
             ExprKind::Measure(..) => rate.to_string(),
             ExprKind::Name(n) => {
-                let unit = self.memo.get(n.as_str()).map(|t| t.unit.clone());
-                if unit.as_ref() != Some(&want) {
-                    let value = self.spec.quantity(n).map(|q| q.expr.to_string());
-                    notes.push(format!(
-                        "declare the rate with its unit, `{n}: {} {want}`, so the result is in `{c}`",
-                        value.unwrap_or_else(|| "N".into())
-                    ));
+                let unit = self.quantity(n).map(|t| t.unit).unwrap_or_default();
+                let spec = self.spec;
+                match spec.quantity(n).map(|q| &q.expr) {
+                    _ if unit == want => {}
+                    Some(Expr {
+                        kind: ExprKind::Int(v),
+                        ..
+                    }) => notes.push(format!(
+                        "declare the rate with its unit, `{n}: {v} {want}`, so the result is in `{c}`"
+                    )),
+                    _ => notes.push(format!(
+                        "`{n}` is in `{unit}`: give the rate the unit `{want}` so the result is in `{c}`"
+                    )),
                 }
                 n.clone()
             }
