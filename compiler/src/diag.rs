@@ -57,7 +57,8 @@ pub enum Severity {
     Error,
 }
 
-/// Stable diagnostic codes. The number never changes meaning; new codes are appended.
+/// Stable diagnostic codes. The number never changes meaning; new codes are appended. Retired:
+/// E0034 (`host_rng` was an error; it is now the verdict `out: effects`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Code {
     /// The YAML itself does not parse (scanner/parser error).
@@ -106,8 +107,6 @@ pub enum Code {
     UndeclaredRegion,
     /// `alias: true` on an input that is not contract-owned.
     AliasNonContract,
-    /// An effect the exact-replay engine can never admit.
-    Effects,
     /// Clock declarations that are cyclic or inconsistent.
     Clock,
     /// A callable writes storage one of its inputs stages (`alias: false`): replay would read
@@ -156,7 +155,6 @@ impl Code {
             Code::RetentionExceedsEnvelope => "E0031",
             Code::UndeclaredRegion => "E0032",
             Code::AliasNonContract => "E0033",
-            Code::Effects => "E0034",
             Code::Clock => "E0035",
             Code::StagedWrite => "E0036",
             Code::Suspicious => "W0001",

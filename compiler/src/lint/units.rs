@@ -421,7 +421,7 @@ impl<'s> Units<'s> {
         let mut d = Diagnostic::error(
             Code::UnitMismatch,
             e.span,
-            format!("{what} is in `{}`, but it counts `{clock}` ticks", t.unit),
+            format!("{what} is in `{}`, but must be in `{clock}`", t.unit),
         )
         .label(format!("in `{}`, expected `{clock}`", t.unit));
         d = self.origin_label(d, &t, e.span);
