@@ -71,7 +71,7 @@ impl Lexer {
                             "expected an integer",
                         )
                         .label("not an integer")
-                        .help("quantities are integers: write `50`, not `50.5` or `50x`; use a name for a symbolic value"));
+                        .help("quantities are integers: write `50`, not `50.5` or `50x`; use a name for a symbolic value, and put a space before a clock unit (`50 frame`)"));
                     }
                     out.push((Tok::Int(v), sp));
                 }

@@ -569,3 +569,44 @@ fn rate_path(spec: &Spec, from: &str, to: &str) -> Option<(Vec<Hop>, Vec<Hop>)> 
     down.reverse();
     Some((up, down))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unit_algebra() {
+        let (t, f) = (Unit::clock("token"), Unit::clock("frame"));
+        let rate = f.div(&t);
+        assert_eq!(rate.to_string(), "frame/token");
+        assert_eq!(t.mul(&rate), f);
+        assert!(f.div(&f).is_count());
+        assert_eq!(Unit::default().div(&f).to_string(), "1/frame");
+        assert_eq!(f.mul(&f).to_string(), "frame^2");
+        assert_eq!(f.as_clock(), Some("frame"));
+        assert_eq!(rate.as_clock(), None);
+    }
+
+    #[test]
+    fn conversions_follow_the_declared_rates() {
+        let text = "family: t\nclocks:\n  token: base\n  frame: up per token\n  sample: hop per frame\n  chunk: base\nquantities:\n  up: 2\n  hop: 480\nregions: {}\ncallables: {}\n";
+        let spec = crate::front::parse(&crate::diag::SourceFile::new("t.yaml", text))
+            .expect("spec parses");
+        let names = |hops: &[Hop]| hops.iter().map(|h| h.0.clone()).collect::<Vec<_>>();
+        let (up, down) = rate_path(&spec, "token", "sample").expect("related");
+        assert!(up.is_empty());
+        assert_eq!(names(&down), ["frame", "sample"]);
+        let (up, down) = rate_path(&spec, "sample", "token").expect("related");
+        assert_eq!(names(&up), ["sample", "frame"]);
+        assert!(down.is_empty());
+        assert!(rate_path(&spec, "chunk", "frame").is_none());
+        let mut u = Units::new(&spec);
+        let e = crate::expr::parse_expr("n", 0).expect("expr");
+        let help = u.conversion(&Unit::clock("token"), &Unit::clock("sample"), &e);
+        assert!(help.contains("write `n * up * hop`"), "{help}");
+        assert!(help.contains("`up: 2 frame/token`"), "{help}");
+        let help = u.conversion(&Unit::clock("sample"), &Unit::clock("token"), &e);
+        assert!(help.contains("write `n / hop / up`"), "{help}");
+        assert!(help.contains("must divide exactly"), "{help}");
+    }
+}
