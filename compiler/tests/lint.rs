@@ -118,3 +118,21 @@ fn every_lint_has_its_own_code() {
     ids.dedup();
     assert_eq!(ids.len(), codes.len());
 }
+
+#[test]
+fn a_view_out_of_step_with_its_ring_is_a_warning() {
+    let text = std::fs::read_to_string("tests/lint_ok/units_and_sets.yaml")
+        .unwrap()
+        .replace("at: t + 1 mod taps", "at: t mod 3");
+    let c =
+        check_source("lint/view_period.yaml", &text).unwrap_or_else(|d| panic!("{}", d.render()));
+    let w: Vec<_> = c
+        .warnings
+        .items
+        .iter()
+        .filter(|w| w.message.contains("repeats every"))
+        .collect();
+    assert_eq!(w.len(), 1, "{}", c.warnings.render());
+    assert_eq!(w[0].severity, Severity::Warning);
+    insta::assert_snapshot!(w[0].render(&c.source));
+}

@@ -324,6 +324,10 @@ fn view_range(
         );
     }
     let g = r.growth.iter().find(|g| g.axis.value == v.axis.value)?;
+    let ring = matches!(
+        (&g.growth, &r.retention.value),
+        (Growth::Grows { .. }, Retention::Ring { .. })
+    );
     let (extent, span) = match (&g.growth, &r.retention.value) {
         (Growth::Fixed(e), _) => (expr::eval(e, env).ok()?, e.span),
         (Growth::Grows { .. }, Retention::Ring { capacity }) => {
@@ -351,5 +355,43 @@ fn view_range(
         )
         .map(|d| d.with_secondary(span, format!("axis `{}` holds {extent}", v.axis.value)));
     }
+    // The ring's write position advances by the stride each call and repeats every
+    // extent / gcd(extent, stride) calls; a view repeating at another period reads the ring at
+    // a delay that changes from call to call.
+    let stride = match &g.growth {
+        Growth::Grows { by, .. } => expr::eval(by, env).ok(),
+        Growth::Fixed(_) => None,
+    };
+    if let (true, Some(s)) = (ring, stride)
+        && s > 0
+        && extent > 0
+    {
+        let period = extent / gcd(extent, s);
+        if period != m {
+            return Some(
+                Diagnostic::warning(
+                    Code::Suspicious,
+                    v.at.modulus.span,
+                    format!(
+                        "the view of input `{}` repeats every {m} calls, but the ring's write position repeats every {period}{at}",
+                        a.name.value
+                    ),
+                )
+                .label(format!("period {m}"))
+                .with_secondary(span, format!("ring of {extent}, advanced by {s} per call"))
+                .help(format!(
+                    "a delay line reads its ring at the period it is written, so every call sees the same delay: take the offset modulo {period}"
+                )),
+            );
+        }
+    }
     None
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    let (mut a, mut b) = (a.unsigned_abs(), b.unsigned_abs());
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    i64::try_from(a).unwrap_or(1).max(1)
 }
