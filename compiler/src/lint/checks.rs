@@ -157,7 +157,7 @@ pub(super) fn derived(spec: &Spec, d: &Derived) -> Vec<Diagnostic> {
                         .with_secondary(size.span, format!("window {w}"))
                         .help(format!(
                             "{} ticks of every call would leave the window before any call attends them: make the window at least the stride ({s}), or advance by at most {w} per call",
-                            s - w
+                            s.saturating_sub(w)
                         )),
                     );
                 }
