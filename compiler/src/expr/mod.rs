@@ -18,10 +18,14 @@
 //! may use `_` separators and carry a clock unit (`50 frame`, `2 frame/token`); a name after a
 //! literal is always a unit, except the keywords `per`, `and` and `mod`. `/` is exact division.
 
+mod admit;
+mod offset;
+
+pub use admit::{Admitted, admitted};
+pub use offset::parse_offset;
+
 use crate::diag::{Code, Diagnostic};
-use crate::ir::{
-    BinOp, CmpOp, Expr, ExprKind, Func, Ident, OffsetAt, Predicate, Span, Spanned, UnitName,
-};
+use crate::ir::{BinOp, CmpOp, Expr, ExprKind, Func, Ident, Predicate, Span, Spanned, UnitName};
 
 /// Deepest parenthesis/unary nesting accepted in one expression.
 pub const MAX_EXPR_DEPTH: usize = 48;
@@ -501,94 +505,6 @@ pub fn parse_predicate(text: &str, base: usize) -> Result<Predicate, Diagnostic>
     })
 }
 
-/// Parse an offset view's position: `t mod 4`, `t + 2 mod 4`, `t - 1 mod m`.
-pub fn parse_offset(text: &str, base: usize) -> Result<OffsetAt, Diagnostic> {
-    let help = "an offset is written `VAR mod M` or `VAR + SHIFT mod M`, e.g. `t mod 4`: VAR counts the callable's calls";
-    let mut p = parser(text, base)?;
-    let var = match p.bump() {
-        Some((Tok::Name(n), sp)) if !KEYWORDS.contains(&n.as_str()) => Spanned::new(n, sp),
-        _ => {
-            p.pos = p.pos.saturating_sub(1);
-            return Err(p.err_here("the call variable").help(help));
-        }
-    };
-    let shift = match p.peek() {
-        Some(Tok::Op(c @ ('+' | '-'))) => {
-            let neg = *c == '-';
-            let at = p.span();
-            p.bump();
-            let e = p.expr(0)?;
-            Some(if neg {
-                let span = at.to(e.span);
-                Expr {
-                    kind: ExprKind::Neg(Box::new(e)),
-                    span,
-                }
-            } else {
-                e
-            })
-        }
-        _ => None,
-    };
-    match p.peek() {
-        Some(Tok::Name(w)) if w == "mod" => {
-            p.bump();
-        }
-        _ => return Err(p.err_here("`mod`").help(help)),
-    }
-    let modulus = p.expr(0)?;
-    p.finish()?;
-    Ok(OffsetAt {
-        var,
-        shift,
-        modulus,
-        span: p.whole,
-    })
-}
-
-/// The sizes an admission predicate admits: the integers in `[lo, hi]`; `hi = None` when no
-/// clause bounds them from above. `lo` is at least 1: a call presents at least one tick.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct Admitted {
-    pub lo: i64,
-    pub hi: Option<i64>,
-}
-
-impl Admitted {
-    /// Whether no size is admitted.
-    pub fn is_empty(&self) -> bool {
-        self.hi.is_some_and(|h| h < self.lo)
-    }
-
-    /// How many sizes in `1..=cap` are admitted.
-    pub fn count_up_to(&self, cap: u64) -> u64 {
-        let cap = i64::try_from(cap).unwrap_or(i64::MAX);
-        let hi = self.hi.map_or(cap, |h| h.min(cap));
-        u64::try_from(hi.saturating_sub(self.lo).saturating_add(1)).unwrap_or(0)
-    }
-}
-
-/// Evaluate every clause of `p` (all of `< <= == >= >`) into the admitted interval.
-pub fn admitted(p: &Predicate, env: &dyn Env) -> Result<Admitted, EvalError> {
-    let mut lo: i64 = 1;
-    let mut hi: Option<i64> = None;
-    let upper = |v: i64, hi: &mut Option<i64>| *hi = Some(hi.map_or(v, |h| h.min(v)));
-    for (op, e) in &p.clauses {
-        let v = eval(e, env)?;
-        match op {
-            CmpOp::Lt => upper(v.saturating_sub(1), &mut hi),
-            CmpOp::Le => upper(v, &mut hi),
-            CmpOp::Eq => {
-                upper(v, &mut hi);
-                lo = lo.max(v);
-            }
-            CmpOp::Ge => lo = lo.max(v),
-            CmpOp::Gt => lo = lo.max(v.saturating_add(1)),
-        }
-    }
-    Ok(Admitted { lo, hi })
-}
-
 /// Why an expression could not be evaluated.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct EvalError {
@@ -726,66 +642,4 @@ pub fn eval(e: &Expr, env: &dyn Env) -> Result<i64, EvalError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ev(s: &str) -> Result<i64, String> {
-        let e = parse_expr(s, 0).map_err(|d| d.message)?;
-        eval(&e, &|n: &str| match n {
-            "a" => Some(302),
-            "b" => Some(100),
-            _ => None,
-        })
-        .map_err(|e| e.message)
-    }
-
-    #[test]
-    fn arithmetic() {
-        assert_eq!(ev("a + b"), Ok(402));
-        assert_eq!(ev("2 * (a - b) / 4"), Ok(101));
-        assert_eq!(ev("ceil_div(b, 30) + 1"), Ok(5));
-        assert_eq!(ev("-a + 1_000"), Ok(698));
-        assert!(ev("a / 0").is_err());
-        assert!(ev("a / 4").is_err());
-        assert!(ev("c").is_err());
-        assert!(ev("9223372036854775807 + 1").is_err());
-        assert!(ev("(a").is_err());
-        assert!(ev("a b").is_err());
-    }
-
-    #[test]
-    fn display_roundtrip() {
-        let e = parse_expr("2 * (f_chunk + 3) - a", 0).unwrap();
-        assert_eq!(e.to_string(), "2 * (f_chunk + 3) - a");
-    }
-
-    #[test]
-    fn units_after_literals() {
-        let e = parse_expr("2 * 25 token + 3", 0).unwrap();
-        assert_eq!(e.to_string(), "2 * 25 token + 3");
-        let r = parse_expr("2 frame/token", 0).unwrap();
-        assert!(matches!(&r.kind, ExprKind::Measure(2, u) if u.to_string() == "frame/token"));
-        assert_eq!(eval(&r, &|_: &str| None).unwrap(), 2);
-        // `/` followed by a literal is a division, not a rate.
-        let d = parse_expr("50 frame / 2", 0).unwrap();
-        assert_eq!(eval(&d, &|_: &str| None).unwrap(), 25);
-        // Keywords are never units.
-        let (rate, clock) = parse_rate("2 per token", 0).unwrap();
-        assert_eq!((rate.as_int(), clock.value.as_str()), (Some(2), "token"));
-        let o = parse_offset("t + 2 mod 4", 0).unwrap();
-        assert_eq!(o.var.value, "t");
-        assert_eq!(o.shift.map(|e| e.to_string()), Some("2".into()));
-        assert_eq!(o.modulus.as_int(), Some(4));
-        assert!(parse_offset("t", 0).is_err());
-        assert!(parse_offset("t mod", 0).is_err());
-    }
-
-    #[test]
-    fn predicate_and_rate() {
-        let p = parse_predicate("f >= 1 and f <= f_chunk", 0).unwrap();
-        assert_eq!(p.clauses.len(), 2);
-        let (r, c) = parse_rate("2 per token", 0).unwrap();
-        assert_eq!(r.as_int(), Some(2));
-        assert_eq!(c.value, "token");
-    }
-}
+mod tests;
