@@ -8,6 +8,17 @@ use crate::ir::*;
 impl Units<'_> {
     /// The `help:` that converts `e` (in `from`) into `to` with the declared clock rates.
     pub(super) fn conversion(&mut self, from: &Unit, to: &Unit, e: &Expr) -> String {
+        let text = match &e.kind {
+            ExprKind::Binary(..) => format!("({e})"),
+            _ => e.to_string(),
+        };
+        // A rate `to/per` where a count of `to` is expected (a stride written per tick of the
+        // driving clock instead of per call).
+        if let Some(per) = to.div(from).as_clock() {
+            return format!(
+                "`{text}` is a rate, `{to}` per `{per}` tick, where a count of `{to}` ticks is expected: multiply it by the `{per}` ticks that count covers (`{text} * 1 {per}` for one `{per}` tick per call), or write the count in `{to}` directly"
+            );
+        }
         let (Some(f), Some(t)) = (from.as_clock(), to.as_clock()) else {
             return format!(
                 "expected `{to}`, found `{from}`: multiply or divide by a rate (a quantity with a unit like `2 frame/token`) to get `{to}`"
@@ -18,10 +29,7 @@ impl Units<'_> {
                 "`{f}` and `{t}` are unrelated clocks (no chain of declared rates leads from one to the other): write this value in `{t}`"
             );
         };
-        let mut text = match &e.kind {
-            ExprKind::Binary(..) => format!("({e})"),
-            _ => e.to_string(),
-        };
+        let mut text = text;
         let mut notes = Vec::new();
         let mut exact = true;
         for (c, rate, per) in &up {
