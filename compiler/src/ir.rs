@@ -680,12 +680,15 @@ impl Callable {
 // Offset views (issue 8): a region read at a clock-dependent offset
 // ---------------------------------------------------------------------------------------------
 
-/// An offset view's position `VAR mod M` / `VAR + SHIFT mod M`: slot `(VAR + SHIFT) mod M` of
-/// the axis, where `VAR` counts the callable's calls (a delay ring read at `t mod 4`).
+/// An offset view's position `K * VAR + SHIFT mod M`: slot `(K·VAR + SHIFT) mod M` of the axis,
+/// where `VAR` counts the callable's calls (a delay ring read at `t mod 4`; a ring written two
+/// slots per call read at `2 * t mod 250`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OffsetAt {
     /// The call-index variable (a fresh name, like the admission variable).
     pub var: Ident,
+    /// Slots the offset moves per call, K in `K * VAR` (`None` = 1).
+    pub scale: Option<Expr>,
     /// Added to the call index before the modulus (`None` = 0).
     pub shift: Option<Expr>,
     /// The period M: the view takes M positions, `0..M`.

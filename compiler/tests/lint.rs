@@ -32,7 +32,7 @@ fn lint_corpus() {
         insta::assert_snapshot!(rendered);
         n += 1;
     });
-    assert!(n >= 18, "only {n} lint cases");
+    assert!(n >= 20, "only {n} lint cases");
 }
 
 fn clean(name: &str) -> dcc_compiler::Checked {
@@ -84,6 +84,21 @@ fn units_sets_bounds_and_views_check_clean() {
     let view = tap.inputs[0].view.as_ref().expect("view");
     assert_eq!(view.at.var.value, "t");
     assert_eq!(view.at.modulus.to_string(), "taps");
+    let ring2 = c.spec.callable("ring2").expect("ring2");
+    let view = ring2.inputs[0].view.as_ref().expect("view");
+    assert_eq!(
+        view.at.scale.as_ref().map(|e| e.to_string()),
+        Some("2".into())
+    );
+    // Written two slots per call and read two slots per call: no drift warning.
+    assert!(
+        c.warnings
+            .items
+            .iter()
+            .all(|w| !w.message.contains("repeats every")),
+        "{}",
+        c.warnings.render()
+    );
 }
 
 #[test]

@@ -45,6 +45,13 @@ fn units_after_literals() {
     // Keywords are never units.
     let (rate, clock) = parse_rate("2 per token", 0).unwrap();
     assert_eq!((rate.as_int(), clock.value.as_str()), (Some(2), "token"));
+    let o = parse_offset("2 * t - 1 + 3 mod 250", 0).unwrap();
+    assert_eq!(o.var.value, "t");
+    assert_eq!(o.scale.map(|e| e.to_string()), Some("2".into()));
+    let shift = o.shift.expect("shift");
+    assert_eq!(eval(&shift, &|_: &str| None).unwrap(), 2);
+    assert!(parse_offset("1 + t mod 4", 0).is_err());
+    assert!(parse_offset("t * 2 mod 4", 0).is_err());
     let o = parse_offset("t + 2 mod 4", 0).unwrap();
     assert_eq!(o.var.value, "t");
     assert_eq!(o.shift.map(|e| e.to_string()), Some("2".into()));

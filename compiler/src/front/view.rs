@@ -43,8 +43,8 @@ impl Lower<'_> {
             o.span = n.span;
             if !mapped {
                 o.var.span = n.span;
-                if let Some(s) = &mut o.shift {
-                    Self::fix_spans(s, n.span);
+                for e in [&mut o.scale, &mut o.shift].into_iter().flatten() {
+                    Self::fix_spans(e, n.span);
                 }
                 Self::fix_spans(&mut o.modulus, n.span);
             }

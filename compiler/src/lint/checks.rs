@@ -284,7 +284,9 @@ fn admission_clock(spec: &Spec, c: &Callable, d: &Derived) -> Option<(String, Sp
     best.map(|(c, s, _)| (c, s))
 }
 
-/// An offset view stays inside its axis: `M − 1 + len ≤ extent`, `M ≥ 1`, `len ≥ 1`.
+/// An offset view stays inside its axis (largest offset + `len` ≤ extent), `M ≥ 1`, `K ≥ 1`,
+/// `len ≥ 1`;
+/// on a ring, it should repeat with the ring's write position (warning).
 fn view_range(
     a: &TensorArg,
     v: &View,
@@ -294,6 +296,10 @@ fn view_range(
 ) -> Option<Diagnostic> {
     let m = expr::eval(&v.at.modulus, env).ok()?;
     let len = expr::eval(&v.len, env).ok()?;
+    let k = match &v.at.scale {
+        Some(e) => expr::eval(e, env).ok()?,
+        None => 1,
+    };
     let bad = |span: Span, message: String, label: String, help: String| {
         Some(
             Diagnostic::error(Code::View, span, message)
@@ -310,6 +316,17 @@ fn view_range(
             ),
             "the modulus must be at least 1".into(),
             "`at: t mod M` takes M positions 0..M: M is the ring's period, e.g. `t mod 4`".into(),
+        );
+    }
+    if k < 1 {
+        return bad(
+            v.at.scale.as_ref().map_or(v.at.span, |e| e.span),
+            format!(
+                "the offset of input `{}` moves {k} slots per call{at}",
+                a.name.value
+            ),
+            "must be at least 1".into(),
+            "`K * t mod M` moves the offset K slots per call, K ≥ 1 (a fixed slot needs no view: read the region)".into(),
         );
     }
     if len < 1 {
@@ -338,7 +355,15 @@ fn view_range(
         }
         _ => return None,
     };
-    let last = (m - 1).saturating_add(len);
+    // The offsets (K·t + S) mod M are S mod g + multiples of g, g = gcd(K, M): the largest is
+    // M − g + (S mod g).
+    let shift = match &v.at.shift {
+        Some(e) => expr::eval(e, env).ok()?,
+        None => 0,
+    };
+    let step = gcd(m, k);
+    let largest = (m - step).saturating_add(shift.rem_euclid(step));
+    let last = largest.saturating_add(len);
     if last > extent {
         return bad(
             v.span,
@@ -348,9 +373,12 @@ fn view_range(
                 last - 1,
                 v.axis.value
             ),
-            format!("offsets 0..{m} plus {len} slot{}", if len == 1 { "" } else { "s" }),
             format!(
-                "a view does not wrap around: keep `M - 1 + len` ≤ {extent} (a smaller modulus or a shorter view), or grow the axis"
+                "offsets up to {largest} plus {len} slot{}",
+                if len == 1 { "" } else { "s" }
+            ),
+            format!(
+                "a view does not wrap around: keep its largest offset + `len` ≤ {extent} (a smaller modulus or a shorter view), or grow the axis"
             ),
         )
         .map(|d| d.with_secondary(span, format!("axis `{}` holds {extent}", v.axis.value)));
@@ -367,20 +395,21 @@ fn view_range(
         && extent > 0
     {
         let period = extent / gcd(extent, s);
-        if period != m {
+        let view_period = m / gcd(m, k);
+        if period != view_period {
             return Some(
                 Diagnostic::warning(
                     Code::Suspicious,
                     v.at.modulus.span,
                     format!(
-                        "the view of input `{}` repeats every {m} calls, but the ring's write position repeats every {period}{at}",
+                        "the view of input `{}` repeats every {view_period} calls, but the ring's write position repeats every {period}{at}",
                         a.name.value
                     ),
                 )
-                .label(format!("period {m}"))
+                .label(format!("period {view_period}"))
                 .with_secondary(span, format!("ring of {extent}, advanced by {s} per call"))
                 .help(format!(
-                    "a delay line reads its ring at the period it is written, so every call sees the same delay: take the offset modulo {period}"
+                    "a delay line reads its ring at the period it is written, so every call sees the same delay: move the offset by the ring's stride per call, modulo its capacity (`{s} * t mod {extent}`)"
                 )),
             );
         }

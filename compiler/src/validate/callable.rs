@@ -16,6 +16,20 @@ impl V<'_> {
             .collect();
         let reads: Vec<&str> = c.read_regions().iter().map(|r| r.value.as_str()).collect();
         for a in &c.inputs {
+            if let Some(v) = &a.view {
+                let at = &v.at;
+                for e in [
+                    Some(&v.len),
+                    Some(&at.modulus),
+                    at.scale.as_ref(),
+                    at.shift.as_ref(),
+                ]
+                .into_iter()
+                .flatten()
+                {
+                    self.expr_names(e, false, &[]);
+                }
+            }
             match &a.source {
                 ArgSource::Region(r) => {
                     if !regions.contains(&r.value.as_str()) {
