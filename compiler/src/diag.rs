@@ -57,7 +57,8 @@ pub enum Severity {
     Error,
 }
 
-/// Stable diagnostic codes. The number never changes meaning; new codes are appended.
+/// Stable diagnostic codes. The number never changes meaning; new codes are appended. Retired:
+/// E0034 (`host_rng` was an error; it is now the verdict `out: effects`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Code {
     /// The YAML itself does not parse (scanner/parser error).
@@ -106,8 +107,6 @@ pub enum Code {
     UndeclaredRegion,
     /// `alias: true` on an input that is not contract-owned.
     AliasNonContract,
-    /// An effect the exact-replay engine can never admit.
-    Effects,
     /// Clock declarations that are cyclic or inconsistent.
     Clock,
     /// A callable writes storage one of its inputs stages (`alias: false`): replay would read
@@ -115,6 +114,18 @@ pub enum Code {
     StagedWrite,
     /// A derived number is suspicious (warning).
     Suspicious,
+    /// A YAML flow collection (`[a, b]`, `{k: v}`) split an expression at a `,`.
+    FlowComma,
+    /// A value in one clock used where another clock (or a different unit) is expected.
+    UnitMismatch,
+    /// A window retention whose stride is larger than the window: frames are dropped unseen.
+    StrideExceedsWindow,
+    /// A ring smaller than what one call writes into it, or a ring with `call:` frames.
+    RingTooSmall,
+    /// An admission predicate that admits nothing (empty, zero or negative bound).
+    EmptyAdmission,
+    /// An offset view that is out of range or malformed.
+    View,
 }
 
 impl Code {
@@ -144,10 +155,15 @@ impl Code {
             Code::RetentionExceedsEnvelope => "E0031",
             Code::UndeclaredRegion => "E0032",
             Code::AliasNonContract => "E0033",
-            Code::Effects => "E0034",
             Code::Clock => "E0035",
             Code::StagedWrite => "E0036",
             Code::Suspicious => "W0001",
+            Code::FlowComma => "E0015",
+            Code::UnitMismatch => "E0037",
+            Code::StrideExceedsWindow => "E0038",
+            Code::RingTooSmall => "E0039",
+            Code::EmptyAdmission => "E0040",
+            Code::View => "E0041",
         }
     }
 }

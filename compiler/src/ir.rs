@@ -100,11 +100,31 @@ impl Func {
     }
 }
 
+/// The unit written after a literal: one clock (`frame`) or a rate of two (`frame/token`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct UnitName {
+    pub num: Ident,
+    pub den: Option<Ident>,
+}
+
+impl fmt::Display for UnitName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.num.value)?;
+        if let Some(d) = &self.den {
+            write!(f, "/{}", d.value)?;
+        }
+        Ok(())
+    }
+}
+
 /// Shape of an integer expression over quantities.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum ExprKind {
     /// Integer literal.
     Int(i64),
+    /// Integer literal with a clock unit (`50 frame`, `2 frame/token`); evaluates to the
+    /// literal, the unit only feeds the unit check (`lint::units`).
+    Measure(i64, Box<UnitName>),
     /// Reference to a quantity.
     Name(String),
     /// `extent(region)`: the attended extent of a region along its growing axis, bound per
@@ -132,7 +152,7 @@ impl Expr {
 
     fn collect_names<'a>(&'a self, out: &mut Vec<(&'a str, Span)>) {
         match &self.kind {
-            ExprKind::Int(_) | ExprKind::Extent(_) => {}
+            ExprKind::Int(_) | ExprKind::Measure(..) | ExprKind::Extent(_) => {}
             ExprKind::Name(n) => out.push((n.as_str(), self.span)),
             ExprKind::Neg(e) => e.collect_names(out),
             ExprKind::Binary(_, a, b) => {
@@ -152,7 +172,7 @@ impl Expr {
 
     fn collect_extents<'a>(&'a self, out: &mut Vec<&'a Ident>) {
         match &self.kind {
-            ExprKind::Int(_) | ExprKind::Name(_) => {}
+            ExprKind::Int(_) | ExprKind::Measure(..) | ExprKind::Name(_) => {}
             ExprKind::Extent(r) => out.push(r),
             ExprKind::Neg(e) => e.collect_extents(out),
             ExprKind::Binary(_, a, b) => {
@@ -177,6 +197,7 @@ impl fmt::Display for Expr {
         fn go(e: &Expr, parent: u8, f: &mut fmt::Formatter<'_>) -> fmt::Result {
             match &e.kind {
                 ExprKind::Int(v) => write!(f, "{v}"),
+                ExprKind::Measure(v, u) => write!(f, "{v} {u}"),
                 ExprKind::Name(n) => f.write_str(n),
                 ExprKind::Extent(r) => write!(f, "extent({})", r.value),
                 ExprKind::Neg(x) => {
@@ -569,6 +590,8 @@ pub struct TensorArg {
     pub source: ArgSource,
     /// `alias:` as written; `None` = default (aliased iff contract-owned and device-resident).
     pub alias: Option<Spanned<bool>>,
+    /// `view:` on a region input: a window of one axis at an offset that moves with the call.
+    pub view: Option<View>,
     pub span: Span,
 }
 
@@ -755,4 +778,38 @@ pub enum PhaseValues {
 pub enum Specialize {
     /// The inner loop's step index (`specialize: step`): one signature per step.
     Step,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Offset views (issue 8): a region read at a clock-dependent offset
+// ---------------------------------------------------------------------------------------------
+
+/// An offset view's position `K * VAR + SHIFT mod M`: slot `(K·VAR + SHIFT) mod M` of the axis,
+/// where `VAR` counts the callable's calls (a delay ring read at `t mod 4`; a ring written two
+/// slots per call read at `2 * t mod 250`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OffsetAt {
+    /// The call-index variable (a fresh name, like the admission variable).
+    pub var: Ident,
+    /// Slots the offset moves per call, K in `K * VAR` (`None` = 1).
+    pub scale: Option<Expr>,
+    /// Added to the call index before the modulus (`None` = 0).
+    pub shift: Option<Expr>,
+    /// The period M: the view takes M positions, `0..M`.
+    pub modulus: Expr,
+    pub span: Span,
+}
+
+/// `view: {axis: A, at: "t mod M", len: L}` on a region input: the callable reads `L` slots of
+/// axis `A` starting at the moving offset, not the whole attended extent. In the signature the
+/// axis has extent `L`; the offset moves the address, not the shape.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct View {
+    /// A clock axis of the region.
+    pub axis: Ident,
+    pub at: OffsetAt,
+    /// Extent of the view along `axis` (`len:`; default the literal 1).
+    pub len: Expr,
+    /// The whole `view:` mapping.
+    pub span: Span,
 }

@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! front (YAML → spanned tree → ir::Spec)  →  validate (names, cycles, consistency)
-//!       →  derive (extents, bytes, ρ, catalogs, verdicts, M_reserve)  →  report / CLI
+//!       →  lint (units, impossible contracts)  →  derive (extents, bytes, ρ, catalogs,
+//!       verdicts, M_reserve)  →  lint (checks on derived values)  →  report / CLI
 //! ```
 //!
 //! Only [`front`] knows the YAML crate. Every fallible path returns a typed [`Diagnostic`]
@@ -21,6 +22,7 @@ pub mod expr;
 pub mod front;
 pub mod graph;
 pub mod ir;
+pub mod lint;
 pub mod report;
 pub mod validate;
 
@@ -103,6 +105,11 @@ pub fn check_source(path: impl AsRef<Path>, text: &str) -> Result<Checked, Diagn
         diags.items = items;
         return Err(diags);
     }
+    items.extend(lint::declarations(&spec));
+    if items.iter().any(|d| d.severity == Severity::Error) {
+        diags.items = items;
+        return Err(diags);
+    }
     let (derived, operating_points) = match derive::derive_all(&spec) {
         Ok(v) => v,
         Err(more) => {
@@ -111,6 +118,14 @@ pub fn check_source(path: impl AsRef<Path>, text: &str) -> Result<Checked, Diagn
             return Err(diags);
         }
     };
+    items.extend(lint::derived(
+        &spec,
+        std::iter::once(&derived).chain(&operating_points),
+    ));
+    if items.iter().any(|d| d.severity == Severity::Error) {
+        diags.items = items;
+        return Err(diags);
+    }
     items.extend(derive::warnings(&spec, &derived));
     diags.items = items;
     Ok(Checked {

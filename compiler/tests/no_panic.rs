@@ -5,9 +5,15 @@
 use proptest::prelude::*;
 
 fn corpus() -> Vec<String> {
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../specs");
-    let mut v: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
+    // The bundled specs and the specs that use every construct of the language (units, effect
+    // sets, admission bounds, offset views).
+    let dirs = [
+        concat!(env!("CARGO_MANIFEST_DIR"), "/../specs"),
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/lint_ok"),
+    ];
+    let mut v: Vec<String> = dirs
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(dir).unwrap())
         .filter_map(|e| e.ok())
         .filter(|e| e.path().extension().is_some_and(|x| x == "yaml"))
         .map(|e| std::fs::read_to_string(e.path()).unwrap())
@@ -44,6 +50,13 @@ const PIECES: &[&str] = &[
     "f <= ",
     "---\n",
     ",",
+    " frame",
+    " token/frame",
+    " mod ",
+    " and f > ",
+    "effects: [device_rng, host_rng]",
+    "view: {axis: frame, at: t + 1 mod 4, len: 2}",
+    "min(a, b)",
 ];
 
 proptest! {
@@ -54,7 +67,7 @@ proptest! {
 
     #[test]
     fn mutated_specs_never_panic(
-        which in 0usize..5,
+        which in 0usize..16,
         edits in prop::collection::vec((any::<prop::sample::Index>(), 0usize..4, 0usize..PIECES.len(), any::<u8>()), 1..8),
     ) {
         let specs = corpus();
@@ -70,7 +83,10 @@ proptest! {
             }
         }
         let s = String::from_utf8_lossy(&text);
-        let _ = dcc_compiler::check_source("fuzz.yaml", &s);
+        if let Err(d) = dcc_compiler::check_source("fuzz.yaml", &s) {
+            // Rendering must not panic either (spans always inside the text).
+            let _ = d.render();
+        }
     }
 
     #[test]

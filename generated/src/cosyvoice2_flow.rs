@@ -2383,7 +2383,7 @@ impl Encoder {
     pub const GRANULARITY: dcc::Granularity = dcc::Granularity::Step;
 
     /// Effects `none`.
-    pub const EFFECTS: dcc::Effects = dcc::Effects::None;
+    pub const EFFECTS: dcc::Effects = dcc::Effects::NONE;
 
     /// Regions read (region inputs first).
     pub const READS: &'static [&'static str] = &[
@@ -2618,7 +2618,7 @@ impl FlowDecoder {
     pub const GRANULARITY: dcc::Granularity = dcc::Granularity::Chunk;
 
     /// Effects `none`.
-    pub const EFFECTS: dcc::Effects = dcc::Effects::None;
+    pub const EFFECTS: dcc::Effects = dcc::Effects::NONE;
 
     /// Regions read (region inputs first).
     pub const READS: &'static [&'static str] = &[

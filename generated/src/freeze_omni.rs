@@ -210,7 +210,7 @@ impl CodecDecode {
     pub const GRANULARITY: dcc::Granularity = dcc::Granularity::Step;
 
     /// Effects `none`.
-    pub const EFFECTS: dcc::Effects = dcc::Effects::None;
+    pub const EFFECTS: dcc::Effects = dcc::Effects::NONE;
 
     /// Regions read (region inputs first).
     pub const READS: &'static [&'static str] = &["codec_context"];

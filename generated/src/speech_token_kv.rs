@@ -224,7 +224,7 @@ impl Decode {
     pub const GRANULARITY: dcc::Granularity = dcc::Granularity::Step;
 
     /// Effects `none`.
-    pub const EFFECTS: dcc::Effects = dcc::Effects::None;
+    pub const EFFECTS: dcc::Effects = dcc::Effects::NONE;
 
     /// Regions read (region inputs first).
     pub const READS: &'static [&'static str] = &["kv_cache"];

@@ -2113,7 +2113,7 @@ impl Encoder {
     pub const GRANULARITY: dcc::Granularity = dcc::Granularity::Step;
 
     /// Effects `none`.
-    pub const EFFECTS: dcc::Effects = dcc::Effects::None;
+    pub const EFFECTS: dcc::Effects = dcc::Effects::NONE;
 
     /// Regions read (region inputs first).
     pub const READS: &'static [&'static str] = &[
@@ -2486,7 +2486,7 @@ impl Flow {
     pub const GRANULARITY: dcc::Granularity = dcc::Granularity::Chunk;
 
     /// Effects `none`.
-    pub const EFFECTS: dcc::Effects = dcc::Effects::None;
+    pub const EFFECTS: dcc::Effects = dcc::Effects::NONE;
 
     /// Regions read (region inputs first).
     pub const READS: &'static [&'static str] = &["carry", "estimator_conv_cache"];
@@ -2836,7 +2836,7 @@ impl Vocoder {
     pub const GRANULARITY: dcc::Granularity = dcc::Granularity::Chunk;
 
     /// Effects `none`.
-    pub const EFFECTS: dcc::Effects = dcc::Effects::None;
+    pub const EFFECTS: dcc::Effects = dcc::Effects::NONE;
 
     /// Regions read (region inputs first).
     pub const READS: &'static [&'static str] = &[
@@ -3230,7 +3230,7 @@ impl VocoderFlush {
     pub const GRANULARITY: dcc::Granularity = dcc::Granularity::Step;
 
     /// Effects `none`.
-    pub const EFFECTS: dcc::Effects = dcc::Effects::None;
+    pub const EFFECTS: dcc::Effects = dcc::Effects::NONE;
 
     /// Regions read (region inputs first).
     pub const READS: &'static [&'static str] = &[

@@ -229,7 +229,7 @@ fn engines(
 
 fn replay_equals_eager_every_class(b: Arc<dyn Backend>) {
     let (we, wr) = (World::new(&b), World::new(&b));
-    let (mut eager, mut replay) = engines(&b, Effects::None, 0, None, None, synth);
+    let (mut eager, mut replay) = engines(&b, Effects::NONE, 0, None, None, synth);
     let mut replays = 0;
     for call in 0..30u64 {
         let l = LS[(call % 3) as usize];
@@ -291,7 +291,7 @@ fn replay_equals_eager_every_class(b: Arc<dyn Backend>) {
 
 fn signature_miss_runs_eager(b: Arc<dyn Backend>) {
     let (we, wr) = (World::new(&b), World::new(&b));
-    let (mut eager, mut replay) = engines(&b, Effects::None, 0, None, None, synth);
+    let (mut eager, mut replay) = engines(&b, Effects::NONE, 0, None, None, synth);
     for (i, l) in [302, 377, 302, 377, 402].into_iter().enumerate() {
         let x = data(i as u64, R * l);
         b.upload(we.x.ptr(), &x).unwrap();
@@ -380,7 +380,7 @@ fn moved_buffer_is_never_replayed(b: Arc<dyn Backend>) {
     let (we, wr) = (World::new(&b), World::new(&b));
     let moved_acc = b.alloc(R * CAP * 4, AllocKind::Arena).unwrap();
     let moved_carry = b.alloc_from(&data(7, R * 402), AllocKind::Arena).unwrap();
-    let (mut eager, mut replay) = engines(&b, Effects::None, 0, None, None, synth);
+    let (mut eager, mut replay) = engines(&b, Effects::NONE, 0, None, None, synth);
     let l = 352;
     let step = |i: u64,
                 eager: &mut ExactShapeReplay<_>,
@@ -496,7 +496,7 @@ fn host_rng_callable(call: &mut Call<'_>) -> Result<()> {
 
 fn host_rng_is_rejected(b: Arc<dyn Backend>) {
     let (we, wr) = (World::new(&b), World::new(&b));
-    let (mut eager, mut replay) = engines(&b, Effects::None, 0, None, None, host_rng_callable);
+    let (mut eager, mut replay) = engines(&b, Effects::NONE, 0, None, None, host_rng_callable);
     for i in 0..6u64 {
         let x = data(i, R * 302);
         b.upload(we.x.ptr(), &x).unwrap();
@@ -571,7 +571,7 @@ fn device_rng_replays_same_draws(b: Arc<dyn Backend>) {
     );
     let (mut eager, mut replay) = engines(
         &b,
-        Effects::DeviceRng,
+        Effects::DEVICE_RNG,
         1,
         Some(re.state_ptr()),
         Some(rr.state_ptr()),
@@ -617,7 +617,7 @@ fn device_rng_replays_same_draws(b: Arc<dyn Backend>) {
     let rm = DeviceRng::new(b.clone(), 42).unwrap();
     let mut wrong = ExactShapeReplay::new(
         b.clone(),
-        spec(Effects::DeviceRng, 2),
+        spec(Effects::DEVICE_RNG, 2),
         Arc::new(HostRng::new(1)),
         Some(rm.state_ptr()),
         device_rng_callable as fn(&mut Call<'_>) -> Result<()>,
@@ -639,7 +639,7 @@ fn device_rng_replays_same_draws(b: Arc<dyn Backend>) {
     // Undeclared device randomness (effects None) is caught the same way.
     let mut undeclared = ExactShapeReplay::new(
         b.clone(),
-        spec(Effects::None, 0),
+        spec(Effects::NONE, 0),
         Arc::new(HostRng::new(1)),
         Some(rm.state_ptr()),
         device_rng_callable as fn(&mut Call<'_>) -> Result<()>,
@@ -675,7 +675,7 @@ fn host_rng_in_capture(call: &mut Call<'_>) -> Result<()> {
 
 fn failed_capture_drops_the_class(b: Arc<dyn Backend>) {
     let (we, wr) = (World::new(&b), World::new(&b));
-    let (mut eager, mut replay) = engines(&b, Effects::None, 0, None, None, allocates_in_capture);
+    let (mut eager, mut replay) = engines(&b, Effects::NONE, 0, None, None, allocates_in_capture);
     let mut outcomes = Vec::new();
     for i in 0..4u64 {
         let x = data(40 + i, R * 352);
@@ -727,7 +727,7 @@ fn failed_capture_drops_the_class(b: Arc<dyn Backend>) {
     let rng = Arc::new(HostRng::new(5));
     let mut sneaky = ExactShapeReplay::new(
         b.clone(),
-        spec(Effects::None, 0),
+        spec(Effects::NONE, 0),
         rng.clone(),
         None,
         host_rng_in_capture as fn(&mut Call<'_>) -> Result<()>,
@@ -832,7 +832,7 @@ fn step_and_chunk_granularity_agree(b: Arc<dyn Backend>) {
             name: Cow::Borrowed("solver"),
             verdict: Verdict::Captured,
             granularity: g,
-            effects: Effects::None,
+            effects: Effects::NONE,
             rng_increment: 0,
             writes: 1,
             catalog: Catalog::Static(&STEP_CATALOG),
@@ -904,7 +904,7 @@ fn catalog_longer_than_u16_is_refused() {
     let long = |n: usize| -> Catalog { vec![OwnedSignature::from(&CATALOG[0]); n].into() };
     let s = ReplaySpec {
         catalog: long(usize::from(u16::MAX) + 2),
-        ..spec(Effects::None, 0)
+        ..spec(Effects::NONE, 0)
     };
     let f: fn(&mut Call<'_>) -> Result<()> = synth;
     assert!(

@@ -53,7 +53,7 @@ fn spec(catalog: &'static [Signature], writes: usize, verdict: Verdict) -> Repla
         name: Cow::Borrowed("t"),
         verdict,
         granularity: Granularity::Chunk,
-        effects: Effects::None,
+        effects: Effects::NONE,
         rng_increment: 0,
         writes,
         catalog: Catalog::Static(catalog),

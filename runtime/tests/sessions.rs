@@ -105,7 +105,7 @@ const SPEC: ReplaySpec = ReplaySpec {
     name: Cow::Borrowed("step"),
     verdict: Verdict::Captured,
     granularity: Granularity::Chunk,
-    effects: Effects::DeviceRng,
+    effects: Effects::DEVICE_RNG,
     rng_increment: 1,
     writes: 4,
     catalog: Catalog::Static(&CATALOG),

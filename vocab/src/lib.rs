@@ -246,6 +246,8 @@ pub enum Verdict {
     OutQo,
     /// A region it touches grows for the whole session (`retention: none`, the paper's C2).
     OutUnbounded,
+    /// An effect exact replay cannot admit (host randomness).
+    OutEffects,
 }
 
 impl Verdict {
@@ -256,6 +258,7 @@ impl Verdict {
             Verdict::OutWidth => "out: width",
             Verdict::OutQo => "out: Q_o",
             Verdict::OutUnbounded => "out: unbounded",
+            Verdict::OutEffects => "out: effects",
         }
     }
 }
@@ -278,22 +281,55 @@ impl Granularity {
     }
 }
 
-/// Declared effects of a callable.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum Effects {
-    None,
-    /// Draws from a device Philox stream advanced by a declared increment per call.
-    DeviceRng,
-    /// Draws from the host generator: never admissible to exact replay.
-    HostRng,
-}
+/// Declared effects of a callable: a set of the effects it has (`effects: [device_rng,
+/// host_rng]`; the empty set is `none`). A set, not one word, because a callable can draw from
+/// both generators (a vocoder drawing its phase on the host and its noise on the device).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Effects(u8);
 
 impl Effects {
-    pub const fn name(self) -> &'static str {
-        match self {
-            Effects::None => "none",
-            Effects::DeviceRng => "device_rng",
-            Effects::HostRng => "host_rng",
+    /// No effect.
+    pub const NONE: Effects = Effects(0);
+    /// Draws from a device Philox stream advanced by a declared increment per call.
+    pub const DEVICE_RNG: Effects = Effects(1);
+    /// Draws from the host generator: never admissible to exact replay.
+    pub const HOST_RNG: Effects = Effects(2);
+    /// Every effect, with its spelling, in spelling order.
+    pub const ALL: [(Effects, &'static str); 2] = [
+        (Effects::DEVICE_RNG, "device_rng"),
+        (Effects::HOST_RNG, "host_rng"),
+    ];
+
+    /// Both sets.
+    pub const fn union(self, other: Effects) -> Effects {
+        Effects(self.0 | other.0)
+    }
+
+    /// Whether every effect of `other` is in this set.
+    pub const fn contains(self, other: Effects) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Whether the set is empty (`none`).
+    pub const fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The spellings of the effects in the set, in spelling order (empty for `none`).
+    pub fn names(self) -> impl Iterator<Item = &'static str> {
+        Effects::ALL
+            .into_iter()
+            .filter(move |(e, _)| self.contains(*e))
+            .map(|(_, n)| n)
+    }
+
+    /// The set as a spec writes it: `none`, `device_rng`, or `[device_rng, host_rng]`.
+    pub fn spelling(self) -> String {
+        let names: Vec<&str> = self.names().collect();
+        match names.as_slice() {
+            [] => "none".to_string(),
+            [one] => (*one).to_string(),
+            many => format!("[{}]", many.join(", ")),
         }
     }
 }
@@ -322,5 +358,16 @@ mod tests {
         sorted.dedup();
         assert_eq!(sorted.len(), names.len());
         assert_eq!(DType::ALL.map(DType::size), [4, 8, 2, 2, 4, 8, 1, 1]);
+    }
+
+    #[test]
+    fn effect_sets() {
+        let both = Effects::DEVICE_RNG.union(Effects::HOST_RNG);
+        assert!(both.contains(Effects::HOST_RNG) && both.contains(Effects::DEVICE_RNG));
+        assert!(!Effects::DEVICE_RNG.contains(Effects::HOST_RNG));
+        assert!(Effects::NONE.is_empty() && !both.is_empty());
+        assert_eq!(Effects::NONE.spelling(), "none");
+        assert_eq!(Effects::HOST_RNG.spelling(), "host_rng");
+        assert_eq!(both.spelling(), "[device_rng, host_rng]");
     }
 }

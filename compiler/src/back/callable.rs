@@ -162,10 +162,10 @@ pub(super) fn callable_view(
             format!("dcc::Granularity::{}", granularity_variant(dc.granularity)),
         ),
         c(
-            vec![format!("Effects `{}`.", dc.effects.name())],
+            vec![format!("Effects `{}`.", dc.effects.spelling())],
             "EFFECTS",
             "dcc::Effects",
-            format!("dcc::Effects::{}", effects_variant(dc.effects)),
+            effects_value(dc.effects),
         ),
         c(
             vec!["Regions read (region inputs first).".into()],

@@ -194,6 +194,7 @@ pub(super) fn verdict_variant(v: Verdict) -> &'static str {
         Verdict::OutWidth => "OutWidth",
         Verdict::OutQo => "OutQo",
         Verdict::OutUnbounded => "OutUnbounded",
+        Verdict::OutEffects => "OutEffects",
     }
 }
 
@@ -204,11 +205,18 @@ pub(super) fn granularity_variant(g: Granularity) -> &'static str {
     }
 }
 
-pub(super) fn effects_variant(e: Effects) -> &'static str {
-    match e {
-        Effects::None => "None",
-        Effects::DeviceRng => "DeviceRng",
-        Effects::HostRng => "HostRng",
+/// An effect set as a const expression: `dcc::Effects::NONE`, `dcc::Effects::DEVICE_RNG`, or
+/// the union of several.
+pub(super) fn effects_value(e: Effects) -> String {
+    let consts: Vec<String> = e
+        .names()
+        .map(|n| format!("dcc::Effects::{}", n.to_ascii_uppercase()))
+        .collect();
+    match consts.split_first() {
+        None => "dcc::Effects::NONE".to_string(),
+        Some((first, rest)) => rest
+            .iter()
+            .fold(first.clone(), |acc, c| format!("{acc}.union({c})")),
     }
 }
 

@@ -354,6 +354,15 @@ impl<'s> Deriver<'s> {
                     .unwrap_or_else(|| "more than 2^64".into())
             )
         };
+        if c.effects.value.contains(Effects::HOST_RNG) {
+            return (
+                Verdict::OutEffects,
+                format!(
+                    "draws from the host random generator (`effects: {}`): exact replay would freeze the host draws of the captured call into the graph, so the engine rejects the callable for good and it runs eager. To bring it in scope, move the draws to a device Philox stream (`effects: device_rng`)",
+                    c.effects.value.spelling()
+                ),
+            );
+        }
         if !unbounded.is_empty() {
             let list: Vec<String> = unbounded.iter().map(|r| format!("`{r}`")).collect();
             return (

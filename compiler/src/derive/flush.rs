@@ -31,19 +31,27 @@ impl Deriver<'_> {
                 inputs: Vec::new(),
             };
         }
+        // The upper bound (`f < B` admits at most B − 1, and says so), and the lower bound of
+        // every clause (`f > a`, `f >= a`, `f == a`): sizes below it are never flushed. The
+        // lint stage rejects predicates that admit nothing.
         let bound = c.admit.as_ref().and_then(|p| {
             p.clauses
                 .iter()
                 .filter_map(|(op, e)| {
                     let v = expr::eval(e, &|n: &str| self.env.get(n).copied()).ok()?;
                     match op {
-                        CmpOp::Le | CmpOp::Eq => Some((v, e)),
-                        CmpOp::Lt => Some((v - 1, e)),
+                        CmpOp::Le | CmpOp::Eq => Some((v, e, e.to_string())),
+                        CmpOp::Lt => Some((v.saturating_sub(1), e, format!("{e} - 1"))),
                         _ => None,
                     }
                 })
-                .min_by_key(|(v, _)| *v)
+                .min_by_key(|(v, _, _)| *v)
         });
+        let lowest = c
+            .admit
+            .as_ref()
+            .and_then(|p| expr::admitted(p, &|n: &str| self.env.get(n).copied()).ok())
+            .map_or(1, |a| a.lo);
         let stride = format!(
             "{} {}",
             paren_str(&s.formula),
@@ -52,20 +60,22 @@ impl Deriver<'_> {
         let w = d.width.window.value;
         let window = format!("W_r {w} {}", unit_word(w, &st.clock));
         let out = match bound {
-            Some((b, e)) => {
+            Some((b, e, bound_text)) => {
                 let b = u64::try_from(b.max(0)).unwrap_or(0);
-                let (ac, ap) = admit_clock.unwrap_or_else(|| (st.clock.clone(), st.per_base));
+                let (ac, ap) = admit_clock
+                    .clone()
+                    .unwrap_or_else(|| (st.clock.clone(), st.per_base));
                 // b ticks of the admission clock = b × p_r / p_a ticks of the region's clock
                 // (whole ticks: a flush advances the region by whole ticks).
                 let num = u128::from(b) * u128::from(st.per_base);
                 let b_r = u64::try_from(num / u128::from(ap.max(1))).unwrap_or(u64::MAX);
                 let exact = num % u128::from(ap.max(1)) == 0;
                 let admit = if ac == st.clock {
-                    format!("{} {}", paren_str(&e.to_string()), unit_word(b, &ac))
+                    format!("{} {}", paren_str(&bound_text), unit_word(b, &ac))
                 } else {
                     format!(
                         "{} {} = {}{} {}",
-                        paren_str(&e.to_string()),
+                        paren_str(&bound_text),
                         unit_word(b, &ac),
                         if exact { "" } else { "⌊…⌋ " },
                         b_r,
@@ -96,6 +106,20 @@ impl Deriver<'_> {
                 inputs: s.inputs.clone(),
             },
         };
-        Some(out)
+        // Sizes below the lower bound are not admitted: (lo_r − 1) fewer classes, with lo_r
+        // the lower bound converted up to whole ticks of the region's clock.
+        Some(if lowest > 1 {
+            let (_, ap) = admit_clock.unwrap_or_else(|| (st.clock.clone(), st.per_base));
+            let lo = u128::from(u64::try_from(lowest).unwrap_or(u64::MAX));
+            let lo_r = (lo * u128::from(st.per_base)).div_ceil(u128::from(ap.max(1)));
+            let skip = u64::try_from(lo_r.saturating_sub(1)).unwrap_or(u64::MAX);
+            Derivation {
+                value: out.value.saturating_sub(skip),
+                formula: format!("{} - ({lo_r} - 1)", out.formula),
+                inputs: out.inputs,
+            }
+        } else {
+            out
+        })
     }
 }

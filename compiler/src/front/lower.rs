@@ -16,6 +16,7 @@ pub fn lower(text: &str, root: &Node) -> Result<Spec, Vec<Diagnostic>> {
     let mut l = Lower {
         text,
         diags: Vec::new(),
+        split: Vec::new(),
     };
     let spec = l.spec(root);
     if l.diags.is_empty()
@@ -74,16 +75,16 @@ const CALLABLE_KEYS: &[&str] = &[
     "reads",
     "writes",
 ];
-const INPUT_KEYS: &[&str] = &["region", "constant", "dtype", "shape", "alias"];
+const INPUT_KEYS: &[&str] = &["region", "constant", "dtype", "shape", "alias", "view"];
 
 /// Entries of a mapping after duplicate/unknown-key checks.
-struct Fields<'a> {
+pub(super) struct Fields<'a> {
     entries: Vec<(&'a str, &'a Node, &'a Node)>,
     span: Span,
 }
 
 impl<'a> Fields<'a> {
-    fn get(&self, key: &str) -> Option<&'a Node> {
+    pub(super) fn get(&self, key: &str) -> Option<&'a Node> {
         self.entries
             .iter()
             .find(|(k, _, _)| *k == key)
@@ -91,13 +92,15 @@ impl<'a> Fields<'a> {
     }
 }
 
-struct Lower<'t> {
-    text: &'t str,
-    diags: Vec<Diagnostic>,
+pub(super) struct Lower<'t> {
+    pub(super) text: &'t str,
+    pub(super) diags: Vec<Diagnostic>,
+    /// Scalars that are pieces of an expression YAML split at a comma (already reported).
+    pub(super) split: Vec<Span>,
 }
 
 impl<'t> Lower<'t> {
-    fn wrong_type(&mut self, node: &Node, expected: &str, help: &str) {
+    pub(super) fn wrong_type(&mut self, node: &Node, expected: &str, help: &str) {
         self.diags.push(
             Diagnostic::error(
                 Code::WrongType,
@@ -125,7 +128,14 @@ impl<'t> Lower<'t> {
         };
         let mut out: Vec<(&'a str, &'a Node, &'a Node)> = Vec::new();
         let mut seen: std::collections::HashMap<&'a str, usize> = std::collections::HashMap::new();
-        for (k, v) in items {
+        for (i, (k, v)) in items.iter().enumerate() {
+            let prev = i
+                .checked_sub(1)
+                .and_then(|p| items.get(p))
+                .map(|(a, b)| (a, b));
+            if self.split_in_map(prev, k) {
+                continue;
+            }
             let NodeKind::Scalar { text, .. } = &k.kind else {
                 self.wrong_type(
                     k,
@@ -156,7 +166,7 @@ impl<'t> Lower<'t> {
     }
 
     /// A mapping with a fixed key set.
-    fn fields<'a>(
+    pub(super) fn fields<'a>(
         &mut self,
         node: &'a Node,
         what: &str,
@@ -209,7 +219,7 @@ impl<'t> Lower<'t> {
         }
     }
 
-    fn ident(&mut self, node: &Node, what: &str) -> Option<Ident> {
+    pub(super) fn ident(&mut self, node: &Node, what: &str) -> Option<Ident> {
         let help = format!("{what} is a name made of letters, digits and `_`, like `f_chunk`");
         let text = self.scalar(node, "a name", &help)?;
         if !is_ident(text) {
@@ -233,7 +243,7 @@ impl<'t> Lower<'t> {
     }
 
     /// Offset where the scalar's text starts in the source, if the text maps 1:1 onto it.
-    fn text_base(&self, node: &Node, text: &str) -> Option<usize> {
+    pub(super) fn text_base(&self, node: &Node, text: &str) -> Option<usize> {
         let src = self.text.get(node.span.start..node.span.end)?;
         if src == text {
             return Some(node.span.start);
@@ -245,7 +255,7 @@ impl<'t> Lower<'t> {
         None
     }
 
-    fn with_base<T>(
+    pub(super) fn with_base<T>(
         &mut self,
         node: &Node,
         text: &str,
@@ -274,10 +284,16 @@ impl<'t> Lower<'t> {
         }
     }
 
-    fn fix_spans(e: &mut Expr, span: Span) {
+    pub(super) fn fix_spans(e: &mut Expr, span: Span) {
         e.span = span;
         match &mut e.kind {
             ExprKind::Int(_) | ExprKind::Name(_) => {}
+            ExprKind::Measure(_, u) => {
+                u.num.span = span;
+                if let Some(d) = &mut u.den {
+                    d.span = span;
+                }
+            }
             ExprKind::Extent(r) => r.span = span,
             ExprKind::Neg(x) => Self::fix_spans(x, span),
             ExprKind::Binary(_, a, b) => {
@@ -288,9 +304,12 @@ impl<'t> Lower<'t> {
         }
     }
 
-    fn expr(&mut self, node: &Node) -> Option<Expr> {
+    pub(super) fn expr(&mut self, node: &Node) -> Option<Expr> {
         let help =
             "write an integer (`302`) or an expression over quantities (`f_prompt + f_retained`)";
+        if self.split.contains(&node.span) {
+            return None;
+        }
         let NodeKind::Scalar { text, plain } = &node.kind else {
             self.wrong_type(node, "an integer expression", help);
             return None;
@@ -316,6 +335,9 @@ impl<'t> Lower<'t> {
             );
             return None;
         };
+        if self.split_in_list(node, items) {
+            return None;
+        }
         let mut out = Vec::new();
         let mut ok = true;
         for i in items {
@@ -897,17 +919,7 @@ impl<'t> Lower<'t> {
             Some(p)
         });
         let admit_ok = f.get("admit").is_none() || admit.is_some();
-        let effects = f.get("effects").and_then(|n| {
-            self.word(
-                n,
-                "effect",
-                &[
-                    ("none", Effects::None),
-                    ("device_rng", Effects::DeviceRng),
-                    ("host_rng", Effects::HostRng),
-                ],
-            )
-        });
+        let effects = f.get("effects").and_then(|n| self.effects(n));
         let query = f.get("query").and_then(|n| {
             self.word(
                 n,
@@ -1009,12 +1021,26 @@ impl<'t> Lower<'t> {
                     None
                 }
             };
+            let view = match f.get("view") {
+                Some(n) => {
+                    let on_region = matches!(source, Some(ArgSource::Region(_)));
+                    match self.view(n, &what, on_region) {
+                        Some(v) => Some(v),
+                        None => {
+                            ok = false;
+                            continue;
+                        }
+                    }
+                }
+                None => None,
+            };
             match source {
                 Some(source) => out.push(TensorArg {
                     span: k.span.to(f.span),
                     name,
                     source,
                     alias,
+                    view,
                 }),
                 None => ok = false,
             }
@@ -1040,7 +1066,7 @@ fn key_hint(key: &str) -> &'static str {
         "from" => "the extent before the first advance",
         "by" => "the advance per invocation (stride s_r)",
         "granularity" => "`step` or `chunk`",
-        "effects" => "`none`, `device_rng` or `host_rng`",
+        "effects" => "`none`, `device_rng`, `host_rng` or a list such as `[device_rng, host_rng]`",
         "query" => "`fixed` (set by the clocks) or `traffic`",
         "inputs" => "the tensor arguments, in call order",
         "ring" => "the ring capacity",
@@ -1061,7 +1087,7 @@ fn is_ident(s: &str) -> bool {
         && s.len() <= 64
 }
 
-fn clip(s: &str) -> String {
+pub(super) fn clip(s: &str) -> String {
     let mut t: String = s.chars().take(40).collect();
     if s.chars().count() > 40 {
         t.push('…');

@@ -2,9 +2,13 @@
 //!
 //! [`yaml`] builds a spanned tree (the only code that knows the YAML parser); [`lower`] types it
 //! into the IR, collecting as many errors as it can in one pass (unknown keys, wrong types,
-//! duplicate keys, bad expressions...).
+//! duplicate keys, bad expressions...). `effects.rs` lowers an effect set, `view.rs` an
+//! input's offset view, and `flow.rs` reports an expression YAML cut at a comma.
 
+mod effects;
+mod flow;
 pub mod lower;
+mod view;
 pub mod yaml;
 
 use crate::diag::{Code, Diagnostic, SourceFile};

@@ -120,7 +120,7 @@ fn callables_json(d: &Derived) -> Vec<Value> {
             json!({
                 "name": c.name,
                 "granularity": c.granularity.name(),
-                "effects": c.effects.name(),
+                "effects": c.effects.spelling(),
                 "query": match c.query { crate::ir::QueryLength::Fixed => "fixed", crate::ir::QueryLength::Traffic => "traffic" },
                 "reads": c.reads,
                 "writes": c.writes,

@@ -142,7 +142,7 @@ pub(super) fn point(d: &Derived, full: bool) -> String {
         rows.push(vec![
             c.name.clone(),
             c.granularity.name().into(),
-            c.effects.name().into(),
+            c.effects.spelling(),
             list(&c.attended_extents, 6),
             c.catalog_width_text(),
             c.classes
@@ -287,7 +287,7 @@ pub(super) fn point(d: &Derived, full: bool) -> String {
             "  {} (capture: {}, effects: {}, query: {})",
             c.name,
             c.granularity.name(),
-            c.effects.name(),
+            c.effects.spelling(),
             match c.query {
                 crate::ir::QueryLength::Fixed => "fixed",
                 crate::ir::QueryLength::Traffic => "traffic",

@@ -374,7 +374,7 @@ fn run(o: &Opts) -> std::result::Result<(), BenchError> {
         name: Cow::Borrowed("chain"),
         verdict: Verdict::Captured,
         granularity: Granularity::Chunk,
-        effects: Effects::None,
+        effects: Effects::NONE,
         rng_increment: 0,
         writes: 4,
         catalog,

@@ -76,7 +76,7 @@ where
     F: Fn(&mut Call<'_>) -> Result<()>,
 {
     /// Wraps `f`. `device_rng` is the address of the device generator state the callable may
-    /// advance (required when `spec.effects` is `DeviceRng`; with `None`, device randomness is
+    /// advance (required when `spec.effects` contains `DEVICE_RNG`; with `None`, device randomness is
     /// unobservable and such a callable stays eager).
     pub fn new(
         backend: Arc<dyn Backend>,
@@ -94,7 +94,7 @@ where
                 spec.catalog.len()
             )));
         }
-        if spec.effects != Effects::DeviceRng && spec.rng_increment != 0 {
+        if !spec.effects.contains(Effects::DEVICE_RNG) && spec.rng_increment != 0 {
             return Err(Error::Invalid(format!(
                 "{}: an RNG increment without device RNG effects",
                 spec.name
@@ -130,9 +130,9 @@ where
             classes,
             report,
         };
-        if effects == Effects::HostRng {
+        if effects.contains(Effects::HOST_RNG) {
             e.reject(Fallback::HostRng, None, "declared host randomness".into());
-        } else if effects == Effects::DeviceRng && device_rng.is_none() {
+        } else if effects.contains(Effects::DEVICE_RNG) && device_rng.is_none() {
             e.reject(
                 Fallback::RngMismatch,
                 None,
@@ -380,7 +380,7 @@ where
             return Ok(self.count(Fallback::HostRng));
         }
         if let (Some(b), Some(a)) = (dev_before, dev_after) {
-            let want = if self.spec.effects == Effects::DeviceRng {
+            let want = if self.spec.effects.contains(Effects::DEVICE_RNG) {
                 self.spec.rng_increment
             } else {
                 0

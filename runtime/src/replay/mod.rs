@@ -313,7 +313,7 @@ pub struct ReplaySpec {
     pub verdict: Verdict,
     pub granularity: Granularity,
     pub effects: Effects,
-    /// Declared device RNG offset increment per call (0 unless `effects` is `DeviceRng`).
+    /// Declared device RNG offset increment per call (0 unless `effects` contains `DEVICE_RNG`).
     pub rng_increment: u64,
     /// Number of written regions the callable declares.
     pub writes: usize,

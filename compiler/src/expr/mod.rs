@@ -7,16 +7,25 @@
 //! expr  := term (('+' | '-') term)*
 //! term  := unary (('*' | '/') unary)*
 //! unary := '-' unary | atom
-//! atom  := INT | NAME | NAME '(' expr (',' expr)* ')' | '(' expr ')'
+//! atom  := INT UNIT? | NAME | NAME '(' expr (',' expr)* ')' | '(' expr ')'
+//! UNIT  := CLOCK ('/' CLOCK)?                         (a name right after a literal)
 //! pred  := NAME CMP expr ('and' NAME CMP expr)*      CMP := < <= == >= >
 //! rate  := expr 'per' NAME
+//! at    := NAME (('+' | '-') expr)? 'mod' expr        (an offset view's position)
 //! ```
 //!
 //! Functions: `min`, `max`, `ceil_div`, `floor_div`, and `extent(region)`. Integer literals
-//! may use `_` separators. `/` is exact division.
+//! may use `_` separators and carry a clock unit (`50 frame`, `2 frame/token`); a name after a
+//! literal is always a unit, except the keywords `per`, `and` and `mod`. `/` is exact division.
+
+mod admit;
+mod offset;
+
+pub use admit::{Admitted, admitted};
+pub use offset::parse_offset;
 
 use crate::diag::{Code, Diagnostic};
-use crate::ir::{BinOp, CmpOp, Expr, ExprKind, Func, Ident, Predicate, Span, Spanned};
+use crate::ir::{BinOp, CmpOp, Expr, ExprKind, Func, Ident, Predicate, Span, Spanned, UnitName};
 
 /// Deepest parenthesis/unary nesting accepted in one expression.
 pub const MAX_EXPR_DEPTH: usize = 48;
@@ -66,7 +75,7 @@ impl Lexer {
                             "expected an integer",
                         )
                         .label("not an integer")
-                        .help("quantities are integers: write `50`, not `50.5` or `50x`; use a name for a symbolic value"));
+                        .help("quantities are integers: write `50`, not `50.5` or `50x`; use a name for a symbolic value, and put a space before a clock unit (`50 frame`)"));
                     }
                     out.push((Tok::Int(v), sp));
                 }
@@ -184,7 +193,7 @@ impl P {
             format!("expected {what}, found {found}"),
         )
         .label(format!("expected {what}"))
-        .help("expressions look like `f_prompt + f_retained`, `2 * (f_chunk + 3)` or `ceil_div(f_retained, f_chunk) + 1`")
+        .help("expressions look like `f_prompt + f_retained`, `2 * (f_chunk + 3)` or `\"ceil_div(f_retained, f_chunk) + 1\"` (quoted: inside a YAML `[...]` or `{...}` an unquoted `,` splits it in two)")
     }
 
     /// Error once `depth` passes [`MAX_EXPR_DEPTH`], so deep nesting is a diagnostic, not a
@@ -252,6 +261,13 @@ impl P {
         match self.peek().cloned() {
             Some(Tok::Int(v)) => {
                 let (_, sp) = self.bump().unwrap_or((Tok::Int(v), self.whole));
+                if let Some(unit) = self.unit() {
+                    let span = sp.to(unit.den.as_ref().unwrap_or(&unit.num).span);
+                    return Ok(Expr {
+                        kind: ExprKind::Measure(v, Box::new(unit)),
+                        span,
+                    });
+                }
                 Ok(Expr {
                     kind: ExprKind::Int(v),
                     span: sp,
@@ -311,7 +327,7 @@ impl P {
                             format!("`{n}` takes 2 arguments, {} given", args.len()),
                         )
                         .label("wrong number of arguments")
-                        .help(format!("write `{n}(a, b)`")));
+                        .help(format!("write `{n}(a, b)` (quoted, `\"{n}(a, b)\"`, inside a YAML `[...]` or `{{...}}`)")));
                     }
                     return Ok(Expr {
                         kind: ExprKind::Call(func, args),
@@ -342,6 +358,27 @@ impl P {
         }
     }
 
+    /// The unit after a literal: `CLOCK` or `CLOCK/CLOCK`, if the next token is a name that is
+    /// not a keyword.
+    fn unit(&mut self) -> Option<UnitName> {
+        let name = |t: Option<&(Tok, Span)>| match t {
+            Some((Tok::Name(n), sp)) if !KEYWORDS.contains(&n.as_str()) => {
+                Some(Spanned::new(n.clone(), *sp))
+            }
+            _ => None,
+        };
+        let num = name(self.toks.get(self.pos))?;
+        self.pos += 1;
+        let den = match self.toks.get(self.pos) {
+            Some((Tok::Op('/'), _)) => name(self.toks.get(self.pos + 1)),
+            _ => None,
+        };
+        if den.is_some() {
+            self.pos += 2;
+        }
+        Some(UnitName { num, den })
+    }
+
     fn finish(&self) -> Result<(), Diagnostic> {
         if self.pos < self.toks.len() {
             Err(self.err_here("an operator or the end of the expression"))
@@ -350,6 +387,9 @@ impl P {
         }
     }
 }
+
+/// Words of the grammar that are never units or quantities.
+pub const KEYWORDS: &[&str] = &["per", "and", "mod"];
 
 /// Most tokens accepted in one expression (bounds the depth of left-nested operator chains).
 pub const MAX_EXPR_TOKENS: usize = 256;
@@ -519,7 +559,7 @@ pub fn eval(e: &Expr, env: &dyn Env) -> Result<i64, EvalError> {
         )
     };
     match &e.kind {
-        ExprKind::Int(v) => Ok(*v),
+        ExprKind::Int(v) | ExprKind::Measure(v, _) => Ok(*v),
         ExprKind::Name(n) => env.name(n).ok_or_else(|| {
             EvalError::new(
                 e.span,
@@ -602,45 +642,4 @@ pub fn eval(e: &Expr, env: &dyn Env) -> Result<i64, EvalError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn ev(s: &str) -> Result<i64, String> {
-        let e = parse_expr(s, 0).map_err(|d| d.message)?;
-        eval(&e, &|n: &str| match n {
-            "a" => Some(302),
-            "b" => Some(100),
-            _ => None,
-        })
-        .map_err(|e| e.message)
-    }
-
-    #[test]
-    fn arithmetic() {
-        assert_eq!(ev("a + b"), Ok(402));
-        assert_eq!(ev("2 * (a - b) / 4"), Ok(101));
-        assert_eq!(ev("ceil_div(b, 30) + 1"), Ok(5));
-        assert_eq!(ev("-a + 1_000"), Ok(698));
-        assert!(ev("a / 0").is_err());
-        assert!(ev("a / 4").is_err());
-        assert!(ev("c").is_err());
-        assert!(ev("9223372036854775807 + 1").is_err());
-        assert!(ev("(a").is_err());
-        assert!(ev("a b").is_err());
-    }
-
-    #[test]
-    fn display_roundtrip() {
-        let e = parse_expr("2 * (f_chunk + 3) - a", 0).unwrap();
-        assert_eq!(e.to_string(), "2 * (f_chunk + 3) - a");
-    }
-
-    #[test]
-    fn predicate_and_rate() {
-        let p = parse_predicate("f >= 1 and f <= f_chunk", 0).unwrap();
-        assert_eq!(p.clauses.len(), 2);
-        let (r, c) = parse_rate("2 per token", 0).unwrap();
-        assert_eq!(r.as_int(), Some(2));
-        assert_eq!(c.value, "token");
-    }
-}
+mod tests;
