@@ -6,10 +6,12 @@ use proptest::prelude::*;
 
 fn corpus() -> Vec<String> {
     // The bundled specs and the specs that use every construct of the language (units, effect
-    // sets, admission bounds, offset views).
+    // sets, admission bounds, offset views; trajectories, `retention: none`, query phases,
+    // `specialize: step`, dtype operating points).
     let dirs = [
         concat!(env!("CARGO_MANIFEST_DIR"), "/../specs"),
         concat!(env!("CARGO_MANIFEST_DIR"), "/tests/lint_ok"),
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/derive_lang"),
     ];
     let mut v: Vec<String> = dirs
         .iter()
@@ -57,6 +59,13 @@ const PIECES: &[&str] = &[
     "effects: [device_rng, host_rng]",
     "view: {axis: frame, at: t + 1 mod 4, len: 2}",
     "min(a, b)",
+    "first: 0, ",
+    "schedule: [25, 50], ",
+    "retention: none",
+    "phases: {first: {f_query: 100}, flush: {n_tok: {from: 1, to: 3}}}",
+    "specialize: step",
+    "dtype: bf16",
+    "{kv: f16}",
 ];
 
 proptest! {
@@ -67,11 +76,11 @@ proptest! {
 
     #[test]
     fn mutated_specs_never_panic(
-        which in 0usize..16,
+        which in any::<prop::sample::Index>(),
         edits in prop::collection::vec((any::<prop::sample::Index>(), 0usize..4, 0usize..PIECES.len(), any::<u8>()), 1..8),
     ) {
         let specs = corpus();
-        let mut text = specs[which % specs.len()].clone().into_bytes();
+        let mut text = specs[which.index(specs.len())].clone().into_bytes();
         for (idx, kind, piece, byte) in edits {
             if text.is_empty() { break; }
             let at = idx.index(text.len());
