@@ -684,3 +684,38 @@ fn token2wav_vocoder_contract() {
         assert_eq!(noise.map(|k| k.dtype.value), Some(DType::F32), "{name}");
     }
 }
+
+/// The drafts restate bundled specs with the newer constructs (units, trajectories, phases, effect
+/// sets, dtype and disable points): each checks clean, and the Mimi draft, whose only additions
+/// are units, derives exactly the bundled spec's arena and verdicts.
+#[test]
+fn drafts_check_clean_and_mimi_with_units_derives_the_same_numbers() {
+    let draft = |name: &str| {
+        let path = format!("{}/../specs/drafts/{name}.yaml", env!("CARGO_MANIFEST_DIR"));
+        match load_file(&path) {
+            Ok(c) => c,
+            Err(e) => panic!("{path}: {e}"),
+        }
+    };
+    let (m, b) = (draft("mimi.next"), spec("mimi"));
+    assert_eq!(m.derived.arena.total_bytes, b.derived.arena.total_bytes);
+    assert_eq!(m.derived.arena.total_bytes, 16_481_024);
+    for (x, y) in m.derived.callables.iter().zip(&b.derived.callables) {
+        assert_eq!((x.verdict, x.classes), (y.verdict, y.classes), "{}", x.name);
+    }
+    let c = draft("cosyvoice2_flow.next");
+    assert!(
+        c.derived
+            .callables
+            .iter()
+            .any(|x| x.verdict == Verdict::OutUnbounded),
+        "the growing encoder caches are out: unbounded"
+    );
+    assert!(
+        c.derived
+            .callables
+            .iter()
+            .any(|x| x.verdict == Verdict::OutEffects),
+        "the HiFT vocoder's host draws are out: effects"
+    );
+}
