@@ -88,17 +88,13 @@ pub fn linear_with(
     f: Option<Act>,
 ) -> Result<(), OpError> {
     let op = "linear";
-    packed(op, "w", &w)?;
-    let (o, i) = match w.dims() {
-        &[o, i] => (o, i),
-        d => return Err(OpError::shape(op, "w", "[out, in]", d)),
-    };
-    let (rows, xi, ldx) = matrix(op, "x", &x)?;
-    let (_, _, ldy) = matrix(op, "y", &y)?;
-    if xi != i {
-        return Err(OpError::shape(op, "x", format!("[rows, {i}]"), x.dims()));
-    }
-    dims(op, "y", &y, &[rows, o])?;
+    let Shape {
+        rows,
+        i,
+        o,
+        ldx,
+        ldy,
+    } = checked(op, &w, b.as_ref(), &x, &y)?;
     if rows > 1 && ldy < o {
         return Err(OpError::layout(
             op,
@@ -107,23 +103,6 @@ pub fn linear_with(
             y.strides(),
         ));
     }
-    let bias = match &b {
-        Some(b) => {
-            dims(op, "b", b, &[o])?;
-            packed(op, "b", b)?;
-            operand("b", b, false)
-        }
-        None => ("b", (0, 0), false),
-    };
-    disjoint(
-        op,
-        &[
-            operand("y", &y, true),
-            operand("x", &x, false),
-            operand("w", &w, false),
-            bias,
-        ],
-    )?;
     if rows == 0 || o == 0 {
         return Ok(());
     }
@@ -147,15 +126,7 @@ pub fn linear_with(
         int(i),
         int(o),
     ];
-    cx.work(Work::f32(2 * rows * i * o, rows * i + o * i + rows * o + o));
-    cx.mark(
-        op,
-        if o > 16 * i || rows == 1 {
-            "gemv (rows = 1)"
-        } else {
-            "gemm"
-        },
-    )?;
+    marked(cx, op, rows, i, o)?;
     // SAFETY: the kernel reads `rows` rows of `in` floats at stride ldx of x, `out · in` floats
     // of w and, with a bias, `out` of b, and writes `rows` rows of `out` floats at stride ldy of y (the launch
     // covers exactly rows × out outputs, `Variant::dims`): the checked views; y overlaps no
@@ -175,34 +146,13 @@ fn cublas_linear(
     y: Tensor<'_>,
 ) -> Result<(), OpError> {
     let op = "linear";
-    packed(op, "w", &w)?;
-    let (o, i) = match w.dims() {
-        &[o, i] => (o, i),
-        d => return Err(OpError::shape(op, "w", "[out, in]", d)),
-    };
-    let (rows, xi, ldx) = matrix(op, "x", &x)?;
-    let (_, _, ldy) = matrix(op, "y", &y)?;
-    if xi != i {
-        return Err(OpError::shape(op, "x", format!("[rows, {i}]"), x.dims()));
-    }
-    dims(op, "y", &y, &[rows, o])?;
-    let bias = match &b {
-        Some(b) => {
-            dims(op, "b", b, &[o])?;
-            packed(op, "b", b)?;
-            operand("b", b, false)
-        }
-        None => ("b", (0, 0), false),
-    };
-    disjoint(
-        op,
-        &[
-            operand("y", &y, true),
-            operand("x", &x, false),
-            operand("w", &w, false),
-            bias,
-        ],
-    )?;
+    let Shape {
+        rows,
+        i,
+        o,
+        ldx,
+        ldy,
+    } = checked(op, &w, b.as_ref(), &x, &y)?;
     let g = Gemm {
         trans_a: true,
         trans_b: false,
@@ -222,6 +172,72 @@ fn cublas_linear(
         stride_c: 0,
         batch: 1,
     };
+    marked(cx, op, rows, i, o)?;
+    match b {
+        Some(b) => cx.be.gemm_bias(&g, b.ptr()),
+        None => cx.be.gemm(&g),
+    }
+    .map_err(|error| OpError::Backend { op, error })
+}
+
+/// A linear's sizes: `rows` of `x`, `i` inputs, `o` outputs, and the leading dimensions.
+struct Shape {
+    rows: usize,
+    i: usize,
+    o: usize,
+    ldx: usize,
+    ldy: usize,
+}
+
+/// The checks both GEMM paths make: `w` packed `[out, in]`, `x` `[rows, in]` and `y` `[rows,
+/// out]` with unit column stride, `b` packed `[out]`, and `y` overlapping no input.
+fn checked(
+    op: &'static str,
+    w: &Tensor<'_>,
+    b: Option<&Tensor<'_>>,
+    x: &Tensor<'_>,
+    y: &Tensor<'_>,
+) -> Result<Shape, OpError> {
+    packed(op, "w", w)?;
+    let (o, i) = match w.dims() {
+        &[o, i] => (o, i),
+        d => return Err(OpError::shape(op, "w", "[out, in]", d)),
+    };
+    let (rows, xi, ldx) = matrix(op, "x", x)?;
+    let (_, _, ldy) = matrix(op, "y", y)?;
+    if xi != i {
+        return Err(OpError::shape(op, "x", format!("[rows, {i}]"), x.dims()));
+    }
+    dims(op, "y", y, &[rows, o])?;
+    let bias = match b {
+        Some(b) => {
+            dims(op, "b", b, &[o])?;
+            packed(op, "b", b)?;
+            operand("b", b, false)
+        }
+        None => ("b", (0, 0), false),
+    };
+    disjoint(
+        op,
+        &[
+            operand("y", y, true),
+            operand("x", x, false),
+            operand("w", w, false),
+            bias,
+        ],
+    )?;
+    Ok(Shape {
+        rows,
+        i,
+        o,
+        ldx,
+        ldy,
+    })
+}
+
+/// Declares a linear's work and marks it under `gemv (rows = 1)` for a single row or a
+/// projection more than 16× wider than its input, `gemm` otherwise.
+fn marked(cx: &Ctx<'_>, op: &'static str, rows: usize, i: usize, o: usize) -> Result<(), OpError> {
     cx.work(Work::f32(2 * rows * i * o, rows * i + o * i + rows * o + o));
     cx.mark(
         op,
@@ -230,10 +246,5 @@ fn cublas_linear(
         } else {
             "gemm"
         },
-    )?;
-    match b {
-        Some(b) => cx.be.gemm_bias(&g, b.ptr()),
-        None => cx.be.gemm(&g),
-    }
-    .map_err(|error| OpError::Backend { op, error })
+    )
 }
