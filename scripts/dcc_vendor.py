@@ -171,11 +171,16 @@ def save_safetensors(path, tensors, meta):
         header['__metadata__'] = dict(sorted(meta.items()))
     text = json.dumps(header, sort_keys=True, separators=(',', ':')).encode()
     text += b' ' * (-len(text) % 8)
+    write_atomic(path, [len(text).to_bytes(8, 'little'), text, *blobs])
+
+
+def write_atomic(path, chunks):
+    """Writes the byte strings `chunks` to `path` through a temp file in the same folder and a
+    rename (mode 0644): a reader never sees a half-written file."""
+    path = Path(path)
     tmp = path.with_name(f'.{path.name}.tmp')
     with open(tmp, 'wb') as f:
-        f.write(len(text).to_bytes(8, 'little'))
-        f.write(text)
-        for blob in blobs:
-            f.write(blob)
+        for chunk in chunks:
+            f.write(chunk)
     tmp.chmod(0o644)
     tmp.replace(path)

@@ -32,7 +32,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dcc_vendor import (NOISE_TABLE_COLUMNS, NOISE_TABLE_PERIOD, import_vendor,  # noqa: E402
                         fold_state_dict, metadata, save_safetensors, sha256_f32, vendor_method,
-                        vendor_statements)
+                        vendor_statements, write_atomic)
 
 # The streaming vocoder of MiniCPM-o 4.5 / Step-Audio2 is CosyVoice3's causal HiFT: the vendor
 # loads the `hift` section of the model folder's config.yaml (token2wav.py:62-79,
@@ -465,7 +465,7 @@ def write_trace(path, args, cfg, chunks, shim, limits, frames, total, sha, voice
                 f"| {s['source_cache']} ({s['source_offset']}) |")
     lines += ['', '## Limits (`BoundedVocoder.limits`, bounded_vocoder.py:346-363)', '']
     lines += [f'- `{k}`: {v}' for k, v in limits.items()]
-    path.write_text('\n'.join(lines) + '\n')
+    write_atomic(path, [('\n'.join(lines) + '\n').encode()])
 
 
 if __name__ == '__main__':

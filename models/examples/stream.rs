@@ -13,7 +13,9 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use dcc_models::vocoder::{CausalHift, StreamingVocoder, VocoderWeights, WavFormat, write_wav};
+use dcc_models::vocoder::{
+    CausalHift, StreamingVocoder, VocoderWeights, WavFormat, write_wav_file,
+};
 use safetensors::SafeTensors;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -64,8 +66,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("final flush: {} samples", tail.len());
     pcm.extend(tail);
 
-    let file = std::io::BufWriter::new(std::fs::File::create(&out)?);
-    write_wav(file, &pcm, 24000, format)?;
+    write_wav_file(&out, &pcm, 24000, format)?;
     println!(
         "{}: {} samples ({:.3} s at 24 kHz)",
         out.display(),

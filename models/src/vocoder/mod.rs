@@ -41,5 +41,5 @@ pub use config::{Limits, Stage, VocoderConfig};
 pub use error::VocoderError;
 pub use model::{CausalHift, hann_window};
 pub use stream::StreamingVocoder;
-pub use wav::{WavFormat, pcm16_bytes, write_wav};
+pub use wav::{WavFormat, pcm16_bytes, write_wav, write_wav_file};
 pub use weights::VocoderWeights;

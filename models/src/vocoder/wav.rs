@@ -69,6 +69,19 @@ pub fn write_wav(
     out.flush()
 }
 
+/// [`write_wav`] into the file `path`, written whole or not at all
+/// ([`crate::fsio::write_atomic`]).
+pub fn write_wav_file(
+    path: &std::path::Path,
+    pcm: &[f32],
+    sample_rate: u32,
+    format: WavFormat,
+) -> io::Result<()> {
+    let mut bytes = Vec::new();
+    write_wav(&mut bytes, pcm, sample_rate, format)?;
+    crate::fsio::write_atomic(path, &bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -384,13 +384,7 @@ where
     Ok(Command::Flow(opts))
 }
 
-/// The directory `path` lives in (`.` for a bare file name).
-pub fn parent_dir(path: &Path) -> &Path {
-    match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    }
-}
+pub use dcc_models::fsio::parent_dir;
 
 /// Whether `a` and `b` name the same file: the same path as written, or (both existing) the
 /// same file after links (device and inode on Unix; canonical paths elsewhere).

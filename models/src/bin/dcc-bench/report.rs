@@ -6,7 +6,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use super::cli::{Opts, parent_dir};
+use super::cli::Opts;
 
 fn fmt_map(m: &BTreeMap<String, u64>) -> String {
     if m.is_empty() {
@@ -18,25 +18,9 @@ fn fmt_map(m: &BTreeMap<String, u64>) -> String {
         .join(" ")
 }
 
-/// Writes `text` to `path` through a temporary file in the same directory and a rename, so a
-/// reader (or a run killed midway) never sees a half-written file, and an existing `path` is
-/// replaced whole or not at all. The file gets mode 0644 on Unix, as a plain `fs::write` would
-/// under the usual umask.
+/// Writes `text` to `path` whole or not at all ([`dcc_models::fsio::write_atomic`]).
 pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".dcc-bench-")
-        .suffix(".tmp")
-        .tempfile_in(parent_dir(path))?;
-    tmp.write_all(text.as_bytes())?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        tmp.as_file()
-            .set_permissions(std::fs::Permissions::from_mode(0o644))?;
-    }
-    tmp.as_file().sync_all()?;
-    tmp.persist(path).map_err(|e| e.error)?;
-    Ok(())
+    dcc_models::fsio::write_atomic(path, text.as_bytes())
 }
 /// Writes the results table to `w`; a write error (a closed pipe, a full disk) is returned,
 /// never a panic.
