@@ -629,8 +629,14 @@ fn token2wav_vocoder_contract() {
             assert_eq!(d.quantity(q), Some(v), "{name}: {q}");
         }
         for (region, dtype, catalog, bytes) in [
-            ("voc_mel", DType::F32, vec![0, 39], 39 * 80 * 4),
-            ("voc_source", DType::F32, vec![0, 17_280], 17_280 * 4),
+            // the histories' storage holds one 16-frame block past the window (`call: voc_block`)
+            ("voc_mel", DType::F32, vec![0, 39], (39 + 16) * 80 * 4),
+            (
+                "voc_source",
+                DType::F32,
+                vec![0, 17_280],
+                (36 + 16) * 480 * 4,
+            ),
             ("voc_phase", DType::F64, vec![1], 9 * 8),
             ("voc_offsets", DType::I64, vec![1], 5 * 8),
         ] {

@@ -1,6 +1,6 @@
 // Signal kernels: the harmonic (neural source-filter) excitation with its float64 phase, a
 // short-time Fourier transform and its inverse by direct DFT, and float/double conversions.
-// Host twins: kernels/src/signal.rs. Prepended with common.cuh (dcc_sincos64, dcc_expf,
+// Host twins: kernels/src/signal/mod.rs. Prepended with common.cuh (dcc_sincos64, dcc_expf,
 // dcc_sinf, dcc_cosf, dcc_tanhf are its line-by-line ported transcendentals).
 //
 // No reduction crosses threads: each thread sums its terms in ascending index order, as the twin.
@@ -44,18 +44,26 @@ extern "C" __global__ void signal_harmonic_phase(float* sine, double* phase, con
 }
 
 // One thread per sample i < n*hop of frame t = i / hop: voiced v = f0[t] > threshold; the
-// excitation of harmonic h is (sine[t, h] * sine_amp) * v + amp * table[(offset + i) % table_len, h]
-// with amp = v * noise_std + ((1 - v) * sine_amp) / 3; y[i] = tanh(sum_h e_h * lw[h] + lb[0]).
+// excitation of harmonic h is (sine[t, h] * sine_amp) * v + amp * table[row(i), h] with
+// amp = v * noise_std + ((1 - v) * sine_amp) / 3; y[i] = tanh(sum_h e_h * lw[h] + lb[0]).
+// The table row is the absolute sample position modulo the table's rows, (frame[0] * hop + i)
+// mod table_len, computed as (((frame[0] mod table_len) * hop) mod table_len + i) mod table_len
+// (no overflow for any stream length): frame[0] is the stream's source frame in device memory
+// (a counter a captured graph reads at replay, never a frozen host value).
 extern "C" __global__ void signal_harmonic_source(float* y, const float* sine, const float* f0,
                                                   const float* table, const float* lw,
-                                                  const float* lb, i64 n, i64 harmonics, i64 hop,
-                                                  i64 table_len, i64 offset, float sine_amp,
-                                                  float noise_std, float threshold) {
+                                                  const float* lb, const i64* frame, i64 n,
+                                                  i64 harmonics, i64 hop, i64 table_len,
+                                                  float sine_amp, float noise_std,
+                                                  float threshold) {
+    const unsigned long long len = (unsigned long long)table_len;
+    const unsigned long long base =
+        (((unsigned long long)frame[0] % len) * (unsigned long long)hop) % len;
     DCC_GRID_STRIDE(i, n * hop) {
         const i64 t = i / hop;
         const float v = f0[t] > threshold ? 1.0f : 0.0f;
         const float amp = v * noise_std + ((1.0f - v) * sine_amp) / 3.0f;
-        const float* noise = table + ((offset + i) % table_len) * harmonics;
+        const float* noise = table + ((base + (unsigned long long)i) % len) * harmonics;
         const float* s = sine + t * harmonics;
         float acc = 0.0f;
         for (i64 h = 0; h < harmonics; ++h) {
@@ -63,6 +71,19 @@ extern "C" __global__ void signal_harmonic_source(float* y, const float* sine, c
             acc = acc + e * lw[h];
         }
         y[i] = dcc_tanhf(acc + lb[0]);
+    }
+}
+
+// The vocoder's stream counters (mel_offset, source_offset, source_end, speech_offset,
+// finalized: int64, in device memory): c[k] += d_k, one thread. Queued after the work that read
+// them, so a captured graph advances them exactly as eager execution does.
+extern "C" __global__ void signal_counters_add(i64* c, i64 d0, i64 d1, i64 d2, i64 d3, i64 d4) {
+    DCC_GRID_STRIDE(i, 1) {
+        c[0] += d0;
+        c[1] += d1;
+        c[2] += d2;
+        c[3] += d3;
+        c[4] += d4;
     }
 }
 

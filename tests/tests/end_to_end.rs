@@ -55,9 +55,9 @@ struct Token2WavAdapter {
     #[region(up_layer_cache)]
     up_layer: RegionBuf<f32, { 4 * 512 }>,
     #[region(voc_mel)]
-    voc_mel: RegionBuf<f32, { 39 * 80 }>,
+    voc_mel: RegionBuf<f32, { 55 * 80 }>,
     #[region(voc_source)]
-    voc_source: RegionBuf<f32, { 36 * 480 }>,
+    voc_source: RegionBuf<f32, { 52 * 480 }>,
     #[region(voc_phase)]
     voc_phase: RegionBuf<f64, 9>,
     #[region(voc_offsets)]
@@ -137,7 +137,7 @@ fn token2wav_adapter_reads_back_layout_and_catalog() {
         offset += r.bytes.div_ceil(arena.align) * arena.align;
     }
     assert_eq!(arena.total_bytes, offset);
-    assert_eq!(arena.total_bytes, 1_141_461_504);
+    assert_eq!(arena.total_bytes, 1_141_497_344);
 
     // Catalogs: the 3 attended extents of the flow; the encoder's two caches advance together
     // on the token clock, so its catalog is the 3 reachable of eq. 7's 3 × 3 tuples, (151, 302),

@@ -137,13 +137,13 @@ fn twins_match_the_cuda_source_run_on_cpu() {
         harmonics: 9,
         hop: 7,
         table_len: 20,
-        offset: 13,
         sine_amp: 0.1,
         noise_std: 0.003,
         threshold: 10.0,
     };
     let mut ysrc = vec![0.0f32; 14];
-    harmonic_source(&mut ysrc, &sine, &f0[1..], &table, &lw, &lb, 2, &p);
+    // frame 19: row (19 · 7) mod 20 = 13, the offset the expected hash was computed at
+    harmonic_source(&mut ysrc, &sine, &f0[1..], &table, &lw, &lb, 19, 2, &p);
     h.f(&ysrc);
 
     let tw = twiddles(16);

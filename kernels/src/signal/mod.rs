@@ -2,7 +2,8 @@
 //! vocoder with its float64 running phase ([`HARMONIC_PHASE`], [`HARMONIC_SOURCE`]), the
 //! short-time Fourier transform and its inverse by direct DFT ([`STFT`], [`POLAR`], [`ISTFT`];
 //! the vocoder's FFT is 16 points, so a direct sum per output is cheap and has one fixed order),
-//! and float/double conversions ([`WIDEN`], [`ABS_NARROW`]).
+//! float/double conversions ([`WIDEN`], [`ABS_NARROW`]) and the stream counters a captured
+//! vocoder call advances in device memory ([`COUNTERS_ADD`]).
 //!
 //! Each twin's body is the slice function of the same name below. Transcendentals are the shared
 //! helpers of `common.cuh` ([`sincos64`], [`exp_f32`], [`sin_f32`], [`cos_f32`], [`tanh_f32`]),
@@ -18,6 +19,10 @@ use crate::math::{cos_f32, exp_f32, sin_f32, sincos64, tanh_f32};
 use crate::twin::{invalid, kdef};
 
 use Param::{F32, I64, Ptr};
+
+/// The vocoder's stream counters [`COUNTERS_ADD`] advances (the vendor's `mel_offset`,
+/// `source_offset`, `source_end`, `speech_offset`, `finalized`).
+pub const COUNTERS: usize = 5;
 
 pub static SOURCE: CudaSource = CudaSource {
     name: "signal",
@@ -59,10 +64,18 @@ kdef!(
     "signal",
     "harmonic_source",
     [
-        Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, F32, F32, F32
+        Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, I64, I64, I64, I64, F32, F32, F32
     ],
     host_harmonic_source,
-    "`(y, sine, f0, table, lw, lb, n, harmonics, hop, table_len, offset, sine_amp, noise_std, threshold)`: one thread per sample ([`harmonic_source`])."
+    "`(y, sine, f0, table, lw, lb, frame, n, harmonics, hop, table_len, sine_amp, noise_std, threshold)`: one thread per sample; `frame` points at the int64 source frame of `y[0]` ([`harmonic_source`])."
+);
+kdef!(
+    COUNTERS_ADD,
+    "signal",
+    "counters_add",
+    [Ptr, I64, I64, I64, I64, I64],
+    host_counters_add,
+    "`(c, d0, d1, d2, d3, d4)`: `c[k] += d_k` over the 5 int64 counters, one thread ([`counters_add`])."
 );
 kdef!(
     STFT,
@@ -94,6 +107,7 @@ pub static KERNELS: &[&crate::KernelDef] = &[
     &ABS_NARROW,
     &HARMONIC_PHASE,
     &HARMONIC_SOURCE,
+    &COUNTERS_ADD,
     &STFT,
     &POLAR,
     &ISTFT,
@@ -160,19 +174,27 @@ pub fn harmonic_phase(
 pub struct SourceParams {
     pub harmonics: usize,
     pub hop: usize,
-    /// Rows of the noise table.
+    /// Rows of the noise table: sample positions wrap modulo it.
     pub table_len: usize,
-    /// The sample clock of `y[0]` (the table row read is `(offset + i) mod table_len`).
-    pub offset: usize,
     pub sine_amp: f32,
     pub noise_std: f32,
     pub threshold: f32,
 }
 
-/// The merged excitation of `n` frames: for sample `i` of frame `t = i / hop`, voiced
-/// `v = f0[t] > threshold`, noise amplitude `amp = v · noise_std + ((1 − v) · sine_amp) / 3`,
-/// harmonic `h`'s excitation `e_h = (sine[t, h] · sine_amp) · v + amp · table[(offset + i) mod
-/// table_len, h]`, and `y[i] = tanh(Σ_h e_h · lw[h] + lb[0])` (the source's `Linear` and `Tanh`).
+/// The table row of the first sample of source frame `frame`: `(frame · hop) mod table_len`,
+/// computed as `((frame mod table_len) · hop) mod table_len` so no stream length overflows (the
+/// vendor's `SineGen2` reads its 7,200,000-row table at the absolute sample position modulo its
+/// rows; a smaller table wraps at its own rows the same way).
+pub fn noise_row(frame: u64, hop: usize, table_len: usize) -> u64 {
+    let len = table_len as u64;
+    ((frame % len) * hop as u64) % len
+}
+
+/// The merged excitation of `n` frames starting at source frame `frame`: for sample `i` of frame
+/// `t = i / hop`, voiced `v = f0[t] > threshold`, noise amplitude `amp = v · noise_std + ((1 −
+/// v) · sine_amp) / 3`, harmonic `h`'s excitation `e_h = (sine[t, h] · sine_amp) · v + amp ·
+/// table[(frame · hop + i) mod table_len, h]`, and `y[i] = tanh(Σ_h e_h · lw[h] + lb[0])` (the
+/// source's `Linear` and `Tanh`).
 pub fn harmonic_source(
     y: &mut [f32],
     sine: &[f32],
@@ -180,15 +202,18 @@ pub fn harmonic_source(
     table: &[f32],
     lw: &[f32],
     lb: &[f32],
+    frame: u64,
     n: usize,
     p: &SourceParams,
 ) {
     let hn = p.harmonics;
+    let len = p.table_len as u64;
+    let base = noise_row(frame, p.hop, p.table_len);
     for (i, out) in y[..n * p.hop].iter_mut().enumerate() {
         let t = i / p.hop;
         let v = if f0[t] > p.threshold { 1.0f32 } else { 0.0 };
         let amp = v * p.noise_std + ((1.0 - v) * p.sine_amp) / 3.0;
-        let row = (p.offset + i) % p.table_len;
+        let row = ((base + i as u64) % len) as usize;
         let noise = &table[row * hn..][..hn];
         let s = &sine[t * hn..][..hn];
         let mut acc = 0.0f32;
@@ -197,6 +222,14 @@ pub fn harmonic_source(
             acc += e * lw[h];
         }
         *out = tanh_f32(acc + lb[0]);
+    }
+}
+
+/// `c[k] += d[k]` over the vocoder's [`COUNTERS`] int64 stream counters (wrapping, as the
+/// kernel's two's-complement addition).
+pub fn counters_add(c: &mut [i64], d: &[i64; COUNTERS]) {
+    for (a, b) in c.iter_mut().zip(d) {
+        *a = a.wrapping_add(*b);
     }
 }
 
@@ -363,12 +396,11 @@ unsafe fn host_harmonic_phase(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelEr
 }
 
 unsafe fn host_harmonic_source(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
-    let n = a.usize(6)?;
+    let n = a.usize(7)?;
     let p = SourceParams {
-        harmonics: a.usize(7)?,
-        hop: a.usize(8)?,
-        table_len: a.usize(9)?,
-        offset: a.usize(10)?,
+        harmonics: a.usize(8)?,
+        hop: a.usize(9)?,
+        table_len: a.usize(10)?,
         sine_amp: a.f32(11)?,
         noise_std: a.f32(12)?,
         threshold: a.f32(13)?,
@@ -388,8 +420,20 @@ unsafe fn host_harmonic_source(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelE
         let table = rd_as::<f32>(a.ptr(3)?, p.table_len * hn)?;
         let lw = rd_as::<f32>(a.ptr(4)?, hn)?;
         let lb = rd_as::<f32>(a.ptr(5)?, 1)?;
-        harmonic_source(y, sine, f0, table, lw, lb, n, &p);
+        let frame = rd_as::<i64>(a.ptr(6)?, 1)?[0] as u64;
+        harmonic_source(y, sine, f0, table, lw, lb, frame, n, &p);
     }
+    Ok(())
+}
+
+unsafe fn host_counters_add(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    let mut d = [0i64; COUNTERS];
+    for (k, v) in d.iter_mut().enumerate() {
+        *v = a.i64(1 + k)?;
+    }
+    // SAFETY: HostFn contract.
+    let c = unsafe { wr_as::<i64>(a.ptr(0)?, COUNTERS)? };
+    counters_add(c, &d);
     Ok(())
 }
 
@@ -548,7 +592,6 @@ mod tests {
             harmonics: 2,
             hop: 2,
             table_len: 3,
-            offset: 2,
             sine_amp: 0.1,
             noise_std: 0.003,
             threshold: 10.0,
@@ -557,7 +600,8 @@ mod tests {
         let f0 = [100.0f32, 5.0];
         let table = [1.0f32, 0.0, 0.0, 1.0, 2.0, 2.0];
         let mut y = [0.0f32; 4];
-        harmonic_source(&mut y, &sine, &f0, &table, &[1.0, 1.0], &[0.0], 2, &p);
+        // frame 4: row (4 · 2) mod 3 = 2
+        harmonic_source(&mut y, &sine, &f0, &table, &[1.0, 1.0], &[0.0], 4, 2, &p);
         // sample 0: voiced, table row 2: (0.1 + 0.05) + 0.003·4
         assert!((y[0] - tanh_f32(0.1 + 0.05 + 0.012)).abs() < 1e-7);
         // sample 2: unvoiced, table row 1: (0.1/3)·1

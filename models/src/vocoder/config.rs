@@ -54,8 +54,6 @@ pub struct VocoderConfig {
     pub f0_kernels: Vec<usize>,
     /// `BoundedVocoder(block_frames=...)`.
     pub block_frames: usize,
-    /// Rows of the vendor's noise table (`300 · 24000`): sample `p` reads row `p mod period`.
-    pub noise_period: usize,
 }
 
 /// The streaming sizes (`context_sizes`, `BoundedVocoder.limits`), in mel frames.
@@ -219,11 +217,6 @@ impl VocoderConfig {
         let f0_kernels = (0..f0_layers)
             .map(|i| dim(w, &format!("f0_predictor.condnet.{}.weight", 2 * i), 2))
             .collect::<Result<Vec<_>, _>>()?;
-        let period = w
-            .meta("noise_table_period")
-            .ok_or_else(|| config_err(w, "noise_table_period", "absent from the metadata"))?
-            .parse::<usize>()
-            .map_err(|e| config_err(w, "noise_table_period", e.to_string()))?;
         let c = VocoderConfig {
             in_channels,
             base_channels,
@@ -245,7 +238,6 @@ impl VocoderConfig {
             f0_cond: dim(w, "f0_predictor.condnet.0.weight", 0)?,
             f0_kernels,
             block_frames: j.usize("block_frames")?,
-            noise_period: period,
         };
         c.check()?;
         Ok(c)
@@ -294,12 +286,8 @@ impl VocoderConfig {
                 format!("{:?}", self.stages),
             ));
         }
-        if self.block_frames == 0 || self.noise_period == 0 {
-            return Err(unsupported(
-                "block_frames and noise_table_period",
-                "positive",
-                format!("{} and {}", self.block_frames, self.noise_period),
-            ));
+        if self.block_frames == 0 {
+            return Err(unsupported("block_frames", "positive", self.block_frames));
         }
         let l = self.limits();
         if l.delay != 8 {

@@ -67,6 +67,20 @@ pub enum VocoderError {
         needed: usize,
         capacity: usize,
     },
+    /// History extents that no stream of the vendor holds together between calls (a call's
+    /// plan is rebuilt from them: see the stream's class).
+    #[error(
+        "vocoder state: a mel history of {mel} frames with a source history of {src} frames is not a state of the stream"
+    )]
+    State { mel: usize, src: usize },
+    /// The contract the vocoder is served under lacks what the port needs, or declares it
+    /// otherwise than the model holds it.
+    #[error("vocoder contract: {what}: expected {expected}, found {found}")]
+    Contract {
+        what: String,
+        expected: String,
+        found: String,
+    },
     /// The vocoder produced a non-finite sample (the vendor raises on it too).
     #[error("the vocoder returned non-finite audio: sample {index} of the chunk is {value}")]
     NonFinite { index: usize, value: f32 },

@@ -17,15 +17,18 @@ fn view<'a>(
 
 impl CausalHift {
     /// `decode(x = mel, s = source, finalize)` of the vendor: `mel` `[in_channels, t]` (a view
-    /// of the mel history), `source` packed `[t · hop]`. Writes the PCM into `w.pcm` and returns
-    /// its length: `hop · t` when finalizing, else `hop · (t − look_right − 1)` (the vendor drops
-    /// the conv_pre look-ahead and the last frame of the ISTFT).
+    /// of the mel history), `source` packed `[t · hop]`, `win` the STFT window `[n_fft]`. Writes
+    /// the PCM into `w.pcm` and returns its length: `hop · t` when finalizing, else `hop · (t −
+    /// look_right − 1)` (the vendor drops the conv_pre look-ahead and the last frame of the
+    /// ISTFT).
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn decode(
         &self,
         cx: &Ctx<'_>,
         w: &Work,
         mel: Tensor<'_>,
         source: Tensor<'_>,
+        win: Tensor<'_>,
         t: usize,
         finalize: bool,
     ) -> Result<usize, VocoderError> {
@@ -34,7 +37,6 @@ impl CausalHift {
         let frames = c.rate() * tx + 1;
         let spec_rows = c.n_fft + 2;
         let stft = view(&w.stft, &[spec_rows, frames])?;
-        let win = Tensor::<f32>::of(&self.window)?.view(&[c.n_fft])?;
         let tw = Tensor::<f64>::of(&self.twiddles)?.view(&[2 * c.n_fft])?;
         ops::stft(cx, stft, source, win, tw, c.hop_len)?;
 

@@ -8,7 +8,12 @@
 //!   the bounded-stream sizes (`context_sizes`, `limits`);
 //! - `model` loads the layers ([`CausalHift`]); `source` is the F0 predictor and the harmonic
 //!   excitation; `generator` is `decode`; `work` the fixed-size device buffers;
-//! - [`StreamingVocoder`] is `BoundedVocoder.stream` with `Token2wav._stream_vocode` around it;
+//! - `plan` is the vendor's stream bookkeeping as the plan of one call, made from the call's
+//!   class (the histories' extents) alone; `call` queues a plan as stream work only;
+//! - [`StreamingVocoder`] is `BoundedVocoder.stream` with `Token2wav._stream_vocode` around it,
+//!   run eagerly ([`StreamingVocoder::new`]) or through the replay engines of the contract's
+//!   `vocoder` and `vocoder_flush` ([`StreamingVocoder::with_replay`], `serve`), whose
+//!   declarations [`VocoderContract`] reads;
 //! - [`wav`] writes the PCM as a WAV file.
 //!
 //! # Example
@@ -27,10 +32,14 @@
 //! # Ok::<(), dcc_models::vocoder::VocoderError>(())
 //! ```
 
+mod call;
 pub mod config;
+mod contract;
 mod error;
 mod generator;
 mod model;
+mod plan;
+mod serve;
 mod source;
 mod stream;
 pub mod wav;
@@ -38,6 +47,7 @@ pub mod weights;
 mod work;
 
 pub use config::{Limits, Stage, VocoderConfig};
+pub use contract::VocoderContract;
 pub use error::VocoderError;
 pub use model::{CausalHift, hann_window};
 pub use stream::StreamingVocoder;

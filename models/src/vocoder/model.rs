@@ -209,10 +209,20 @@ impl CausalHift {
         &self.noise_sha256
     }
 
-    /// Rows of the noise table held (reading past them is an error unless they are the whole
-    /// period).
+    /// Rows of the noise table held: the absolute sample position wraps modulo them (the
+    /// vendor's table is 300 s of samples, 7,200,000 rows; a smaller one wraps sooner).
     pub fn noise_rows(&self) -> usize {
         self.noise_rows
+    }
+
+    /// Address of the noise table `[rows, harmonics]` (the contract's `noise_table`).
+    pub fn noise_ptr(&self) -> dcc_runtime::DevPtr {
+        self.noise.ptr()
+    }
+
+    /// Address of the STFT window `[n_fft]` (the contract's `stft_window`).
+    pub fn window_ptr(&self) -> dcc_runtime::DevPtr {
+        self.window.ptr()
     }
 }
 

@@ -53,34 +53,35 @@ impl CausalHift {
         Ok(t0)
     }
 
-    /// The merged excitation of the `n` frames of `f0` (a view of `w.f0`) starting at absolute
-    /// frame `frame` into `y` (`[n · hop]`): the harmonic phase advances in `w.phase`.
+    /// The merged excitation of the `n` frames of `f0` (a view of `w.f0`) into `y` (`[n · hop]`),
+    /// starting at the source frame `frame` holds (`[1]` int64, the stream's `source_end` in
+    /// device memory): the harmonic phase advances in `phase` (`[harmonics]` f64), the noise
+    /// comes from `table` (`[rows, harmonics]`) at rows `(frame · hop + i) mod rows`.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn source_block(
         &self,
         cx: &Ctx<'_>,
         w: &Work,
         f0: Tensor<'_>,
         y: Tensor<'_>,
-        frame: usize,
+        phase: Tensor<'_, f64>,
+        table: Tensor<'_>,
+        frame: Tensor<'_, i64>,
     ) -> Result<(), VocoderError> {
         let c = &self.cfg;
         let n = f0.dims()[0];
         let h = c.harmonics;
         let sine = view32(&w.sine, &[n, h])?;
-        let phase = view64(&w.phase, &[h])?;
         ops::harmonic_phase(cx, sine, phase, f0, c.sampling_rate as f32, c.hop())?;
-        let table = view32(&self.noise, &[self.noise_rows, h])?;
         let lw = view32(&self.l_linear_w, &[h])?;
         let lb = view32(&self.l_linear_b, &[1])?;
         let args = SourceArgs {
             hop: c.hop(),
-            period: c.noise_period,
-            offset: frame * c.hop(),
             sine_amp: c.nsf_alpha,
             noise_std: c.nsf_sigma,
             threshold: c.nsf_voiced_threshold,
         };
-        ops::harmonic_source(cx, y, sine, f0, table, lw, lb, &args)?;
+        ops::harmonic_source(cx, y, sine, f0, table, lw, lb, frame, &args)?;
         Ok(())
     }
 }

@@ -1,23 +1,36 @@
-//! The vocoder's device buffers, sized once from the configuration's bounds (`Limits`): the
-//! bounded mel and source histories (two of each, so compaction copies into the other instead of
-//! onto itself), the F0 predictor's float64 activations, the harmonic phase, and the decoder's
-//! activations. Nothing grows after construction.
+//! The vocoder's device buffers, sized once: the stream's regions (the contract's `voc_mel`,
+//! `voc_source`, `voc_phase`, `voc_offsets`, at their envelopes) and the activations of one
+//! call (the fresh mel, the trims' scratch, the F0 predictor's float64 activations, the
+//! decoder's, the call's PCM output). Nothing grows after construction, and no address changes.
 
 use dcc_runtime::backend::{AllocKind, Backend, DeviceBuffer};
+use dcc_runtime::kernels::signal::COUNTERS;
 
 use super::VocoderError;
 use super::config::VocoderConfig;
+use super::plan::Caps;
 
+/// A stream's state: the regions a call reads and writes in place.
+#[derive(Debug)]
+pub struct Regions {
+    /// Mel history, channel-major `[in_channels, caps.mel]`.
+    pub mel: DeviceBuffer,
+    /// Source history, `[caps.src · hop]` samples.
+    pub src: DeviceBuffer,
+    /// The harmonic phase `[harmonics]` (f64).
+    pub phase: DeviceBuffer,
+    /// The vendor's counters `[5]` (i64).
+    pub offsets: DeviceBuffer,
+}
+
+/// One call's activations, shared by the eager path and the captured callables.
 #[derive(Debug)]
 pub struct Work {
-    /// Mel history, channel-major `[in_channels, mel_cap]` (two, alternating).
-    pub mel: [DeviceBuffer; 2],
-    pub mel_cap: usize,
-    /// One incoming block of mel, packed `[in_channels, block]`.
-    pub mel_stage: DeviceBuffer,
-    /// Source history, `[src_cap · hop]` samples (two, alternating).
-    pub src: [DeviceBuffer; 2],
-    pub src_cap: usize,
+    /// The call's fresh mel, time-major `[caps.input, in_channels]`.
+    pub mel_in: DeviceBuffer,
+    /// Scratch of the trims: `[in_channels, caps.mel]` and `[caps.src · hop]`.
+    pub mel_scratch: DeviceBuffer,
+    pub src_scratch: DeviceBuffer,
     /// F0 predictor: widened input `[f0_in, f0_cap]`, two `[f0_cond, f0_cap]` activations, the
     /// classifier's `[1, f0_cap]` (all f64) and the F0 in float `[f0_cap]`.
     pub f0_x: DeviceBuffer,
@@ -25,18 +38,17 @@ pub struct Work {
     pub f0_b: DeviceBuffer,
     pub f0_out: DeviceBuffer,
     pub f0: DeviceBuffer,
-    pub f0_cap: usize,
-    /// `[block, harmonics]` sines of one block, and the phase `[harmonics]` (f64).
+    /// `[block, harmonics]` sines of one source block.
     pub sine: DeviceBuffer,
-    pub phase: DeviceBuffer,
     /// Decoder: the source STFT and the spectra `[n_fft + 2, frames_cap]`, six activation
-    /// buffers of `act_cap` floats, and the PCM `[pcm_cap]`.
+    /// buffers of `act_cap` floats, and its PCM `[hop · caps.dec]`.
     pub stft: DeviceBuffer,
     pub post: DeviceBuffer,
     pub spec: DeviceBuffer,
     pub acts: [DeviceBuffer; 6],
     pub pcm: DeviceBuffer,
-    pub dec_cap: usize,
+    /// The call's output `[hop · caps.out]`: every step's samples, downloaded once per call.
+    pub out: DeviceBuffer,
 }
 
 fn f32s(be: &dyn Backend, n: usize) -> Result<DeviceBuffer, VocoderError> {
@@ -47,11 +59,31 @@ fn f64s(be: &dyn Backend, n: usize) -> Result<DeviceBuffer, VocoderError> {
     Ok(be.alloc(8 * n.max(1), AllocKind::Other)?)
 }
 
+impl Regions {
+    /// Fresh regions (empty histories, zero phase and counters).
+    pub fn new(be: &dyn Backend, c: &VocoderConfig, caps: &Caps) -> Result<Self, VocoderError> {
+        let r = Regions {
+            mel: f32s(be, c.in_channels * caps.mel)?,
+            src: f32s(be, caps.src * c.hop())?,
+            phase: f64s(be, c.harmonics)?,
+            offsets: f64s(be, COUNTERS)?,
+        };
+        r.reset(be, c)?;
+        Ok(r)
+    }
+
+    /// Zero phase and counters (the histories' contents are dead at extent 0).
+    pub fn reset(&self, be: &dyn Backend, c: &VocoderConfig) -> Result<(), VocoderError> {
+        be.memset_d32(self.phase.ptr(), 0, 2 * c.harmonics)?;
+        be.memset_d32(self.offsets.ptr(), 0, 2 * COUNTERS)?;
+        Ok(())
+    }
+}
+
 impl Work {
-    pub fn new(be: &dyn Backend, c: &VocoderConfig) -> Result<Self, VocoderError> {
-        let l = c.limits();
+    pub fn new(be: &dyn Backend, c: &VocoderConfig, caps: &Caps) -> Result<Self, VocoderError> {
         let hop = c.hop();
-        let dmax = l.decoder_input;
+        let dmax = caps.dec;
         let frames_cap = c.rate() * dmax + 1;
         let mut act_cap = c.base_channels * dmax;
         let mut n = dmax;
@@ -60,29 +92,17 @@ impl Work {
             let extra = usize::from(i + 1 == c.stages.len());
             act_cap = act_cap.max(s.c_out * (n + extra)).max(s.c_in * n / s.rate);
         }
-        let f0_cap = l.f0_input;
-        let phase = f64s(be, c.harmonics)?;
-        be.memset_d32(phase.ptr(), 0, 2 * c.harmonics)?;
+        let f0_cap = caps.f0;
         Ok(Work {
-            mel: [
-                f32s(be, c.in_channels * l.mel_buffer)?,
-                f32s(be, c.in_channels * l.mel_buffer)?,
-            ],
-            mel_cap: l.mel_buffer,
-            mel_stage: f32s(be, c.in_channels * c.block_frames)?,
-            src: [
-                f32s(be, l.source_buffer * hop)?,
-                f32s(be, l.source_buffer * hop)?,
-            ],
-            src_cap: l.source_buffer,
+            mel_in: f32s(be, caps.input * c.in_channels)?,
+            mel_scratch: f32s(be, c.in_channels * caps.mel)?,
+            src_scratch: f32s(be, caps.src * hop)?,
             f0_x: f64s(be, c.f0_in * f0_cap)?,
             f0_a: f64s(be, c.f0_cond * f0_cap)?,
             f0_b: f64s(be, c.f0_cond * f0_cap)?,
             f0_out: f64s(be, f0_cap)?,
             f0: f32s(be, f0_cap)?,
-            f0_cap,
             sine: f32s(be, c.block_frames * c.harmonics)?,
-            phase,
             stft: f32s(be, (c.n_fft + 2) * frames_cap)?,
             post: f32s(be, (c.n_fft + 2) * frames_cap)?,
             spec: f32s(be, (c.n_fft + 2) * frames_cap)?,
@@ -95,7 +115,7 @@ impl Work {
                 f32s(be, act_cap)?,
             ],
             pcm: f32s(be, hop * dmax)?,
-            dec_cap: dmax,
+            out: f32s(be, hop * caps.out)?,
         })
     }
 }

@@ -47,8 +47,8 @@ pub use linear::{GemmPath, linear, linear_act, linear_with};
 pub use norm::{gated_norm_modulate, l2_normalize, layer_norm, layer_norm_modulate};
 pub use profile::{ProfileRow, Profiler, Work};
 pub use signal::{
-    SourceArgs, abs_narrow, div, elu_f64, harmonic_phase, harmonic_source, istft, polar, snake,
-    stft, widen,
+    SourceArgs, abs_narrow, counters_add, div, elu_f64, harmonic_phase, harmonic_source, istft,
+    polar, snake, stft, widen,
 };
 pub use tensor::{Elem, MAX_RANK, RawTensor, Tensor};
 

@@ -89,10 +89,6 @@ pub fn harmonic_phase(
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub struct SourceArgs {
     pub hop: usize,
-    /// The table row of sample `i` is `(offset + i) mod period`; every row read must lie below
-    /// the rows the table holds.
-    pub period: usize,
-    pub offset: usize,
     pub sine_amp: f32,
     pub noise_std: f32,
     pub threshold: f32,
@@ -100,7 +96,11 @@ pub struct SourceArgs {
 
 /// The merged excitation `y` (packed `[n·hop]`) of `n` frames from `sine` (`[n, harmonics]`),
 /// `f0` (`[n]`), the noise `table` (packed `[rows, harmonics]`), the source's linear weight `lw`
-/// (`[harmonics]`) and bias `lb` (`[1]`) (see `dcc_kernels::signal::harmonic_source`).
+/// (`[harmonics]`) and bias `lb` (`[1]`), starting at the source frame `frame` holds (`[1]`
+/// int64 in device memory, read by the kernel when it runs: a captured graph reads the stream's
+/// position at replay). Sample `i` reads table row `(frame · hop + i) mod rows` (see
+/// `dcc_kernels::signal::harmonic_source`): every row is inside the table, whatever the
+/// position.
 #[allow(clippy::too_many_arguments)]
 pub fn harmonic_source(
     cx: &Ctx<'_>,
@@ -110,6 +110,7 @@ pub fn harmonic_source(
     table: Tensor<'_, f32>,
     lw: Tensor<'_, f32>,
     lb: Tensor<'_, f32>,
+    frame: Tensor<'_, i64>,
     a: &SourceArgs,
 ) -> Result<(), OpError> {
     let op = "harmonic_source";
@@ -118,8 +119,8 @@ pub fn harmonic_source(
         d => return Err(OpError::shape(op, "sine", "[frames, harmonics]", d)),
     };
     let rows = match table.dims() {
-        &[r, h] if h == hn => r,
-        d => return Err(OpError::shape(op, "table", format!("[rows, {hn}]"), d)),
+        &[r, h] if h == hn && r > 0 => r,
+        d => return Err(OpError::shape(op, "table", format!("[rows > 0, {hn}]"), d)),
     };
     for (name, t) in [
         ("sine", &sine),
@@ -133,32 +134,12 @@ pub fn harmonic_source(
     super::dims(op, "f0", &f0, &[n])?;
     super::dims(op, "lw", &lw, &[hn])?;
     super::dims(op, "lb", &lb, &[1])?;
+    super::dims(op, "frame", &frame, &[1])?;
     let samples = n.saturating_mul(a.hop);
     super::dims(op, "y", &y, &[samples])?;
     packed(op, "y", &y)?;
-    if a.period == 0 || a.hop == 0 {
-        return Err(OpError::arg(
-            op,
-            "period",
-            "period and hop must be positive",
-        ));
-    }
-    if samples > 0 {
-        // the rows read: (offset + i) mod period for i < samples
-        let start = a.offset % a.period;
-        let last = if start + samples <= a.period {
-            start + samples - 1
-        } else {
-            a.period - 1
-        };
-        if last >= rows {
-            return Err(OpError::Bounds {
-                op,
-                view: "table",
-                needed: last + 1,
-                held: rows,
-            });
-        }
+    if a.hop == 0 {
+        return Err(OpError::arg(op, "hop", "0"));
     }
     disjoint(
         op,
@@ -169,6 +150,7 @@ pub fn harmonic_source(
             operand("table", &table, false),
             operand("lw", &lw, false),
             operand("lb", &lb, false),
+            operand("frame", &frame, false),
         ],
     )?;
     if samples == 0 || hn == 0 {
@@ -181,18 +163,41 @@ pub fn harmonic_source(
         ptr(&table),
         ptr(&lw),
         ptr(&lb),
+        ptr(&frame),
         int(n),
         int(hn),
         int(a.hop),
-        int(a.period),
-        int(a.offset % a.period),
+        int(rows),
         Arg::F32(a.sine_amp),
         Arg::F32(a.noise_std),
         Arg::F32(a.threshold),
     ];
     // SAFETY: the kernel writes y[0..n·hop] and reads sine, f0, lw, lb over their checked packed
-    // dims and table rows (offset + i) mod period, all below the table's rows (checked above).
+    // dims, frame[0] (a checked [1] view) and table rows taken modulo its rows (rows > 0).
     unsafe { cx.launch_linear(&k::signal::HARMONIC_SOURCE, samples, &args) }
+}
+
+/// `c[k] += deltas[k]` over the vocoder's stream counters `c` (packed `[5]` int64 in device
+/// memory; see `dcc_kernels::signal::counters_add`): one launch, queued after the work that read
+/// them.
+pub fn counters_add(
+    cx: &Ctx<'_>,
+    c: Tensor<'_, i64>,
+    deltas: &[i64; k::signal::COUNTERS],
+) -> Result<(), OpError> {
+    let op = "counters_add";
+    super::dims(op, "c", &c, &[k::signal::COUNTERS])?;
+    packed(op, "c", &c)?;
+    let args = [
+        ptr(&c),
+        Arg::I64(deltas[0]),
+        Arg::I64(deltas[1]),
+        Arg::I64(deltas[2]),
+        Arg::I64(deltas[3]),
+        Arg::I64(deltas[4]),
+    ];
+    // SAFETY: the kernel reads and writes c[0..5], the checked packed view.
+    unsafe { cx.launch_linear(&k::signal::COUNTERS_ADD, 1, &args) }
 }
 
 /// Checks a window `[n_fft]` (packed, even `n_fft >= 2`) and its twiddles `[2·n_fft]` f64.

@@ -42,6 +42,11 @@ impl Elem for u32 {
     const DTYPE: DType = DType::I32;
 }
 
+/// The vocoder's int64 stream counters.
+impl Elem for i64 {
+    const DTYPE: DType = DType::I64;
+}
+
 const fn size_of<T: Elem>() -> usize {
     std::mem::size_of::<T>()
 }

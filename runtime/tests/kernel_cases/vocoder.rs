@@ -263,35 +263,48 @@ pub fn cases() -> Vec<Case> {
             A::I(480),
         ],
     ));
-    let (rows, period) = (48480usize, 7_200_000usize);
+    // the source frame in device memory (int64 as two words): frame 32 of a 48,480-row table,
+    // then frame 150 (72,000 samples: rows wrap modulo the table's rows)
+    let rows = 48480usize;
+    for frame in [32u32, 150] {
+        c.push(case(
+            format!("signal.harmonic_source n16 h9 hop480 frame{frame}"),
+            &signal::HARMONIC_SOURCE,
+            lin(16 * 480),
+            vec![
+                zeros(16 * 480),
+                f(219, 16 * 9),
+                f0.clone(),
+                scaled(220, rows * 9, 0.5, 0.5),
+                f(221, 9),
+                scaled(222, 1, 0.1, 0.0),
+                vec![frame, 0],
+            ],
+            vec![
+                A::B(0),
+                A::B(1),
+                A::B(2),
+                A::B(3),
+                A::B(4),
+                A::B(5),
+                A::B(6),
+                A::I(16),
+                A::I(9),
+                A::I(480),
+                A::I(rows),
+                A::F(0.1),
+                A::F(0.003),
+                A::F(10.0),
+            ],
+        ));
+    }
+    // the stream counters (int64 word pairs, low first): +16 on source_end, +1 on finalized
     c.push(case(
-        "signal.harmonic_source n16 h9 hop480",
-        &signal::HARMONIC_SOURCE,
-        lin(16 * 480),
-        vec![
-            zeros(16 * 480),
-            f(219, 16 * 9),
-            f0,
-            scaled(220, rows * 9, 0.5, 0.5),
-            f(221, 9),
-            scaled(222, 1, 0.1, 0.0),
-        ],
-        vec![
-            A::B(0),
-            A::B(1),
-            A::B(2),
-            A::B(3),
-            A::B(4),
-            A::B(5),
-            A::I(16),
-            A::I(9),
-            A::I(480),
-            A::I(period),
-            A::I(32 * 480),
-            A::F(0.1),
-            A::F(0.003),
-            A::F(10.0),
-        ],
+        "signal.counters_add",
+        &signal::COUNTERS_ADD,
+        lin(1),
+        vec![vec![11, 0, 11, 0, 47, 0, 42, 0, 0, 0]],
+        vec![A::B(0), A::I(2), A::I(2), A::I(16), A::I(2), A::I(1)],
     ));
     let tw = words(&signal::twiddles(16));
     let win: Vec<u32> = (0..16)
