@@ -91,7 +91,25 @@ fn eager_pcm_bits_are_unchanged() {
 /// calls are their probes, and the device counters end where the vendor's do.
 #[test]
 fn replay_equals_eager_with_zero_steady_state_fallbacks() {
-    let be = backend::host();
+    replay_equals_eager(backend::host());
+}
+
+/// The same on the GPU (skipped without one; `DCC_REQUIRE_GPU=1` makes a missing GPU a
+/// failure): the captured graphs are CUDA graphs there.
+#[test]
+fn cuda_replay_equals_eager_with_zero_steady_state_fallbacks() {
+    match backend::cuda(0) {
+        Ok(be) => replay_equals_eager(be),
+        Err(e) => {
+            if std::env::var("DCC_REQUIRE_GPU").is_ok_and(|v| v == "1") {
+                panic!("DCC_REQUIRE_GPU=1 but no GPU: {e}");
+            }
+            println!("SKIP (cuda): {e}");
+        }
+    }
+}
+
+fn replay_equals_eager(be: Arc<dyn Backend>) {
     let m = model(&be);
     let mel = golden_mel();
     let sizes = [50; 9];

@@ -140,7 +140,7 @@ impl Counters {
             received: mel_len,
             ..Counters::default()
         };
-        c.process(l, None, false, 0)?;
+        c.process(l, None, usize::MAX, false, 0)?;
         if (c.mel_len(), c.src_len()) != (mel_len, src_len) {
             return Err(VocoderError::State {
                 mel: mel_len,
@@ -151,11 +151,13 @@ impl Counters {
     }
 
     /// `_process(finalize)` on the counters (`bounded_vocoder.py:405-447`): what it computes and
-    /// trims, with every extent checked against `caps` (unchecked without).
+    /// trims, new source in blocks of at most `block` frames, every extent checked against
+    /// `caps` (unchecked without).
     fn process(
         &mut self,
         l: &Limits,
         caps: Option<&Caps>,
+        block: usize,
         finalize: bool,
         out_at: usize,
     ) -> Result<Step, VocoderError> {
@@ -168,7 +170,7 @@ impl Counters {
             out: usize::MAX,
         };
         let caps = caps.unwrap_or(&big);
-        let block = caps.input.max(1);
+        let block = block.max(1);
         let mut step = Step {
             append: None,
             finalize,
@@ -277,10 +279,6 @@ impl CallPlan {
     ) -> Result<CallPlan, VocoderError> {
         capacity("call input", frames, caps.input)?;
         let mut c = Counters::canonical(l, mel_len, src_len)?;
-        let caps_blocks = Caps {
-            input: block,
-            ..*caps
-        };
         let mut steps = Vec::new();
         let mut out = 0;
         let mut start = 0;
@@ -293,14 +291,14 @@ impl CallPlan {
                 col: c.mel_len(),
             };
             c.received += n;
-            let mut step = c.process(l, Some(&caps_blocks), false, out)?;
+            let mut step = c.process(l, Some(caps), block, false, out)?;
             step.append = Some(append);
             out += step.decode.map_or(0, |d| d.want);
             steps.push(step);
             start += n;
         }
         if finalize {
-            let step = c.process(l, Some(&caps_blocks), true, out)?;
+            let step = c.process(l, Some(caps), block, true, out)?;
             out += step.decode.map_or(0, |d| d.want);
             steps.push(step);
         }

@@ -13,6 +13,7 @@
 use std::sync::Arc;
 
 use dcc_runtime::backend::Backend;
+use dcc_runtime::kernels::signal::COUNTERS;
 use dcc_runtime::ops::{Ctx, RawTensor};
 use dcc_runtime::replay::EngineReport;
 
@@ -128,10 +129,10 @@ impl StreamingVocoder {
 
     /// The stream counters in device memory (the vendor's `mel_offset`, `source_offset`,
     /// `source_end`, `speech_offset`, `finalized`), read back (synchronizes).
-    pub fn counters(&self) -> Result<[i64; 5], VocoderError> {
+    pub fn counters(&self) -> Result<[i64; COUNTERS], VocoderError> {
         self.be.synchronize()?;
-        let v: Vec<i64> = self.be.download(self.regions.offsets.ptr(), 5)?;
-        let mut c = [0; 5];
+        let v: Vec<i64> = self.be.download(self.regions.offsets.ptr(), COUNTERS)?;
+        let mut c = [0; COUNTERS];
         c.copy_from_slice(&v);
         Ok(c)
     }
@@ -256,7 +257,7 @@ impl StreamingVocoder {
                     )?,
                     source_history: RawTensor::packed(self.regions.src.ptr(), &[s.caps.src * hop])?,
                     phase: RawTensor::packed(self.regions.phase.ptr(), &[c.harmonics])?,
-                    offsets: RawTensor::packed(self.regions.offsets.ptr(), &[5])?,
+                    offsets: RawTensor::packed(self.regions.offsets.ptr(), &[COUNTERS])?,
                     noise: RawTensor::packed(m.noise_ptr(), &[m.noise_rows(), c.harmonics])?,
                     window: RawTensor::packed(m.window_ptr(), &[c.n_fft])?,
                 };

@@ -1,5 +1,6 @@
 //! The vocoder's safetensors file: float32 tensors, the float64 F0 predictor, the noise table and
-//! the metadata (`config` JSON, `noise_table_period`), read by the vendor's state_dict names.
+//! the `config` JSON metadata, read by the vendor's state_dict names. (A `noise_table_period`
+//! entry the exporter writes is not read: sample positions wrap modulo the table's own rows.)
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -35,10 +35,7 @@ struct Reference {
 impl Reference {
     fn call(&mut self, frames: usize, finalize: bool) -> Vec<Step> {
         let l = limits();
-        let caps = Caps {
-            input: 16,
-            ..caps(64)
-        };
+        let caps = caps(64);
         let mut steps = Vec::new();
         let mut out = 0;
         let mut start = 0;
@@ -46,14 +43,14 @@ impl Reference {
             let n = 16.min(frames - start);
             let col = self.c.mel_len();
             self.c.received += n;
-            let mut s = self.c.process(&l, Some(&caps), false, out).unwrap();
+            let mut s = self.c.process(&l, Some(&caps), 16, false, out).unwrap();
             s.append = Some(Append { row: start, n, col });
             out += s.decode.map_or(0, |d| d.want);
             steps.push(s);
             start += n;
         }
         if finalize {
-            steps.push(self.c.process(&l, Some(&caps), true, out).unwrap());
+            steps.push(self.c.process(&l, Some(&caps), 16, true, out).unwrap());
         }
         steps
     }
