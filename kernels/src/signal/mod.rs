@@ -606,6 +606,27 @@ mod tests {
         assert!((y[0] - tanh_f32(0.1 + 0.05 + 0.012)).abs() < 1e-7);
         // sample 2: unvoiced, table row 1: (0.1/3)·1
         assert!((y[2] - tanh_f32(0.1 / 3.0)).abs() < 1e-7);
+        // the rows wrap modulo the table: frame 4 + 3k reads the rows frame 4 does, bit for bit
+        for frame in [7, 3 * 1_000_003 + 4, u64::MAX - 2] {
+            let mut z = [0.0f32; 4];
+            harmonic_source(
+                &mut z,
+                &sine,
+                &f0,
+                &table,
+                &[1.0, 1.0],
+                &[0.0],
+                frame,
+                2,
+                &p,
+            );
+            assert_eq!(z.map(f32::to_bits), y.map(f32::to_bits), "frame {frame}");
+        }
+        // the vendor's table wraps after 300 s (frame 15,000), the tiny one after 101 frames
+        assert_eq!(noise_row(15_000, 480, 7_200_000), 0);
+        assert_eq!(noise_row(14_999, 480, 7_200_000), 7_200_000 - 480);
+        assert_eq!(noise_row(101, 480, 48_480), 0);
+        assert_eq!(noise_row(102, 480, 48_480), 480);
     }
 }
 

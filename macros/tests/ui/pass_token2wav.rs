@@ -20,9 +20,9 @@ struct Adapter {
     #[region(up_layer_cache)]
     up_layer: RegionBuf<f32, 2048>,
     #[region(voc_mel)]
-    voc_mel: RegionBuf<f32, 3120>,
+    voc_mel: RegionBuf<f32, 4400>,
     #[region(voc_source)]
-    voc_source: RegionBuf<f32, 17_280>,
+    voc_source: RegionBuf<f32, 24_960>,
     #[region(voc_phase)]
     voc_phase: RegionBuf<f64, 9>,
     #[region(voc_offsets)]

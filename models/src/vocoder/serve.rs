@@ -67,16 +67,23 @@ fn extents(s: &Shared, mel: &[usize], src: &[usize]) -> dcc_runtime::Result<(usi
     }
 }
 
-/// The regions' full storage at the written regions' addresses (each write's extent checked).
+/// The regions' full storage at the written regions' addresses (each write's extent checked,
+/// each region read, `reads`, at the address it is written).
 fn io(
     s: &Shared,
     call: &Call<'_>,
+    reads: VocoderWrites<DevPtr>,
     mel: Option<RawTensor>,
     noise: (DevPtr, &[usize]),
     window: (DevPtr, &[usize]),
 ) -> dcc_runtime::Result<Io> {
     let c = &s.model.cfg;
     let w = VocoderWrites::try_from_fn(|i| call.write(i))?;
+    if reads != w {
+        return Err(dcc_runtime::Error::Invalid(format!(
+            "vocoder: regions read at {reads:?} but written at {w:?} (they are updated in place)"
+        )));
+    }
     let sizes = [
         4 * c.in_channels * s.caps.mel,
         4 * s.caps.src * c.hop(),
@@ -140,9 +147,16 @@ fn vocoder_callable(s: Arc<Shared>) -> Callable {
         )
         .map_err(rt)?;
         let mel = RawTensor::packed(at.mel, dims.mel).map_err(op)?;
+        let reads = VocoderWrites {
+            voc_mel: at.mel_history,
+            voc_source: at.source_history,
+            voc_phase: at.phase,
+            voc_offsets: at.offsets,
+        };
         let io = io(
             &s,
             call,
+            reads,
             Some(mel),
             (at.noise, dims.noise),
             (at.window, dims.window),
@@ -167,9 +181,16 @@ fn flush_callable(s: Arc<Shared>) -> Callable {
             true,
         )
         .map_err(rt)?;
+        let reads = VocoderWrites {
+            voc_mel: at.mel_history,
+            voc_source: at.source_history,
+            voc_phase: at.phase,
+            voc_offsets: at.offsets,
+        };
         let io = io(
             &s,
             call,
+            reads,
             None,
             (at.noise, dims.noise),
             (at.window, dims.window),
