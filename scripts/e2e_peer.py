@@ -94,7 +94,8 @@ def peer_inputs(peer, chunks):
     """The flow peer's inputs, drawn in its order from its generator (seed 1)."""
     g = torch.Generator().manual_seed(1)
     prompt = torch.randint(0, 6561, (1, peer.P_TOK), generator=g).to(torch.int32)
-    stream = torch.randint(0, 6561, (1, chunks * peer.CHUNK + peer.LOOK), generator=g).to(torch.int32)
+    stream = torch.randint(0, 6561, (1, chunks * peer.CHUNK + peer.LOOK),
+                           generator=g).to(torch.int32)
     mel = torch.randn(1, peer.P_TOK * 2, 80, generator=g) * 0.5
     spk = torch.randn(1, 192, generator=g)
     return prompt, stream, mel, spk
@@ -137,6 +138,20 @@ class Line:
         """The empty final call: the vocoder's last frames, no flow step."""
         return self.vocode(self.vocoder.hift_cache_dict['mel'][:, :, :0], True)
 
+    def profile_steady_chunk(self, tokens):
+        """Device-busy ms and kernel launches of one more chunk (the flow peer profiles the
+        first tokens again), flow and vocoder apart. The vocoder runs on a copy of its state,
+        so the stream goes on as if this chunk had not run; the flow's cache is not used again
+        (the flush has no flow step)."""
+        saved = {k: v.clone() for k, v in self.vocoder.hift_cache_dict.items()}
+        held, out = {}, {}
+        out['flow_busy_ms'], out['flow_launches'] = busy(
+            lambda: held.update(feat=self.flow_chunk(tokens)), self.sync)
+        out['vocoder_busy_ms'], out['vocoder_launches'] = busy(
+            lambda: self.vocode(held['feat'], False), self.sync)
+        self.vocoder.hift_cache_dict = saved
+        return out
+
     def timed_chunk(self, tokens):
         """One chunk as `Token2wav.stream` runs it; returns (feat, pcm on the host, flow ms,
         vocoder ms, e2e ms, end time)."""
@@ -173,7 +188,8 @@ def main():
     ap.add_argument('--chunks', type=int, default=24)
     ap.add_argument('--steps', type=int, default=10)
     ap.add_argument('--warmup', type=int, default=4,
-                    help='chunks of the measured stream left out of p50/p95')
+                    help='chunks of the measured stream left out of p50/p95 (none left: no '
+                         'p50/p95 fields, as in the flow peer)')
     ap.add_argument('--prewarm', type=int, default=2,
                     help='chunks of a throw-away utterance run before the measured stream')
     ap.add_argument('--retention', choices=['paper', 'vendor'], default='paper',
@@ -241,15 +257,7 @@ def main():
         profiled = {}
         if cuda:
             peak = torch.cuda.max_memory_allocated() / 2**20
-            # One more steady chunk (the peer's: the first tokens again), profiled on copies of
-            # the vocoder state; the flow's cache is not used again (the flush has no flow step).
-            saved = {k: v.clone() for k, v in vocoder.hift_cache_dict.items()}
-            held = {}
-            profiled['flow_busy_ms'], profiled['flow_launches'] = busy(
-                lambda: held.update(feat=line.flow_chunk(tokens(0))), sync)
-            profiled['vocoder_busy_ms'], profiled['vocoder_launches'] = busy(
-                lambda: line.vocode(held['feat'], False), sync)
-            vocoder.hift_cache_dict = saved
+            profiled = line.profile_steady_chunk(tokens(0))
         sync()
         t0 = time.perf_counter()
         out = line.flush().cpu()
@@ -268,10 +276,12 @@ def main():
     rows = args.noise_rows or (NOISE_TABLE_PERIOD if args.config == 'full' else frames * HOP + HOP)
     rows = min(rows, NOISE_TABLE_PERIOD)
     if rows < min(frames * HOP, NOISE_TABLE_PERIOD):
-        raise SystemExit(f'--noise-rows {rows} is shorter than the {frames * HOP} rows the stream reads')
+        raise SystemExit(f'--noise-rows {rows} is shorter than the {frames * HOP} rows the '
+                         'stream reads')
     noise = table[:, :rows].contiguous()
     steady = slice(args.warmup, None)
-    result = dict(peer='stepaudio2 flow + Token2wav._stream_vocode (BoundedVocoder), torch eager (stock)',
+    result = dict(peer='stepaudio2 flow + Token2wav._stream_vocode (BoundedVocoder), '
+                       'torch eager (stock)',
                   config=args.config, retention=args.retention, torch=torch.__version__,
                   device=torch.cuda.get_device_name(dev) if cuda else 'cpu', chunks=args.chunks,
                   steps=args.steps, warmup=args.warmup, prewarm=args.prewarm)
@@ -279,7 +289,8 @@ def main():
         p50, p95 = percentiles(times[steady])
         if p50 is not None:
             result.update({f'{name}_p50_ms': p50, f'{name}_p95_ms': p95})
-    result.update(ttfa_ms=round(ttfa, 2), first_audio_chunk=first_audio, flush_ms=round(flush_ms, 2),
+    result.update(ttfa_ms=round(ttfa, 2), first_audio_chunk=first_audio,
+                  flush_ms=round(flush_ms, 2),
                   samples=total, pcm_sha256=sha256_f32(pcm)[:16],
                   mel_sha256=mel_hash.hexdigest()[:16], noise_rows=rows,
                   noise_sha256=hashlib.sha256(noise.numpy().astype('<f4').tobytes()).hexdigest(),
