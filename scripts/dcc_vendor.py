@@ -11,6 +11,7 @@ code the scripts cannot import is still the vendor's own code, not a transcripti
 
 import ast
 import hashlib
+import importlib.machinery
 import json
 import sys
 import types
@@ -46,6 +47,31 @@ def import_vendor(vendor_dir):
     module.__path__ = [str(package)]
     sys.modules['stepaudio2'] = module
     return package
+
+
+def stub_absent_module(name, names=()):
+    """Registers an empty module `name` when the real package cannot be imported.
+
+    The vendor's flow_matching.py imports onnxruntime and decoder_dit.py imports einops at module
+    level; onnxruntime is never used by the flow, einops only when the DiT runs. A script that
+    only builds the modules or saves their state dicts may stub both; one that runs the flow
+    stubs onnxruntime only. The stub carries a module spec (torch's import machinery asks for
+    one), and each attribute in `names` raises when called, so any use of a stub fails loudly."""
+    if name in sys.modules:
+        return
+    try:
+        __import__(name)
+        return
+    except ImportError:
+        pass
+    module = types.ModuleType(name)
+    module.__spec__ = importlib.machinery.ModuleSpec(name, None)
+
+    for attr in names:
+        def absent(*_args, _attr=attr, **_kwargs):
+            raise RuntimeError(f'{name}.{_attr} called, but {name} is a stub here')
+        setattr(module, attr, absent)
+    sys.modules[name] = module
 
 
 def _class_def(source, class_name):
@@ -91,6 +117,37 @@ def vendor_statements(path, class_name, method, first, last, namespace, target):
     exec(code, scope)
     lines = source.splitlines()[first - 1:last]
     return '\n'.join(lines)
+
+
+def token2wav_vocoder(vendor_package, model):
+    """The vocoder half of the vendor's `Token2wav` around `model` (a `CausalHiFTGenerator`,
+    already on its device), run from the vendor's own `token2wav.py`, which cannot be imported
+    (see the module doc): `__init__`'s vocoder lines (119-128: the `BoundedVocoder`, the 8-frame
+    delay check, `source_cache_len`) and `set_stream_cache`'s (200-202: reset, `hift_cache_dict`,
+    `first_chunk`) run with `self` bound to a bare object, and `_stream_vocode` (206-218) is
+    compiled as a function. Returns `(token2wav, stream_vocode)`: one chunk of the stream is
+    `stream_vocode(token2wav, chunk_mel, last_chunk)`, the final empty flush passes
+    `token2wav.hift_cache_dict['mel'][:, :, :0]` with `last_chunk=True` (token2wav.py:271-273)."""
+    from stepaudio2.causal_vocoder.bounded_vocoder import BoundedVocoder
+    token2wav_py = Path(vendor_package) / 'token2wav.py'
+    token2wav = type('Token2wavVocoder', (), {})()
+    token2wav.hift = model
+    ran = vendor_statements(token2wav_py, 'Token2wav', '__init__', 119, 128,
+                            {'BoundedVocoder': BoundedVocoder, 'torch': torch}, token2wav)
+    if 'self.source_cache_len = self.vocoder_delay_samples' not in ran:
+        raise SystemExit('token2wav.py lines 119-128 are not the vocoder set-up expected here')
+    token2wav.vendor_package = Path(vendor_package)
+    token2wav_reset(token2wav)
+    stream_vocode = vendor_method(token2wav_py, 'Token2wav', '_stream_vocode', {'torch': torch})
+    return token2wav, stream_vocode
+
+
+def token2wav_reset(token2wav):
+    """`Token2wav.set_stream_cache`'s vocoder lines (token2wav.py:200-202) on an object made by
+    `token2wav_vocoder`: a new utterance (`BoundedVocoder.reset`, a fresh `hift_cache_dict` with
+    `first_chunk` set)."""
+    vendor_statements(token2wav.vendor_package / 'token2wav.py', 'Token2wav', 'set_stream_cache',
+                      200, 202, {'torch': torch}, token2wav)
 
 
 def fold_weight_norm(v, g):

@@ -2,46 +2,23 @@
 weights and checks the result against the committed tiny test data (see that script's doc)."""
 
 import argparse
-import importlib.machinery
 import sys
 import tempfile
-import types
 from pathlib import Path
 
 import torch
 from safetensors import safe_open
 from safetensors.torch import load_file
 
-from dcc_vendor import import_vendor, save_safetensors
-
-
-def _stub(name, names=()):
-    """The vendor's flow_matching.py imports onnxruntime and decoder_dit.py imports einops at
-    module level; neither is used to build the modules or to save their state dicts, which is
-    all this test does. A stub with a module spec (torch's import machinery asks for one) stands
-    in when the real package is absent; any use of it fails loudly."""
-    if name in sys.modules:
-        return
-    try:
-        __import__(name)
-        return
-    except ImportError:
-        pass
-    module = types.ModuleType(name)
-    module.__spec__ = importlib.machinery.ModuleSpec(name, None)
-
-    for attr in names:
-        def absent(*_args, _attr=attr, **_kwargs):
-            raise RuntimeError(f'{name}.{_attr} called, but {name} is a stub in this self-test')
-        setattr(module, attr, absent)
-    sys.modules[name] = module
+from dcc_vendor import import_vendor, save_safetensors, stub_absent_module
 
 
 def tiny_flow(vendor):
     """The vendor's flow with the tiny config of models/testdata/token2wav_tiny/README.md."""
     import_vendor(vendor)
-    _stub('onnxruntime')
-    _stub('einops', ('pack', 'rearrange', 'repeat'))
+    # Builds and saves only: neither onnxruntime nor einops is used (see stub_absent_module).
+    stub_absent_module('onnxruntime')
+    stub_absent_module('einops', ('pack', 'rearrange', 'repeat'))
     from stepaudio2.cosyvoice2.flow.decoder_dit import DiT
     from stepaudio2.cosyvoice2.flow.flow import CausalMaskedDiffWithXvec
     from stepaudio2.cosyvoice2.flow.flow_matching import CausalConditionalCFM

@@ -31,8 +31,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from dcc_vendor import (NOISE_TABLE_COLUMNS, NOISE_TABLE_PERIOD, import_vendor,  # noqa: E402
-                        fold_state_dict, metadata, save_safetensors, sha256_f32, vendor_method,
-                        vendor_statements, write_atomic)
+                        fold_state_dict, metadata, save_safetensors, sha256_f32,
+                        token2wav_vocoder, write_atomic)
 
 # The streaming vocoder of MiniCPM-o 4.5 / Step-Audio2 is CosyVoice3's causal HiFT: the vendor
 # loads the `hift` section of the model folder's config.yaml (token2wav.py:62-79,
@@ -156,6 +156,23 @@ def reinit(model, seed, post_gain):
                 module.bias.copy_(normal(module.bias.shape, 0.05))
             if hasattr(module, 'alpha') and isinstance(module.alpha, torch.nn.Parameter):
                 module.alpha.copy_(0.5 + torch.rand(module.alpha.shape, generator=gen))
+
+
+def random_vocoder(vendor, config, seed, device):
+    """The vendor's vocoder of `config` ('tiny' or 'full') as this script's golden data has it:
+    built with the global generator seeded `seed` (so its noise table is the one drawn then),
+    every parameter drawn anew from `seed + 1` (`reinit`), cast and moved as
+    `load_causal_vocoder` does last (token2wav.py:79). Returns `(model, noise_table)`; the table
+    is SineGen2's plain attribute, which stays on the CPU after `.to(device)`."""
+    cfg = CONFIGS[config]
+    model = build(vendor, cfg, seed)
+    if config_of(model) != cfg:
+        raise SystemExit(f'the vendor model does not carry the config: {config_of(model)}')
+    reinit(model, seed + 1, POST_GAIN[config])
+    model = model.float().to(device).eval()
+    table = model.m_source.l_sin_gen.sine_waves
+    assert table.shape == (1, NOISE_TABLE_PERIOD, NOISE_TABLE_COLUMNS), table.shape
+    return model, table
 
 
 def log_mel(frames, channels, seed):
@@ -306,28 +323,10 @@ def main():
     out.mkdir(parents=True, exist_ok=True)
 
     vendor_pkg = import_vendor(args.vendor)
-    from stepaudio2.causal_vocoder.bounded_vocoder import BoundedVocoder
-    model = build(args.vendor, cfg, args.seed)
-    if config_of(model) != cfg:
-        raise SystemExit(f'the vendor model does not carry the config: {config_of(model)}')
-    reinit(model, args.seed + 1, POST_GAIN[args.config])
-    # load_causal_vocoder's last step (token2wav.py:79).
-    model = model.float().to(device).eval()
-    oscillator = model.m_source.l_sin_gen
-    table = oscillator.sine_waves  # a plain attribute: stays on the CPU after .to(device)
-    assert table.shape == (1, NOISE_TABLE_PERIOD, NOISE_TABLE_COLUMNS), table.shape
-
+    model, table = random_vocoder(args.vendor, args.config, args.seed, device)
     # Token2wav.__init__'s vocoder lines (token2wav.py:119-128) and set_stream_cache's
     # (token2wav.py:200-202) and _stream_vocode (206-218), compiled from the vendor file.
-    token2wav_py = vendor_pkg / 'token2wav.py'
-    shim = type('Token2wavShim', (), {})()
-    shim.hift = model
-    ran = vendor_statements(token2wav_py, 'Token2wav', '__init__', 119, 128,
-                            {'BoundedVocoder': BoundedVocoder, 'torch': torch}, shim)
-    if 'self.source_cache_len = self.vocoder_delay_samples' not in ran:
-        raise SystemExit('token2wav.py lines 119-128 are not the vocoder set-up this script expects')
-    vendor_statements(token2wav_py, 'Token2wav', 'set_stream_cache', 200, 202, {'torch': torch}, shim)
-    stream_vocode = vendor_method(token2wav_py, 'Token2wav', '_stream_vocode', {'torch': torch})
+    shim, stream_vocode = token2wav_vocoder(vendor_pkg, model)
     bv = shim.bounded_vocoder
     trace = Trace(bv)
 
