@@ -12,6 +12,7 @@ use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use dcc_models::token2wav::serve::Arm;
 
+use super::audio::{VocoderArgs, VocoderFile, WavArgs, WavOut};
 use super::kernels::KernelsArgs;
 
 /// The most chunks one pass may stream (`--chunks`, `--warmup`). A chunk is one second of
@@ -134,6 +135,9 @@ pub struct Common {
     /// kernels: batch-invariant, bit-identical to the Host twin). The two give different bits.
     #[arg(long, value_enum, default_value_t = GemmChoice::Backend)]
     pub gemm: GemmChoice,
+
+    #[command(flatten)]
+    pub vocoder: VocoderArgs,
 }
 
 /// `--gemm`: which [`dcc_runtime::ops::GemmPath`] the flow's linears run on.
@@ -182,6 +186,9 @@ pub struct Token2wavArgs {
     /// table attributes device time, it is not a latency.
     #[arg(long)]
     pub profile: bool,
+
+    #[command(flatten)]
+    pub wav: WavArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -206,6 +213,13 @@ pub struct CheckArgs {
     #[arg(long, value_name = "X", default_value_t = 1e-3, value_parser = tolerance,
           allow_hyphen_values = true)]
     pub tol: f64,
+
+    /// Largest relative L2 error allowed per chunk of PCM against the vendor's, when a
+    /// `pcm.safetensors` lies beside --io (`pcm_<i>`: what chunk i returned, `pcm_flush`: the
+    /// final flush; [1, n] f32). Finite, ≥ 0.
+    #[arg(long, value_name = "X", default_value_t = 1e-3, value_parser = tolerance,
+          allow_hyphen_values = true)]
+    pub pcm_tol: f64,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -246,7 +260,7 @@ pub enum Format {
     Json,
 }
 
-fn arm(s: &str) -> Result<Arm, String> {
+pub fn arm(s: &str) -> Result<Arm, String> {
     let s = s.trim();
     Arm::parse(s).ok_or_else(|| {
         let names: Vec<&str> = Arm::ALL.iter().map(|a| a.name()).collect();
@@ -293,6 +307,12 @@ pub struct Opts {
     pub json_out: Option<PathBuf>,
     pub profile: bool,
     pub gemm: GemmChoice,
+    /// The vocoder's weights; `None` with `--no-vocoder`.
+    pub vocoder: Option<VocoderFile>,
+    /// `--wav` (token2wav).
+    pub wav: Option<WavOut>,
+    /// `--pcm-tol` (check).
+    pub pcm_tol: Option<f64>,
 }
 
 impl Opts {
@@ -303,12 +323,35 @@ impl Opts {
 
 impl Command {
     fn from_cli(cli: Cli) -> Command {
-        let (c, check_tol, io, arms, busy_reps, profile) = match cli.cmd {
-            Cmd::Token2wav(a) => (a.common, None, a.io, a.arms, a.busy_reps, a.profile),
-            Cmd::Check(a) => (a.common, Some(a.tol), Some(a.io), a.arms, 0, false),
+        let (c, check_tol, io, arms, busy_reps, profile, wav, pcm_tol) = match cli.cmd {
+            Cmd::Token2wav(a) => {
+                let wav = a.wav.wav.map(|path| WavOut {
+                    path,
+                    arm: a.wav.wav_arm.or(a.arms.first().copied()).unwrap_or(Arm::B0),
+                    format: a.wav.wav_format,
+                });
+                let (io, arms) = (a.io, a.arms);
+                (a.common, None, io, arms, a.busy_reps, a.profile, wav, None)
+            }
+            Cmd::Check(a) => {
+                let io = Some(a.io);
+                (
+                    a.common,
+                    Some(a.tol),
+                    io,
+                    a.arms,
+                    0,
+                    false,
+                    None,
+                    Some(a.pcm_tol),
+                )
+            }
             Cmd::Kernels(a) => return Command::Kernels(a),
         };
         Command::Flow(Opts {
+            vocoder: c.vocoder.resolve(&c.weights),
+            wav,
+            pcm_tol,
             check_tol,
             weights: c.weights,
             io,
@@ -345,11 +388,32 @@ where
             );
         }
     }
-    if let Some(out) = &opts.json_out {
+    if let Some(w) = &opts.wav
+        && !opts.arms.contains(&w.arm)
+    {
+        return fail(
+            ErrorKind::ValueValidation,
+            format!("--wav-arm {} is not one of --arms", w.arm.name()),
+        );
+    }
+    let outputs = [
+        ("--json-out", opts.json_out.as_ref()),
+        ("--wav", opts.wav.as_ref().map(|w| &w.path)),
+    ];
+    if let (Some(j), Some(w)) = (outputs[0].1, outputs[1].1)
+        && same_file(j, w)
+    {
+        return fail(
+            ErrorKind::ArgumentConflict,
+            format!("--wav {} is the --json-out file", w.display()),
+        );
+    }
+    for (out_flag, out) in outputs {
+        let Some(out) = out else { continue };
         if out.is_dir() {
             return fail(
                 ErrorKind::ValueValidation,
-                format!("--json-out {} is a directory", out.display()),
+                format!("{out_flag} {} is a directory", out.display()),
             );
         }
         let dir = parent_dir(out);
@@ -357,7 +421,7 @@ where
             return fail(
                 ErrorKind::ValueValidation,
                 format!(
-                    "--json-out {}: the directory {} does not exist",
+                    "{out_flag} {}: the directory {} does not exist",
                     out.display(),
                     dir.display()
                 ),
@@ -366,6 +430,7 @@ where
         let inputs = [
             ("--weights", Some(&opts.weights)),
             ("--io", opts.io.as_ref()),
+            ("--vocoder-weights", opts.vocoder.as_ref().map(|v| &v.path)),
         ];
         for (flag, input) in inputs {
             if let Some(input) = input
@@ -374,7 +439,7 @@ where
                 return fail(
                     ErrorKind::ArgumentConflict,
                     format!(
-                        "--json-out {} is the {flag} file; refusing to overwrite an input",
+                        "{out_flag} {} is the {flag} file; refusing to overwrite an input",
                         out.display()
                     ),
                 );
