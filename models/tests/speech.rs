@@ -114,11 +114,13 @@ fn every_arm_streams_b0s_pcm() {
 fn a_restarted_stream_repeats_its_audio_and_refused_calls_change_nothing() {
     let (m, io) = (model(), io());
     let mut s = m.open(Arm::SRc, &io.prompt()).unwrap();
-    let mut run = |s: &mut dcc_models::speech::SpeechStream| {
+    let run = |s: &mut dcc_models::speech::SpeechStream| {
         let mut pcm = Vec::new();
         for i in 0..CHUNKS {
             // a non-final chunk too short for its lookahead is refused with the stream untouched
-            let e = s.push(&io.chunk(i)[..4]).err().expect("4 tokens accepted");
+            let Err(e) = s.push(&io.chunk(i)[..4]) else {
+                panic!("a 4-token chunk was accepted");
+            };
             assert!(matches!(e, SpeechError::Flow(_)), "{e}");
             assert!(s.failure().is_none());
             pcm.extend(s.push(io.chunk(i)).unwrap());
