@@ -40,16 +40,21 @@ R    stock state, one CUDA graph per solver step (exact-shape replay, step clock
 Rc   stock state, one CUDA graph per chunk (chunk clock)\n  \
 SR   state rule + step-clock replay\n  \
 SRc  state rule + chunk-clock replay\n\
-Every arm must emit B0's mel bit for bit.\n\n\
+Every arm must emit B0's mel bit for bit, and with the vocoder B0's PCM.\n\n\
+With the vocoder (the default; weights from vocoder.safetensors beside --weights, or\n\
+--vocoder-weights; --no-vocoder runs the flow alone), every arm streams tokens to 24 kHz PCM\n\
+through dcc_models::speech, the API an application calls.\n\n\
 Progress goes to stderr; results to stdout (a table, or one JSON object with --format json).",
     after_help = "Examples:\n  \
 dcc-bench token2wav --weights full/weights.safetensors --io full/io.safetensors --contract token2wav\n  \
 dcc-bench token2wav --weights W --arms B0,SRc --chunks 48 --format json --json-out bench.json\n  \
+dcc-bench token2wav --backend host --weights models/testdata/token2wav_tiny/weights.safetensors \\\n      \
+--contract token2wav_tiny --chunks 2 --warmup 2 --wav out.wav\n  \
 dcc-bench check --weights models/testdata/token2wav_tiny/weights.safetensors \\\n      \
 --io models/testdata/token2wav_tiny/io.safetensors --contract token2wav_tiny --chunks 6 --tol 1e-4\n\n\
-Exit codes: 0 success (check: every chunk within --tol and every arm = B0; token2wav: every arm\n\
-= B0; both: every mel value finite), 1 a failed check or a run error, 2 usage or an unwritable\n\
-stdout (a closed pipe)."
+Exit codes: 0 success (check: every chunk within --tol, and its PCM within --pcm-tol when a\n\
+pcm.safetensors lies beside --io; both commands: every arm's mel and PCM = B0's, every mel value\n\
+finite), 1 a failed check or a run error, 2 usage or an unwritable stdout (a closed pipe)."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -61,17 +66,24 @@ pub enum Cmd {
     /// Time the six arms (state rule × replay granularity).
     ///
     /// Per arm: a warm-up pass (prime with the prompt, then --warmup chunks: every shape class is
-    /// probed and captured here), then the measured pass (prime again, --chunks chunks). Reports
-    /// wall p50/p95 ms per chunk (inputs uploaded, callables run, mel read back), launches and
-    /// device kernels per chunk, steady-state eager fallbacks by reason, capture ms, peak device
-    /// MiB (runtime ledger, weights included; and cuMemGetInfo), device-busy ms of one
-    /// steady-state chunk, and the SHA-256 of the measured pass's mel.
+    /// probed and captured here), then the measured pass (prime again, --chunks chunks, then the
+    /// vocoder's final flush). Reports wall p50/p95 ms per chunk of the flow (inputs uploaded,
+    /// callables run, mel read back), launches and device kernels per chunk (with the vocoder:
+    /// its launches too), steady-state eager fallbacks by reason, capture ms, peak device MiB
+    /// (runtime ledger, weights included; and cuMemGetInfo), device-busy ms of one steady-state
+    /// flow chunk, and the SHA-256 of the measured pass's mel. With the vocoder: vocoder and
+    /// end-to-end (flow + vocoder, each with its read-back) p50/p95 ms per chunk, the time to
+    /// first audio (from the first chunk call's start to the first non-empty PCM), and the
+    /// SHA-256 of the whole stream's PCM (f32 little-endian, the flush included), which every
+    /// arm must share with B0.
     Token2wav(Token2wavArgs),
     /// Compare every arm's mel with exported vendor outputs.
     ///
     /// Streams --io's chunks and compares each chunk's mel with the file's `feat_<i>` tensor:
-    /// relative L2 error ‖mel − feat‖ / ‖feat‖ ≤ --tol. Fails (exit 1) on any chunk over the
-    /// tolerance, any NaN, any length mismatch, or any arm whose mel differs from B0's.
+    /// relative L2 error ‖mel − feat‖ / ‖feat‖ ≤ --tol; with the vocoder and a
+    /// `pcm.safetensors` beside --io, each chunk's PCM with its `pcm_<i>` (and the final flush
+    /// with `pcm_flush`) ≤ --pcm-tol. Fails (exit 1) on any chunk over a tolerance, any NaN, any
+    /// length mismatch, or any arm whose mel or PCM differs from B0's.
     Check(CheckArgs),
     /// Time the linear kernels (every tile variant) against cuBLAS at the model's shapes.
     ///

@@ -12,7 +12,11 @@
 //! (runtime ledger, weights included; and `cuMemGetInfo` used), device-busy ms of one
 //! steady-state chunk (its work queued behind a spin kernel, CUDA events around it, median of
 //! `--busy-reps`), and the SHA-256 of the measured pass's mel. Inputs come from `--io` (the
-//! peer's `io.safetensors`) or, without it, from a fixed pseudo-random sequence.
+//! peer's `io.safetensors`) or, without it, from a fixed pseudo-random sequence. With the
+//! vocoder (the default, [`audio`]) each pass streams tokens to PCM through
+//! [`dcc_models::speech`] and ends with the vocoder's flush; the arm adds vocoder and
+//! end-to-end p50/p95, time to first audio and the PCM's SHA-256 ([`pcm`]), which must equal
+//! B0's; `--wav` writes one arm's stream.
 //!
 //! `--profile` (token2wav): after the arms, one steady-state eager chunk (arm B0's code path)
 //! queued behind a spin kernel with a CUDA event before every op; prints device µs per op
@@ -24,7 +28,8 @@
 //! cuBLAS), for tuning the tiles on the GPU.
 //!
 //! `check`: streams `--io`'s chunks and compares each chunk's mel with its `feat_i` (relative L2
-//! error ≤ `--tol`). Retention comes from the contract.
+//! error ≤ `--tol`), and each chunk's PCM with the vendor's in a `pcm.safetensors` beside `--io`
+//! (≤ `--pcm-tol`). Retention comes from the contract.
 //!
 //! Progress on stderr; results on stdout (a table, or one JSON object with `--format json`).
 
