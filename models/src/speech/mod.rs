@@ -259,14 +259,18 @@ impl SpeechModel {
         self.flow.config().spk_dim
     }
 
+    /// The flow decoder: its configuration, backend and workspace limits.
     pub fn flow(&self) -> &Arc<DeviceFlow> {
         &self.flow
     }
 
+    /// The vocoder: its configuration, stream limits and noise table's SHA-256 (which the PCM
+    /// depends on: record it with any result you compare).
     pub fn vocoder(&self) -> &Arc<CausalHift> {
         &self.vocoder
     }
 
+    /// The contract the flow's streams are laid out by.
     pub fn contract(&self) -> &ContractView {
         &self.contract
     }

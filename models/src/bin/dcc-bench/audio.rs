@@ -297,6 +297,26 @@ impl ArmAudio {
     }
 }
 
+/// Writes `--wav`: the stream of its arm (`audio`; nothing when that arm did not run).
+pub fn write_wav(w: &WavOut, audio: Option<&ArmAudio>, sample_rate: u32) -> Res<()> {
+    let Some(a) = audio else {
+        return Ok(());
+    };
+    dcc_models::vocoder::write_wav_file(&w.path, &a.pcm, sample_rate, w.format.format()).map_err(
+        |error| BenchError::Write {
+            path: w.path.clone(),
+            error,
+        },
+    )?;
+    eprintln!(
+        "dcc-bench: wrote {}: {} samples at {sample_rate} Hz, arm {}",
+        w.path.display(),
+        a.pcm.len(),
+        w.arm.name()
+    );
+    Ok(())
+}
+
 pub fn ms(d: std::time::Duration) -> f64 {
     d.as_secs_f64() * 1e3
 }

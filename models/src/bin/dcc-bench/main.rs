@@ -519,21 +519,17 @@ fn run(o: &Opts) -> Res<Value> {
             }
         }
         let mut problems = x.problems.clone();
-        let mut audio = BTreeMap::new();
-        if let Some(a) = &x.audio {
-            let rel = pcm_ref.as_ref().map(|r| pcm::compare(a, r, &mut problems));
-            if let (Some((per_chunk, flush)), Some(tol)) = (&rel, o.pcm_tol) {
-                // `e <= tol` is false for NaN, as for the mel
-                let compared = per_chunk.len() + usize::from(flush.is_some());
-                let want =
-                    o.chunks + usize::from(pcm_ref.as_ref().is_some_and(|r| r.flush.is_some()));
-                if compared < want || !per_chunk.iter().chain(flush).all(|e| *e <= tol) {
-                    ok = false;
-                }
+        let audio = match &x.audio {
+            Some(a) => {
+                let arm = Arm::parse(x.arm).unwrap_or(Arm::B0);
+                let reference = pcm_ref.as_ref().zip(o.pcm_tol);
+                let (fields, within) =
+                    pcm::arm_fields(arm, a, b0_pcm.as_deref(), reference, &mut problems)?;
+                ok &= within;
+                fields
             }
-            let arm = Arm::parse(x.arm).unwrap_or(Arm::B0);
-            audio = pcm::arm_json(arm, a, b0_pcm.as_deref(), rel.as_ref())?;
-        }
+            None => BTreeMap::new(),
+        };
         for p in &problems[x.problems.len()..] {
             eprintln!("dcc-bench: arm {}: {p}", x.arm);
             ok = false;
@@ -572,30 +568,9 @@ fn run(o: &Opts) -> Res<Value> {
     if let Some(Err(_)) = pcm::verdict(&arms_json) {
         ok = false;
     }
-    if let Some(w) = &o.wav {
-        let a = res
-            .iter()
-            .find(|r| r.arm == w.arm.name())
-            .and_then(|r| r.audio.as_ref());
-        if let (Some(a), Some(m)) = (a, &s.speech) {
-            dcc_models::vocoder::write_wav_file(
-                &w.path,
-                &a.pcm,
-                m.sample_rate(),
-                w.format.format(),
-            )
-            .map_err(|error| BenchError::Write {
-                path: w.path.clone(),
-                error,
-            })?;
-            eprintln!(
-                "dcc-bench: wrote {}: {} samples at {} Hz, arm {}",
-                w.path.display(),
-                a.pcm.len(),
-                m.sample_rate(),
-                w.arm.name()
-            );
-        }
+    if let (Some(w), Some(m)) = (&o.wav, &s.speech) {
+        let a = res.iter().find(|r| r.arm == w.arm.name());
+        audio::write_wav(w, a.and_then(|r| r.audio.as_ref()), m.sample_rate())?;
     }
     let out = json!({ "run": head, "arms": arms_json, "ok": ok });
     let text = serde_json::to_string(&out).map_err(BenchError::Json)?;

@@ -79,11 +79,7 @@ pub fn read_reference(io: &Path, chunks: usize) -> Res<Option<PcmReference>> {
 
 /// One arm's PCM against the reference: relative L2 per chunk, then the flush's (`None` where
 /// not compared); mismatched lengths and non-finite samples go to `problems`.
-pub fn compare(
-    a: &ArmAudio,
-    r: &PcmReference,
-    problems: &mut Vec<String>,
-) -> (Vec<f64>, Option<f64>) {
+fn compare(a: &ArmAudio, r: &PcmReference, problems: &mut Vec<String>) -> (Vec<f64>, Option<f64>) {
     let mut one = |i: usize, name: &str, want: &[f32]| -> Option<f64> {
         let got = a.part(i);
         if let Some(p) = non_finite(i, "pcm", got) {
@@ -113,8 +109,32 @@ pub fn compare(
     (per_chunk, flush)
 }
 
-/// The audio fields of one arm's JSON object (nothing for the flow alone).
-pub fn arm_json(
+/// One arm's audio fields for its JSON object, and whether its PCM is within the tolerance of
+/// the reference (`reference`: the vendor's PCM and `--pcm-tol`; true without one). Problems
+/// (non-finite samples, lengths that differ) go to `problems`, which fail the run.
+pub fn arm_fields(
+    arm: Arm,
+    a: &ArmAudio,
+    b0_sha: Option<&str>,
+    reference: Option<(&PcmReference, f64)>,
+    problems: &mut Vec<String>,
+) -> Res<(BTreeMap<&'static str, Value>, bool)> {
+    let rel = reference.map(|(r, _)| compare(a, r, problems));
+    let within = match (&rel, reference) {
+        (Some((per_chunk, flush)), Some((r, tol))) => {
+            // every chunk compared (and the flush where it is comparable); `e <= tol` is false
+            // for NaN, as for the mel
+            let want = r.chunks.len() + usize::from(r.flush.is_some());
+            per_chunk.len() + usize::from(flush.is_some()) == want
+                && per_chunk.iter().chain(flush).all(|e| *e <= tol)
+        }
+        _ => true,
+    };
+    Ok((arm_json(arm, a, b0_sha, rel.as_ref())?, within))
+}
+
+/// The audio fields of one arm's JSON object.
+fn arm_json(
     arm: Arm,
     a: &ArmAudio,
     b0_sha: Option<&str>,
