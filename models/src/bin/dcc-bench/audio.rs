@@ -94,6 +94,18 @@ pub struct WavArgs {
     pub wav_format: WavChoice,
 }
 
+impl WavArgs {
+    /// What `--wav` writes, if given: the `--wav-arm` stream, or that of the first of `arms`.
+    pub fn resolve(&self, arms: &[Arm]) -> Option<WavOut> {
+        let path = self.wav.clone()?;
+        Some(WavOut {
+            path,
+            arm: self.wav_arm.or(arms.first().copied()).unwrap_or(Arm::B0),
+            format: self.wav_format,
+        })
+    }
+}
+
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum WavChoice {
     /// 16-bit integer PCM.

@@ -335,29 +335,14 @@ impl Opts {
 
 impl Command {
     fn from_cli(cli: Cli) -> Command {
-        let (c, check_tol, io, arms, busy_reps, profile, wav, pcm_tol) = match cli.cmd {
-            Cmd::Token2wav(a) => {
-                let wav = a.wav.wav.map(|path| WavOut {
-                    path,
-                    arm: a.wav.wav_arm.or(a.arms.first().copied()).unwrap_or(Arm::B0),
-                    format: a.wav.wav_format,
-                });
-                let (io, arms) = (a.io, a.arms);
-                (a.common, None, io, arms, a.busy_reps, a.profile, wav, None)
-            }
-            Cmd::Check(a) => {
-                let io = Some(a.io);
-                (
-                    a.common,
-                    Some(a.tol),
-                    io,
-                    a.arms,
-                    0,
-                    false,
-                    None,
-                    Some(a.pcm_tol),
-                )
-            }
+        let (wav, pcm_tol) = match &cli.cmd {
+            Cmd::Token2wav(a) => (a.wav.resolve(&a.arms), None),
+            Cmd::Check(a) => (None, Some(a.pcm_tol)),
+            Cmd::Kernels(_) => (None, None),
+        };
+        let (c, check_tol, io, arms, busy_reps, profile) = match cli.cmd {
+            Cmd::Token2wav(a) => (a.common, None, a.io, a.arms, a.busy_reps, a.profile),
+            Cmd::Check(a) => (a.common, Some(a.tol), Some(a.io), a.arms, 0, false),
             Cmd::Kernels(a) => return Command::Kernels(a),
         };
         Command::Flow(Opts {
