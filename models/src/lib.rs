@@ -2,5 +2,6 @@
 
 pub mod fsio;
 pub mod nn;
+pub mod speech;
 pub mod token2wav;
 pub mod vocoder;

@@ -12,6 +12,7 @@ use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use dcc_models::token2wav::serve::Arm;
 
+use super::audio::{VocoderArgs, VocoderFile, WavArgs, WavOut};
 use super::kernels::KernelsArgs;
 
 /// The most chunks one pass may stream (`--chunks`, `--warmup`). A chunk is one second of
@@ -39,16 +40,21 @@ R    stock state, one CUDA graph per solver step (exact-shape replay, step clock
 Rc   stock state, one CUDA graph per chunk (chunk clock)\n  \
 SR   state rule + step-clock replay\n  \
 SRc  state rule + chunk-clock replay\n\
-Every arm must emit B0's mel bit for bit.\n\n\
+Every arm must emit B0's mel bit for bit, and with the vocoder B0's PCM.\n\n\
+With the vocoder (the default; weights from vocoder.safetensors beside --weights, or\n\
+--vocoder-weights; --no-vocoder runs the flow alone), every arm streams tokens to 24 kHz PCM\n\
+through dcc_models::speech, the API an application calls.\n\n\
 Progress goes to stderr; results to stdout (a table, or one JSON object with --format json).",
     after_help = "Examples:\n  \
 dcc-bench token2wav --weights full/weights.safetensors --io full/io.safetensors --contract token2wav\n  \
 dcc-bench token2wav --weights W --arms B0,SRc --chunks 48 --format json --json-out bench.json\n  \
+dcc-bench token2wav --backend host --weights models/testdata/token2wav_tiny/weights.safetensors \\\n      \
+--contract token2wav_tiny --chunks 2 --warmup 2 --wav out.wav\n  \
 dcc-bench check --weights models/testdata/token2wav_tiny/weights.safetensors \\\n      \
 --io models/testdata/token2wav_tiny/io.safetensors --contract token2wav_tiny --chunks 6 --tol 1e-4\n\n\
-Exit codes: 0 success (check: every chunk within --tol and every arm = B0; token2wav: every arm\n\
-= B0; both: every mel value finite), 1 a failed check or a run error, 2 usage or an unwritable\n\
-stdout (a closed pipe)."
+Exit codes: 0 success (check: every chunk within --tol, and its PCM within --pcm-tol when a\n\
+pcm.safetensors lies beside --io; both commands: every arm's mel and PCM = B0's, every mel value\n\
+finite), 1 a failed check or a run error, 2 usage or an unwritable stdout (a closed pipe)."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -60,17 +66,24 @@ pub enum Cmd {
     /// Time the six arms (state rule × replay granularity).
     ///
     /// Per arm: a warm-up pass (prime with the prompt, then --warmup chunks: every shape class is
-    /// probed and captured here), then the measured pass (prime again, --chunks chunks). Reports
-    /// wall p50/p95 ms per chunk (inputs uploaded, callables run, mel read back), launches and
-    /// device kernels per chunk, steady-state eager fallbacks by reason, capture ms, peak device
-    /// MiB (runtime ledger, weights included; and cuMemGetInfo), device-busy ms of one
-    /// steady-state chunk, and the SHA-256 of the measured pass's mel.
+    /// probed and captured here), then the measured pass (prime again, --chunks chunks, then the
+    /// vocoder's final flush). Reports wall p50/p95 ms per chunk of the flow (inputs uploaded,
+    /// callables run, mel read back), launches and device kernels per chunk (with the vocoder:
+    /// its launches too), steady-state eager fallbacks by reason, capture ms, peak device MiB
+    /// (runtime ledger, weights included; and cuMemGetInfo), device-busy ms of one steady-state
+    /// flow chunk, and the SHA-256 of the measured pass's mel. With the vocoder: vocoder and
+    /// end-to-end (flow + vocoder, each with its read-back) p50/p95 ms per chunk, the time to
+    /// first audio (from the first chunk call's start to the first non-empty PCM), and the
+    /// SHA-256 of the whole stream's PCM (f32 little-endian, the flush included), which every
+    /// arm must share with B0.
     Token2wav(Token2wavArgs),
     /// Compare every arm's mel with exported vendor outputs.
     ///
     /// Streams --io's chunks and compares each chunk's mel with the file's `feat_<i>` tensor:
-    /// relative L2 error ‖mel − feat‖ / ‖feat‖ ≤ --tol. Fails (exit 1) on any chunk over the
-    /// tolerance, any NaN, any length mismatch, or any arm whose mel differs from B0's.
+    /// relative L2 error ‖mel − feat‖ / ‖feat‖ ≤ --tol; with the vocoder and a
+    /// `pcm.safetensors` beside --io, each chunk's PCM with its `pcm_<i>` (and the final flush
+    /// with `pcm_flush`) ≤ --pcm-tol. Fails (exit 1) on any chunk over a tolerance, any NaN, any
+    /// length mismatch, or any arm whose mel or PCM differs from B0's.
     Check(CheckArgs),
     /// Time the linear kernels (every tile variant) against cuBLAS at the model's shapes.
     ///
@@ -134,6 +147,9 @@ pub struct Common {
     /// kernels: batch-invariant, bit-identical to the Host twin). The two give different bits.
     #[arg(long, value_enum, default_value_t = GemmChoice::Backend)]
     pub gemm: GemmChoice,
+
+    #[command(flatten)]
+    pub vocoder: VocoderArgs,
 }
 
 /// `--gemm`: which [`dcc_runtime::ops::GemmPath`] the flow's linears run on.
@@ -182,6 +198,9 @@ pub struct Token2wavArgs {
     /// table attributes device time, it is not a latency.
     #[arg(long)]
     pub profile: bool,
+
+    #[command(flatten)]
+    pub wav: WavArgs,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -206,6 +225,13 @@ pub struct CheckArgs {
     #[arg(long, value_name = "X", default_value_t = 1e-3, value_parser = tolerance,
           allow_hyphen_values = true)]
     pub tol: f64,
+
+    /// Largest relative L2 error allowed per chunk of PCM against the vendor's, when a
+    /// `pcm.safetensors` lies beside --io (`pcm_<i>`: what chunk i returned, `pcm_flush`: the
+    /// final flush; [1, n] f32). Finite, ≥ 0.
+    #[arg(long, value_name = "X", default_value_t = 1e-3, value_parser = tolerance,
+          allow_hyphen_values = true)]
+    pub pcm_tol: f64,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
@@ -246,7 +272,7 @@ pub enum Format {
     Json,
 }
 
-fn arm(s: &str) -> Result<Arm, String> {
+pub fn arm(s: &str) -> Result<Arm, String> {
     let s = s.trim();
     Arm::parse(s).ok_or_else(|| {
         let names: Vec<&str> = Arm::ALL.iter().map(|a| a.name()).collect();
@@ -293,6 +319,12 @@ pub struct Opts {
     pub json_out: Option<PathBuf>,
     pub profile: bool,
     pub gemm: GemmChoice,
+    /// The vocoder's weights; `None` with `--no-vocoder`.
+    pub vocoder: Option<VocoderFile>,
+    /// `--wav` (token2wav).
+    pub wav: Option<WavOut>,
+    /// `--pcm-tol` (check).
+    pub pcm_tol: Option<f64>,
 }
 
 impl Opts {
@@ -303,12 +335,20 @@ impl Opts {
 
 impl Command {
     fn from_cli(cli: Cli) -> Command {
+        let (wav, pcm_tol) = match &cli.cmd {
+            Cmd::Token2wav(a) => (a.wav.resolve(&a.arms), None),
+            Cmd::Check(a) => (None, Some(a.pcm_tol)),
+            Cmd::Kernels(_) => (None, None),
+        };
         let (c, check_tol, io, arms, busy_reps, profile) = match cli.cmd {
             Cmd::Token2wav(a) => (a.common, None, a.io, a.arms, a.busy_reps, a.profile),
             Cmd::Check(a) => (a.common, Some(a.tol), Some(a.io), a.arms, 0, false),
             Cmd::Kernels(a) => return Command::Kernels(a),
         };
         Command::Flow(Opts {
+            vocoder: c.vocoder.resolve(&c.weights),
+            wav,
+            pcm_tol,
             check_tol,
             weights: c.weights,
             io,
@@ -345,11 +385,32 @@ where
             );
         }
     }
-    if let Some(out) = &opts.json_out {
+    if let Some(w) = &opts.wav
+        && !opts.arms.contains(&w.arm)
+    {
+        return fail(
+            ErrorKind::ValueValidation,
+            format!("--wav-arm {} is not one of --arms", w.arm.name()),
+        );
+    }
+    let outputs = [
+        ("--json-out", opts.json_out.as_ref()),
+        ("--wav", opts.wav.as_ref().map(|w| &w.path)),
+    ];
+    if let (Some(j), Some(w)) = (outputs[0].1, outputs[1].1)
+        && same_file(j, w)
+    {
+        return fail(
+            ErrorKind::ArgumentConflict,
+            format!("--wav {} is the --json-out file", w.display()),
+        );
+    }
+    for (out_flag, out) in outputs {
+        let Some(out) = out else { continue };
         if out.is_dir() {
             return fail(
                 ErrorKind::ValueValidation,
-                format!("--json-out {} is a directory", out.display()),
+                format!("{out_flag} {} is a directory", out.display()),
             );
         }
         let dir = parent_dir(out);
@@ -357,7 +418,7 @@ where
             return fail(
                 ErrorKind::ValueValidation,
                 format!(
-                    "--json-out {}: the directory {} does not exist",
+                    "{out_flag} {}: the directory {} does not exist",
                     out.display(),
                     dir.display()
                 ),
@@ -366,6 +427,7 @@ where
         let inputs = [
             ("--weights", Some(&opts.weights)),
             ("--io", opts.io.as_ref()),
+            ("--vocoder-weights", opts.vocoder.as_ref().map(|v| &v.path)),
         ];
         for (flag, input) in inputs {
             if let Some(input) = input
@@ -374,7 +436,7 @@ where
                 return fail(
                     ErrorKind::ArgumentConflict,
                     format!(
-                        "--json-out {} is the {flag} file; refusing to overwrite an input",
+                        "{out_flag} {} is the {flag} file; refusing to overwrite an input",
                         out.display()
                     ),
                 );

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use dcc_models::nn::WeightError;
+use dcc_models::speech::SpeechError;
 use dcc_models::token2wav::FlowError;
 use dcc_runtime::stats::StatsError;
 use safetensors::{Dtype, SafeTensorError};
@@ -23,6 +24,27 @@ pub enum BenchError {
         arm: Option<&'static str>,
         error: FlowError,
     },
+    /// An arm's tokens-to-PCM stream failed (the flow, the vocoder, or their composition).
+    #[error("{arm}: {error}")]
+    Speech {
+        arm: &'static str,
+        error: Box<SpeechError>,
+    },
+    /// Loading the vocoder, or composing it with the flow, failed.
+    #[error("{0}")]
+    Vocoder(Box<SpeechError>),
+    /// The vocoder weights the run needs are not there.
+    #[error(
+        "{}: no vocoder weights there{}; pass --vocoder-weights FILE, or --no-vocoder to run the \
+         flow alone",
+        path.display(),
+        if *explicit { " (--vocoder-weights)" } else { " (looked for beside --weights)" }
+    )]
+    NoVocoder { path: PathBuf, explicit: bool },
+    /// The vendor's PCM beside `--io` is not a regular file, is too large, or could not be
+    /// read.
+    #[error("PCM reference {0}")]
+    PcmFile(WeightError),
     /// `--io` is not a regular file, is too large, or could not be read (the message names it).
     #[error("--io {0}")]
     IoFile(WeightError),

@@ -12,7 +12,11 @@
 //! (runtime ledger, weights included; and `cuMemGetInfo` used), device-busy ms of one
 //! steady-state chunk (its work queued behind a spin kernel, CUDA events around it, median of
 //! `--busy-reps`), and the SHA-256 of the measured pass's mel. Inputs come from `--io` (the
-//! peer's `io.safetensors`) or, without it, from a fixed pseudo-random sequence.
+//! peer's `io.safetensors`) or, without it, from a fixed pseudo-random sequence. With the
+//! vocoder (the default, [`audio`]) each pass streams tokens to PCM through
+//! [`dcc_models::speech`] and ends with the vocoder's flush; the arm adds vocoder and
+//! end-to-end p50/p95, time to first audio and the PCM's SHA-256 ([`pcm`]), which must equal
+//! B0's; `--wav` writes one arm's stream.
 //!
 //! `--profile` (token2wav): after the arms, one steady-state eager chunk (arm B0's code path)
 //! queued behind a spin kernel with a CUDA event before every op; prints device µs per op
@@ -24,15 +28,18 @@
 //! cuBLAS), for tuning the tiles on the GPU.
 //!
 //! `check`: streams `--io`'s chunks and compares each chunk's mel with its `feat_i` (relative L2
-//! error ≤ `--tol`). Retention comes from the contract.
+//! error ≤ `--tol`), and each chunk's PCM with the vendor's in a `pcm.safetensors` beside `--io`
+//! (≤ `--pcm-tol`). Retention comes from the contract.
 //!
 //! Progress on stderr; results on stdout (a table, or one JSON object with `--format json`).
 
+mod audio;
 mod cli;
 mod contract;
 mod error;
 mod inputs;
 mod kernels;
+mod pcm;
 mod report;
 mod roofline;
 #[cfg(test)]
@@ -45,6 +52,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use dcc_models::nn::WeightStore;
+use dcc_models::speech::{SpeechError, SpeechModel};
 use dcc_models::token2wav::serve::{Arm, ContractView, Session};
 use dcc_models::token2wav::{DeviceFlow, DeviceLimits, FlowConfig, SolverParams, rel_l2};
 use dcc_runtime::backend::{Backend, BackendKind};
@@ -53,6 +61,7 @@ use dcc_runtime::{Arg, LaunchDims};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::{Value, json};
 
+use audio::{ArmAudio, Stream, ms};
 use cli::{BackendChoice, Opts};
 use contract::{Contract, Sizes};
 use dcc_runtime::stats;
@@ -113,6 +122,8 @@ struct Setup {
     io: Inputs,
     prompt: Vec<u32>,
     cfg: FlowConfig,
+    /// The flow and the vocoder composed (`None` with `--no-vocoder`).
+    speech: Option<SpeechModel>,
 }
 
 fn setup(o: &Opts) -> Res<Setup> {
@@ -120,6 +131,9 @@ fn setup(o: &Opts) -> Res<Setup> {
         BackendChoice::Cuda => dcc_runtime::backend::cuda(0).map_err(BenchError::Cuda)?,
         BackendChoice::Host => dcc_runtime::backend::host(),
     };
+    if let Some(v) = &o.vocoder {
+        v.check_exists()?;
+    }
     let ws = WeightStore::load(&o.weights).map_err(dcc_models::token2wav::FlowError::from)?;
     let cfg = FlowConfig::from_weights(&ws)?;
     let Contract {
@@ -160,14 +174,27 @@ fn setup(o: &Opts) -> Res<Setup> {
         all.extend_from_slice(m);
     }
     be.preload(&all)?;
+    let dev = Arc::new(dev);
+    let speech = match &o.vocoder {
+        Some(v) => {
+            let load = || -> Result<SpeechModel, SpeechError> {
+                let w = dcc_models::vocoder::VocoderWeights::load(&v.path)?;
+                let voc = dcc_models::vocoder::CausalHift::load(be.as_ref(), &w)?;
+                SpeechModel::from_parts(dev.clone(), Arc::new(voc), contract)
+            };
+            Some(load().map_err(|e| BenchError::Vocoder(Box::new(e)))?)
+        }
+        None => None,
+    };
     Ok(Setup {
         be,
-        dev: Arc::new(dev),
+        dev,
         contract,
         sizes,
         io,
         prompt,
         cfg,
+        speech,
     })
 }
 
@@ -192,6 +219,8 @@ struct ArmResult {
     staging_mib: f64,
     sha: String,
     rel_l2: Vec<f64>,
+    /// The audio figures (`None` for the flow alone).
+    audio: Option<ArmAudio>,
     /// Outputs no tolerance can excuse: non-finite mel values, a mel whose length differs from
     /// the reference's. Any entry fails the run.
     problems: Vec<String>,
@@ -205,21 +234,20 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
     };
     be.synchronize()?;
     be.reset_peak();
-    let mut ses =
-        Session::new(s.dev.clone(), s.contract, arm, SolverParams::default()).map_err(e)?;
     let io = &s.io;
-    // warm-up: every class probed and captured here
+    // warm-up: every class probed and captured here (and the vocoder's first calls made)
     pb.set_message(format!("{} warm-up", arm.name()));
-    ses.prime(&s.prompt, &io.mel, &io.spk).map_err(e)?;
+    let mut stream = Stream::open(&s.dev, s.speech.as_ref(), s.contract, arm, io, &s.prompt)?;
     for i in 0..o.warmup {
-        ses.chunk(tokens_of(io, &s.sizes, i)?, &io.spk, false)
-            .map_err(e)?;
+        stream.chunk(arm, tokens_of(io, &s.sizes, i)?)?;
         pb.inc(1);
     }
+    stream.finish(arm)?;
     // measured pass
     pb.set_message(format!("{} measured", arm.name()));
-    ses.prime(&s.prompt, &io.mel, &io.spk).map_err(e)?;
+    stream.restart(arm, io, &s.prompt)?;
     be.synchronize()?;
+    let ses = stream.session();
     let fb0 = ses.fallbacks();
     let (l0, g0, n0) = (
         be.eager_launches(),
@@ -228,35 +256,48 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
     );
     let mut r = ArmResult {
         arm: arm.name(),
+        audio: s.speech.as_ref().map(|_| ArmAudio::default()),
         ..Default::default()
     };
     let mut hash = Vec::new();
+    let first = Instant::now();
     for i in 0..o.chunks {
         let toks = tokens_of(io, &s.sizes, i)?;
-        let t = Instant::now();
-        let m = ses.chunk(toks, &io.spk, false).map_err(e)?;
-        r.wall.push(t.elapsed().as_secs_f64() * 1e3);
-        if let Some(p) = non_finite(i, "mel", &m) {
+        let since_first = ms(first.elapsed());
+        let c = stream.chunk(arm, toks)?;
+        let m = &c.mel;
+        r.wall.push(ms(c.timing.flow));
+        if let Some(a) = &mut r.audio {
+            a.chunk(&c, since_first);
+        }
+        if let Some(p) = non_finite(i, "mel", m) {
             r.problems.push(p);
         }
         if let Some(f) = io.feats.get(i) {
             if let Some(p) = non_finite(i, &format!("feat_{i}"), f) {
                 r.problems.push(p);
             }
-            match rel_l2(&m, f) {
+            match rel_l2(m, f) {
                 Ok(e) => r.rel_l2.push(e),
                 Err(e) => r.problems.push(format!("chunk {i}: mel vs feat_{i}: {e}")),
             }
         }
-        hash.extend_from_slice(&mel_bytes(&m));
+        hash.extend_from_slice(&mel_bytes(m));
         pb.inc(1);
     }
-    let n = o.chunks as f64;
+    // launches of the chunks (with the vocoder: its eager launches too), the flush not counted
     let (l1, g1, n1) = (
         be.eager_launches(),
-        ses.stats().graph_launches,
-        ses.stats().graph_nodes,
+        stream.session().stats().graph_launches,
+        stream.session().stats().graph_nodes,
     );
+    if let Some(c) = stream.finish(arm)?
+        && let Some(a) = &mut r.audio
+    {
+        a.flush(&c, ms(first.elapsed()));
+    }
+    let mut ses = stream.into_session();
+    let n = o.chunks as f64;
     r.launches = ((l1 - l0) + (g1 - g0)) as f64 / n;
     r.kernels = ((l1 - l0) + (n1 - n0)) as f64 / n;
     let fb1 = ses.fallbacks();
@@ -428,6 +469,15 @@ fn run(o: &Opts) -> Res<Value> {
         .iter()
         .find(|r| r.arm == "B0")
         .map(|r| (r.p50, r.peak_ledger, r.sha.clone()));
+    let b0_pcm = res
+        .iter()
+        .find(|r| r.arm == "B0")
+        .and_then(|r| r.audio.as_ref().map(ArmAudio::sha256));
+    // the vendor's PCM (check, with the vocoder): `pcm.safetensors` beside --io
+    let pcm_ref = match (&o.io, o.pcm_tol, &s.speech) {
+        (Some(io), Some(_), Some(_)) => pcm::read_reference(io, o.chunks)?,
+        _ => None,
+    };
     let k = &s.contract.keeps.carry;
     let head = json!({
         "bench": if o.is_check() { "dcc-bench check" } else { "dcc-bench token2wav" },
@@ -442,6 +492,11 @@ fn run(o: &Opts) -> Res<Value> {
         "chunks": o.chunks,
         "warmup": o.warmup,
         "wall_s": t0.elapsed().as_secs_f64(),
+        "vocoder_weights": o.vocoder.as_ref().map(|v| v.path.display().to_string()),
+        "vocoder_noise_sha256": s.speech.as_ref().map(|m| m.vocoder().noise_sha256().to_string()),
+        "pcm_reference": pcm_ref.as_ref().map(|r| r.path.display().to_string()),
+        "pcm_tol": pcm_ref.as_ref().and(o.pcm_tol),
+        "wav": o.wav.as_ref().map(|w| w.path.display().to_string()),
     });
     let mut ok = true;
     let mut arms_json = Vec::new();
@@ -463,7 +518,23 @@ fn run(o: &Opts) -> Res<Value> {
                 ok = false;
             }
         }
-        arms_json.push(json!({
+        let mut problems = x.problems.clone();
+        let audio = match &x.audio {
+            Some(a) => {
+                let arm = Arm::parse(x.arm).unwrap_or(Arm::B0);
+                let reference = pcm_ref.as_ref().zip(o.pcm_tol);
+                let (fields, within) =
+                    pcm::arm_fields(arm, a, b0_pcm.as_deref(), reference, &mut problems)?;
+                ok &= within;
+                fields
+            }
+            None => BTreeMap::new(),
+        };
+        for p in &problems[x.problems.len()..] {
+            eprintln!("dcc-bench: arm {}: {p}", x.arm);
+            ok = false;
+        }
+        let mut arm_json = json!({
             "arm": x.arm,
             "p50_ms": x.p50, "p95_ms": x.p95,
             "device_busy_ms": x.busy,
@@ -485,9 +556,21 @@ fn run(o: &Opts) -> Res<Value> {
             "identical_to_b0": identical,
             "rel_l2_per_chunk": x.rel_l2.iter().map(|e| num(*e)).collect::<Vec<_>>(),
             "rel_l2_max": max_l2.map_or(Value::Null, num),
-            "problems": x.problems,
+            "problems": problems,
             "wall_ms": x.wall,
-        }));
+        });
+        if let Value::Object(m) = &mut arm_json {
+            m.extend(audio.into_iter().map(|(k, v)| (k.to_string(), v)));
+        }
+        arms_json.push(arm_json);
+    }
+    // every arm's audio must equal B0's, as its mel must
+    if let Some(Err(_)) = pcm::verdict(&arms_json) {
+        ok = false;
+    }
+    if let (Some(w), Some(m)) = (&o.wav, &s.speech) {
+        let a = res.iter().find(|r| r.arm == w.arm.name());
+        audio::write_wav(w, a.and_then(|r| r.audio.as_ref()), m.sample_rate())?;
     }
     let out = json!({ "run": head, "arms": arms_json, "ok": ok });
     let text = serde_json::to_string(&out).map_err(BenchError::Json)?;

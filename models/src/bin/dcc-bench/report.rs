@@ -99,6 +99,7 @@ pub fn write_table(w: &mut impl Write, out: &Value, o: &Opts) -> std::io::Result
             }
         )?;
     }
+    super::pcm::write_table(w, out)?;
     if let Some(tol) = o.check_tol {
         writeln!(
             w,

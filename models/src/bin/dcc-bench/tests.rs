@@ -152,3 +152,237 @@ fn check_fails_on_nan_or_length_mismatch_whatever_the_tolerance() {
         "{out}"
     );
 }
+
+/// `check` with a `pcm.safetensors` beside `--io`: each chunk's PCM and the flush against the
+/// file's `pcm_<i>` and `pcm_flush`, gated by `--pcm-tol`; a length mismatch fails whatever the
+/// tolerance; a flush after more chunks than this run streamed is not compared.
+#[test]
+fn check_compares_the_pcm_with_the_vendors_beside_io() {
+    use dcc_models::speech::{Prompt, SpeechModel};
+    use dcc_models::token2wav::serve::{Arm, ContractView, Token2WavTiny};
+
+    // the reference: this port's own B0 stream of two chunks (so the figures are exact)
+    let m = SpeechModel::load(
+        dcc_runtime::backend::host(),
+        testdata().join("weights.safetensors"),
+        testdata().join("vocoder.safetensors"),
+        ContractView::of::<Token2WavTiny>().unwrap(),
+    )
+    .unwrap();
+    let bytes = std::fs::read(testdata().join("io.safetensors")).unwrap();
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let words = |n: &str| -> Vec<[u8; 4]> {
+        let t = st.tensor(n).unwrap();
+        t.data()
+            .chunks_exact(4)
+            .map(|b| [b[0], b[1], b[2], b[3]])
+            .collect()
+    };
+    let ids = |n| -> Vec<u32> {
+        words(n)
+            .into_iter()
+            .map(|b| i32::from_le_bytes(b) as u32)
+            .collect()
+    };
+    let floats = |n| -> Vec<f32> { words(n).into_iter().map(f32::from_le_bytes).collect() };
+    let (tokens, mel, spk, stream) = (
+        ids("prompt_tokens"),
+        floats("prompt_mel"),
+        floats("spk"),
+        ids("stream_tokens"),
+    );
+    let prompt = Prompt {
+        tokens: &tokens,
+        mel: &mel,
+        spk: &spk,
+    };
+    let mut s = m.open(Arm::B0, &prompt).unwrap();
+    let pcm: Vec<Vec<f32>> = vec![
+        s.push(&stream[..28]).unwrap(),
+        s.push(&stream[25..53]).unwrap(),
+        s.finish(&[]).unwrap(),
+    ];
+
+    let dir = tempfile::tempdir().unwrap();
+    let io = dir.path().join("io.safetensors");
+    std::fs::copy(testdata().join("io.safetensors"), &io).unwrap();
+    let write = |parts: &[(&str, Vec<f32>)]| {
+        let owned: Vec<(String, Vec<u8>, usize)> = parts
+            .iter()
+            .map(|(n, v)| {
+                let b = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+                (n.to_string(), b, v.len())
+            })
+            .collect();
+        let views: Vec<(String, TensorView<'_>)> = owned
+            .iter()
+            .map(|(n, b, len)| {
+                (
+                    n.clone(),
+                    TensorView::new(Dtype::F32, vec![1, *len], b).unwrap(),
+                )
+            })
+            .collect();
+        let p = dir.path().join("pcm.safetensors");
+        std::fs::write(p, safetensors::serialize(views, None).unwrap()).unwrap();
+    };
+    let check = |chunks: &str, tol: &str| {
+        let weights = testdata().join("weights.safetensors");
+        let o = parse_from([
+            "dcc-bench",
+            "check",
+            "--backend",
+            "host",
+            "--weights",
+            weights.to_str().unwrap(),
+            "--io",
+            io.to_str().unwrap(),
+            "--contract",
+            "token2wav_tiny",
+            "--arms",
+            "B0",
+            "--chunks",
+            chunks,
+            "--warmup",
+            "0",
+            "--tol",
+            "1e-4",
+            "--pcm-tol",
+            tol,
+            "--format",
+            "json",
+        ])
+        .unwrap();
+        let Command::Flow(o) = o else {
+            panic!("check parsed as another command: {o:?}")
+        };
+        run(&o).unwrap()
+    };
+
+    // the stream as it was: every chunk and the flush compared, all exact
+    write(&[
+        ("pcm_0", pcm[0].clone()),
+        ("pcm_1", pcm[1].clone()),
+        ("pcm_flush", pcm[2].clone()),
+    ]);
+    let out = check("2", "0");
+    assert_eq!(out["ok"], Value::Bool(true), "{out}");
+    let a = &out["arms"][0];
+    assert_eq!(
+        a["pcm_rel_l2_per_chunk"],
+        serde_json::json!([0.0, 0.0]),
+        "{out}"
+    );
+    assert_eq!(a["pcm_rel_l2_flush"], 0.0, "{out}");
+    assert!(
+        out["run"]["pcm_reference"]
+            .as_str()
+            .unwrap()
+            .ends_with("pcm.safetensors")
+    );
+    // one chunk of a two-chunk reference: the flush (after two chunks) is not compared
+    let out = check("1", "0");
+    assert_eq!(out["ok"], Value::Bool(true), "{out}");
+    assert_eq!(out["arms"][0]["pcm_rel_l2_flush"], Value::Null, "{out}");
+
+    // chunk 1 louder by 1%: relative L2 1e-2, over 1e-3, within 0.1
+    let loud: Vec<f32> = pcm[1].iter().map(|x| x * 1.01).collect();
+    write(&[
+        ("pcm_0", pcm[0].clone()),
+        ("pcm_1", loud),
+        ("pcm_flush", pcm[2].clone()),
+    ]);
+    let out = check("2", "1e-3");
+    assert_eq!(out["ok"], Value::Bool(false), "{out}");
+    let e = out["arms"][0]["pcm_rel_l2_max"].as_f64().unwrap();
+    assert!((e - 0.01 / 1.01).abs() < 1e-6, "{out}");
+    assert_eq!(check("2", "0.1")["ok"], Value::Bool(true));
+
+    // a flush one sample short: a length mismatch, whatever the tolerance
+    let mut short = pcm[2].clone();
+    short.pop();
+    write(&[
+        ("pcm_0", pcm[0].clone()),
+        ("pcm_1", pcm[1].clone()),
+        ("pcm_flush", short),
+    ]);
+    let out = check("2", "1e9");
+    assert_eq!(out["ok"], Value::Bool(false), "{out}");
+    let problems = out["arms"][0]["problems"].to_string();
+    assert!(
+        problems.contains("chunk 2: pcm vs pcm_flush: cannot compare 3840 values with 3839"),
+        "{out}"
+    );
+}
+
+/// The vocoder's weights: beside --weights unless named; none with --no-vocoder. `--wav`
+/// writes the first arm unless `--wav-arm` names one, 16-bit unless `--wav-format float`.
+#[test]
+fn vocoder_and_wav_flags_resolve_as_documented() {
+    use super::audio::{VocoderFile, WavChoice};
+    use dcc_models::token2wav::serve::Arm;
+    let opts = |args: &[&str]| match parse_from(["dcc-bench"].iter().chain(args)).unwrap() {
+        Command::Flow(o) => o,
+        other => panic!("parsed as {other:?}"),
+    };
+    let o = opts(&["token2wav", "--weights", "m/w.safetensors"]);
+    let beside = VocoderFile {
+        path: Path::new("m").join("vocoder.safetensors"),
+        explicit: false,
+    };
+    assert_eq!(o.vocoder, Some(beside.clone()));
+    assert_eq!((o.wav.clone(), o.pcm_tol), (None, None));
+    let o = opts(&["check", "--weights", "m/w.safetensors", "--io", "i"]);
+    assert_eq!((o.vocoder, o.pcm_tol), (Some(beside), Some(1e-3)));
+    let o = opts(&["token2wav", "--weights", "w", "--vocoder-weights", "v.st"]);
+    let named = VocoderFile {
+        path: "v.st".into(),
+        explicit: true,
+    };
+    assert_eq!(o.vocoder, Some(named));
+    let o = opts(&["token2wav", "--weights", "w", "--no-vocoder"]);
+    assert_eq!(o.vocoder, None);
+    let o = opts(&[
+        "token2wav",
+        "--weights",
+        "w",
+        "--arms",
+        "SR,B0",
+        "--wav",
+        "x.wav",
+    ]);
+    let w = o.wav.unwrap();
+    assert_eq!((w.arm, w.format), (Arm::SR, WavChoice::Pcm16));
+    let o = opts(&[
+        "token2wav",
+        "--weights",
+        "w",
+        "--wav",
+        "x.wav",
+        "--wav-arm",
+        "Rc",
+        "--wav-format",
+        "float",
+    ]);
+    let w = o.wav.unwrap();
+    assert_eq!((w.arm, w.format), (Arm::Rc, WavChoice::Float));
+    for bad in [
+        &[
+            "token2wav",
+            "--weights",
+            "w",
+            "--no-vocoder",
+            "--vocoder-weights",
+            "v",
+        ][..],
+        &["token2wav", "--weights", "w", "--wav-format", "float"],
+        &["check", "--weights", "w", "--io", "i", "--wav", "x.wav"],
+        &["token2wav", "--weights", "w", "--pcm-tol", "1"],
+        &["check", "--weights", "w", "--io", "i", "--pcm-tol", "nan"],
+    ] {
+        assert!(
+            parse_from(["dcc-bench"].iter().chain(bad)).is_err(),
+            "{bad:?}"
+        );
+    }
+}
