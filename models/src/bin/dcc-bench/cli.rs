@@ -13,6 +13,7 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use dcc_models::token2wav::serve::Arm;
 
 use super::kernels::KernelsArgs;
+use super::sessions::SessionsArgs;
 
 /// The most chunks one pass may stream (`--chunks`, `--warmup`). A chunk is one second of
 /// audio, so this is over an hour per arm: far more samples than a stable p95 needs (a few
@@ -78,6 +79,9 @@ pub enum Cmd {
     /// the cuBLAS path, whether each variant's output equals its host twin bit for bit, and its
     /// normwise relative error against cuBLAS. No weights needed (random operands).
     Kernels(KernelsArgs),
+    /// Run N sessions on one device, time-multiplexed: memory, latency, throughput, and each
+    /// session's audio against the same session alone (the capacity harness).
+    Sessions(SessionsArgs),
 }
 
 /// What the command line asks for.
@@ -87,6 +91,8 @@ pub enum Command {
     Flow(Opts),
     /// `kernels`.
     Kernels(KernelsArgs),
+    /// `sessions`.
+    Sessions(SessionsArgs),
 }
 
 /// Flags both commands take.
@@ -246,7 +252,7 @@ pub enum Format {
     Json,
 }
 
-fn arm(s: &str) -> Result<Arm, String> {
+pub fn arm(s: &str) -> Result<Arm, String> {
     let s = s.trim();
     Arm::parse(s).ok_or_else(|| {
         let names: Vec<&str> = Arm::ALL.iter().map(|a| a.name()).collect();
@@ -307,6 +313,7 @@ impl Command {
             Cmd::Token2wav(a) => (a.common, None, a.io, a.arms, a.busy_reps, a.profile),
             Cmd::Check(a) => (a.common, Some(a.tol), Some(a.io), a.arms, 0, false),
             Cmd::Kernels(a) => return Command::Kernels(a),
+            Cmd::Sessions(a) => return Command::Sessions(a),
         };
         Command::Flow(Opts {
             check_tol,
@@ -335,6 +342,12 @@ where
     let opts = match Command::from_cli(Cli::try_parse_from(args)?) {
         Command::Flow(o) => o,
         k @ Command::Kernels(_) => return Ok(k),
+        Command::Sessions(a) => {
+            return match super::sessions::check(&a) {
+                Ok(()) => Ok(Command::Sessions(a)),
+                Err(m) => Err(Cli::command().error(ErrorKind::ValueValidation, m)),
+            };
+        }
     };
     let fail = |kind, msg: String| Err(Cli::command().error(kind, msg));
     for (i, a) in opts.arms.iter().enumerate() {
@@ -417,6 +430,7 @@ mod tests {
         match parse_from(std::iter::once("dcc-bench").chain(args.iter().copied()))? {
             Command::Flow(o) => Ok(o),
             Command::Kernels(k) => panic!("{args:?} parsed as kernels: {k:?}"),
+            Command::Sessions(a) => panic!("{args:?} parsed as sessions: {a:?}"),
         }
     }
 
