@@ -1,7 +1,7 @@
 //! `dcc-bench sessions`: many Token2Wav sessions on one device — the capacity harness.
 //!
 //! For each arm and each session count N (`--sessions 1,2,4,…`), N sessions are created on one
-//! [`DeviceFlow`] (shared weights, activation workspace and, under the state rule, the arena's
+//! [`DeviceFlow`](dcc_models::token2wav::DeviceFlow) (shared weights, activation workspace and, under the state rule, the arena's
 //! per-process part: the solver workspace) and run time-multiplexed, round robin, on its one
 //! device stream: every session primes, runs `--warmup` chunks (every class captured in its own
 //! engines), primes again and runs `--chunks` measured chunks. Each session has its own prompt,
