@@ -35,7 +35,7 @@ use clap::Args;
 use dcc_models::token2wav::serve::{Arm, Session, StreamInputs};
 use dcc_models::token2wav::{FlowConfig, FlowError, SolverParams};
 use dcc_runtime::stats;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::cli::{Common, GemmChoice, Opts};
 use super::error::BenchError;
@@ -386,15 +386,74 @@ pub fn run(a: &SessionsArgs) -> Res<bool> {
             }
         }
     }
-    let d = chunk_seconds(s.contract.family);
+    let split = dcc_runtime::arena::session_bytes(&s.contract.arena).ok();
+    let head = json!({
+        "bench": "dcc-bench sessions",
+        "device": s.be.device_name(),
+        "backend": a.common.backend.name(),
+        "contract": s.contract.family,
+        "config": if s.cfg == FlowConfig::tiny() { "tiny" } else if s.cfg == FlowConfig::full() { "full" } else { "other" },
+        "inputs": a.io.as_ref().map_or_else(|| "synthetic".into(), |p| p.display().to_string()),
+        "gemm": match a.common.gemm { GemmChoice::Backend => "backend", GemmChoice::Invariant => "invariant" },
+        "cadence": match a.cadence { Cadence::Max => "max", Cadence::Realtime => "realtime" },
+        "chunk_s": chunk_seconds(s.contract.family),
+        "chunks": a.common.chunks,
+        "warmup": a.common.warmup,
+        "sessions": a.sessions,
+        "arms": a.arms.iter().map(|x| x.name()).collect::<Vec<_>>(),
+        "contract_session_bytes": split,
+        "contract_process_bytes": split.map(|b| s.contract.arena.total_bytes - b),
+        "realtime_p95_ms": REALTIME_P95_MS,
+        "wall_s": t0.elapsed().as_secs_f64(),
+    });
+    let out = report(head, &a.arms, &runs, &alone_sha, ok)?;
+    let ok = out["ok"] == true;
+    let text = serde_json::to_string(&out).map_err(BenchError::Json)?;
+    if let Some(p) = &a.common.json_out {
+        super::report::write_atomic(p, &format!("{text}\n")).map_err(|error| {
+            BenchError::Write {
+                path: p.clone(),
+                error,
+            }
+        })?;
+    }
+    if let Some(p) = &a.plot {
+        super::report::write_atomic(p, &plot::svg(&out)).map_err(|error| BenchError::Write {
+            path: p.clone(),
+            error,
+        })?;
+    }
+    let mut stdout = std::io::stdout().lock();
+    if o.json {
+        writeln!(stdout, "{text}")
+    } else {
+        super::sessions_table::table(&mut stdout, &out)
+    }
+    .and_then(|()| stdout.flush())
+    .map_err(BenchError::Stdout)?;
+    Ok(ok)
+}
+
+/// The result object of a run: one entry per (arm, N) run in `runs`, the sessions per GPU at
+/// real time and the out-of-memory count per arm, and one entry per session in `sessions`;
+/// `ok` says whether every completed session equals alone and the other arms, every mel is
+/// finite and nothing failed but running out of memory (`ok` in: what the measuring said).
+fn report(
+    head: Value,
+    arms: &[Arm],
+    runs: &[RunResult],
+    alone_sha: &BTreeMap<(&'static str, usize), String>,
+    mut ok: bool,
+) -> Res<Value> {
+    let d = head["chunk_s"].as_f64().unwrap_or(1.0);
     let mut runs_json = Vec::new();
     let mut at_realtime: BTreeMap<&str, Option<usize>> = BTreeMap::new();
     let mut oom_at: BTreeMap<&str, Option<usize>> = BTreeMap::new();
-    for arm in &a.arms {
+    for arm in arms {
         at_realtime.insert(arm.name(), None);
         oom_at.insert(arm.name(), None);
     }
-    for r in &runs {
+    for r in runs {
         let (p50, p95, p99) = (
             pct(&r.latency_ms, 0.5)?,
             pct(&r.latency_ms, 0.95)?,
@@ -481,57 +540,21 @@ pub fn run(a: &SessionsArgs) -> Res<bool> {
             "runs": per_run,
         }));
     }
-    let split = dcc_runtime::arena::session_bytes(&s.contract.arena).ok();
-    let out = json!({
-        "run": {
-            "bench": "dcc-bench sessions",
-            "device": s.be.device_name(),
-            "backend": a.common.backend.name(),
-            "contract": s.contract.family,
-            "config": if s.cfg == FlowConfig::tiny() { "tiny" } else if s.cfg == FlowConfig::full() { "full" } else { "other" },
-            "inputs": a.io.as_ref().map_or_else(|| "synthetic".into(), |p| p.display().to_string()),
-            "gemm": match a.common.gemm { GemmChoice::Backend => "backend", GemmChoice::Invariant => "invariant" },
-            "cadence": match a.cadence { Cadence::Max => "max", Cadence::Realtime => "realtime" },
-            "chunk_s": d,
-            "chunks": a.common.chunks,
-            "warmup": a.common.warmup,
-            "sessions": a.sessions,
-            "arms": a.arms.iter().map(|x| x.name()).collect::<Vec<_>>(),
-            "contract_session_bytes": split,
-            "contract_process_bytes": split.map(|b| s.contract.arena.total_bytes - b),
-            "realtime_p95_ms": REALTIME_P95_MS,
-            "wall_s": t0.elapsed().as_secs_f64(),
-        },
+    for r in runs
+        .iter()
+        .filter(|r| matches!(r.failure, Some((false, _))))
+    {
+        eprintln!("dcc-bench sessions: {} × {}: failed", r.arm.name(), r.n);
+        ok = false;
+    }
+    Ok(json!({
+        "run": head,
         "runs": runs_json,
         "sessions_at_realtime": at_realtime,
         "out_of_memory_at": oom_at,
         "sessions": sessions_json,
         "ok": ok,
-    });
-    let text = serde_json::to_string(&out).map_err(BenchError::Json)?;
-    if let Some(p) = &a.common.json_out {
-        super::report::write_atomic(p, &format!("{text}\n")).map_err(|error| {
-            BenchError::Write {
-                path: p.clone(),
-                error,
-            }
-        })?;
-    }
-    if let Some(p) = &a.plot {
-        super::report::write_atomic(p, &plot::svg(&out)).map_err(|error| BenchError::Write {
-            path: p.clone(),
-            error,
-        })?;
-    }
-    let mut stdout = std::io::stdout().lock();
-    if o.json {
-        writeln!(stdout, "{text}")
-    } else {
-        super::sessions_table::table(&mut stdout, &out)
-    }
-    .and_then(|()| stdout.flush())
-    .map_err(BenchError::Stdout)?;
-    Ok(ok)
+    }))
 }
 
 #[cfg(test)]

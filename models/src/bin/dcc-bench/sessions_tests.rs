@@ -1,10 +1,11 @@
 //! `dcc-bench sessions`: flag checks, and the issue's command end to end on the Host backend
 //! with the tiny model (four sessions, each identical to alone).
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::super::cli::{Command, parse_from};
 use super::*;
+use std::collections::BTreeMap;
 
 fn parse(args: &[&str]) -> Result<SessionsArgs, clap::Error> {
     match parse_from(std::iter::once("dcc-bench").chain(args.iter().copied()))? {
@@ -96,4 +97,79 @@ fn issue_command_reports_four_sessions_identical_to_alone() {
     assert!(runs.iter().all(|r| r["status"] == "ok"));
     let svg = std::fs::read_to_string(&svg).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("SRc") && svg.trim_end().ends_with("</svg>"));
+}
+
+/// A run of `n` sessions that completed, every session's mel `sha`.
+fn done(arm: Arm, n: usize, ms: f64, sha: &str) -> RunResult {
+    RunResult {
+        arm,
+        n,
+        failure: None,
+        latency_ms: vec![ms; 4 * n],
+        wall_s: 4.0 * n as f64 * ms / 1e3,
+        misses: None,
+        peak_mib: 100.0 * n as f64,
+        used_mib: None,
+        per_session_mib: 100.0,
+        shas: (0..n).map(|k| format!("{sha}{k}")).collect(),
+        problems: Vec::new(),
+    }
+}
+
+#[test]
+fn out_of_memory_keeps_the_smaller_counts_and_is_one_clean_line() {
+    let head = json!({"chunk_s": 1.0, "arms": ["B0", "SRc"], "contract": "c"});
+    let oom = RunResult {
+        failure: Some((true, "CUDA driver: out of memory".into())),
+        latency_ms: Vec::new(),
+        shas: Vec::new(),
+        ..done(Arm::B0, 4, 0.0, "")
+    };
+    let runs = [
+        done(Arm::B0, 1, 30.0, "a"),
+        done(Arm::B0, 2, 30.0, "a"),
+        oom,
+        done(Arm::SRc, 1, 20.0, "a"),
+        done(Arm::SRc, 2, 20.0, "a"),
+        done(Arm::SRc, 4, 300.0, "a"),
+    ];
+    let mut alone = BTreeMap::new();
+    for arm in ["B0", "SRc"] {
+        for k in 0..4 {
+            alone.insert((arm, k), format!("a{k}"));
+        }
+    }
+    let out = report(head.clone(), &[Arm::B0, Arm::SRc], &runs, &alone, true).unwrap();
+    assert_eq!(out["ok"], true, "{out}");
+    assert_eq!(out["out_of_memory_at"]["B0"], 4);
+    assert_eq!(out["out_of_memory_at"]["SRc"], Value::Null);
+    // real time: 1 and 2 sessions at 30 ms keep up; 4 at 300 ms miss the p95 bound
+    assert_eq!(out["sessions_at_realtime"]["B0"], 2);
+    assert_eq!(out["sessions_at_realtime"]["SRc"], 2);
+    let r = out["runs"].as_array().unwrap();
+    assert_eq!(r.len(), 6);
+    assert_eq!(r[2]["status"], "out of memory");
+    assert_eq!(r[1]["status"], "ok");
+    assert_eq!(out["sessions"].as_array().unwrap().len(), 4);
+    let mut table = Vec::new();
+    super::super::sessions_table::table(&mut table, &out).unwrap();
+    let table = String::from_utf8(table).unwrap();
+    assert!(table.contains("B0: out of memory at N = 4\n"), "{table}");
+    assert!(
+        table.contains("sessions identical to alone: 4/4"),
+        "{table}"
+    );
+    // a session whose mel differs from alone fails the run, and so does another error
+    let mut bad = alone.clone();
+    bad.insert(("SRc", 3), "x".into());
+    let out = report(head.clone(), &[Arm::B0, Arm::SRc], &runs, &bad, true).unwrap();
+    assert_eq!(out["ok"], false);
+    assert_eq!(out["sessions"][3]["identical_to_alone"], false);
+    let failed = RunResult {
+        failure: Some((false, "bad input".into())),
+        ..done(Arm::SRc, 8, 0.0, "")
+    };
+    let out = report(head, &[Arm::SRc], &[failed], &alone, true).unwrap();
+    assert_eq!(out["ok"], false);
+    assert_eq!(out["runs"][0]["status"], "error");
 }
