@@ -1,6 +1,7 @@
 //! The session arena is laid out once, by `derive::arena`: for every bundled spec, the total
 //! `dcc check --format json` reports (at the base and at every operating point) is the
-//! `ARENA_BYTES` the generated module declares, alignment padding included.
+//! `ARENA_BYTES` the generated module declares, alignment padding included, and so are its
+//! per-session and per-process parts (`SESSION_BYTES`, `PROCESS_BYTES`).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -23,7 +24,12 @@ fn bundled_specs() -> Vec<PathBuf> {
 /// The value of the first `pub const ARENA_BYTES: usize = 1_141_379_328;` line at indentation
 /// `indent` in `module`.
 fn arena_bytes_in(module: &str, indent: &str) -> u64 {
-    let prefix = format!("{indent}pub const ARENA_BYTES: usize = ");
+    const_in(module, indent, "ARENA_BYTES")
+}
+
+/// The value of the first `pub const {name}: usize = …;` line at indentation `indent`.
+fn const_in(module: &str, indent: &str, name: &str) -> u64 {
+    let prefix = format!("{indent}pub const {name}: usize = ");
     let line = module
         .lines()
         .find(|l| l.starts_with(&prefix))
@@ -60,13 +66,30 @@ fn check_json_total_equals_generated_arena_bytes() {
         let live = json["arena"]["live_bytes"].as_u64().expect("live_bytes");
         let padding = json["arena"]["padding_bytes"].as_u64().expect("padding");
         assert_eq!(live + padding, total, "{name}");
-        // Offsets: aligned, in order, disjoint, inside the total.
+        // The two parts: as generated, summing to the total, the per-session one aligned.
+        let session = json["session_bytes"].as_u64().expect("session_bytes");
+        let process = json["process_bytes"].as_u64().expect("process_bytes");
+        assert_eq!(session, const_in(&module, "", "SESSION_BYTES"), "{name}");
+        assert_eq!(process, const_in(&module, "", "PROCESS_BYTES"), "{name}");
+        assert_eq!((session + process, session % 256), (total, 0), "{name}");
+        // Offsets: aligned, in order, disjoint, inside the total; the per-session regions
+        // (lifetime turn / session) before `session_bytes`, the others after it.
         let mut end = 0;
         for r in json["arena"]["regions"].as_array().expect("regions") {
             let (offset, bytes) = (r["offset"].as_u64().unwrap(), r["bytes"].as_u64().unwrap());
             assert_eq!(offset % 256, 0, "{name}: {r}");
             assert!(offset >= end, "{name}: {r} overlaps the region before");
             end = offset + bytes;
+            let lifetime = json["regions"]
+                .as_array()
+                .expect("regions")
+                .iter()
+                .find(|x| x["name"] == r["name"])
+                .and_then(|x| x["lifetime"].as_str())
+                .unwrap_or_else(|| panic!("{name}: no lifetime for {r}"));
+            let per_session = matches!(lifetime, "turn" | "session");
+            assert_eq!(r["per_session"].as_bool(), Some(per_session), "{name}: {r}");
+            assert_eq!(end <= session, per_session, "{name}: {r}");
         }
         assert!(end <= total, "{name}");
         // Every operating point: its own module in `operating_points`.
@@ -83,6 +106,13 @@ fn check_json_total_equals_generated_arena_bytes() {
                 Some(arena_bytes_in(&module[at..], "        ")),
                 "{name}: operating point `{op_name}`"
             );
+            for key in ["session_bytes", "process_bytes"] {
+                assert_eq!(
+                    op[key].as_u64(),
+                    Some(const_in(&module[at..], "        ", &key.to_uppercase())),
+                    "{name}: operating point `{op_name}`: {key}"
+                );
+            }
         }
     }
 }
@@ -104,6 +134,23 @@ fn the_report_shows_the_allocated_total() {
             "session arena: {} = live {} + alignment 608 (offsets aligned to 256 B)",
             dcc_compiler::report::fmt_bytes(a.total_bytes),
             group(a.live_bytes)
+        )),
+        "{text}"
+    );
+    // bytes per session apart from bytes per process: the solver workspace (lifetime `unit`)
+    // and the mask (`operator`) are the process's
+    assert!(
+        text.contains(&format!(
+            "per session: {} (lifetime turn/session: carry, ",
+            dcc_compiler::report::fmt_bytes(a.session_bytes)
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "per process: {} (lifetime operator/unit/process, shared by the sessions of a \
+             stream: solver_workspace, attention_mask)",
+            dcc_compiler::report::fmt_bytes(a.process_bytes())
         )),
         "{text}"
     );

@@ -59,11 +59,15 @@ fn token2wav_exposes_the_papers_numbers() {
         "    /// 3 ≤ |𝒬_o| 1 × ∏K_r 9: the reachable signature classes (eq. 7 bounds them; conformer_cache and upsample_cache advance together on the token clock).\n    pub const CLASSES: usize = 3;",
     );
     has("/// - Class 2: conformer_cache = 201, upsample_cache = 402;");
-    // The arena: total = Σ aligned regions, the paper's regions first (further regions of the
-    // contract follow them).
+    // The arena: total = Σ aligned regions, the per-session part first (the carry, then the
+    // contract's further session regions), then the per-process part: the solver workspace and
+    // the mask live for one call (lifetime `unit` / `operator`), so sessions share them.
+    has("carry 526909440 + conformer_cache 4939776 + upsample_cache 6586368");
     has(
-        "carry 526909440 + solver_workspace 600309760 + attention_mask 256 (112 aligned up to 256) + conformer_cache 4939776 + upsample_cache 6586368",
+        "voc_offsets 256 (40 aligned up to 256) + solver_workspace 600309760 + attention_mask 256 (112 aligned up to 256)\n",
     );
+    has("pub const SESSION_BYTES: usize = 541_151_488;");
+    has("pub const PROCESS_BYTES: usize = 600_310_016;");
     let doc = m
         .lines()
         .find(|l| l.starts_with("/// ") && l.contains(" = carry 526909440 + "))

@@ -238,7 +238,7 @@ impl EncKv {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 0;
 
     /// 7500 = session_tokens (7500)
@@ -387,7 +387,7 @@ impl EncUpKv {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 184_320_000;
 
     /// 15000 = noise_frames (15000)
@@ -531,7 +531,7 @@ impl PreLookaheadCache {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 430_080_000;
 
     /// 2 = pre_ctx (2)
@@ -670,7 +670,7 @@ impl UpLayerCache {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 430_084_096;
 
     /// 4 = up_ctx (4)
@@ -817,7 +817,7 @@ impl EstDownKv {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 430_092_288;
 
     /// 50 = flow_cache_frames (50)
@@ -975,7 +975,7 @@ impl EstMidKv {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 446_476_288;
 
     /// 50 = flow_cache_frames (50)
@@ -1133,7 +1133,7 @@ impl EstUpKv {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 643_084_288;
 
     /// 50 = flow_cache_frames (50)
@@ -1289,7 +1289,7 @@ impl EstDownConv {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 659_468_288;
 
     /// 2 = conv_ctx (2)
@@ -1434,7 +1434,7 @@ impl EstMidConv {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 659_601_408;
 
     /// 2 = conv_ctx (2)
@@ -1579,7 +1579,7 @@ impl EstUpConv {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 660_584_448;
 
     /// 2 = conv_ctx (2)
@@ -1718,7 +1718,7 @@ impl EstFinalConv {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 660_748_288;
 
     /// 2 = conv_ctx (2)
@@ -1857,7 +1857,7 @@ impl HiftMelCache {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 660_789_248;
 
     /// 8 = mel_cache_len (8)
@@ -2001,7 +2001,7 @@ impl HiftSourceCache {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 660_791_808;
 
     /// 3840 = source_cache_len (3840)
@@ -2145,7 +2145,7 @@ impl HiftSpeechCache {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 660_807_168;
 
     /// 3840 = source_cache_len (3840)
@@ -2265,7 +2265,17 @@ pub const ARENA_ALIGN: usize = 256;
 /// 660822528 = enc_kv 184320000 + enc_up_kv 245760000 + pre_lookahead_cache 4096 + up_layer_cache 8192 + est_down_kv 16384000 + est_mid_kv 196608000 + est_up_kv 16384000 + est_down_conv 133120 + est_mid_conv 983040 + est_up_conv 163840 + est_final_conv 40960 + hift_mel_cache 2560 + hift_source_cache 15360 + hift_speech_cache 15360
 pub const ARENA_BYTES: usize = 660_822_528;
 
-/// The arena regions, in offset order.
+/// Bytes of the arena's per-session part `[0, SESSION_BYTES)`: the regions of lifetime `turn`
+/// or `session`, whose contents outlive a call. Every session holds its own.
+pub const SESSION_BYTES: usize = 660_822_528;
+
+/// Bytes of the arena's per-process part `[SESSION_BYTES, ARENA_BYTES)`: the regions of
+/// lifetime `operator`, `unit` or `process`, dead once a call returns. Sessions whose calls never
+/// overlap (one device stream) share one copy: N sessions cost
+/// `N × SESSION_BYTES + PROCESS_BYTES`.
+pub const PROCESS_BYTES: usize = 0;
+
+/// The arena regions, in offset order (the per-session part first).
 pub const REGIONS: [dcc::RegionInfo; 14] = [
     EncKv::INFO,
     EncUpKv::INFO,
@@ -2283,7 +2293,8 @@ pub const REGIONS: [dcc::RegionInfo; 14] = [
     HiftSpeechCache::INFO,
 ];
 
-/// Layout of one session: one allocation, every region at a fixed, aligned offset.
+/// Layout of one session: every region at a fixed, aligned offset; the per-session part
+/// (`SESSION_BYTES`) and the per-process part (`PROCESS_BYTES`) may be two allocations.
 pub const ARENA: dcc::ArenaLayout = dcc::ArenaLayout {
     total_bytes: ARENA_BYTES,
     align: ARENA_ALIGN,
@@ -2359,6 +2370,11 @@ const _: () = assert!(
 
 const _: () = assert!(
     HiftSpeechCache::OFFSET + HiftSpeechCache::BYTES <= ARENA_BYTES && ARENA_BYTES
+    .is_multiple_of(ARENA_ALIGN)
+);
+
+const _: () = assert!(
+    SESSION_BYTES + PROCESS_BYTES == ARENA_BYTES && SESSION_BYTES
     .is_multiple_of(ARENA_ALIGN)
 );
 

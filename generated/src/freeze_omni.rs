@@ -53,7 +53,7 @@ impl CodecContext {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 0;
 
     /// 50 = codec_chunk (40) + codec_pad (10)
@@ -173,10 +173,21 @@ pub const ARENA_ALIGN: usize = 256;
 /// 102400 = codec_context 102400
 pub const ARENA_BYTES: usize = 102_400;
 
-/// The arena regions, in offset order.
+/// Bytes of the arena's per-session part `[0, SESSION_BYTES)`: the regions of lifetime `turn`
+/// or `session`, whose contents outlive a call. Every session holds its own.
+pub const SESSION_BYTES: usize = 102_400;
+
+/// Bytes of the arena's per-process part `[SESSION_BYTES, ARENA_BYTES)`: the regions of
+/// lifetime `operator`, `unit` or `process`, dead once a call returns. Sessions whose calls never
+/// overlap (one device stream) share one copy: N sessions cost
+/// `N × SESSION_BYTES + PROCESS_BYTES`.
+pub const PROCESS_BYTES: usize = 0;
+
+/// The arena regions, in offset order (the per-session part first).
 pub const REGIONS: [dcc::RegionInfo; 1] = [CodecContext::INFO];
 
-/// Layout of one session: one allocation, every region at a fixed, aligned offset.
+/// Layout of one session: every region at a fixed, aligned offset; the per-session part
+/// (`SESSION_BYTES`) and the per-process part (`PROCESS_BYTES`) may be two allocations.
 pub const ARENA: dcc::ArenaLayout = dcc::ArenaLayout {
     total_bytes: ARENA_BYTES,
     align: ARENA_ALIGN,
@@ -187,6 +198,11 @@ const _: () = assert!(CodecContext::OFFSET == 0);
 
 const _: () = assert!(
     CodecContext::OFFSET + CodecContext::BYTES <= ARENA_BYTES && ARENA_BYTES
+    .is_multiple_of(ARENA_ALIGN)
+);
+
+const _: () = assert!(
+    SESSION_BYTES + PROCESS_BYTES == ARENA_BYTES && SESSION_BYTES
     .is_multiple_of(ARENA_ALIGN)
 );
 

@@ -178,7 +178,7 @@ impl EncConvIn {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 0;
 
     /// 6 = in_ctx (6)
@@ -317,7 +317,7 @@ impl EncRes0 {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 256;
 
     /// 2 = res_ctx (2)
@@ -456,7 +456,7 @@ impl EncDown0 {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 768;
 
     /// 4 = down0_ctx (4)
@@ -595,7 +595,7 @@ impl EncRes1 {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 1792;
 
     /// 2 = res_ctx (2)
@@ -734,7 +734,7 @@ impl EncDown1 {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 2816;
 
     /// 5 = down1_ctx (5)
@@ -873,7 +873,7 @@ impl EncRes2 {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 5376;
 
     /// 2 = res_ctx (2)
@@ -1012,7 +1012,7 @@ impl EncDown2 {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 7424;
 
     /// 6 = down2_ctx (6)
@@ -1151,7 +1151,7 @@ impl EncRes3 {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 13_568;
 
     /// 2 = res_ctx (2)
@@ -1290,7 +1290,7 @@ impl EncDown3 {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 17_664;
 
     /// 8 = down3_ctx (8)
@@ -1429,7 +1429,7 @@ impl EncConvOut {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 34_048;
 
     /// 2 = out_ctx (2)
@@ -1574,7 +1574,7 @@ impl EncKv {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 42_240;
 
     /// 250 = context (250)
@@ -1729,7 +1729,7 @@ impl EncDownsample {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 8_234_240;
 
     /// 2 = resample_ctx (2)
@@ -1868,7 +1868,7 @@ impl DecUpsample {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 8_238_336;
 
     /// 2 = resample_ctx (2)
@@ -2013,7 +2013,7 @@ impl DecKv {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 8_242_432;
 
     /// 250 = context (250)
@@ -2168,7 +2168,7 @@ impl DecConvIn {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 16_434_432;
 
     /// 6 = in_ctx (6)
@@ -2307,7 +2307,7 @@ impl DecUp0 {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 16_446_720;
 
     /// 8 = down3_ctx (8)
@@ -2446,7 +2446,7 @@ impl DecRes0 {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 16_463_104;
 
     /// 2 = res_ctx (2)
@@ -2585,7 +2585,7 @@ impl DecUp1 {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 16_467_200;
 
     /// 6 = down2_ctx (6)
@@ -2724,7 +2724,7 @@ impl DecRes1 {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 16_473_344;
 
     /// 2 = res_ctx (2)
@@ -2863,7 +2863,7 @@ impl DecUp2 {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 16_475_392;
 
     /// 5 = down1_ctx (5)
@@ -3002,7 +3002,7 @@ impl DecRes2 {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 16_477_952;
 
     /// 2 = res_ctx (2)
@@ -3141,7 +3141,7 @@ impl DecUp3 {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 16_478_976;
 
     /// 4 = down0_ctx (4)
@@ -3280,7 +3280,7 @@ impl DecRes3 {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 16_480_000;
 
     /// 2 = res_ctx (2)
@@ -3419,7 +3419,7 @@ impl DecConvOut {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 16_480_512;
 
     /// 2 = out_ctx (2)
@@ -3534,7 +3534,17 @@ pub const ARENA_ALIGN: usize = 256;
 /// 16481024 = enc_conv_in 256 (24 aligned up to 256) + enc_res0 512 + enc_down0 1024 + enc_res1 1024 + enc_down1 2560 + enc_res2 2048 + enc_down2 6144 + enc_res3 4096 + enc_down3 16384 + enc_conv_out 8192 + enc_kv 8192000 + enc_downsample 4096 + dec_upsample 4096 + dec_kv 8192000 + dec_conv_in 12288 + dec_up0 16384 + dec_res0 4096 + dec_up1 6144 + dec_res1 2048 + dec_up2 2560 + dec_res2 1024 + dec_up3 1024 + dec_res3 512 + dec_conv_out 512
 pub const ARENA_BYTES: usize = 16_481_024;
 
-/// The arena regions, in offset order.
+/// Bytes of the arena's per-session part `[0, SESSION_BYTES)`: the regions of lifetime `turn`
+/// or `session`, whose contents outlive a call. Every session holds its own.
+pub const SESSION_BYTES: usize = 16_481_024;
+
+/// Bytes of the arena's per-process part `[SESSION_BYTES, ARENA_BYTES)`: the regions of
+/// lifetime `operator`, `unit` or `process`, dead once a call returns. Sessions whose calls never
+/// overlap (one device stream) share one copy: N sessions cost
+/// `N × SESSION_BYTES + PROCESS_BYTES`.
+pub const PROCESS_BYTES: usize = 0;
+
+/// The arena regions, in offset order (the per-session part first).
 pub const REGIONS: [dcc::RegionInfo; 24] = [
     EncConvIn::INFO,
     EncRes0::INFO,
@@ -3562,7 +3572,8 @@ pub const REGIONS: [dcc::RegionInfo; 24] = [
     DecConvOut::INFO,
 ];
 
-/// Layout of one session: one allocation, every region at a fixed, aligned offset.
+/// Layout of one session: every region at a fixed, aligned offset; the per-session part
+/// (`SESSION_BYTES`) and the per-process part (`PROCESS_BYTES`) may be two allocations.
 pub const ARENA: dcc::ArenaLayout = dcc::ArenaLayout {
     total_bytes: ARENA_BYTES,
     align: ARENA_ALIGN,
@@ -3688,6 +3699,11 @@ const _: () = assert!(
 
 const _: () = assert!(
     DecConvOut::OFFSET + DecConvOut::BYTES <= ARENA_BYTES && ARENA_BYTES
+    .is_multiple_of(ARENA_ALIGN)
+);
+
+const _: () = assert!(
+    SESSION_BYTES + PROCESS_BYTES == ARENA_BYTES && SESSION_BYTES
     .is_multiple_of(ARENA_ALIGN)
 );
 

@@ -70,7 +70,7 @@ impl TemporalKv {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 0;
 
     /// 3000 = context (3000)
@@ -201,10 +201,21 @@ pub const ARENA_ALIGN: usize = 256;
 /// 1572864000 = temporal_kv 1572864000
 pub const ARENA_BYTES: usize = 1_572_864_000;
 
-/// The arena regions, in offset order.
+/// Bytes of the arena's per-session part `[0, SESSION_BYTES)`: the regions of lifetime `turn`
+/// or `session`, whose contents outlive a call. Every session holds its own.
+pub const SESSION_BYTES: usize = 1_572_864_000;
+
+/// Bytes of the arena's per-process part `[SESSION_BYTES, ARENA_BYTES)`: the regions of
+/// lifetime `operator`, `unit` or `process`, dead once a call returns. Sessions whose calls never
+/// overlap (one device stream) share one copy: N sessions cost
+/// `N × SESSION_BYTES + PROCESS_BYTES`.
+pub const PROCESS_BYTES: usize = 0;
+
+/// The arena regions, in offset order (the per-session part first).
 pub const REGIONS: [dcc::RegionInfo; 1] = [TemporalKv::INFO];
 
-/// Layout of one session: one allocation, every region at a fixed, aligned offset.
+/// Layout of one session: every region at a fixed, aligned offset; the per-session part
+/// (`SESSION_BYTES`) and the per-process part (`PROCESS_BYTES`) may be two allocations.
 pub const ARENA: dcc::ArenaLayout = dcc::ArenaLayout {
     total_bytes: ARENA_BYTES,
     align: ARENA_ALIGN,
@@ -215,6 +226,11 @@ const _: () = assert!(TemporalKv::OFFSET == 0);
 
 const _: () = assert!(
     TemporalKv::OFFSET + TemporalKv::BYTES <= ARENA_BYTES && ARENA_BYTES
+    .is_multiple_of(ARENA_ALIGN)
+);
+
+const _: () = assert!(
+    SESSION_BYTES + PROCESS_BYTES == ARENA_BYTES && SESSION_BYTES
     .is_multiple_of(ARENA_ALIGN)
 );
 

@@ -248,7 +248,7 @@ impl Carry {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
+    /// Byte offset of the region in the session arena (its per-session part).
     pub const OFFSET: usize = 0;
 
     /// 402 = f_prompt (302) + f_retained (100)
@@ -406,8 +406,8 @@ impl SolverWorkspace {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
-    pub const OFFSET: usize = 526_909_440;
+    /// Byte offset of the region in the session arena (its per-process part, from `SESSION_BYTES` on).
+    pub const OFFSET: usize = 541_187_328;
 
     /// 402 = f_prompt (302) + f_retained (100)
     ///
@@ -568,8 +568,8 @@ impl AttentionMask {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
-    pub const OFFSET: usize = 1_127_219_200;
+    /// Byte offset of the region in the session arena (its per-process part, from `SESSION_BYTES` on).
+    pub const OFFSET: usize = 1_141_497_088;
 
     /// 56 = f_call (56)
     ///
@@ -734,8 +734,8 @@ impl ConformerCache {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
-    pub const OFFSET: usize = 1_127_219_456;
+    /// Byte offset of the region in the session arena (its per-session part).
+    pub const OFFSET: usize = 526_909_440;
 
     /// 201 = prompt_tokens (151) + conformer_history_tokens (50)
     ///
@@ -890,8 +890,8 @@ impl UpsampleCache {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
-    pub const OFFSET: usize = 1_132_159_232;
+    /// Byte offset of the region in the session arena (its per-session part).
+    pub const OFFSET: usize = 531_849_216;
 
     /// 402 = f_prompt (302) + conformer_history (100)
     ///
@@ -1048,8 +1048,8 @@ impl EstimatorConvCache {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
-    pub const OFFSET: usize = 1_138_745_600;
+    /// Byte offset of the region in the session arena (its per-session part).
+    pub const OFFSET: usize = 538_435_584;
 
     /// 2 = est_conv_ctx (2)
     ///
@@ -1187,8 +1187,8 @@ impl PreLookaheadCache {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
-    pub const OFFSET: usize = 1_141_367_040;
+    /// Byte offset of the region in the session arena (its per-session part).
+    pub const OFFSET: usize = 541_057_024;
 
     /// 2 = pre_ctx_tokens (2)
     ///
@@ -1326,8 +1326,8 @@ impl UpLayerCache {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
-    pub const OFFSET: usize = 1_141_371_136;
+    /// Byte offset of the region in the session arena (its per-session part).
+    pub const OFFSET: usize = 541_061_120;
 
     /// 4 = up_ctx_frames (4)
     ///
@@ -1465,8 +1465,8 @@ impl VocMel {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
-    pub const OFFSET: usize = 1_141_379_328;
+    /// Byte offset of the region in the session arena (its per-session part).
+    pub const OFFSET: usize = 541_069_312;
 
     /// 39 = voc_mel_keep (39)
     ///
@@ -1609,8 +1609,8 @@ impl VocSource {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
-    pub const OFFSET: usize = 1_141_396_992;
+    /// Byte offset of the region in the session arena (its per-session part).
+    pub const OFFSET: usize = 541_086_976;
 
     /// 17280 = voc_source_keep (36) * hop (480)
     ///
@@ -1753,8 +1753,8 @@ impl VocPhase {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
-    pub const OFFSET: usize = 1_141_496_832;
+    /// Byte offset of the region in the session arena (its per-session part).
+    pub const OFFSET: usize = 541_186_816;
 
     /// 1
     ///
@@ -1892,8 +1892,8 @@ impl VocOffsets {
     /// Offset alignment in the arena (256 B).
     pub const ALIGN: usize = 256;
 
-    /// Byte offset of the region in the session arena.
-    pub const OFFSET: usize = 1_141_497_088;
+    /// Byte offset of the region in the session arena (its per-session part).
+    pub const OFFSET: usize = 541_187_072;
 
     /// 1
     ///
@@ -2004,14 +2004,22 @@ pub const ARENA_ALIGN: usize = 256;
 
 /// Bytes of one session's arena: every arena region at a fixed offset aligned to 256 B.
 ///
-/// 1141497344 = carry 526909440 + solver_workspace 600309760 + attention_mask 256 (112 aligned up to 256) + conformer_cache 4939776 + upsample_cache 6586368 + estimator_conv_cache 2621440 + pre_lookahead_cache 4096 + up_layer_cache 8192 + voc_mel 17664 (17600 aligned up to 256) + voc_source 99840 + voc_phase 256 (72 aligned up to 256) + voc_offsets 256 (40 aligned up to 256)
+/// 1141497344 = carry 526909440 + conformer_cache 4939776 + upsample_cache 6586368 + estimator_conv_cache 2621440 + pre_lookahead_cache 4096 + up_layer_cache 8192 + voc_mel 17664 (17600 aligned up to 256) + voc_source 99840 + voc_phase 256 (72 aligned up to 256) + voc_offsets 256 (40 aligned up to 256) + solver_workspace 600309760 + attention_mask 256 (112 aligned up to 256)
 pub const ARENA_BYTES: usize = 1_141_497_344;
 
-/// The arena regions, in offset order.
+/// Bytes of the arena's per-session part `[0, SESSION_BYTES)`: the regions of lifetime `turn`
+/// or `session`, whose contents outlive a call. Every session holds its own.
+pub const SESSION_BYTES: usize = 541_187_328;
+
+/// Bytes of the arena's per-process part `[SESSION_BYTES, ARENA_BYTES)`: the regions of
+/// lifetime `operator`, `unit` or `process`, dead once a call returns. Sessions whose calls never
+/// overlap (one device stream) share one copy: N sessions cost
+/// `N × SESSION_BYTES + PROCESS_BYTES`.
+pub const PROCESS_BYTES: usize = 600_310_016;
+
+/// The arena regions, in offset order (the per-session part first).
 pub const REGIONS: [dcc::RegionInfo; 12] = [
     Carry::INFO,
-    SolverWorkspace::INFO,
-    AttentionMask::INFO,
     ConformerCache::INFO,
     UpsampleCache::INFO,
     EstimatorConvCache::INFO,
@@ -2021,9 +2029,12 @@ pub const REGIONS: [dcc::RegionInfo; 12] = [
     VocSource::INFO,
     VocPhase::INFO,
     VocOffsets::INFO,
+    SolverWorkspace::INFO,
+    AttentionMask::INFO,
 ];
 
-/// Layout of one session: one allocation, every region at a fixed, aligned offset.
+/// Layout of one session: every region at a fixed, aligned offset; the per-session part
+/// (`SESSION_BYTES`) and the per-process part (`PROCESS_BYTES`) may be two allocations.
 pub const ARENA: dcc::ArenaLayout = dcc::ArenaLayout {
     total_bytes: ARENA_BYTES,
     align: ARENA_ALIGN,
@@ -2033,18 +2044,8 @@ pub const ARENA: dcc::ArenaLayout = dcc::ArenaLayout {
 const _: () = assert!(Carry::OFFSET == 0);
 
 const _: () = assert!(
-    SolverWorkspace::OFFSET.is_multiple_of(ARENA_ALIGN) && Carry::OFFSET + Carry::BYTES
-    <= SolverWorkspace::OFFSET
-);
-
-const _: () = assert!(
-    AttentionMask::OFFSET.is_multiple_of(ARENA_ALIGN) && SolverWorkspace::OFFSET +
-    SolverWorkspace::BYTES <= AttentionMask::OFFSET
-);
-
-const _: () = assert!(
-    ConformerCache::OFFSET.is_multiple_of(ARENA_ALIGN) && AttentionMask::OFFSET +
-    AttentionMask::BYTES <= ConformerCache::OFFSET
+    ConformerCache::OFFSET.is_multiple_of(ARENA_ALIGN) && Carry::OFFSET + Carry::BYTES <=
+    ConformerCache::OFFSET
 );
 
 const _: () = assert!(
@@ -2088,7 +2089,22 @@ const _: () = assert!(
 );
 
 const _: () = assert!(
-    VocOffsets::OFFSET + VocOffsets::BYTES <= ARENA_BYTES && ARENA_BYTES
+    SolverWorkspace::OFFSET.is_multiple_of(ARENA_ALIGN) && VocOffsets::OFFSET +
+    VocOffsets::BYTES <= SolverWorkspace::OFFSET
+);
+
+const _: () = assert!(
+    AttentionMask::OFFSET.is_multiple_of(ARENA_ALIGN) && SolverWorkspace::OFFSET +
+    SolverWorkspace::BYTES <= AttentionMask::OFFSET
+);
+
+const _: () = assert!(
+    AttentionMask::OFFSET + AttentionMask::BYTES <= ARENA_BYTES && ARENA_BYTES
+    .is_multiple_of(ARENA_ALIGN)
+);
+
+const _: () = assert!(
+    SESSION_BYTES + PROCESS_BYTES == ARENA_BYTES && SESSION_BYTES
     .is_multiple_of(ARENA_ALIGN)
 );
 
@@ -3687,7 +3703,13 @@ pub mod operating_points {
 
         /// Bytes of one session's arena at this operating point.
         ///
-        /// 576577024 = carry 263454720 + solver_workspace 300154880 + attention_mask 256 (112 aligned up to 256) + conformer_cache 4939776 + upsample_cache 6586368 + estimator_conv_cache 1310720 + pre_lookahead_cache 4096 + up_layer_cache 8192 + voc_mel 17664 (17600 aligned up to 256) + voc_source 99840 + voc_phase 256 (72 aligned up to 256) + voc_offsets 256 (40 aligned up to 256)
+        /// 576577024 = carry 263454720 + conformer_cache 4939776 + upsample_cache 6586368 + estimator_conv_cache 1310720 + pre_lookahead_cache 4096 + up_layer_cache 8192 + voc_mel 17664 (17600 aligned up to 256) + voc_source 99840 + voc_phase 256 (72 aligned up to 256) + voc_offsets 256 (40 aligned up to 256) + solver_workspace 300154880 + attention_mask 256 (112 aligned up to 256)
         pub const ARENA_BYTES: usize = 576_577_024;
+
+        /// Bytes of the arena's per-session part at this operating point (lifetime turn / session: one per session).
+        pub const SESSION_BYTES: usize = 276_421_888;
+
+        /// Bytes of the arena's per-process part at this operating point (lifetime operator / unit / process: shared by the sessions of a stream).
+        pub const PROCESS_BYTES: usize = 300_155_136;
     }
 }

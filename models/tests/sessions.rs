@@ -8,7 +8,9 @@
 //! measured is what building and dropping a session costs, so the loop is fast enough for CI.
 //! While a session lives, the ledger holds exactly the bytes it reports (`Session::bytes`: its
 //! state; no staging buffer or graph before a call) on top of the per-process bytes (weights,
-//! the flow's workspace), which is what the ledger returns to once it is dropped.
+//! the flow's workspace, the arena's per-process part: the regions whose lifetime is one call),
+//! which is what the ledger returns to once it is dropped. A state-rule session's state is the
+//! arena's per-session part, `SESSION_BYTES` of the generated module, byte for byte.
 //!
 //! Live heap bytes are counted by this binary's global allocator (every `alloc`, `dealloc` and
 //! `realloc` of every thread: deterministic, unlike the RSS, which is printed for reference).
@@ -104,7 +106,11 @@ fn a_thousand_replay_sessions_leave_heap_and_ledger_flat() {
     let dev = Arc::new(DeviceFlow::new(be.clone(), &ws, &cfg, limits).unwrap());
     // both stores (stock: R, Rc; state rule: SR, SRc) at both clocks
     let arms = [Arm::R, Arm::Rc, Arm::SR, Arm::SRc];
-    // what the process holds without a session: the weights and the flow's workspace
+    // what the process holds without a session: the weights, the flow's workspace and the
+    // arena's per-process part (placed up front here; the first state-rule session would)
+    let shared = dev.process_arena(&contract.arena).unwrap();
+    assert_eq!(shared.bytes(), dcc_generated::token2wav_tiny::PROCESS_BYTES);
+    assert!(shared.bytes() > 0, "the solver workspace is per process");
     let process = be.memory().live_total;
     let mut per_session = Vec::new();
     let t0 = std::time::Instant::now();
@@ -118,6 +124,13 @@ fn a_thousand_replay_sessions_leave_heap_and_ledger_flat() {
         let bytes = s.bytes();
         assert_eq!(held, bytes.total(), "{arm:?}: ledger vs {bytes:?}");
         assert_eq!((bytes.staging, bytes.graphs), (0, 0), "{arm:?}");
+        if arm.state_rule() {
+            assert_eq!(
+                bytes.state,
+                dcc_generated::token2wav_tiny::SESSION_BYTES,
+                "{arm:?}: a state-rule session holds the arena's per-session part"
+            );
+        }
         if i <= arms.len() {
             per_session.push((arm, held));
         }

@@ -107,6 +107,25 @@ pub enum BlasError {
 }
 
 /// NVRTC's status, then its log as text (cudarc keeps it as a C string).
+impl Error {
+    /// Whether the device ran out of memory: the driver's `CUDA_ERROR_OUT_OF_MEMORY`, or a CUDA
+    /// library's allocation failure (`CUBLAS_STATUS_ALLOC_FAILED`). A caller that places many
+    /// sessions stops there and keeps what the smaller counts measured.
+    pub fn is_out_of_memory(&self) -> bool {
+        use cudarc::cublas::sys::cublasStatus_t::CUBLAS_STATUS_ALLOC_FAILED;
+        use cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY;
+        match self {
+            Error::Driver(e) | Error::EndCapture(e) => e.0 == CUDA_ERROR_OUT_OF_MEMORY,
+            Error::Cublas(BlasError::Status(s)) => s.0 == CUBLAS_STATUS_ALLOC_FAILED,
+            Error::Cublas(BlasError::Lt(s)) => {
+                s.0 == cudarc::cublaslt::sys::cublasStatus_t::CUBLAS_STATUS_ALLOC_FAILED
+            }
+            Error::Cublas(BlasError::Unavailable(e)) => e.is_out_of_memory(),
+            _ => false,
+        }
+    }
+}
+
 fn nvrtc_message(e: &CompileError) -> String {
     match e {
         CompileError::CompileError { nvrtc, log, .. } => {
@@ -156,6 +175,8 @@ mod tests {
             Error::Driver(DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY))
         ));
         assert!(e.source().is_none());
+        assert!(e.is_out_of_memory());
+        assert!(!Error::Driver(DriverError(CUresult::CUDA_ERROR_INVALID_VALUE)).is_out_of_memory());
 
         let s = cudarc::cublas::sys::cublasStatus_t::CUBLAS_STATUS_EXECUTION_FAILED;
         let e: Error = cudarc::cublas::result::CublasError(s).into();

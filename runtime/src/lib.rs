@@ -27,7 +27,7 @@ pub mod rng;
 pub mod session;
 pub mod stats;
 
-pub use arena::{Arena, Region};
+pub use arena::{Arena, ProcessArena, Region};
 pub use backend::{AllocKind, Backend, BackendKind, DeviceBuffer, Gemm, Graph, MemoryReport, Pod};
 pub use dcc_kernels::{self as kernels, Arg, DevPtr, KernelDef, LaunchDims};
 pub use error::{Error, Result};

@@ -11,7 +11,8 @@
 //!   addresses.
 //!
 //! What a pooled session owns: the arena regions whose lifetime outlives a chunk (`turn`,
-//! `session`) plus any extra ranges (e.g. a device RNG state kept outside the arena). `process`
+//! `session`: [`Lifetime::per_session`](crate::contract::Lifetime::per_session), the same split the compiler lays the arena out by)
+//! plus any extra ranges (e.g. a device RNG state kept outside the arena). `process`
 //! regions (constants) are shared; `operator`/`unit` regions are dead between chunks and not
 //! saved.
 
@@ -21,7 +22,6 @@ use std::sync::Arc;
 use crate::DevPtr;
 use crate::arena::Arena;
 use crate::backend::{AllocKind, Backend, DeviceBuffer};
-use crate::contract::Lifetime;
 use crate::error::{Error, Result};
 use crate::replay::{
     Call, EngineReport, ExactShapeReplay, Fallback, Invocation, Outcome, ReplaySpec, RngProbe,
@@ -195,7 +195,7 @@ impl SessionPool {
     pub fn new(arena: &Arena, extra: &[(DevPtr, usize)]) -> Result<SessionPool> {
         let mut ranges: Vec<(DevPtr, usize)> = arena
             .regions()
-            .filter(|r| matches!(r.info.lifetime, Lifetime::Turn | Lifetime::Session))
+            .filter(|r| r.info.lifetime.per_session())
             .map(|r| (r.ptr, r.bytes()))
             .collect();
         ranges.extend_from_slice(extra);

@@ -106,6 +106,15 @@ impl Lifetime {
             Lifetime::Process => "process",
         }
     }
+
+    /// Whether a region of this lifetime belongs to one session (`turn`, `session`: its
+    /// contents outlive a call, so every stream needs its own copy), or to the process
+    /// (`operator`, `unit`: dead once the call that wrote it returns, so streams whose calls
+    /// never overlap — time-multiplexed on one device stream — can share one copy; `process`:
+    /// one copy by definition). The session arena is split on this.
+    pub const fn per_session(self) -> bool {
+        matches!(self, Lifetime::Turn | Lifetime::Session)
+    }
 }
 
 /// Mutability class μ_r of a region (Definition 1).

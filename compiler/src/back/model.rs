@@ -94,6 +94,10 @@ pub struct ModuleView {
     pub arena_align: String,
     pub arena_docs: Vec<String>,
     pub arena_bytes: String,
+    /// The per-session part's bytes (`SESSION_BYTES`) and the per-process part's
+    /// (`PROCESS_BYTES`).
+    pub session_bytes: String,
+    pub process_bytes: String,
     /// Compile-time checks of the layout `derive::arena` computed: aligned, disjoint, in bounds.
     pub arena_asserts: Vec<String>,
     pub callables: Vec<CallableView>,
@@ -268,11 +272,14 @@ pub fn build(checked: &Checked, spec_path: &str) -> Result<ModuleView, GenError>
             .try_fold(1u64, |a, &x| a.checked_mul(x))
             .ok_or_else(|| overflow(&format!("elements of region `{}`", r.name)))?;
         let slot = d.arena.slot(&r.name);
-        if slot.is_some() {
-            arena_regions.push(ty.clone());
+        if let Some(s) = slot {
+            arena_regions.push((s.offset, ty.clone()));
         }
         regions.push(region_view(checked, r, ty, buf, elems, slot)?);
     }
+    // in offset order: the per-session part, then the per-process part
+    arena_regions.sort();
+    let arena_regions: Vec<String> = arena_regions.into_iter().map(|(_, t)| t).collect();
     let arena_asserts = arena_asserts(&arena_regions);
     let arena_docs = vec![
         format!(
@@ -399,6 +406,24 @@ pub fn build(checked: &Checked, spec_path: &str) -> Result<ModuleView, GenError>
             "ARENA_BYTES",
             op.arena.total_bytes,
         ));
+        consts.push(usize_c(
+            vec![
+                "Bytes of the arena's per-session part at this operating point (lifetime turn / \
+                 session: one per session)."
+                    .into(),
+            ],
+            "SESSION_BYTES",
+            op.arena.session_bytes,
+        ));
+        consts.push(usize_c(
+            vec![
+                "Bytes of the arena's per-process part at this operating point (lifetime \
+                 operator / unit / process: shared by the sessions of a stream)."
+                    .into(),
+            ],
+            "PROCESS_BYTES",
+            op.arena.process_bytes(),
+        ));
         if !is_ident(&op.operating_point)
             || op.operating_point.chars().any(|c| c.is_ascii_uppercase())
         {
@@ -434,6 +459,8 @@ pub fn build(checked: &Checked, spec_path: &str) -> Result<ModuleView, GenError>
         arena_align: lit(d.arena.align),
         arena_docs,
         arena_bytes: lit(d.arena.total_bytes),
+        session_bytes: lit(d.arena.session_bytes),
+        process_bytes: lit(d.arena.process_bytes()),
         arena_asserts,
         callables,
         operating_points,

@@ -106,8 +106,15 @@ pub(super) fn region_view(
             ARENA_ALIGN,
         ),
         usize_c(
-            vec![if slot.is_some() {
-                "Byte offset of the region in the session arena.".to_string()
+            vec![if let Some(s) = slot {
+                if s.per_session {
+                    "Byte offset of the region in the session arena (its per-session part)."
+                        .to_string()
+                } else {
+                    "Byte offset of the region in the session arena (its per-process part, from \
+                     `SESSION_BYTES` on)."
+                        .to_string()
+                }
             } else {
                 format!(
                     "Not in the arena (placement `{}`): its own allocation, offset 0.",

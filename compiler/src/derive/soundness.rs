@@ -116,6 +116,7 @@ mod tests {
             offset,
             bytes,
             padded_bytes: bytes,
+            per_session: true,
         }
     }
 
@@ -125,6 +126,7 @@ mod tests {
             align: 256,
             slots: vec![slot("a", 0, 512), slot("b", 256, 512), slot("c", 768, 256)],
             live_bytes: 1280,
+            session_bytes: 1024,
             total_bytes: 1024,
         };
         assert!(storage_overlaps("a", "a", &arena));

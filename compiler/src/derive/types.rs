@@ -404,9 +404,12 @@ pub struct ArenaSlot {
     pub bytes: u64,
     /// `bytes` rounded up to the alignment: where the next region starts, relative to this one.
     pub padded_bytes: u64,
+    /// In the per-session part (lifetime `turn` / `session`), else the per-process part.
+    pub per_session: bool,
 }
 
-/// The layout of one session's arena (`placement: arena` regions, in declaration order). The
+/// The layout of one session's arena (`placement: arena` regions: the per-session ones, then
+/// the per-process ones, each in declaration order; see `derive/arena.rs`). The
 /// report and the generated module both read it: `total_bytes` is the generated `ARENA_BYTES`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DerivedArena {
@@ -415,7 +418,11 @@ pub struct DerivedArena {
     pub slots: Vec<ArenaSlot>,
     /// Σ bytes of the arena regions (demand-sized, before alignment).
     pub live_bytes: u64,
-    /// Bytes one session allocates: the last region's end, aligned (live + padding).
+    /// Bytes of the per-session part `[0, session_bytes)`: every session holds its own.
+    pub session_bytes: u64,
+    /// Bytes of both parts: the last region's end, aligned (live + padding). One session
+    /// alone costs this; N sessions sharing the per-process part cost
+    /// `N × session_bytes + process_bytes()`.
     pub total_bytes: u64,
 }
 
@@ -427,6 +434,11 @@ impl DerivedArena {
     /// Bytes spent on alignment: `total_bytes - live_bytes`.
     pub fn padding(&self) -> u64 {
         self.total_bytes - self.live_bytes
+    }
+    /// Bytes of the per-process part `[session_bytes, total_bytes)`, shared by every session
+    /// of a stream.
+    pub fn process_bytes(&self) -> u64 {
+        self.total_bytes - self.session_bytes
     }
 }
 

@@ -104,11 +104,14 @@ fn arena_json(a: &DerivedArena) -> Value {
         "live_bytes": a.live_bytes,
         "padding_bytes": a.padding(),
         "total_bytes": a.total_bytes,
+        "session_bytes": a.session_bytes,
+        "process_bytes": a.process_bytes(),
         "regions": a.slots.iter().map(|s| json!({
             "name": s.region,
             "offset": s.offset,
             "bytes": s.bytes,
             "padded_bytes": s.padded_bytes,
+            "per_session": s.per_session,
         })).collect::<Vec<_>>(),
     })
 }
@@ -159,8 +162,11 @@ fn callables_json(d: &Derived) -> Vec<Value> {
 ///
 /// `arena_bytes` is the bytes one session's arena allocates, alignment padding included: the
 /// generated `ARENA_BYTES`, byte for byte. `arena` lays it out: `align`, `live_bytes` (Σ region
-/// bytes), `padding_bytes`, `total_bytes` (= `arena_bytes`) and each arena region's `offset`,
-/// `bytes` and `padded_bytes`, in offset order.
+/// bytes), `padding_bytes`, `total_bytes` (= `arena_bytes`), `session_bytes` (the per-session
+/// part: lifetime `turn`/`session`, the generated `SESSION_BYTES`), `process_bytes` (the
+/// per-process part every session of a stream shares: lifetime `operator`/`unit`/`process`,
+/// `PROCESS_BYTES`) and each arena region's `offset`, `bytes`, `padded_bytes` and
+/// `per_session`, in offset order (the per-session part first).
 ///
 /// Each entry of `callables` (and of `operating_points[].callables`) carries the catalog as
 /// follows; `classes` is what the generated catalog lists, the rest says where it comes from:
@@ -205,6 +211,8 @@ pub fn json(c: &Checked) -> Value {
         "regions": regions_json(d),
         "callables": callables_json(d),
         "arena_bytes": d.arena.total_bytes,
+        "session_bytes": d.arena.session_bytes,
+        "process_bytes": d.arena.process_bytes(),
         "arena": arena_json(&d.arena),
         "stock_bytes": d.stock_bytes,
         "capture_limit": d.capture_limit,
@@ -214,6 +222,8 @@ pub fn json(c: &Checked) -> Value {
             "regions": regions_json(op),
             "callables": callables_json(op),
             "arena_bytes": op.arena.total_bytes,
+            "session_bytes": op.arena.session_bytes,
+            "process_bytes": op.arena.process_bytes(),
             "arena": arena_json(&op.arena),
         })).collect::<Vec<_>>(),
         "diagnostics": c.warnings.to_json(),

@@ -126,6 +126,32 @@ pub(super) fn point(d: &Derived, full: bool) -> String {
         d.arena.align,
         fmt_bytes(d.stock_bytes)
     );
+    let part = |per_session: bool| {
+        let names: Vec<&str> = d
+            .arena
+            .slots
+            .iter()
+            .filter(|s| s.per_session == per_session)
+            .map(|s| s.region.as_str())
+            .collect();
+        if names.is_empty() {
+            "none".to_string()
+        } else {
+            names.join(", ")
+        }
+    };
+    let _ = writeln!(
+        o,
+        "    per session: {} (lifetime turn/session: {})",
+        fmt_bytes(d.arena.session_bytes),
+        part(true)
+    );
+    let _ = writeln!(
+        o,
+        "    per process: {} (lifetime operator/unit/process, shared by the sessions of a stream: {})",
+        fmt_bytes(d.arena.process_bytes()),
+        part(false)
+    );
     o.push_str("\ncallables\n");
     let mut rows = vec![vec![
         "callable".into(),

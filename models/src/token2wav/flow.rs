@@ -98,6 +98,9 @@ pub struct DeviceFlow {
     /// ESPnet relative positions for size `caps.pe_size` (`2·pe_size − 1` rows).
     pe: DeviceBuffer,
     pub(super) w: Work,
+    /// The per-process parts of the arenas placed so far, one per layout served
+    /// ([`DeviceFlow::process_arena`]).
+    pub(super) process: std::sync::Mutex<Vec<Arc<dcc_runtime::ProcessArena>>>,
     prof: Profiler,
     /// The GEMM path of every linear ([`DeviceFlow::with_gemm`]).
     gemm: GemmPath,
@@ -165,6 +168,7 @@ impl DeviceFlow {
             noise_frames,
             pe: ld.upload(&pe)?,
             w: Work::new(be.as_ref(), cfg, &caps)?,
+            process: Default::default(),
             prof: Profiler::new(),
             gemm: GemmPath::default(),
             id: NEXT_FLOW_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),

@@ -163,9 +163,10 @@ impl DeviceFlow {
         Ok(k)
     }
 
-    /// A fresh (unprimed) session state under the state rule, in one region arena laid out by
-    /// a contract (see [`super::state`]): every region's storage checked by axis name, its
-    /// capacities from the contract.
+    /// A fresh (unprimed) session state under the state rule, in a region arena laid out by a
+    /// contract (see [`super::state`]): every region's storage checked by axis name, its
+    /// capacities from the contract. The state owns the arena's per-session part; its
+    /// per-process regions are the flow's ([`DeviceFlow::process_arena`]).
     pub fn new_state_in_arena(
         &self,
         solver: SolverParams,
@@ -200,7 +201,10 @@ impl DeviceFlow {
                 keeps.upsample.bound()
             )));
         }
-        let arena = Arena::new(self.be.clone(), layout)?;
+        // the per-session part is this state's; the per-process part (the solver workspace and
+        // the mask: one call's lifetime) is the flow's, shared by its sessions
+        let process = self.process_arena(layout)?;
+        let arena = Arena::in_process(self.be.clone(), layout, &process)?;
         let region = |r: &RegionInfo| -> Result<RawTensor, FlowError> {
             Ok(Tensor::<f32>::region(&arena, r.name)?.raw())
         };

@@ -1,12 +1,25 @@
-//! The flow's activation workspace, sized once for the largest call.
+//! What a flow holds once per process for every session it serves: the activation workspace,
+//! sized once for the largest call, and the per-process part of the contract's arena.
+//!
+//! Sessions of one flow are time-multiplexed on its one device stream: no two calls run at
+//! once. So the state a call leaves nothing in — the activations here, and the arena regions
+//! whose declared lifetime is one call (`solver_workspace`, `lifetime: unit`;
+//! `attention_mask`, `lifetime: operator`) — is placed once ([`DeviceFlow::process_arena`]),
+//! and each session owns only the per-session part of the arena (lifetime `turn` / `session`:
+//! the carries, caches and conv contexts).
 
+use std::sync::Arc;
+
+use dcc_runtime::ProcessArena;
 use dcc_runtime::backend::{AllocKind, Backend, DeviceBuffer};
+use dcc_runtime::contract::ArenaLayout;
 use dcc_runtime::ops::{OpError, Tensor};
 
 use super::FlowError;
 use super::config::FlowConfig;
 use super::dit::{CFG_BATCH, CONV_K};
 use super::encoder::CONV2_K;
+use super::flow::DeviceFlow;
 
 /// Shapes the device buffers are sized for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -154,6 +167,31 @@ impl Work {
         let all = Tensor::of(&self.conf_ws)?;
         let n = |d: [usize; 4]| d.iter().product::<usize>();
         Ok((all.view(&tok)?, all.narrow(0, n(tok), n(up))?.view(&up)?))
+    }
+}
+
+impl DeviceFlow {
+    /// The per-process part of `layout`'s arena (its regions of lifetime `operator` / `unit` /
+    /// `process`), placed on the first call for a layout and shared from then on by every
+    /// session of this flow under the state rule; freed with the flow. Calling it before the
+    /// first session places the part up front (so a caller can measure what a session alone
+    /// adds).
+    pub fn process_arena(&self, layout: &ArenaLayout) -> Result<Arc<ProcessArena>, FlowError> {
+        // a poisoned lock only means another thread panicked while placing: the list itself is
+        // always whole (one push), so keep using it
+        let mut placed = self.process.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = placed.iter().find(|p| p.serves(layout)) {
+            return Ok(p.clone());
+        }
+        let p = ProcessArena::new(&self.be, layout)?;
+        placed.push(p.clone());
+        Ok(p)
+    }
+
+    /// Device bytes of the per-process arena parts placed so far.
+    pub fn process_arena_bytes(&self) -> usize {
+        let placed = self.process.lock().unwrap_or_else(|e| e.into_inner());
+        placed.iter().map(|p| p.bytes()).sum()
     }
 }
 

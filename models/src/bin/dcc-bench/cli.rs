@@ -14,6 +14,7 @@ use dcc_models::token2wav::serve::Arm;
 
 use super::audio::{VocoderArgs, VocoderFile, WavArgs, WavOut};
 use super::kernels::KernelsArgs;
+use super::sessions::SessionsArgs;
 
 /// The most chunks one pass may stream (`--chunks`, `--warmup`). A chunk is one second of
 /// audio, so this is over an hour per arm: far more samples than a stable p95 needs (a few
@@ -91,6 +92,9 @@ pub enum Cmd {
     /// the cuBLAS path, whether each variant's output equals its host twin bit for bit, and its
     /// normwise relative error against cuBLAS. No weights needed (random operands).
     Kernels(KernelsArgs),
+    /// Run N sessions on one device, time-multiplexed: memory, latency, throughput, and each
+    /// session's audio against the same session alone (the capacity harness).
+    Sessions(SessionsArgs),
 }
 
 /// What the command line asks for.
@@ -100,6 +104,8 @@ pub enum Command {
     Flow(Opts),
     /// `kernels`.
     Kernels(KernelsArgs),
+    /// `sessions`.
+    Sessions(SessionsArgs),
 }
 
 /// Flags both commands take.
@@ -344,6 +350,7 @@ impl Command {
             Cmd::Token2wav(a) => (a.common, None, a.io, a.arms, a.busy_reps, a.profile),
             Cmd::Check(a) => (a.common, Some(a.tol), Some(a.io), a.arms, 0, false),
             Cmd::Kernels(a) => return Command::Kernels(a),
+            Cmd::Sessions(a) => return Command::Sessions(a),
         };
         Command::Flow(Opts {
             vocoder: c.vocoder.resolve(&c.weights),
@@ -375,6 +382,12 @@ where
     let opts = match Command::from_cli(Cli::try_parse_from(args)?) {
         Command::Flow(o) => o,
         k @ Command::Kernels(_) => return Ok(k),
+        Command::Sessions(a) => {
+            return match super::sessions::check(&a) {
+                Ok(()) => Ok(Command::Sessions(a)),
+                Err(m) => Err(Cli::command().error(ErrorKind::ValueValidation, m)),
+            };
+        }
     };
     let fail = |kind, msg: String| Err(Cli::command().error(kind, msg));
     for (i, a) in opts.arms.iter().enumerate() {
@@ -479,6 +492,7 @@ mod tests {
         match parse_from(std::iter::once("dcc-bench").chain(args.iter().copied()))? {
             Command::Flow(o) => Ok(o),
             Command::Kernels(k) => panic!("{args:?} parsed as kernels: {k:?}"),
+            Command::Sessions(a) => panic!("{args:?} parsed as sessions: {a:?}"),
         }
     }
 

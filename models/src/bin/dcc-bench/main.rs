@@ -40,8 +40,11 @@ mod error;
 mod inputs;
 mod kernels;
 mod pcm;
+mod plot;
 mod report;
 mod roofline;
+mod sessions;
+mod sessions_table;
 #[cfg(test)]
 mod tests;
 
@@ -392,23 +395,28 @@ fn profile(s: &Setup) -> Res<()> {
     Ok(())
 }
 
+/// The exit code of a command that returns whether it passed: 0, 1 (failed or a run error), 2
+/// (stdout unwritable).
+fn exit(r: Res<bool>) -> ExitCode {
+    match r {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e @ BenchError::Stdout(_)) => {
+            let _ = writeln!(std::io::stderr(), "dcc-bench: {e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("dcc-bench: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let o = match cli::parse_from(std::env::args_os()) {
         Ok(cli::Command::Flow(o)) => o,
-        Ok(cli::Command::Kernels(k)) => {
-            return match kernels::run(&k) {
-                Ok(true) => ExitCode::SUCCESS,
-                Ok(false) => ExitCode::from(1),
-                Err(e @ BenchError::Stdout(_)) => {
-                    let _ = writeln!(std::io::stderr(), "dcc-bench: {e}");
-                    ExitCode::from(2)
-                }
-                Err(e) => {
-                    eprintln!("dcc-bench: {e}");
-                    ExitCode::from(1)
-                }
-            };
-        }
+        Ok(cli::Command::Sessions(a)) => return exit(sessions::run(&a)),
+        Ok(cli::Command::Kernels(k)) => return exit(kernels::run(&k)),
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() {

@@ -39,6 +39,7 @@ pub mod adapter;
 mod arms;
 mod engines;
 mod session;
+mod streams;
 
 pub use adapter::{
     ContractView, EncoderInputs, EncoderWrites, FlowInputs, FlowWrites, Token2Wav,
@@ -47,3 +48,4 @@ pub use adapter::{
 pub use arms::Arm;
 pub use engines::Callable;
 pub use session::{Session, SessionStats};
+pub use streams::StreamInputs;

@@ -8,7 +8,17 @@
 //! dropped before the state they were captured against; dropping a session frees everything it
 //! allocated (arena or stock buffers, staging buffers, graphs, derived catalogs) and never
 //! panics; and it reports the device bytes it holds ([`Session::bytes`]), the rest of the
-//! ledger (weights, the [`DeviceFlow`]'s workspace) being per-process. The runtime's other
+//! ledger (weights, the [`DeviceFlow`]'s workspace and its per-process arena part) being
+//! per-process.
+//!
+//! Many sessions share one [`DeviceFlow`]: under the state rule a session's state is only the
+//! arena's per-session part (the regions of lifetime `turn` / `session`), its call-lifetime
+//! regions (the solver workspace, the mask) the flow's ([`DeviceFlow::process_arena`]), sound
+//! because the flow's sessions run on its one stream, one call at a time. Each session still
+//! captures its own graphs, against its own per-session addresses and the shared ones: a graph
+//! bakes in every pointer it was captured with, so one set of graphs for all sessions would
+//! need address indirection (state copied into one bound arena per switch, or region addresses
+//! read from a device table). The runtime's other
 //! shape, [`dcc_runtime::session::SessionPool`] (N streams time-sharing one bound arena by
 //! snapshot), does not fit here: the stock arms' state is not an arena, and each stream of the
 //! factorial is measured alone.

@@ -1,0 +1,562 @@
+//! `dcc-bench sessions`: many Token2Wav sessions on one device — the capacity harness.
+//!
+//! For each arm and each session count N (`--sessions 1,2,4,…`), N sessions are created on one
+//! [`DeviceFlow`](dcc_models::token2wav::DeviceFlow) (shared weights, activation workspace and, under the state rule, the arena's
+//! per-process part: the solver workspace) and run time-multiplexed, round robin, on its one
+//! device stream: every session primes, runs `--warmup` chunks (every class captured in its own
+//! engines), primes again and runs `--chunks` measured chunks. Each session has its own prompt,
+//! speaker and token stream, derived from the inputs by [`StreamInputs::variant`] (session `k`
+//! is variant `k`: prompt tokens rotated and every token id shifted, prompt mel and speaker
+//! perturbed; session 0 is the inputs themselves).
+//!
+//! `--cadence max` runs every chunk as soon as the previous one returns: the per-chunk latency
+//! is the call's wall time (inputs uploaded, callables run, mel read back). `--cadence realtime`
+//! lets session `k`'s chunk `i` arrive at `start_k + i·D` (D = the audio one chunk carries,
+//! `F_CHUNK · HOP / 24 kHz` of the contract: 1 s in the bundled ones; session starts staggered by
+//! `D / N`) and waits for it; its latency is finish − arrival and it misses its deadline when
+//! it finishes after `arrival + D`, when the audio of the chunk before it has played out.
+//!
+//! Per arm and N: peak MiB (the runtime's ledger, weights included; `cuMemGetInfo`'s used
+//! memory on CUDA, sessions alive), device bytes per session (the ledger's, beside the
+//! contract's per-session arena part), p50 / p95 / p99 chunk latency, aggregate chunks per
+//! second, deadline misses (realtime), and per session whether its mel SHA-256 equals the same
+//! session run alone (the same calls, on the same flow, with no other session alive).
+//! **Sessions per GPU at real time** is the largest N whose aggregate rate keeps every session
+//! real time (≥ N / D chunks a second; at `realtime` cadence: no deadline missed) with p95 ≤
+//! 200 ms. An out-of-memory error at N = k ends that arm with the line "out of memory at N = k";
+//! what the smaller counts measured is kept and reported.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use clap::Args;
+use dcc_models::token2wav::serve::{Arm, Session, StreamInputs};
+use dcc_models::token2wav::{FlowConfig, FlowError, SolverParams};
+use dcc_runtime::stats;
+use serde_json::{Value, json};
+
+use super::cli::{Common, GemmChoice, Opts};
+use super::error::BenchError;
+use super::{MIB, Res, Setup, mel_bytes, non_finite, num, plot, setup};
+
+/// The most sessions one count may ask for (`--sessions`).
+pub const MAX_SESSIONS: usize = 4096;
+/// The p95 chunk latency a real-time session may have (ms).
+pub const REALTIME_P95_MS: f64 = 200.0;
+/// PCM samples per second of the Token2Wav vocoder (minicpmo-utils 1.0.7, 24 kHz): with the
+/// contract's `HOP` samples per frame and `F_CHUNK` frames per chunk, the audio one chunk holds.
+const SAMPLE_RATE: usize = 24_000;
+
+/// `dcc-bench sessions`.
+#[derive(Args, Debug, Clone)]
+pub struct SessionsArgs {
+    #[command(flatten)]
+    pub common: Common,
+
+    /// Inputs (safetensors, as for `token2wav`): session 0 streams them as they are, session k
+    /// a variant of them (prompt tokens rotated, token ids shifted, prompt mel and speaker
+    /// perturbed). Without it, the fixed pseudo-random inputs of `token2wav`.
+    #[arg(long, value_name = "FILE")]
+    pub io: Option<PathBuf>,
+
+    /// Session counts to run, comma-separated (e.g. 1,2,4,8), each ≥ 1.
+    #[arg(long, value_name = "N,...", value_delimiter = ',', value_parser = session_count,
+          default_value = "1,2,4")]
+    pub sessions: Vec<usize>,
+
+    /// Arms, comma-separated (B0, S, R, Rc, SR, SRc; `dcc-bench --help` says what each is).
+    #[arg(long, value_name = "ARMS", value_delimiter = ',', value_parser = super::cli::arm,
+          default_value = "B0,SRc")]
+    pub arms: Vec<Arm>,
+
+    /// `max`: each chunk as soon as the one before returns (throughput); `realtime`: each
+    /// session's chunk i arrives i chunk-durations after the session's start and must finish
+    /// within one chunk-duration of arriving.
+    #[arg(long, value_enum, default_value_t = Cadence::Max)]
+    pub cadence: Cadence,
+
+    /// Also write an SVG of peak memory and p95 latency against N, one line per arm.
+    #[arg(long, value_name = "FILE")]
+    pub plot: Option<PathBuf>,
+}
+
+#[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Cadence {
+    Max,
+    Realtime,
+}
+
+/// `--sessions` entries: counts from 1 to [`MAX_SESSIONS`], with a message for 0.
+fn session_count(s: &str) -> Result<usize, String> {
+    let n: usize = s
+        .trim()
+        .parse()
+        .map_err(|e| format!("`{s}` is not a session count: {e}"))?;
+    if n == 0 {
+        return Err("0 sessions: every count must be at least 1".into());
+    }
+    if n > MAX_SESSIONS {
+        return Err(format!("{n} sessions: at most {MAX_SESSIONS}"));
+    }
+    Ok(n)
+}
+
+/// The flags a `token2wav` run would take, for [`setup`].
+fn opts(a: &SessionsArgs) -> Opts {
+    let c = &a.common;
+    Opts {
+        check_tol: None,
+        weights: c.weights.clone(),
+        io: a.io.clone(),
+        arms: a.arms.clone(),
+        chunks: c.chunks,
+        warmup: c.warmup,
+        busy_reps: 0,
+        backend: c.backend,
+        contract: c.contract,
+        json: c.format == super::cli::Format::Json,
+        json_out: c.json_out.clone(),
+        profile: false,
+        gemm: c.gemm,
+    }
+}
+
+/// Checks the values clap cannot: no count or arm twice, `--plot` not a directory nor an input.
+pub fn check(a: &SessionsArgs) -> Result<(), String> {
+    for (i, n) in a.sessions.iter().enumerate() {
+        if a.sessions[..i].contains(n) {
+            return Err(format!("{n} is listed twice in --sessions"));
+        }
+    }
+    for (i, arm) in a.arms.iter().enumerate() {
+        if a.arms[..i].contains(arm) {
+            return Err(format!("arm `{}` is listed twice in --arms", arm.name()));
+        }
+    }
+    if let Some(p) = &a.plot {
+        if p.is_dir() {
+            return Err(format!("--plot {} is a directory", p.display()));
+        }
+        if !super::cli::parent_dir(p).is_dir() {
+            return Err(format!(
+                "--plot {}: its directory does not exist",
+                p.display()
+            ));
+        }
+        if Some(p) == a.io.as_ref() || p == &a.common.weights {
+            return Err(format!(
+                "--plot {} is an input; refusing to overwrite it",
+                p.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `e` says the device ran out of memory (through any wrapping).
+fn out_of_memory(e: &FlowError) -> bool {
+    match e {
+        FlowError::Device(d) => d.is_out_of_memory(),
+        FlowError::SessionFailed(inner) => out_of_memory(inner),
+        FlowError::Op(dcc_runtime::ops::OpError::Backend { error, .. }) => error.is_out_of_memory(),
+        _ => false,
+    }
+}
+
+/// The audio one chunk carries, in seconds: `F_CHUNK · HOP / SAMPLE_RATE` of the contract.
+fn chunk_seconds(family: &str) -> f64 {
+    use dcc_generated as g;
+    let (f, hop) = match family {
+        "token2wav_tiny" => (g::token2wav_tiny::F_CHUNK, g::token2wav_tiny::HOP),
+        "token2wav_tiny_vendor" => (
+            g::token2wav_tiny_vendor::F_CHUNK,
+            g::token2wav_tiny_vendor::HOP,
+        ),
+        _ => (g::token2wav::F_CHUNK, g::token2wav::HOP),
+    };
+    (f * hop) as f64 / SAMPLE_RATE as f64
+}
+
+/// One (arm, N) run.
+struct RunResult {
+    arm: Arm,
+    n: usize,
+    /// `None` when it completed; the error otherwise (out of memory or another).
+    failure: Option<(bool, String)>,
+    latency_ms: Vec<f64>,
+    wall_s: f64,
+    misses: Option<u64>,
+    peak_mib: f64,
+    used_mib: Option<f64>,
+    per_session_mib: f64,
+    /// Each session's mel SHA-256 over the measured chunks.
+    shas: Vec<String>,
+    problems: Vec<String>,
+}
+
+/// Runs N sessions of `arm` interleaved. Errors are kept in the result (failure), never lost.
+fn run_n(s: &Setup, a: &SessionsArgs, streams: &[StreamInputs], arm: Arm, n: usize) -> RunResult {
+    let mut r = RunResult {
+        arm,
+        n,
+        failure: None,
+        latency_ms: Vec::new(),
+        wall_s: 0.0,
+        misses: None,
+        peak_mib: 0.0,
+        used_mib: None,
+        per_session_mib: 0.0,
+        shas: Vec::new(),
+        problems: Vec::new(),
+    };
+    if let Err(e) = interleave(s, a, streams, &mut r) {
+        let oom = matches!(&e, BenchError::Flow { error, .. } if out_of_memory(error))
+            || matches!(&e, BenchError::Runtime(d) if d.is_out_of_memory());
+        r.failure = Some((oom, e.to_string()));
+    }
+    let mem = s.be.memory();
+    r.peak_mib = mem.peak_total as f64 / MIB;
+    r
+}
+
+fn interleave(s: &Setup, a: &SessionsArgs, streams: &[StreamInputs], r: &mut RunResult) -> Res<()> {
+    let (arm, n) = (r.arm, r.n);
+    let e = |error| BenchError::Flow {
+        arm: Some(arm.name()),
+        error,
+    };
+    s.be.synchronize()?;
+    s.be.reset_peak();
+    let mut ses = Vec::with_capacity(n);
+    for _ in 0..n {
+        ses.push(Session::new(s.dev.clone(), s.contract, arm, SolverParams::default()).map_err(e)?);
+    }
+    r.per_session_mib =
+        ses.iter().map(|x| x.bytes().total()).sum::<usize>() as f64 / n as f64 / MIB;
+    let la = s.sizes.lookahead_tokens;
+    fn chunk<'x>(s: &Setup, x: &'x StreamInputs, i: usize) -> Res<&'x [u32]> {
+        x.chunk(i, s.sizes.chunk_tokens, s.sizes.lookahead_tokens)
+            .ok_or(BenchError::NoChunk(i))
+    }
+    for (x, st) in ses.iter_mut().zip(streams) {
+        x.prime(&st.prompt_call(la), &st.prompt_mel, &st.spk)
+            .map_err(e)?;
+    }
+    for i in 0..a.common.warmup {
+        for (x, st) in ses.iter_mut().zip(streams) {
+            x.chunk(chunk(s, st, i)?, &st.spk, false).map_err(e)?;
+        }
+    }
+    for (x, st) in ses.iter_mut().zip(streams) {
+        x.prime(&st.prompt_call(la), &st.prompt_mel, &st.spk)
+            .map_err(e)?;
+    }
+    s.be.synchronize()?;
+    let d = chunk_seconds(s.contract.family);
+    let realtime = a.cadence == Cadence::Realtime;
+    let mut misses = 0u64;
+    let mut hashes = vec![Vec::new(); n];
+    let t0 = Instant::now();
+    for i in 0..a.common.chunks {
+        for (k, (x, st)) in ses.iter_mut().zip(streams).enumerate() {
+            let toks = chunk(s, st, i)?;
+            let arrival = Duration::from_secs_f64(d * (i as f64 + k as f64 / n as f64));
+            if realtime && let Some(wait) = arrival.checked_sub(t0.elapsed()) {
+                std::thread::sleep(wait);
+            }
+            let start = Instant::now();
+            let m = x.chunk(toks, &st.spk, false).map_err(e)?;
+            let done = t0.elapsed();
+            r.latency_ms.push(if realtime {
+                done.saturating_sub(arrival).as_secs_f64() * 1e3
+            } else {
+                start.elapsed().as_secs_f64() * 1e3
+            });
+            if realtime && done > arrival + Duration::from_secs_f64(d) {
+                misses += 1;
+            }
+            if let Some(p) = non_finite(i, "mel", &m) {
+                r.problems.push(format!("session {k}: {p}"));
+            }
+            hashes[k].extend_from_slice(&mel_bytes(&m));
+        }
+    }
+    r.wall_s = t0.elapsed().as_secs_f64();
+    r.misses = realtime.then_some(misses);
+    let mem = s.be.memory();
+    r.used_mib = match (mem.device_free, mem.device_total) {
+        (Some(f), Some(t)) => Some((t - f) as f64 / MIB),
+        _ => None,
+    };
+    r.shas = hashes.iter().map(|h| dcc_runtime::sha256_hex(h)).collect();
+    Ok(())
+}
+
+/// Session `k` of `arm` alone: the same calls as interleaved, no other session alive. Its
+/// measured mel's SHA-256.
+fn alone(s: &Setup, a: &SessionsArgs, st: &StreamInputs, arm: Arm) -> Res<String> {
+    let e = |error| BenchError::Flow {
+        arm: Some(arm.name()),
+        error,
+    };
+    let la = s.sizes.lookahead_tokens;
+    let mut x = Session::new(s.dev.clone(), s.contract, arm, SolverParams::default()).map_err(e)?;
+    let mut hash = Vec::new();
+    for (pass, chunks) in [a.common.warmup, a.common.chunks].into_iter().enumerate() {
+        x.prime(&st.prompt_call(la), &st.prompt_mel, &st.spk)
+            .map_err(e)?;
+        for i in 0..chunks {
+            let toks = st
+                .chunk(i, s.sizes.chunk_tokens, la)
+                .ok_or(BenchError::NoChunk(i))?;
+            let m = x.chunk(toks, &st.spk, false).map_err(e)?;
+            if pass == 1 {
+                hash.extend_from_slice(&mel_bytes(&m));
+            }
+        }
+    }
+    Ok(dcc_runtime::sha256_hex(&hash))
+}
+
+/// A percentile in ms, `None` without samples.
+fn pct(v: &[f64], q: f64) -> Res<Option<f64>> {
+    match stats::percentile(v, q) {
+        Ok(p) => Ok(Some(p)),
+        Err(stats::StatsError::Empty) => Ok(None),
+        Err(error) => Err(BenchError::Stats {
+            arm: "sessions",
+            what: "chunk latency",
+            error,
+        }),
+    }
+}
+
+/// Runs the harness; returns whether it passed (every completed session equal to alone and to
+/// the other arms, every mel finite, no failure but running out of memory).
+pub fn run(a: &SessionsArgs) -> Res<bool> {
+    let t0 = Instant::now();
+    let o = opts(a);
+    let n_max = a.sessions.iter().copied().max().unwrap_or(1);
+    let s = setup(&o)?;
+    let base = StreamInputs {
+        prompt_tokens: s.io.prompt.clone(),
+        prompt_mel: s.io.mel.clone(),
+        spk: s.io.spk.clone(),
+        stream: s.io.stream.clone(),
+    };
+    let streams = (0..n_max)
+        .map(|k| base.variant(k, s.cfg.vocab))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut sessions_sorted = a.sessions.clone();
+    sessions_sorted.sort_unstable();
+    let mut runs: Vec<RunResult> = Vec::new();
+    let mut alone_sha: BTreeMap<(&'static str, usize), String> = BTreeMap::new();
+    let mut ok = true;
+    for &arm in &a.arms {
+        for &n in &sessions_sorted {
+            eprintln!("dcc-bench sessions: {} × {n}", arm.name());
+            let r = run_n(&s, a, &streams, arm, n);
+            let stop = r.failure.is_some();
+            if let Some((oom, msg)) = &r.failure {
+                eprintln!("dcc-bench sessions: {} at N = {n}: {msg}", arm.name());
+                ok &= *oom;
+            }
+            runs.push(r);
+            if stop {
+                break;
+            }
+            for (k, st) in streams.iter().enumerate().take(n) {
+                if let std::collections::btree_map::Entry::Vacant(v) =
+                    alone_sha.entry((arm.name(), k))
+                {
+                    // a failure here (out of memory included) is reported, and the results
+                    // so far are kept: this session just has no alone run to equal
+                    match alone(&s, a, st, arm) {
+                        Ok(sha) => {
+                            v.insert(sha);
+                        }
+                        Err(e) => {
+                            eprintln!("dcc-bench sessions: {} session {k} alone: {e}", arm.name());
+                            ok = false;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let split = dcc_runtime::arena::session_bytes(&s.contract.arena).ok();
+    let head = json!({
+        "bench": "dcc-bench sessions",
+        "device": s.be.device_name(),
+        "backend": a.common.backend.name(),
+        "contract": s.contract.family,
+        "config": if s.cfg == FlowConfig::tiny() { "tiny" } else if s.cfg == FlowConfig::full() { "full" } else { "other" },
+        "inputs": a.io.as_ref().map_or_else(|| "synthetic".into(), |p| p.display().to_string()),
+        "gemm": match a.common.gemm { GemmChoice::Backend => "backend", GemmChoice::Invariant => "invariant" },
+        "cadence": match a.cadence { Cadence::Max => "max", Cadence::Realtime => "realtime" },
+        "chunk_s": chunk_seconds(s.contract.family),
+        "chunks": a.common.chunks,
+        "warmup": a.common.warmup,
+        "sessions": a.sessions,
+        "arms": a.arms.iter().map(|x| x.name()).collect::<Vec<_>>(),
+        "contract_session_bytes": split,
+        "contract_process_bytes": split.map(|b| s.contract.arena.total_bytes - b),
+        "realtime_p95_ms": REALTIME_P95_MS,
+        "wall_s": t0.elapsed().as_secs_f64(),
+    });
+    let out = report(head, &a.arms, &runs, &alone_sha, ok)?;
+    let ok = out["ok"] == true;
+    let text = serde_json::to_string(&out).map_err(BenchError::Json)?;
+    if let Some(p) = &a.common.json_out {
+        super::report::write_atomic(p, &format!("{text}\n")).map_err(|error| {
+            BenchError::Write {
+                path: p.clone(),
+                error,
+            }
+        })?;
+    }
+    if let Some(p) = &a.plot {
+        super::report::write_atomic(p, &plot::svg(&out)).map_err(|error| BenchError::Write {
+            path: p.clone(),
+            error,
+        })?;
+    }
+    let mut stdout = std::io::stdout().lock();
+    if o.json {
+        writeln!(stdout, "{text}")
+    } else {
+        super::sessions_table::table(&mut stdout, &out)
+    }
+    .and_then(|()| stdout.flush())
+    .map_err(BenchError::Stdout)?;
+    Ok(ok)
+}
+
+/// The result object of a run: one entry per (arm, N) run in `runs`, the sessions per GPU at
+/// real time and the out-of-memory count per arm, and one entry per session in `sessions`;
+/// `ok` says whether every completed session equals alone and the other arms, every mel is
+/// finite and nothing failed but running out of memory (`ok` in: what the measuring said).
+fn report(
+    head: Value,
+    arms: &[Arm],
+    runs: &[RunResult],
+    alone_sha: &BTreeMap<(&'static str, usize), String>,
+    mut ok: bool,
+) -> Res<Value> {
+    let d = head["chunk_s"].as_f64().unwrap_or(1.0);
+    let mut runs_json = Vec::new();
+    let mut at_realtime: BTreeMap<&str, Option<usize>> = BTreeMap::new();
+    let mut oom_at: BTreeMap<&str, Option<usize>> = BTreeMap::new();
+    for arm in arms {
+        at_realtime.insert(arm.name(), None);
+        oom_at.insert(arm.name(), None);
+    }
+    for r in runs {
+        let (p50, p95, p99) = (
+            pct(&r.latency_ms, 0.5)?,
+            pct(&r.latency_ms, 0.95)?,
+            pct(&r.latency_ms, 0.99)?,
+        );
+        let rate =
+            (r.failure.is_none() && r.wall_s > 0.0).then(|| r.latency_ms.len() as f64 / r.wall_s);
+        let identical: Vec<bool> = r
+            .shas
+            .iter()
+            .enumerate()
+            .map(|(k, sha)| alone_sha.get(&(r.arm.name(), k)) == Some(sha))
+            .collect();
+        let realtime = r.failure.is_none()
+            && rate.is_some_and(|c| c >= r.n as f64 / d)
+            && p95.is_some_and(|p| p <= REALTIME_P95_MS)
+            && r.misses.unwrap_or(0) == 0;
+        if realtime {
+            let best = at_realtime.entry(r.arm.name()).or_default();
+            *best = Some(best.map_or(r.n, |b| b.max(r.n)));
+        }
+        if let Some((true, _)) = r.failure {
+            oom_at.insert(r.arm.name(), Some(r.n));
+        }
+        for p in &r.problems {
+            eprintln!("dcc-bench sessions: {} × {}: {p}", r.arm.name(), r.n);
+            ok = false;
+        }
+        ok &= identical.iter().all(|&x| x);
+        runs_json.push(json!({
+            "arm": r.arm.name(),
+            "n": r.n,
+            "status": match &r.failure {
+                None => "ok",
+                Some((true, _)) => "out of memory",
+                Some((false, _)) => "error",
+            },
+            "error": r.failure.as_ref().map(|f| f.1.clone()),
+            "peak_mib": num(r.peak_mib),
+            "cumemgetinfo_used_mib": r.used_mib.map(num),
+            "per_session_mib": num(r.per_session_mib),
+            "p50_ms": p50.map(num),
+            "p95_ms": p95.map(num),
+            "p99_ms": p99.map(num),
+            "chunks_per_s": rate.map(num),
+            "deadline_misses": r.misses,
+            "realtime": realtime,
+            "identical_to_alone": identical,
+        }));
+    }
+    // one entry per session: equal to alone in every run it took part in, and the same audio
+    // under every arm
+    let mut sessions_json = Vec::new();
+    let n_ran = runs
+        .iter()
+        .filter(|r| r.failure.is_none())
+        .map(|r| r.n)
+        .max();
+    for k in 0..n_ran.unwrap_or(0) {
+        let mut per_run = Vec::new();
+        let mut same = true;
+        for r in runs.iter().filter(|r| r.failure.is_none() && k < r.n) {
+            let alone = alone_sha.get(&(r.arm.name(), k));
+            let eq = alone == Some(&r.shas[k]);
+            same &= eq;
+            per_run.push(json!({"arm": r.arm.name(), "n": r.n, "mel_sha256": r.shas[k], "identical_to_alone": eq}));
+        }
+        let alone: BTreeMap<&str, &String> = alone_sha
+            .iter()
+            .filter(|((_, i), _)| *i == k)
+            .map(|((arm, _), sha)| (*arm, sha))
+            .collect();
+        let across = alone
+            .values()
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            <= 1;
+        ok &= across;
+        sessions_json.push(json!({
+            "index": k,
+            "identical_to_alone": same,
+            "identical_across_arms": across,
+            "alone_mel_sha256": alone,
+            "runs": per_run,
+        }));
+    }
+    for r in runs
+        .iter()
+        .filter(|r| matches!(r.failure, Some((false, _))))
+    {
+        eprintln!("dcc-bench sessions: {} × {}: failed", r.arm.name(), r.n);
+        ok = false;
+    }
+    Ok(json!({
+        "run": head,
+        "runs": runs_json,
+        "sessions_at_realtime": at_realtime,
+        "out_of_memory_at": oom_at,
+        "sessions": sessions_json,
+        "ok": ok,
+    }))
+}
+
+#[cfg(test)]
+#[path = "sessions_tests.rs"]
+mod tests;
