@@ -344,7 +344,7 @@ impl Command {
         let (wav, pcm_tol) = match &cli.cmd {
             Cmd::Token2wav(a) => (a.wav.resolve(&a.arms), None),
             Cmd::Check(a) => (None, Some(a.pcm_tol)),
-            Cmd::Kernels(_) => (None, None),
+            Cmd::Kernels(_) | Cmd::Sessions(_) => (None, None),
         };
         let (c, check_tol, io, arms, busy_reps, profile) = match cli.cmd {
             Cmd::Token2wav(a) => (a.common, None, a.io, a.arms, a.busy_reps, a.profile),

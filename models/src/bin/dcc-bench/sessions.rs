@@ -107,6 +107,10 @@ fn session_count(s: &str) -> Result<usize, String> {
 fn opts(a: &SessionsArgs) -> Opts {
     let c = &a.common;
     Opts {
+        // the harness measures the flow (each session's mel); `check` refuses the vocoder flags
+        vocoder: None,
+        wav: None,
+        pcm_tol: None,
         check_tol: None,
         weights: c.weights.clone(),
         io: a.io.clone(),
@@ -125,6 +129,12 @@ fn opts(a: &SessionsArgs) -> Opts {
 
 /// Checks the values clap cannot: no count or arm twice, `--plot` not a directory nor an input.
 pub fn check(a: &SessionsArgs) -> Result<(), String> {
+    if let Some(f) = &a.common.vocoder.vocoder_weights {
+        return Err(format!(
+            "--vocoder-weights {}: `sessions` measures the flow (each session's mel), not audio",
+            f.display()
+        ));
+    }
     for (i, n) in a.sessions.iter().enumerate() {
         if a.sessions[..i].contains(n) {
             return Err(format!("{n} is listed twice in --sessions"));
