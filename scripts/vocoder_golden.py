@@ -266,7 +266,7 @@ def config_of(model):
 
 def vocoder_file(model, bv, table, noise_origin):
     """Tensors and metadata of a `vocoder.safetensors`: the vendor's state_dict after
-    BoundedVocoder made the F0 predictor float64 (bounded_vocoder.py:343), weight norm folded as
+    BoundedVocoder made the F0 predictor float64 (bounded_vocoder.py:64), weight norm folded as
     the parametrization computes it on every forward (float64 for the F0 predictor, float32
     elsewhere), plus `noise_table` (the first rows of SineGen2's table)."""
     from stepaudio2.causal_vocoder.bounded_vocoder import context_sizes
@@ -409,11 +409,11 @@ def write_trace(path, args, cfg, chunks, shim, limits, frames, total, sha, voice
         f'{shim.hift.f0_predictor.condnet[0].causal_padding} (condnet[0], kernel 4, causal_type '
         f"'right') + conv_pre look-right {shim.hift.conv_pre_look_right} + 1 ISTFT trim frame = "
         f'{shim.vocoder_delay_frames} (token2wav.py:123-126).',
-        '- Each call splits its mel into blocks of `block_frames` = 16 (bounded_vocoder.py:459) '
+        '- Each call splits its mel into blocks of `block_frames` = 16 (bounded_vocoder.py:180) '
         'and runs `_process(False)` per block; a final call then runs `_process(True)` once '
-        '(465-467).',
+        '(186-188).',
         '- Per `_process(False)`: with R frames received, F0 and source exist up to '
-        '`source_end` = R - 3 (412), speech up to `emitted` = `source_end` - 5 (426, '
+        '`source_end` = R - 3 (133), speech up to `emitted` = `source_end` - 5 (147, '
         '`decoder_right` = look-right 4 + 1). It emits (`emitted` after - before) x 480 samples. '
         '`_process(True)` takes both to R and emits the rest.',
         '- So a stream of N frames that is not finished has emitted (N - 8) x 480 samples; the '
@@ -422,11 +422,11 @@ def write_trace(path, args, cfg, chunks, shim, limits, frames, total, sha, voice
         f'{shim.source_cache_len} zero samples unless it is also the last call '
         '(token2wav.py:213-217). In all: N x 480 + 3840 samples for a stream of more than one call.',
         '- F0 input frames per step: the frames from `source_end` - 8 (the F0 predictor\'s left '
-        'context, 4 convolutions of kernel 3) to R (410-418). Decoder input frames: from '
+        'context, 4 convolutions of kernel 3) to R (135-139). Decoder input frames: from '
         f'`emitted` - {limits["decoder_history_frames"]} (the history `context_sizes` derives) to '
-        '`source_end` (429-433). Both are clamped at frame 0 at the start of the stream.',
+        '`source_end` (150-153). Both are clamped at frame 0 at the start of the stream.',
         '- The noise table is read at rows `source_end x 480 ..` for each source block: the '
-        'absolute sample position, modulo 7,200,000 (399-401).',
+        'absolute sample position, modulo 7,200,000 (120-122).',
         '',
         '## Per call',
         '',
@@ -462,7 +462,7 @@ def write_trace(path, args, cfg, chunks, shim, limits, frames, total, sha, voice
                 f"| {s['decoder_input_frames']} ({s['decoder_source_samples']}) | {s['emitted']} "
                 f"| {s['samples']} | {s['mel_cache']} ({s['mel_offset']}) "
                 f"| {s['source_cache']} ({s['source_offset']}) |")
-    lines += ['', '## Limits (`BoundedVocoder.limits`, bounded_vocoder.py:346-363)', '']
+    lines += ['', '## Limits (`BoundedVocoder.limits`, bounded_vocoder.py:67-84)', '']
     lines += [f'- `{k}`: {v}' for k, v in limits.items()]
     write_atomic(path, [('\n'.join(lines) + '\n').encode()])
 

@@ -124,31 +124,50 @@ __device__ __forceinline__ float dcc_softmax_row(float* sw, int tk, int lane) {
     return sum;
 }
 
-// acc[k] (column lane + 32k) = Σ_j coef(sw[j]) · v_j[c], ascending j; `inv` = 0 means
-// coef(e) = e (attention), else coef(e) = e · inv (rel-pos attention). On entry `buf` holds the
-// first value tile (R > 0).
+// The values loop of both attentions, one routine for both places the values sit: acc[k]
+// (column lane + 32k) += Σ_{jj < n} coef(sw[j0 + jj]) · rows[jj · (d + 1) + c], ascending jj,
+// over n staged value rows (row stride d + 1) of keys j0 .. j0 + n; coef(e) = e (attention), or
+// e · inv when SCALED (rel-pos attention). The tiled path calls it once per 64-frame tile (rows =
+// the tile, j0 = its first key), the resident path once over every frame (rows = all values,
+// j0 = 0): each acc[k] takes the same products and sums in the same order, ascending over all
+// keys.
+template <int D>
+__device__ __forceinline__ void dcc_values_zero(float* acc) {
+    constexpr int K = (D ? D : DCC_MAX_HEAD_DIM) / DCC_WARP;
+#pragma unroll
+    for (int k = 0; k < K; ++k) acc[k] = 0.0f;
+}
+
+template <int D, bool SCALED>
+__device__ __forceinline__ void dcc_values_add(float* acc, const float* sw, int j0, float inv, const float* rows, int n,
+                                               int d, int lane) {
+    constexpr int K = (D ? D : DCC_MAX_HEAD_DIM) / DCC_WARP;
+    const int dd = D ? D : d;
+#pragma unroll 8
+    for (int jj = 0; jj < n; ++jj) {
+        const float e = SCALED ? sw[j0 + jj] * inv : sw[j0 + jj];
+        const float* vj = rows + jj * (dd + 1);
+#pragma unroll
+        for (int k = 0; k < K; ++k) {
+            const int c = lane + k * DCC_WARP;
+            if (D || c < dd) acc[k] = acc[k] + e * vj[c];
+        }
+    }
+}
+
+// Tiled values: acc[k] = Σ_j coef(sw[j]) · v_j[c] over tk keys staged 64 at a time (dcc_values_add
+// per tile; `inv` as there). On entry `buf` holds the first value tile (R > 0).
 template <int D, int NT, bool SCALED>
 __device__ __forceinline__ void dcc_weighted_values(float* acc, float (&buf)[DccPipe<D, NT>::R], const float* sw,
                                                     float inv, float* tile, const float* base, int tk, int d,
                                                     bool live, int lane) {
-    constexpr int K = (D ? D : DCC_MAX_HEAD_DIM) / DCC_WARP;
     const int dd = D ? D : d;
-#pragma unroll
-    for (int k = 0; k < K; ++k) acc[k] = 0.0f;
+    dcc_values_zero<D>(acc);
     for (int j0 = 0; j0 < tk; j0 += DCC_TILE) {
         dcc_tile_next<D, NT>(tile, buf, base, dd, j0, dd, j0 + DCC_TILE < tk ? j0 + DCC_TILE : -1, tk, dd);
         if (!live) continue;
         const int n = tk - j0 < DCC_TILE ? tk - j0 : DCC_TILE;
-#pragma unroll 8
-        for (int jj = 0; jj < n; ++jj) {
-            const float e = SCALED ? sw[j0 + jj] * inv : sw[j0 + jj];
-            const float* vj = tile + jj * (dd + 1);
-#pragma unroll
-            for (int k = 0; k < K; ++k) {
-                const int c = lane + k * DCC_WARP;
-                if (D || c < dd) acc[k] = acc[k] + e * vj[c];
-            }
-        }
+        dcc_values_add<D, SCALED>(acc, sw, j0, inv, tile, n, dd, lane);
     }
 }
 
@@ -188,27 +207,6 @@ __device__ __forceinline__ void dcc_stage_all(float* all, const float* base, int
         for (int idx = threadIdx.x; idx < total; idx += blockDim.x) {
             const int j = idx / d, c = idx - j * d;
             all[j * (d + 1) + c] = j < tk ? base[(i64)j * 2 * d + off + c] : 0.0f;
-        }
-    }
-}
-
-// dcc_weighted_values over resident values: acc[k] (column lane + 32k) = Σ_j e_j · v_j[c],
-// ascending j, the same sums in the same order.
-template <int D>
-__device__ __forceinline__ void dcc_weighted_values_resident(float* acc, const float* sw, const float* all, int tk,
-                                                             int d, int lane) {
-    constexpr int K = (D ? D : DCC_MAX_HEAD_DIM) / DCC_WARP;
-    const int dd = D ? D : d;
-#pragma unroll
-    for (int k = 0; k < K; ++k) acc[k] = 0.0f;
-#pragma unroll 8
-    for (int j = 0; j < tk; ++j) {
-        const float e = sw[j];
-        const float* vj = all + j * (dd + 1);
-#pragma unroll
-        for (int k = 0; k < K; ++k) {
-            const int c = lane + k * DCC_WARP;
-            if (D || c < dd) acc[k] = acc[k] + e * vj[c];
         }
     }
 }
@@ -284,7 +282,10 @@ __device__ void dcc_attention_body(float* out, const float* q, const float* kv, 
             __syncthreads();  // every warp is done with the keys
             dcc_stage_all<D>(tile, base, dd, tk, rows, dd);
             __syncthreads();
-            if (live) dcc_weighted_values_resident<D>(acc, sw, tile, tk, dd, lane);
+            if (live) {
+                dcc_values_zero<D>(acc);
+                dcc_values_add<D, false>(acc, sw, 0, 0.0f, tile, tk, dd, lane);
+            }
         } else {
             dcc_weighted_values<D, NT, false>(acc, buf, sw, 0.0f, tile, base, tk, dd, live, lane);
         }

@@ -23,41 +23,31 @@
 // The block's threads load DCC_COPY_BATCH words (or 16-byte vectors, `vec`: both pointers 16-byte
 // aligned and cnt a multiple of 4) each before storing any, so the loads are in flight together;
 // a plain `d[i] = s[i]` loop through pointers that may alias would wait for each load in turn.
+// `dcc_copy_batched` is that loop over n elements of one word type (uint4 or unsigned).
 #define DCC_COPY_BATCH 8
-__device__ __forceinline__ void dcc_copy_words(unsigned* d, const unsigned* s, long long cnt, bool vec) {
+template <typename T>
+__device__ __forceinline__ void dcc_copy_batched(T* d, const T* s, long long n) {
     const long long tid = threadIdx.x, nt = blockDim.x;
-    if (vec) {
-        uint4* dv = reinterpret_cast<uint4*>(d);
-        const uint4* sv = reinterpret_cast<const uint4*>(s);
-        const long long n = cnt / 4;
-        for (long long i0 = 0; i0 < n; i0 += DCC_COPY_BATCH * nt) {
-            uint4 v[DCC_COPY_BATCH];
-#pragma unroll
-            for (int r = 0; r < DCC_COPY_BATCH; ++r) {
-                const long long i = i0 + r * nt + tid;
-                if (i < n) v[r] = sv[i];
-            }
-#pragma unroll
-            for (int r = 0; r < DCC_COPY_BATCH; ++r) {
-                const long long i = i0 + r * nt + tid;
-                if (i < n) dv[i] = v[r];
-            }
-        }
-        return;
-    }
-    for (long long i0 = 0; i0 < cnt; i0 += DCC_COPY_BATCH * nt) {
-        unsigned v[DCC_COPY_BATCH];
+    for (long long i0 = 0; i0 < n; i0 += DCC_COPY_BATCH * nt) {
+        T v[DCC_COPY_BATCH];
 #pragma unroll
         for (int r = 0; r < DCC_COPY_BATCH; ++r) {
             const long long i = i0 + r * nt + tid;
-            if (i < cnt) v[r] = s[i];
+            if (i < n) v[r] = s[i];
         }
 #pragma unroll
         for (int r = 0; r < DCC_COPY_BATCH; ++r) {
             const long long i = i0 + r * nt + tid;
-            if (i < cnt) d[i] = v[r];
+            if (i < n) d[i] = v[r];
         }
     }
+}
+
+__device__ __forceinline__ void dcc_copy_words(unsigned* d, const unsigned* s, long long cnt, bool vec) {
+    if (vec)
+        dcc_copy_batched(reinterpret_cast<uint4*>(d), reinterpret_cast<const uint4*>(s), cnt / 4);
+    else
+        dcc_copy_batched(d, s, cnt);
 }
 
 __device__ __forceinline__ bool dcc_aligned16(const void* p) {

@@ -150,7 +150,7 @@ impl Counters {
         Ok(c)
     }
 
-    /// `_process(finalize)` on the counters (`bounded_vocoder.py:405-447`): what it computes and
+    /// `_process(finalize)` on the counters (`bounded_vocoder.py:126-168`, minicpmo-utils 1.0.7): what it computes and
     /// trims, new source in blocks of at most `block` frames, every extent checked against
     /// `caps` (unchecked without).
     fn process(
@@ -265,7 +265,7 @@ impl Counters {
 impl CallPlan {
     /// The plan of a call starting from histories of `mel_len` and `src_len` frames: `frames`
     /// fresh frames in blocks of `block` from the call's own start, one non-final step each
-    /// (`BoundedVocoder.stream`, `bounded_vocoder.py:455-463`), or, with `finalize`, the final
+    /// (`BoundedVocoder.stream`, `bounded_vocoder.py:170-189`), or, with `finalize`, the final
     /// step alone (the vendor's `_process(True)` after the last chunk's blocks, which a caller
     /// runs as a call of their own first).
     pub fn new(
