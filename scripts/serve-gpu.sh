@@ -103,6 +103,9 @@ e2e)
   echo "tiny --wav rc=$? bytes=$(stat -c %s "$W/tiny.wav" 2>/dev/null)"
   ;;
 sessions)
+  # the flow's weights and inputs: the e2e part's export, or a fresh one (a cold machine)
+  [[ -f $F/weights.safetensors ]] || python3 scripts/e2e_peer.py --peer "$D/token2wav_stock.py" \
+    --vendor "$D/vendor" --config full --device cuda --chunks 12 --export "$F" >"$W/peer.json" 2>&1
   "$B" sessions --backend cuda --weights $F/weights.safetensors --io $F/io.safetensors \
     --contract token2wav --sessions 1,4,16,32,48 --chunks 6 --arms SRc,B0 \
     --plot "$OUT/sessions.svg" >"$W/sessions.txt" 2>&1
