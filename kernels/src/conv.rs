@@ -6,7 +6,8 @@
 //! convolutions over channel-major `[c, t]` activations (left- or right-padded, dilated), its
 //! transposed-convolution replacement (nearest upsampling then a causal convolution), its strided
 //! source downsampling, and the float64 F0 predictor (cuBLAS and the host GEMM are float-only).
-//! Launch: one thread per output element `(co, t)`, grid-strided; each thread sums its taps in a
+//! Launch: [`conv1d_threads`] threads, grid-strided (any geometry gives the same bits): each
+//! thread owns [`CONV1D_OUTPUTS_PER_THREAD`] outputs of one row, each output summed alone in a
 //! fixed order (input channels ascending, taps ascending, from zero), so the twin is the kernel's
 //! arithmetic exactly.
 
@@ -52,6 +53,17 @@ kdef!(
 );
 
 pub static KERNELS: &[&crate::KernelDef] = &[&CONV1D, &CONV1D_F64];
+
+/// Outputs of one row each thread of [`CONV1D`] / [`CONV1D_F64`] computes (`DCC_CONV_R` in
+/// `conv.cu`): independent accumulators that share every weight load, for instruction-level
+/// parallelism. Changes speed only, never bits (every output keeps its own summation order).
+pub const CONV1D_OUTPUTS_PER_THREAD: usize = 4;
+
+/// The threads a convolution launch needs to cover a `[c_out, t_out]` output: one per
+/// [`CONV1D_OUTPUTS_PER_THREAD`] outputs of a row (fewer threads are correct too, grid-strided).
+pub fn conv1d_threads(c_out: usize, t_out: usize) -> usize {
+    c_out * t_out.div_ceil(CONV1D_OUTPUTS_PER_THREAD)
+}
 
 /// The element types the convolution kernels exist for.
 pub trait Real: Copy + Default + Add<Output = Self> + Mul<Output = Self> + 'static {}
@@ -273,6 +285,14 @@ mod tests {
             pad,
             up,
         }
+    }
+
+    #[test]
+    fn outputs_per_thread_is_the_kernels() {
+        let def = format!("#define DCC_CONV_R {CONV1D_OUTPUTS_PER_THREAD}\n");
+        assert!(SOURCE.code.contains(&def), "conv.cu lacks {def:?}");
+        assert_eq!(conv1d_threads(3, 9), 9);
+        assert_eq!(conv1d_threads(2, 8), 4);
     }
 
     #[test]

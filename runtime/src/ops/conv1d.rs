@@ -1,6 +1,7 @@
 //! Direct 1-D convolutions over channel-major `[c, t]` views (`conv.conv1d`, `conv.conv1d_f64`):
 //! zero padding on either side, dilation, stride, nearest upsampling of the input and an
-//! optional residual, in float or double. One thread per output element.
+//! optional residual, in float or double. One thread per
+//! [`k::conv::CONV1D_OUTPUTS_PER_THREAD`] outputs of a row ([`k::conv::conv1d_threads`]).
 
 use dcc_kernels as k;
 use dcc_kernels::{Arg, KernelDef};
@@ -144,5 +145,5 @@ pub fn conv1d<T: ConvElem>(
     // packed dims, and the residual at res[co·ldr + t] (the checked res view, or y itself read
     // before written by the same thread). Written and read views do not overlap (checked), except
     // the declared in-place residual.
-    unsafe { cx.launch_linear(T::KERNEL, c_out * t_out, &args) }
+    unsafe { cx.launch_linear(T::KERNEL, k::conv::conv1d_threads(c_out, t_out), &args) }
 }
