@@ -15,42 +15,44 @@
 // the input. `res` is read only when use_res is nonzero (every pointer argument must address live
 // memory, so a launch without a residual passes y there).
 //
-// Work split (speed only; any launch geometry gives the same bits): a work item is (co, q) with
-// q < Q = ceil(t_out / R); its thread computes the R outputs t = q, q + Q, ..., q + (R-1)Q of row
-// co with R independent accumulators (ILP: every weight load serves R products, and adjacent
-// threads read adjacent frames for each r: coalesced). Before the channel loop the thread works
-// out, once, each tap's input offset (32-bit, the p / up division done here and not per channel)
-// and a bit mask of the taps that lie inside the input, so the channel loop has no division,
-// no 64-bit index math and no bounds arithmetic. The common kernel sizes are compile-time
-// constants (fully unrolled, offsets in registers); other sizes, and inputs whose offsets do not
-// fit 32 bits, take a generic path with the same per-accumulator order.
+// Work split (speed only; any launch geometry gives the same bits, each thread walking work
+// items grid-strided): every thread computes R outputs of one row co with R independent
+// accumulators (ILP: every weight load serves R products). Before its channel loop it works out,
+// once, the input offsets its taps read (32-bit; the p / up division done here, not per channel)
+// and a bit mask of those inside the input, so the channel loop has no division, no 64-bit index
+// math and no bounds arithmetic.
+// - Stride 1 and k in {1, 3, 5, 7, 11, 16} (every vocoder layer but the strided source
+//   downsamplings): the item's outputs are t = b + r*dil, so output r's tap j reads window
+//   position r + j: a channel's R + k - 1 window values are loaded once for R*k products.
+//   Items per row: dil * ceil(t_out / (R*dil)) (adjacent items: adjacent b, coalesced loads).
+// - Otherwise (other k or stride, or offsets past 32 bits): outputs t = q + r*Q, Q = ceil(t_out/R)
+//   (Q items per row), every tap tested and addressed in 64 bits as a plain loop would.
+// conv1d_threads in kernels/src/conv.rs counts the items of the first split, never fewer than
+// the second's.
 
 #define DCC_CONV_R 4
 
-// The R outputs of item (co, q), every tap size K a compile-time constant; offsets in 32 bits.
+// Stride 1: the R outputs t = b + r*dil (r < R) of item (co, g), b = (g / dil)*R*dil + g % dil,
+// so that tap j of output r reads window position m = r + j, p = b + m*dil - pad: the R + K - 1
+// window values of a channel are loaded once and serve all R*K products (a tap is skipped, as
+// everywhere, when its position lies outside the input). Offsets in 32 bits.
 template <typename T, int K>
-__device__ __forceinline__ void dcc_conv1d_fixed(T* y, const T* x, const T* w, const T* bias,
-                                                 const T* res, i64 c_in, i64 t_in, i64 sxc,
-                                                 int sxt, i64 t_out, i64 ldy, i64 ldr,
-                                                 int stride, int dil, int pad, int up,
-                                                 i64 use_res, i64 co, i64 q, i64 nq) {
+__device__ __forceinline__ void dcc_conv1d_win(T* y, const T* x, const T* w, const T* bias,
+                                               const T* res, i64 c_in, i64 t_in, i64 sxc,
+                                               int sxt, i64 t_out, i64 ldy, i64 ldr, int dil,
+                                               int pad, int up, i64 use_res, i64 co, i64 g) {
+    const int W = DCC_CONV_R + K - 1;
     const int span = (int)t_in * up;
-    int off[DCC_CONV_R][K];
-    unsigned mask[DCC_CONV_R];
+    const int b = (int)(g / dil) * (DCC_CONV_R * dil) + (int)(g % dil);
+    int off[W];
+    unsigned mask = 0u;
 #pragma unroll
-    for (int r = 0; r < DCC_CONV_R; ++r) {
-        const i64 t = q + r * nq;
-        mask[r] = 0u;
-#pragma unroll
-        for (int j = 0; j < K; ++j) {
-            off[r][j] = 0;
-            if (t < t_out) {
-                const int p = (int)t * stride + j * dil - pad;
-                if (p >= 0 && p < span) {
-                    off[r][j] = (up == 1 ? p : p / up) * sxt;
-                    mask[r] |= 1u << j;
-                }
-            }
+    for (int m = 0; m < W; ++m) {
+        const int p = b + m * dil - pad;
+        off[m] = 0;
+        if (p >= 0 && p < span) {
+            off[m] = (up == 1 ? p : p / up) * sxt;
+            mask |= 1u << m;
         }
     }
     T acc[DCC_CONV_R];
@@ -59,6 +61,9 @@ __device__ __forceinline__ void dcc_conv1d_fixed(T* y, const T* x, const T* w, c
     const T* wr = w + co * c_in * K;
     for (i64 ci = 0; ci < c_in; ++ci) {
         const T* xr = x + ci * sxc;
+        T xv[W];
+#pragma unroll
+        for (int m = 0; m < W; ++m) xv[m] = (mask & (1u << m)) ? xr[off[m]] : (T)0;
         T wj[K];
 #pragma unroll
         for (int j = 0; j < K; ++j) wj[j] = wr[j];
@@ -66,14 +71,14 @@ __device__ __forceinline__ void dcc_conv1d_fixed(T* y, const T* x, const T* w, c
         for (int j = 0; j < K; ++j) {
 #pragma unroll
             for (int r = 0; r < DCC_CONV_R; ++r) {
-                if (mask[r] & (1u << j)) acc[r] = acc[r] + wj[j] * xr[off[r][j]];
+                if (mask & (1u << (r + j))) acc[r] = acc[r] + wj[j] * xv[r + j];
             }
         }
         wr += K;
     }
 #pragma unroll
     for (int r = 0; r < DCC_CONV_R; ++r) {
-        const i64 t = q + r * nq;
+        const i64 t = b + (i64)r * dil;
         if (t < t_out) {
             T v = acc[r] + bias[co];
             if (use_res) v = v + res[co * ldr + t];
@@ -128,29 +133,39 @@ __device__ __forceinline__ void dcc_conv1d(T* y, const T* x, const T* w, const T
                                            i64 c_in, i64 t_in, i64 sxc, i64 sxt, i64 c_out,
                                            i64 t_out, i64 ldy, i64 ldr, i64 k, i64 stride,
                                            i64 dil, i64 pad, i64 up, i64 use_res) {
-    const i64 nq = (t_out + DCC_CONV_R - 1) / DCC_CONV_R;
-    // 32-bit offsets: every padded position t*stride + j*dil (< t_out*stride + k*dil), the
-    // upsampled span t_in*up and every frame offset (t_in - 1)*sxt fit in an int.
+    // 32-bit offsets: every padded position (< (t_out + R*dil)*stride + k*dil), the upsampled
+    // span t_in*up and every frame offset (t_in - 1)*sxt fit in an int.
     const i64 lim = 0x7fffffffLL;
-    const bool small = t_out * stride + k * dil + pad < lim && t_in * up < lim &&
-                       t_in * sxt < lim;
-    const int s32 = (int)sxt, st = (int)stride, d = (int)dil, pd = (int)pad, u = (int)up;
+    const bool small = (t_out + DCC_CONV_R * dil) * stride + k * dil + pad < lim &&
+                       t_in * up < lim && t_in * sxt < lim;
+    const int s32 = (int)sxt, d = (int)dil, pd = (int)pad, u = (int)up;
+    const bool win =
+        small && stride == 1 && (k == 1 || k == 3 || k == 5 || k == 7 || k == 11 || k == 16);
+    if (win) {
+        // items per row: dil interleaved runs of R-output groups
+        const i64 ng = dil * ((t_out + DCC_CONV_R * dil - 1) / (DCC_CONV_R * dil));
+        DCC_GRID_STRIDE(i, c_out * ng) {
+            const i64 co = i / ng;
+            const i64 g = i - co * ng;
+#define DCC_CONV_WIN(KK)                                                                      \
+    dcc_conv1d_win<T, KK>(y, x, w, bias, res, c_in, t_in, sxc, s32, t_out, ldy, ldr, d, pd, u, \
+                          use_res, co, g)
+            if (k == 1) DCC_CONV_WIN(1);
+            else if (k == 3) DCC_CONV_WIN(3);
+            else if (k == 5) DCC_CONV_WIN(5);
+            else if (k == 7) DCC_CONV_WIN(7);
+            else if (k == 11) DCC_CONV_WIN(11);
+            else DCC_CONV_WIN(16);
+#undef DCC_CONV_WIN
+        }
+        return;
+    }
+    const i64 nq = (t_out + DCC_CONV_R - 1) / DCC_CONV_R;
     DCC_GRID_STRIDE(i, c_out * nq) {
         const i64 co = i / nq;
         const i64 q = i - co * nq;
-#define DCC_CONV_FIXED(KK)                                                                    \
-    dcc_conv1d_fixed<T, KK>(y, x, w, bias, res, c_in, t_in, sxc, s32, t_out, ldy, ldr, st, d, \
-                            pd, u, use_res, co, q, nq)
-        if (small && k == 3) DCC_CONV_FIXED(3);
-        else if (small && k == 5) DCC_CONV_FIXED(5);
-        else if (small && k == 7) DCC_CONV_FIXED(7);
-        else if (small && k == 11) DCC_CONV_FIXED(11);
-        else if (small && k == 16) DCC_CONV_FIXED(16);
-        else if (small && k == 1) DCC_CONV_FIXED(1);
-        else
-            dcc_conv1d_any<T>(y, x, w, bias, res, c_in, t_in, sxc, sxt, t_out, ldy, ldr, k,
-                              stride, dil, pad, up, use_res, co, q, nq);
-#undef DCC_CONV_FIXED
+        dcc_conv1d_any<T>(y, x, w, bias, res, c_in, t_in, sxc, sxt, t_out, ldy, ldr, k, stride,
+                          dil, pad, up, use_res, co, q, nq);
     }
 }
 

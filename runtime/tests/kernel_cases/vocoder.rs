@@ -67,7 +67,7 @@ fn conv_case(name: &str, f64_: bool, g: [usize; 14], in_place: bool) -> Case {
         ldr,
         k,
         _,
-        _,
+        dil,
         _,
         _,
         _,
@@ -101,13 +101,15 @@ fn conv_case(name: &str, f64_: bool, g: [usize; 14], in_place: bool) -> Case {
     let res = if in_place { A::B(0) } else { A::B(4) };
     let mut args = vec![A::B(0), A::B(1), A::B(2), A::B(3), res];
     args.extend(ints(&g));
-    // the runtime's launch: one thread per `CONV1D_OUTPUTS_PER_THREAD` outputs of a row
-    let threads = conv::conv1d_threads(c_out, t_out);
-    if f64_ {
+    // the runtime's launch (`ops::conv1d`)
+    let threads = conv::conv1d_threads(c_out, t_out, dil);
+    let mut c = if f64_ {
         f64_case(&format!("conv {name}"), kernel, threads, bufs, args)
     } else {
         case(format!("conv {name}"), kernel, lin(threads), bufs, args)
-    }
+    };
+    c.dims = dcc_runtime::LaunchDims::linear(threads, conv::CONV1D_BLOCK);
+    c
 }
 
 /// `conv_case` launched on `blocks` blocks of 128 threads only, so that each thread walks
@@ -196,9 +198,9 @@ pub fn cases() -> Vec<Case> {
         [18, 6241, 6241, 1, 64, 6241, 6241, 6241, 1, 1, 1, 0, 1, 0],
         false,
     ));
-    // the reflection pad's column: one output frame (three of the four accumulators idle), a
-    // strided input read in place with dilation, stride and upsampling together, and the
-    // generic tap loop over an upsampled input
+    // the reflection pad's column: one output frame (three of the four accumulators idle); a
+    // strided input read in place with dilation and upsampling, with stride 2 (the generic tap
+    // loop) and 1 (the shared tap window); the generic tap loop over an upsampled input (k9)
     c.push(conv_case(
         "ups 128->64 t2080 x3 k7 t_out1",
         false,
@@ -209,6 +211,12 @@ pub fn cases() -> Vec<Case> {
         "32->16 sxt3 k5 s2 d3 up2 res",
         false,
         [32, 100, 1, 32, 16, 97, 99, 98, 5, 2, 3, 9, 2, 1],
+        false,
+    ));
+    c.push(conv_case(
+        "32->16 sxt32 k5 d3 up2 res",
+        false,
+        [32, 100, 1, 32, 16, 197, 199, 198, 5, 1, 3, 9, 2, 1],
         false,
     ));
     c.push(conv_case(
