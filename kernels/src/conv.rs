@@ -6,7 +6,8 @@
 //! convolutions over channel-major `[c, t]` activations (left- or right-padded, dilated), its
 //! transposed-convolution replacement (nearest upsampling then a causal convolution), its strided
 //! source downsampling, and the float64 F0 predictor (cuBLAS and the host GEMM are float-only).
-//! Launch: one thread per output element `(co, t)`, grid-strided; each thread sums its taps in a
+//! Launch: [`conv1d_threads`] threads in blocks of [`CONV1D_BLOCK`], grid-strided (any geometry gives the same bits): each
+//! thread owns [`CONV1D_OUTPUTS_PER_THREAD`] outputs of one row, each output summed alone in a
 //! fixed order (input channels ascending, taps ascending, from zero), so the twin is the kernel's
 //! arithmetic exactly.
 
@@ -52,6 +53,25 @@ kdef!(
 );
 
 pub static KERNELS: &[&crate::KernelDef] = &[&CONV1D, &CONV1D_F64];
+
+/// Outputs of one row each thread of [`CONV1D`] / [`CONV1D_F64`] computes (`DCC_CONV_R` in
+/// `conv.cu`): independent accumulators that share every weight load (and, at stride 1, every
+/// input load: the outputs `t, t + dil, ..`, read overlapping tap windows). Changes speed only,
+/// never bits: every output keeps its own summation order.
+pub const CONV1D_OUTPUTS_PER_THREAD: usize = 4;
+
+/// Threads per block of a convolution launch: small blocks spread the few hundred blocks of the
+/// short, wide layers (256 channels × 416 frames: 26,624 threads) over every multiprocessor.
+pub const CONV1D_BLOCK: u32 = 64;
+
+/// The threads a convolution launch needs to give every work item its own thread: `c_out` rows
+/// of `dil · ⌈t_out / (R · dil)⌉` items, `R` = [`CONV1D_OUTPUTS_PER_THREAD`] (`conv.cu`'s
+/// dilation-interleaved split; its other split needs `⌈t_out / R⌉` per row, never more). Fewer
+/// threads are correct too (grid-strided), only slower.
+pub fn conv1d_threads(c_out: usize, t_out: usize, dil: usize) -> usize {
+    let group = CONV1D_OUTPUTS_PER_THREAD * dil.max(1);
+    c_out * dil.max(1) * t_out.div_ceil(group)
+}
 
 /// The element types the convolution kernels exist for.
 pub trait Real: Copy + Default + Add<Output = Self> + Mul<Output = Self> + 'static {}
@@ -272,6 +292,20 @@ mod tests {
             dil,
             pad,
             up,
+        }
+    }
+
+    #[test]
+    fn outputs_per_thread_is_the_kernels() {
+        let def = format!("#define DCC_CONV_R {CONV1D_OUTPUTS_PER_THREAD}\n");
+        assert!(SOURCE.code.contains(&def), "conv.cu lacks {def:?}");
+        assert_eq!(conv1d_threads(3, 9, 1), 9);
+        assert_eq!(conv1d_threads(2, 8, 1), 4);
+        // dilation 3: runs of 12 frames, 3 items each
+        assert_eq!(conv1d_threads(1, 13, 3), 6);
+        for (t, d) in [(1, 1), (7, 2), (6241, 5), (416, 3)] {
+            let r = CONV1D_OUTPUTS_PER_THREAD;
+            assert!(conv1d_threads(1, t, d) >= t.div_ceil(r));
         }
     }
 

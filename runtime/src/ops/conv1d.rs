@@ -1,9 +1,11 @@
 //! Direct 1-D convolutions over channel-major `[c, t]` views (`conv.conv1d`, `conv.conv1d_f64`):
 //! zero padding on either side, dilation, stride, nearest upsampling of the input and an
-//! optional residual, in float or double. One thread per output element.
+//! optional residual, in float or double. One thread per
+//! [`k::conv::CONV1D_OUTPUTS_PER_THREAD`] outputs of a row ([`k::conv::conv1d_threads`]), in
+//! blocks of [`k::conv::CONV1D_BLOCK`].
 
 use dcc_kernels as k;
-use dcc_kernels::{Arg, KernelDef};
+use dcc_kernels::{Arg, KernelDef, LaunchDims};
 
 use super::{Ctx, Elem, OpError, Tensor, disjoint, int, matrix, operand, packed, ptr};
 
@@ -139,10 +141,13 @@ pub fn conv1d<T: ConvElem>(
         int(g.up),
         Arg::I64(use_res),
     ];
+    let threads = k::conv::conv1d_threads(c_out, t_out, g.dil);
+    let dims = LaunchDims::linear(threads, k::conv::CONV1D_BLOCK);
     // SAFETY: the kernel writes y[co·ldy + t] (co < c_out, t < t_out: the checked y view), reads
     // x[ci·sxc + p·sxt] only for p < t_in (the checked x view), w and bias over their checked
     // packed dims, and the residual at res[co·ldr + t] (the checked res view, or y itself read
     // before written by the same thread). Written and read views do not overlap (checked), except
-    // the declared in-place residual.
-    unsafe { cx.launch_linear(T::KERNEL, c_out * t_out, &args) }
+    // the declared in-place residual. The launch geometry only decides which thread computes
+    // which outputs.
+    unsafe { cx.launch(T::KERNEL, dims, &args) }
 }

@@ -67,7 +67,7 @@ fn conv_case(name: &str, f64_: bool, g: [usize; 14], in_place: bool) -> Case {
         ldr,
         k,
         _,
-        _,
+        dil,
         _,
         _,
         _,
@@ -101,17 +101,24 @@ fn conv_case(name: &str, f64_: bool, g: [usize; 14], in_place: bool) -> Case {
     let res = if in_place { A::B(0) } else { A::B(4) };
     let mut args = vec![A::B(0), A::B(1), A::B(2), A::B(3), res];
     args.extend(ints(&g));
-    if f64_ {
-        f64_case(&format!("conv {name}"), kernel, c_out * t_out, bufs, args)
+    // the runtime's launch (`ops::conv1d`)
+    let threads = conv::conv1d_threads(c_out, t_out, dil);
+    let mut c = if f64_ {
+        f64_case(&format!("conv {name}"), kernel, threads, bufs, args)
     } else {
-        case(
-            format!("conv {name}"),
-            kernel,
-            lin(c_out * t_out),
-            bufs,
-            args,
-        )
-    }
+        case(format!("conv {name}"), kernel, lin(threads), bufs, args)
+    };
+    c.dims = dcc_runtime::LaunchDims::linear(threads, conv::CONV1D_BLOCK);
+    c
+}
+
+/// `conv_case` launched on `blocks` blocks of 128 threads only, so that each thread walks
+/// several work items (grid-stride): the same bits as any other geometry (CUDA only).
+fn conv_variant(name: &str, f64_: bool, g: [usize; 14], in_place: bool, blocks: usize) -> Case {
+    let mut c = conv_case(&format!("{name} {blocks} blocks"), f64_, g, in_place);
+    c.dims = lin(blocks * 128);
+    c.variant = true;
+    c
 }
 
 #[allow(clippy::vec_init_then_push)]
@@ -157,6 +164,81 @@ pub fn cases() -> Vec<Case> {
         false,
         [18, 6241, 6241, 1, 256, 416, 416, 416, 30, 15, 1, 14, 1, 0],
         false,
+    ));
+    // ups[0] (nearest ×8 then causal k16), at a quarter of its channels
+    c.push(conv_case(
+        "ups 128->64 t52 x8 k16",
+        false,
+        [128, 52, 52, 1, 64, 416, 416, 416, 16, 1, 1, 15, 8, 0],
+        false,
+    ));
+    // resblock k3 dilation 3 with a separate residual; conv_post (k7, 64 -> 18 rows)
+    c.push(conv_case(
+        "resblock 64 t2080 k3 d3 res",
+        false,
+        [64, 2080, 2080, 1, 64, 2080, 2080, 2080, 3, 1, 3, 6, 1, 1],
+        false,
+    ));
+    c.push(conv_case(
+        "conv_post 64->18 t6241 k7",
+        false,
+        [64, 6241, 6241, 1, 18, 6241, 6241, 6241, 7, 1, 1, 6, 1, 0],
+        false,
+    ));
+    // source_downs[1] (k6 s3: the generic tap loop) and [2] (k1 s1)
+    c.push(conv_case(
+        "source_down 18->128 k6 s3",
+        false,
+        [18, 6241, 6241, 1, 128, 2080, 2080, 2080, 6, 3, 1, 2, 1, 0],
+        false,
+    ));
+    c.push(conv_case(
+        "source_down 18->64 k1",
+        false,
+        [18, 6241, 6241, 1, 64, 6241, 6241, 6241, 1, 1, 1, 0, 1, 0],
+        false,
+    ));
+    // the reflection pad's column: one output frame (three of the four accumulators idle); a
+    // strided input read in place with dilation and upsampling, with stride 2 (the generic tap
+    // loop) and 1 (the shared tap window); the generic tap loop over an upsampled input (k9)
+    c.push(conv_case(
+        "ups 128->64 t2080 x3 k7 t_out1",
+        false,
+        [128, 2080, 2080, 1, 64, 1, 6241, 6241, 7, 1, 1, 5, 3, 0],
+        false,
+    ));
+    c.push(conv_case(
+        "32->16 sxt3 k5 s2 d3 up2 res",
+        false,
+        [32, 100, 1, 32, 16, 97, 99, 98, 5, 2, 3, 9, 2, 1],
+        false,
+    ));
+    c.push(conv_case(
+        "32->16 sxt32 k5 d3 up2 res",
+        false,
+        [32, 100, 1, 32, 16, 197, 199, 198, 5, 1, 3, 9, 2, 1],
+        false,
+    ));
+    c.push(conv_case(
+        "32->16 k9 d2 up3 res",
+        false,
+        [32, 100, 100, 1, 16, 301, 301, 301, 9, 1, 2, 16, 3, 1],
+        false,
+    ));
+    // grid-stride: fewer threads than work items
+    c.push(conv_variant(
+        "resblock 64 t2080 k11 d5 in place",
+        false,
+        [64, 2080, 2080, 1, 64, 2080, 2080, 2080, 11, 1, 5, 50, 1, 1],
+        true,
+        7,
+    ));
+    c.push(conv_variant(
+        "f0 512->512 t24 k3 f64",
+        true,
+        [512, 24, 24, 1, 512, 24, 24, 24, 3, 1, 1, 2, 1, 0],
+        false,
+        3,
     ));
     // F0 predictor in double: the right-causal first conv over a strided mel window, then a
     // left-causal one
