@@ -264,6 +264,8 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
     };
     let mut hash = Vec::new();
     let first = Instant::now();
+    // the vocoder's engines after the pass's first chunk: its steady state starts there
+    let mut voc_first = Vec::new();
     for i in 0..o.chunks {
         let toks = tokens_of(io, &s.sizes, i)?;
         let since_first = ms(first.elapsed());
@@ -286,6 +288,9 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
             }
         }
         hash.extend_from_slice(&mel_bytes(m));
+        if i == 0 {
+            voc_first = stream.vocoder_reports();
+        }
         pb.inc(1);
     }
     // launches of the chunks (with the vocoder: its eager launches too), the flush not counted
@@ -298,6 +303,9 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
         && let Some(a) = &mut r.audio
     {
         a.flush(&c, ms(first.elapsed()));
+    }
+    if let Some(a) = &mut r.audio {
+        a.catalog = audio::VocoderCatalog::between(&voc_first, &stream.vocoder_reports());
     }
     let mut ses = stream.into_session();
     let n = o.chunks as f64;
@@ -504,6 +512,7 @@ fn run(o: &Opts) -> Res<Value> {
         "vocoder_noise_sha256": s.speech.as_ref().map(|m| m.vocoder().noise_sha256().to_string()),
         "pcm_reference": pcm_ref.as_ref().map(|r| r.path.display().to_string()),
         "pcm_tol": pcm_ref.as_ref().and(o.pcm_tol),
+        "e2e_pcm_tol": pcm_ref.as_ref().and(o.e2e_pcm_tol),
         "wav": o.wav.as_ref().map(|w| w.path.display().to_string()),
     });
     let mut ok = true;
@@ -533,7 +542,7 @@ fn run(o: &Opts) -> Res<Value> {
         let audio = match &x.audio {
             Some(a) => {
                 let arm = Arm::parse(x.arm).unwrap_or(Arm::B0);
-                let reference = pcm_ref.as_ref().zip(o.pcm_tol);
+                let reference = pcm_ref.as_ref().map(|r| (r, o.e2e_pcm_tol));
                 let (fields, within) =
                     pcm::arm_fields(arm, a, b0_pcm.as_deref(), reference, &mut problems)?;
                 ok &= within;
@@ -584,7 +593,27 @@ fn run(o: &Opts) -> Res<Value> {
         audio::write_wav(w, a.and_then(|r| r.audio.as_ref()), m.sample_rate())?;
     }
     ok &= mel_ok;
-    let out = json!({ "run": head, "arms": arms_json, "mel_ok": mel_ok, "ok": ok });
+    // the vocoder port on the vendor's own mel, against the vendor's PCM
+    let vocoder_check = match (&pcm_ref, o.pcm_tol, &s.speech) {
+        (Some(r), Some(tol), Some(m)) => pcm::vocoder_check(m, &s.io.feats, r, tol)?,
+        _ => Value::Null,
+    };
+    for p in vocoder_check["problems"].as_array().into_iter().flatten() {
+        eprintln!(
+            "dcc-bench: the vocoder on --io's feat_i: {}",
+            p.as_str().unwrap_or("")
+        );
+    }
+    if vocoder_check["ok"] == Value::Bool(false) {
+        ok = false;
+    }
+    let out = json!({
+        "run": head,
+        "arms": arms_json,
+        "vocoder_check": vocoder_check,
+        "mel_ok": mel_ok,
+        "ok": ok,
+    });
     let text = serde_json::to_string(&out).map_err(BenchError::Json)?;
     if let Some(p) = &o.json_out {
         report::write_atomic(p, &format!("{text}\n")).map_err(|error| BenchError::Write {
