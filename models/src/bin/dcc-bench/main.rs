@@ -15,8 +15,8 @@
 //! peer's `io.safetensors`) or, without it, from a fixed pseudo-random sequence. With the
 //! vocoder (the default, [`audio`]) each pass streams tokens to PCM through
 //! [`dcc_models::speech`] and ends with the vocoder's flush; the arm adds vocoder and
-//! end-to-end p50/p95, time to first audio and the PCM's SHA-256 ([`pcm`]), which must equal
-//! B0's; `--wav` writes one arm's stream.
+//! end-to-end p50/p95, time to first audio, the PCM's SHA-256 ([`pcm`]), which must equal
+//! B0's, and the vocoder's replay catalog; `--wav` writes one arm's stream.
 //!
 //! `--profile` (token2wav): after the arms, one steady-state eager chunk (arm B0's code path)
 //! queued behind a spin kernel with a CUDA event before every op; prints device µs per op
@@ -28,8 +28,9 @@
 //! cuBLAS), for tuning the tiles on the GPU.
 //!
 //! `check`: streams `--io`'s chunks and compares each chunk's mel with its `feat_i` (relative L2
-//! error ≤ `--tol`), and each chunk's PCM with the vendor's in a `pcm.safetensors` beside `--io`
-//! (≤ `--pcm-tol`). Retention comes from the contract.
+//! error ≤ `--tol`). With a `pcm.safetensors` beside `--io`, the vocoder on the vendor's own mel
+//! against the vendor's PCM (≤ `--pcm-tol`) and each arm's end-to-end PCM distance, reported and
+//! gated only by `--e2e-pcm-tol` ([`pcm`] says why). Retention comes from the contract.
 //!
 //! Progress on stderr; results on stdout (a table, or one JSON object with `--format json`).
 
@@ -41,6 +42,7 @@ mod inputs;
 mod kernels;
 mod pcm;
 mod plot;
+mod profile;
 mod report;
 mod roofline;
 mod sessions;
@@ -56,8 +58,8 @@ use std::time::Instant;
 
 use dcc_models::nn::WeightStore;
 use dcc_models::speech::{SpeechError, SpeechModel};
-use dcc_models::token2wav::serve::{Arm, ContractView, Session};
-use dcc_models::token2wav::{DeviceFlow, DeviceLimits, FlowConfig, SolverParams, rel_l2};
+use dcc_models::token2wav::serve::{Arm, ContractView};
+use dcc_models::token2wav::{DeviceFlow, DeviceLimits, FlowConfig, rel_l2};
 use dcc_runtime::backend::{Backend, BackendKind};
 use dcc_runtime::kernels::synthetic as ks;
 use dcc_runtime::{Arg, LaunchDims};
@@ -368,41 +370,6 @@ fn spin(be: &dyn Backend, iters: i64) -> Res<()> {
     Ok(())
 }
 
-/// One eager steady-state chunk with a marker before every op, behind a spin kernel.
-fn profile(s: &Setup) -> Res<()> {
-    let be = &s.be;
-    let e = BenchError::from;
-    let io = &s.io;
-    let mut ses =
-        Session::new(s.dev.clone(), s.contract, Arm::B0, SolverParams::default()).map_err(e)?;
-    ses.prime(&s.prompt, &io.mel, &io.spk).map_err(e)?;
-    for i in 0..2 {
-        ses.chunk(tokens_of(io, &s.sizes, i)?, &io.spk, false)
-            .map_err(e)?;
-    }
-    let toks = tokens_of(io, &s.sizes, 2)?;
-    s.dev.set_inputs(toks, &io.spk, false).map_err(e)?;
-    be.synchronize()?;
-    spin(be.as_ref(), 1_000_000_000)?;
-    s.dev.profile_begin();
-    let t = Instant::now();
-    let r = ses.enqueue_uploaded(toks.len(), false);
-    let host_ms = t.elapsed().as_secs_f64() * 1e3;
-    let rows = s.dev.profile_end().map_err(e)?;
-    r.map_err(e)?;
-    let total: f64 = rows.iter().map(|r| r.ms).sum();
-    let launches: usize = rows.iter().map(|r| r.launches).sum();
-    eprintln!(
-        "profile: one eager chunk on {} ({} ops, {total:.3} ms device between markers, host enqueue {host_ms:.1} ms; where the host enqueued slower than the device ran, the gaps count too)",
-        be.device_name(),
-        launches,
-    );
-    for line in roofline::table(&rows, be.device_name()) {
-        eprintln!("{line}");
-    }
-    Ok(())
-}
-
 /// The exit code of a command that returns whether it passed: 0, 1 (failed or a run error), 2
 /// (stdout unwritable).
 fn exit(r: Res<bool>) -> ExitCode {
@@ -478,7 +445,7 @@ fn run(o: &Opts) -> Res<Value> {
     }
     pb.finish_and_clear();
     if o.profile {
-        profile(&s)?;
+        profile::profile(&s)?;
     }
     let device = s.be.device_name().to_string();
     let b0 = res

@@ -489,3 +489,94 @@ fn vocoder_and_wav_flags_resolve_as_documented() {
         );
     }
 }
+
+/// The check's text: the mel's verdict judges the mel alone (a run failed by its PCM still says
+/// its mel passed), the vocoder-on-vendor-mel line and each arm's end-to-end line stand apart,
+/// and the audio table shows the vocoder's catalog (`-` on an eager arm).
+#[test]
+fn the_mel_verdict_line_judges_the_mel_alone() {
+    let o = parse_from([
+        "dcc-bench",
+        "check",
+        "--weights",
+        "w",
+        "--io",
+        "i",
+        "--tol",
+        "1e-4",
+    ])
+    .unwrap();
+    let Command::Flow(o) = o else {
+        panic!("check parsed as another command: {o:?}")
+    };
+    let arm = |name: &str, catalog: bool| {
+        let mut a = serde_json::json!({
+            "arm": name, "mel_sha256": "0123456789abcdef0123", "rel_l2_max": 4.13e-7,
+            "identical_to_b0": true, "pcm_sha256": "fedcba9876543210fedc", "pcm_samples": 10,
+            "pcm_identical_to_b0": true, "pcm_rel_l2_max": 3.8e-3, "pcm_rel_l2_first": 1e-4,
+            "pcm_rel_l2_median": 1e-3, "pcm_rel_l2_grows": true, "problems": [],
+        });
+        if catalog {
+            a["vocoder_classes_captured"] = 3.into();
+            a["vocoder_replays"] = 3.into();
+            a["vocoder_replays_steady"] = 2.into();
+            a["vocoder_eager_calls"] = 3.into();
+            a["vocoder_eager_steady"] = 0.into();
+            a["vocoder_fallbacks_total"] = serde_json::json!({"probation": 3});
+            a["vocoder_fallbacks_steady"] = serde_json::json!({});
+        }
+        a
+    };
+    let out = serde_json::json!({
+        "run": {"pcm_reference": "p/pcm.safetensors", "pcm_tol": 1e-3, "e2e_pcm_tol": null},
+        "arms": [arm("B0", false), arm("SRc", true)],
+        "vocoder_check": {"pcm_tol": 1e-3, "ok": false, "rel_l2_max": 2e-3,
+                          "rel_l2_per_chunk": [1e-5, 2e-3], "rel_l2_flush": 1e-5},
+        "mel_ok": true,
+        "ok": false,
+    });
+    let mut text = Vec::new();
+    super::report::write_table(&mut text, &out, &o).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(
+        text.contains("check: every chunk within rel-L2 1e-4 of --io's feat_i: yes"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "the vocoder on --io's feat_i (the vendor's mel), every chunk's PCM within rel-L2 \
+             1e-3 of p/pcm.safetensors: NO (max 2.00e-3; per chunk 1.00e-5 2.00e-3; flush \
+             1.00e-5)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "end-to-end PCM of SRc vs p/pcm.safetensors: rel-L2 first 1.00e-4, median 1.00e-3, \
+             max 3.80e-3, grows with the chunk index: yes; not gated"
+        ),
+        "{text}"
+    );
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name) && l.contains("fedcba9876543210"))
+            .unwrap_or_else(|| panic!("no audio row of {name}: {text}"))
+            .split_whitespace()
+            .rev()
+            .take(5)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        row("SRc "),
+        ["0", "probation=3", "3/0", "3/2", "3"],
+        "{text}"
+    );
+    assert_eq!(row("B0 "), ["-", "-", "-", "-", "-"], "{text}");
+    // the failed mel says so
+    let mut out = out;
+    out["mel_ok"] = false.into();
+    let mut text = Vec::new();
+    super::report::write_table(&mut text, &out, &o).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.contains("of --io's feat_i: NO"), "{text}");
+}
