@@ -6,10 +6,11 @@
 //! ([`DeviceFlow`]), the vocoder's weights and noise table ([`CausalHift`]), the contract the
 //! flow is served under and the solver's parameters. [`SpeechModel::open`] starts one stream
 //! ([`SpeechStream`]) with a speaker prompt, served by one of the six arms ([`Arm`]); every arm
-//! gives the same PCM bit for bit, so the arm only chooses how the flow runs (eager or replayed,
-//! stock state or the contract's arena). Each [`SpeechStream::push`] of a chunk of speech tokens
-//! runs the flow on it and hands the mel it emits (`[80 mel bins, frames]`, channel-major, the
-//! layout both sides use) straight to the vocoder, and returns the chunk's PCM;
+//! gives the same PCM bit for bit, so the arm only chooses how the work runs: the flow eager or
+//! replayed, in stock state or the contract's arena, and the vocoder eager (B0, S) or through
+//! its contract's replay engines (the replay arms). Each [`SpeechStream::push`] of a chunk of
+//! speech tokens runs the flow on it and hands the mel it emits (`[80 mel bins, frames]`,
+//! channel-major, the layout both sides use) straight to the vocoder, and returns the chunk's PCM;
 //! [`SpeechStream::finish`] ends the utterance and returns the vocoder's tail.
 //!
 //! **How many samples.** A stream of chunks of `f` frames each (50 in the bundled contracts)
