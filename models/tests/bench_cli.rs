@@ -349,8 +349,43 @@ fn check_arms(out: &serde_json::Value, chunks: usize) {
             "{a}"
         );
         assert_eq!(a["vocoder_ms"].as_array().unwrap().len(), chunks, "{a}");
+        vocoder_catalog(a, chunks);
     }
     assert_eq!(out["ok"], true, "{out}");
+}
+
+/// An arm's vocoder catalog: none on an eager arm; on a replay arm, every call of the two
+/// passes (warm-up and measured, each `chunks` chunks and the flush) counted as a replay or an
+/// eager call, and, the warm-up having met every class of the measured pass, its steady state
+/// (after its first chunk) all replays.
+fn vocoder_catalog(a: &serde_json::Value, chunks: usize) {
+    let keys = [
+        "vocoder_classes_captured",
+        "vocoder_replays",
+        "vocoder_eager_calls",
+        "vocoder_fallbacks_total",
+        "vocoder_replays_steady",
+        "vocoder_eager_steady",
+        "vocoder_fallbacks_steady",
+    ];
+    if ["B0", "S"].contains(&a["arm"].as_str().unwrap()) {
+        for k in keys {
+            assert_eq!(a[k], serde_json::Value::Null, "{k}: {a}");
+        }
+        return;
+    }
+    let n = |k: &str| a[k].as_u64().unwrap_or_else(|| panic!("{k}: {a}"));
+    assert!(n("vocoder_classes_captured") >= 1, "{a}");
+    assert_eq!(
+        n("vocoder_replays") + n("vocoder_eager_calls"),
+        2 * (chunks as u64 + 1),
+        "{a}"
+    );
+    let probation = a["vocoder_fallbacks_total"]["probation"].as_u64();
+    assert_eq!(probation, Some(n("vocoder_classes_captured")), "{a}");
+    assert_eq!(n("vocoder_replays_steady"), chunks as u64, "{a}");
+    assert_eq!(n("vocoder_eager_steady"), 0, "{a}");
+    assert_eq!(a["vocoder_fallbacks_steady"], serde_json::json!({}), "{a}");
 }
 
 /// Two chunks (the tiny noise table's 101 frames hold two 50-frame chunks and the flush), all

@@ -2,7 +2,8 @@
 //! backend): every arm streams B0's PCM bit for bit; the flow's mel reaches the vocoder in the
 //! vendor's layout (it matches the vendor's `feat_i`, `[1, 80, 50]`); the sample accounting
 //! (leading silence, final flush); a restarted stream repeats its audio; refused calls leave the
-//! stream as it was, and a finished stream refuses more chunks.
+//! stream as it was, and a finished stream refuses more chunks. The replay arms serve the
+//! vocoder through its contract's replay engines, the eager arms eagerly.
 
 use dcc_models::speech::{Prompt, SpeechError, SpeechModel};
 use dcc_models::token2wav::serve::{Arm, ContractView, Token2WavTiny};
@@ -99,6 +100,22 @@ fn every_arm_streams_b0s_pcm() {
         pcm.extend(tail);
         assert_eq!(pcm.len(), total);
         assert!(s.is_finished());
+        // a replay arm serves the vocoder through its contract's engines, an eager arm eagerly
+        let r = s.vocoder_replay_reports();
+        if arm.replay().is_some() {
+            let names: Vec<&str> = r.iter().map(|r| r.callable.as_str()).collect();
+            assert_eq!(names, ["vocoder", "vocoder_flush"], "{arm:?}");
+            let calls: Vec<u64> = r.iter().map(|r| r.calls).collect();
+            assert_eq!(calls, [CHUNKS as u64, 1], "{arm:?}: calls per engine");
+            for e in &r {
+                assert_eq!(e.calls, e.replays + e.eager_calls(), "{arm:?}: {e:?}");
+            }
+            // each call of one pass is a class of its own: probation, then capture
+            let captured: Vec<usize> = r.iter().map(|r| r.classes_captured).collect();
+            assert_eq!(captured, [CHUNKS, 1], "{arm:?}: classes captured");
+        } else {
+            assert!(r.is_empty(), "{arm:?}: an eager arm has no vocoder engines");
+        }
         let h = sha(&pcm);
         match &b0 {
             None => {
@@ -142,6 +159,17 @@ fn a_restarted_stream_repeats_its_audio_and_refused_calls_change_nothing() {
         "the restarted stream's audio differs"
     );
     assert_eq!(&sha(&first)[..16], B0_PCM_SHA);
+    // the restarted pass met the classes the first captured: every vocoder call replayed
+    let replays: Vec<u64> = s
+        .vocoder_replay_reports()
+        .iter()
+        .map(|r| r.replays)
+        .collect();
+    assert_eq!(
+        replays,
+        [CHUNKS as u64, 1],
+        "the second pass's vocoder replays"
+    );
 }
 
 #[test]

@@ -6,10 +6,11 @@
 //! ([`DeviceFlow`]), the vocoder's weights and noise table ([`CausalHift`]), the contract the
 //! flow is served under and the solver's parameters. [`SpeechModel::open`] starts one stream
 //! ([`SpeechStream`]) with a speaker prompt, served by one of the six arms ([`Arm`]); every arm
-//! gives the same PCM bit for bit, so the arm only chooses how the flow runs (eager or replayed,
-//! stock state or the contract's arena). Each [`SpeechStream::push`] of a chunk of speech tokens
-//! runs the flow on it and hands the mel it emits (`[80 mel bins, frames]`, channel-major, the
-//! layout both sides use) straight to the vocoder, and returns the chunk's PCM;
+//! gives the same PCM bit for bit, so the arm only chooses how the work runs: the flow eager or
+//! replayed, in stock state or the contract's arena, and the vocoder eager (B0, S) or through
+//! its contract's replay engines (the replay arms). Each [`SpeechStream::push`] of a chunk of
+//! speech tokens runs the flow on it and hands the mel it emits (`[80 mel bins, frames]`,
+//! channel-major, the layout both sides use) straight to the vocoder, and returns the chunk's PCM;
 //! [`SpeechStream::finish`] ends the utterance and returns the vocoder's tail.
 //!
 //! **How many samples.** A stream of chunks of `f` frames each (50 in the bundled contracts)
@@ -67,7 +68,7 @@ use dcc_runtime::backend::Backend;
 use crate::nn::WeightStore;
 use crate::token2wav::serve::{Arm, ContractView, Session};
 use crate::token2wav::{DeviceFlow, DeviceLimits, FlowConfig, FlowError, SolverParams};
-use crate::vocoder::{CausalHift, StreamingVocoder, VocoderWeights};
+use crate::vocoder::{CausalHift, StreamingVocoder, VocoderContract, VocoderError, VocoderWeights};
 
 pub use error::SpeechError;
 pub use stream::{ChunkTiming, SpeechChunk, SpeechStream};
@@ -92,6 +93,9 @@ pub struct SpeechModel {
     flow: Arc<DeviceFlow>,
     vocoder: Arc<CausalHift>,
     contract: ContractView,
+    /// The vocoder's declarations in the same contract: the replay arms serve the vocoder
+    /// through its engines.
+    vocoder_contract: VocoderContract,
     solver: SolverParams,
     prompt_tokens: usize,
 }
@@ -138,7 +142,9 @@ impl SpeechModel {
     /// # Errors
     ///
     /// [`SpeechError::MelBins`] when the flow emits another number of mel bins than the vocoder
-    /// reads; [`SpeechError::Flow`] when the contract's prompt is not a whole number of tokens.
+    /// reads; [`SpeechError::Flow`] when the contract's prompt is not a whole number of tokens;
+    /// [`SpeechError::Vocoder`] when the contract is not one of the bundled Token2Wav contracts
+    /// (the vocoder's declarations are read from the generated module of its family).
     pub fn from_parts(
         flow: Arc<DeviceFlow>,
         vocoder: Arc<CausalHift>,
@@ -152,10 +158,12 @@ impl SpeechModel {
             });
         }
         let prompt_tokens = prompt_tokens(flow.config(), &contract)?;
+        let vocoder_contract = vocoder_contract(&contract)?;
         Ok(SpeechModel {
             flow,
             vocoder,
             contract,
+            vocoder_contract,
             solver: SolverParams::default(),
             prompt_tokens,
         })
@@ -188,7 +196,10 @@ impl SpeechModel {
     }
 
     /// Opens a stream served by `arm` and primes it with `prompt`. The stream holds its own
-    /// flow state (and, for a replay arm, its replay engines) and its own vocoder state.
+    /// flow state (and, for a replay arm, its replay engines) and its own vocoder state. A
+    /// replay arm ([`Arm::replay`] is `Some`) serves the vocoder through the contract's replay
+    /// engines too ([`StreamingVocoder::with_replay`]); an eager arm runs it eagerly
+    /// ([`StreamingVocoder::new`]). Both give the same PCM bit for bit.
     ///
     /// # Errors
     ///
@@ -196,7 +207,8 @@ impl SpeechModel {
     /// [`SpeechError::Flow`] when the flow refuses the prompt (a mel of another size, a
     /// non-finite value, a token outside the vocabulary, a speaker embedding of another width)
     /// or the backend refuses the stream's buffers; [`SpeechError::Vocoder`] likewise for the
-    /// vocoder's buffers.
+    /// vocoder's buffers, or (a replay arm) when the vocoder's noise table has another number
+    /// of rows than the contract declares.
     pub fn open(&self, arm: Arm, prompt: &Prompt<'_>) -> Result<SpeechStream, SpeechError> {
         let shape = stream::Shape {
             contract: self.contract.family,
@@ -206,7 +218,13 @@ impl SpeechModel {
         };
         shape.check_prompt(prompt)?;
         let flow = Session::new(self.flow.clone(), self.contract, arm, self.solver)?;
-        let vocoder = StreamingVocoder::new(self.flow.backend().clone(), self.vocoder.clone())?;
+        let be = self.flow.backend().clone();
+        let vocoder = match arm.replay() {
+            Some(_) => {
+                StreamingVocoder::with_replay(be, self.vocoder.clone(), self.vocoder_contract)?
+            }
+            None => StreamingVocoder::new(be, self.vocoder.clone())?,
+        };
         let mut s = SpeechStream::new(flow, vocoder, shape);
         s.restart(prompt)?;
         Ok(s)
@@ -274,6 +292,39 @@ impl SpeechModel {
     pub fn contract(&self) -> &ContractView {
         &self.contract
     }
+
+    /// The vocoder's declarations in the same contract (what the replay arms' vocoder engines
+    /// key on).
+    pub fn vocoder_contract(&self) -> &VocoderContract {
+        &self.vocoder_contract
+    }
+}
+
+/// The vocoder's declarations in `contract`: read from the generated module of its family
+/// (the flow's view carries only the flow's callables and regions).
+fn vocoder_contract(contract: &ContractView) -> Result<VocoderContract, SpeechError> {
+    use dcc_generated::{token2wav, token2wav_tiny, token2wav_tiny_vendor};
+    let family = contract.family;
+    let c = if family == token2wav::FAMILY {
+        VocoderContract::of::<token2wav::Contract>()?
+    } else if family == token2wav_tiny::FAMILY {
+        VocoderContract::of::<token2wav_tiny::Contract>()?
+    } else if family == token2wav_tiny_vendor::FAMILY {
+        VocoderContract::of::<token2wav_tiny_vendor::Contract>()?
+    } else {
+        return Err(VocoderError::Contract {
+            what: format!("the vocoder's declarations of contract `{family}`"),
+            expected: format!(
+                "a bundled Token2Wav contract (`{}`, `{}` or `{}`)",
+                token2wav::FAMILY,
+                token2wav_tiny::FAMILY,
+                token2wav_tiny_vendor::FAMILY
+            ),
+            found: family.to_string(),
+        }
+        .into());
+    };
+    Ok(c)
 }
 
 /// The contract's prompt in tokens: its kept prompt frames over the upsampling rate.

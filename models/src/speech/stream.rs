@@ -2,6 +2,8 @@
 
 use std::time::{Duration, Instant};
 
+use dcc_runtime::replay::EngineReport;
+
 use crate::token2wav::serve::{Arm, Session};
 use crate::vocoder::StreamingVocoder;
 
@@ -275,6 +277,12 @@ impl SpeechStream {
     /// The vocoder's stream.
     pub fn vocoder(&self) -> &StreamingVocoder {
         &self.vocoder
+    }
+
+    /// The vocoder's replay engines' counters (`vocoder`, then `vocoder_flush`: classes
+    /// captured, replays, eager calls by reason); empty on an eager arm.
+    pub fn vocoder_replay_reports(&self) -> Vec<EngineReport> {
+        self.vocoder.replay_reports()
     }
 
     /// The two halves, for driving them apart (a benchmark timing the flow alone).

@@ -5,6 +5,7 @@
 //! Rust application calls, on either backend. Its weights are `vocoder.safetensors` beside
 //! `--weights` unless `--vocoder-weights` names them; `--no-vocoder` times the flow alone.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
@@ -15,6 +16,7 @@ use dcc_models::speech::{
 use dcc_models::token2wav::serve::{Arm, Session};
 use dcc_models::token2wav::{DeviceFlow, SolverParams};
 use dcc_models::vocoder::WavFormat;
+use dcc_runtime::replay::EngineReport;
 
 use super::Res;
 use super::error::BenchError;
@@ -232,6 +234,14 @@ impl Stream {
         }
     }
 
+    /// The vocoder's replay engines' counters (empty for an eager arm or the flow alone).
+    pub fn vocoder_reports(&self) -> Vec<EngineReport> {
+        match self {
+            Stream::Flow { .. } => Vec::new(),
+            Stream::Speech(s) => s.vocoder_replay_reports(),
+        }
+    }
+
     /// The flow's session, for driving it alone (device-busy repetitions).
     pub fn into_session(self) -> Session {
         match self {
@@ -271,6 +281,61 @@ pub struct ArmAudio {
     pub pcm: Vec<f32>,
     /// Where each chunk's PCM starts in `pcm` (the flush's start last).
     pub starts: Vec<usize>,
+    /// The vocoder's replay catalog (`None` on an eager arm).
+    pub catalog: Option<VocoderCatalog>,
+}
+
+/// What the vocoder's replay engines (`vocoder` and `vocoder_flush`, summed) did: in total
+/// (since the stream opened, the warm-up pass included, as the flow's `fallbacks_total`), and
+/// in the steady state: the measured pass after its first chunk (whose class, an empty
+/// history, no later chunk of a pass meets), its flush included.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct VocoderCatalog {
+    pub classes_captured: usize,
+    pub replays: u64,
+    pub eager_calls: u64,
+    pub fallbacks_total: BTreeMap<String, u64>,
+    pub replays_steady: u64,
+    pub eager_steady: u64,
+    pub fallbacks_steady: BTreeMap<String, u64>,
+}
+
+impl VocoderCatalog {
+    /// From the engines' reports after the pass's first chunk (`first`) and at its end (`end`):
+    /// `None` when there are no engines (an eager arm).
+    pub fn between(first: &[EngineReport], end: &[EngineReport]) -> Option<VocoderCatalog> {
+        if end.is_empty() {
+            return None;
+        }
+        let sum = |rs: &[EngineReport]| {
+            let replays: u64 = rs.iter().map(|r| r.replays).sum();
+            let eager: u64 = rs.iter().map(EngineReport::eager_calls).sum();
+            let mut fallbacks: BTreeMap<String, u64> = BTreeMap::new();
+            for (k, v) in rs.iter().flat_map(|r| &r.fallbacks) {
+                *fallbacks.entry(k.name().into()).or_default() += v;
+            }
+            (replays, eager, fallbacks)
+        };
+        let (r0, e0, before) = sum(first);
+        let (replays, eager_calls, fallbacks_total) = sum(end);
+        // the counters only grow over a pass
+        let mut c = VocoderCatalog {
+            classes_captured: end.iter().map(|r| r.classes_captured).sum(),
+            replays,
+            eager_calls,
+            replays_steady: replays.saturating_sub(r0),
+            eager_steady: eager_calls.saturating_sub(e0),
+            fallbacks_total,
+            fallbacks_steady: BTreeMap::new(),
+        };
+        for (k, v) in &c.fallbacks_total {
+            let d = v.saturating_sub(before.get(k).copied().unwrap_or(0));
+            if d > 0 {
+                c.fallbacks_steady.insert(k.clone(), d);
+            }
+        }
+        Some(c)
+    }
 }
 
 impl ArmAudio {

@@ -15,8 +15,8 @@
 //! peer's `io.safetensors`) or, without it, from a fixed pseudo-random sequence. With the
 //! vocoder (the default, [`audio`]) each pass streams tokens to PCM through
 //! [`dcc_models::speech`] and ends with the vocoder's flush; the arm adds vocoder and
-//! end-to-end p50/p95, time to first audio and the PCM's SHA-256 ([`pcm`]), which must equal
-//! B0's; `--wav` writes one arm's stream.
+//! end-to-end p50/p95, time to first audio, the PCM's SHA-256 ([`pcm`]), which must equal
+//! B0's, and the vocoder's replay catalog; `--wav` writes one arm's stream.
 //!
 //! `--profile` (token2wav): after the arms, one steady-state eager chunk (arm B0's code path)
 //! queued behind a spin kernel with a CUDA event before every op; prints device µs per op
@@ -28,8 +28,9 @@
 //! cuBLAS), for tuning the tiles on the GPU.
 //!
 //! `check`: streams `--io`'s chunks and compares each chunk's mel with its `feat_i` (relative L2
-//! error ≤ `--tol`), and each chunk's PCM with the vendor's in a `pcm.safetensors` beside `--io`
-//! (≤ `--pcm-tol`). Retention comes from the contract.
+//! error ≤ `--tol`). With a `pcm.safetensors` beside `--io`, the vocoder on the vendor's own mel
+//! against the vendor's PCM (≤ `--pcm-tol`) and each arm's end-to-end PCM distance, reported and
+//! gated only by `--e2e-pcm-tol` ([`pcm`] says why). Retention comes from the contract.
 //!
 //! Progress on stderr; results on stdout (a table, or one JSON object with `--format json`).
 
@@ -41,6 +42,7 @@ mod inputs;
 mod kernels;
 mod pcm;
 mod plot;
+mod profile;
 mod report;
 mod roofline;
 mod sessions;
@@ -56,8 +58,8 @@ use std::time::Instant;
 
 use dcc_models::nn::WeightStore;
 use dcc_models::speech::{SpeechError, SpeechModel};
-use dcc_models::token2wav::serve::{Arm, ContractView, Session};
-use dcc_models::token2wav::{DeviceFlow, DeviceLimits, FlowConfig, SolverParams, rel_l2};
+use dcc_models::token2wav::serve::{Arm, ContractView};
+use dcc_models::token2wav::{DeviceFlow, DeviceLimits, FlowConfig, rel_l2};
 use dcc_runtime::backend::{Backend, BackendKind};
 use dcc_runtime::kernels::synthetic as ks;
 use dcc_runtime::{Arg, LaunchDims};
@@ -264,6 +266,8 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
     };
     let mut hash = Vec::new();
     let first = Instant::now();
+    // the vocoder's engines after the pass's first chunk: its steady state starts there
+    let mut voc_first = Vec::new();
     for i in 0..o.chunks {
         let toks = tokens_of(io, &s.sizes, i)?;
         let since_first = ms(first.elapsed());
@@ -286,6 +290,9 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
             }
         }
         hash.extend_from_slice(&mel_bytes(m));
+        if i == 0 {
+            voc_first = stream.vocoder_reports();
+        }
         pb.inc(1);
     }
     // launches of the chunks (with the vocoder: its eager launches too), the flush not counted
@@ -298,6 +305,9 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
         && let Some(a) = &mut r.audio
     {
         a.flush(&c, ms(first.elapsed()));
+    }
+    if let Some(a) = &mut r.audio {
+        a.catalog = audio::VocoderCatalog::between(&voc_first, &stream.vocoder_reports());
     }
     let mut ses = stream.into_session();
     let n = o.chunks as f64;
@@ -356,41 +366,6 @@ fn spin(be: &dyn Backend, iters: i64) -> Res<()> {
     if be.kind() == BackendKind::Cuda {
         // SAFETY: SPIN takes no pointer argument; it only burns cycles.
         unsafe { be.launch(&ks::SPIN, LaunchDims::blocks(1, 32), &[Arg::I64(iters)]) }?;
-    }
-    Ok(())
-}
-
-/// One eager steady-state chunk with a marker before every op, behind a spin kernel.
-fn profile(s: &Setup) -> Res<()> {
-    let be = &s.be;
-    let e = BenchError::from;
-    let io = &s.io;
-    let mut ses =
-        Session::new(s.dev.clone(), s.contract, Arm::B0, SolverParams::default()).map_err(e)?;
-    ses.prime(&s.prompt, &io.mel, &io.spk).map_err(e)?;
-    for i in 0..2 {
-        ses.chunk(tokens_of(io, &s.sizes, i)?, &io.spk, false)
-            .map_err(e)?;
-    }
-    let toks = tokens_of(io, &s.sizes, 2)?;
-    s.dev.set_inputs(toks, &io.spk, false).map_err(e)?;
-    be.synchronize()?;
-    spin(be.as_ref(), 1_000_000_000)?;
-    s.dev.profile_begin();
-    let t = Instant::now();
-    let r = ses.enqueue_uploaded(toks.len(), false);
-    let host_ms = t.elapsed().as_secs_f64() * 1e3;
-    let rows = s.dev.profile_end().map_err(e)?;
-    r.map_err(e)?;
-    let total: f64 = rows.iter().map(|r| r.ms).sum();
-    let launches: usize = rows.iter().map(|r| r.launches).sum();
-    eprintln!(
-        "profile: one eager chunk on {} ({} ops, {total:.3} ms device between markers, host enqueue {host_ms:.1} ms; where the host enqueued slower than the device ran, the gaps count too)",
-        be.device_name(),
-        launches,
-    );
-    for line in roofline::table(&rows, be.device_name()) {
-        eprintln!("{line}");
     }
     Ok(())
 }
@@ -470,7 +445,7 @@ fn run(o: &Opts) -> Res<Value> {
     }
     pb.finish_and_clear();
     if o.profile {
-        profile(&s)?;
+        profile::profile(&s)?;
     }
     let device = s.be.device_name().to_string();
     let b0 = res
@@ -504,9 +479,13 @@ fn run(o: &Opts) -> Res<Value> {
         "vocoder_noise_sha256": s.speech.as_ref().map(|m| m.vocoder().noise_sha256().to_string()),
         "pcm_reference": pcm_ref.as_ref().map(|r| r.path.display().to_string()),
         "pcm_tol": pcm_ref.as_ref().and(o.pcm_tol),
+        "e2e_pcm_tol": pcm_ref.as_ref().and(o.e2e_pcm_tol),
         "wav": o.wav.as_ref().map(|w| w.path.display().to_string()),
     });
     let mut ok = true;
+    // the mel's own verdict against --io's feat_i (check): every arm's chunks within --tol, no
+    // mel problem; the PCM's verdicts are reported on their own lines
+    let mut mel_ok = true;
     let mut arms_json = Vec::new();
     for x in &res {
         let identical = b0.as_ref().map(|b| b.2 == x.sha);
@@ -517,20 +496,20 @@ fn run(o: &Opts) -> Res<Value> {
         let max_l2 = stats::max(x.rel_l2.iter().copied());
         for p in &x.problems {
             eprintln!("dcc-bench: arm {}: {p}", x.arm);
-            ok = false;
+            mel_ok = false;
         }
         if let Some(tol) = o.check_tol {
             // `e <= tol` is false for NaN: a NaN error fails whatever the tolerance.
             let within = x.rel_l2.iter().all(|e| *e <= tol);
             if !within || x.rel_l2.len() < o.chunks {
-                ok = false;
+                mel_ok = false;
             }
         }
         let mut problems = x.problems.clone();
         let audio = match &x.audio {
             Some(a) => {
                 let arm = Arm::parse(x.arm).unwrap_or(Arm::B0);
-                let reference = pcm_ref.as_ref().zip(o.pcm_tol);
+                let reference = pcm_ref.as_ref().map(|r| (r, o.e2e_pcm_tol));
                 let (fields, within) =
                     pcm::arm_fields(arm, a, b0_pcm.as_deref(), reference, &mut problems)?;
                 ok &= within;
@@ -580,7 +559,28 @@ fn run(o: &Opts) -> Res<Value> {
         let a = res.iter().find(|r| r.arm == w.arm.name());
         audio::write_wav(w, a.and_then(|r| r.audio.as_ref()), m.sample_rate())?;
     }
-    let out = json!({ "run": head, "arms": arms_json, "ok": ok });
+    ok &= mel_ok;
+    // the vocoder port on the vendor's own mel, against the vendor's PCM
+    let vocoder_check = match (&pcm_ref, o.pcm_tol, &s.speech) {
+        (Some(r), Some(tol), Some(m)) => pcm::vocoder_check(m, &s.io.feats, r, tol)?,
+        _ => Value::Null,
+    };
+    for p in vocoder_check["problems"].as_array().into_iter().flatten() {
+        eprintln!(
+            "dcc-bench: the vocoder on --io's feat_i: {}",
+            p.as_str().unwrap_or("")
+        );
+    }
+    if vocoder_check["ok"] == Value::Bool(false) {
+        ok = false;
+    }
+    let out = json!({
+        "run": head,
+        "arms": arms_json,
+        "vocoder_check": vocoder_check,
+        "mel_ok": mel_ok,
+        "ok": ok,
+    });
     let text = serde_json::to_string(&out).map_err(BenchError::Json)?;
     if let Some(p) = &o.json_out {
         report::write_atomic(p, &format!("{text}\n")).map_err(|error| BenchError::Write {

@@ -101,11 +101,12 @@ pub fn write_table(w: &mut impl Write, out: &Value, o: &Opts) -> std::io::Result
     }
     super::pcm::write_table(w, out)?;
     if let Some(tol) = o.check_tol {
+        // the mel's verdict alone: the PCM's has its own line above
         writeln!(
             w,
             "check: every chunk within rel-L2 {:e} of --io's feat_i: {}",
             tol,
-            if out["ok"].as_bool() == Some(true) {
+            if out["mel_ok"].as_bool() == Some(true) {
                 "yes"
             } else {
                 "NO"

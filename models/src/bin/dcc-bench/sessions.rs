@@ -111,6 +111,7 @@ fn opts(a: &SessionsArgs) -> Opts {
         vocoder: None,
         wav: None,
         pcm_tol: None,
+        e2e_pcm_tol: None,
         check_tol: None,
         weights: c.weights.clone(),
         io: a.io.clone(),

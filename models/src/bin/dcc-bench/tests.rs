@@ -153,15 +153,19 @@ fn check_fails_on_nan_or_length_mismatch_whatever_the_tolerance() {
     );
 }
 
-/// `check` with a `pcm.safetensors` beside `--io`: each chunk's PCM and the flush against the
-/// file's `pcm_<i>` and `pcm_flush`, gated by `--pcm-tol`; a length mismatch fails whatever the
-/// tolerance; a flush after more chunks than this run streamed is not compared.
+/// `check` with a `pcm.safetensors` beside `--io`: the vocoder on the vendor's mel (`feat_i`)
+/// against the file's `pcm_<i>` and `pcm_flush`, gated by `--pcm-tol`; each arm's end-to-end
+/// PCM against the same chunks, reported and gated only by `--e2e-pcm-tol`; a length mismatch
+/// fails whatever the tolerance; a flush after more chunks than this run streamed is not
+/// compared.
 #[test]
 fn check_compares_the_pcm_with_the_vendors_beside_io() {
-    use dcc_models::speech::{Prompt, SpeechModel};
-    use dcc_models::token2wav::serve::{Arm, ContractView, Token2WavTiny};
+    use dcc_models::speech::SpeechModel;
+    use dcc_models::token2wav::serve::{ContractView, Token2WavTiny};
+    use dcc_models::vocoder::StreamingVocoder;
 
-    // the reference: this port's own B0 stream of two chunks (so the figures are exact)
+    // the reference: this port's own eager vocoder over feat_0, feat_1 and the final flush
+    // (so the vocoder check's figures are exact)
     let m = SpeechModel::load(
         dcc_runtime::backend::host(),
         testdata().join("weights.safetensors"),
@@ -171,93 +175,25 @@ fn check_compares_the_pcm_with_the_vendors_beside_io() {
     .unwrap();
     let bytes = std::fs::read(testdata().join("io.safetensors")).unwrap();
     let st = SafeTensors::deserialize(&bytes).unwrap();
-    let words = |n: &str| -> Vec<[u8; 4]> {
+    let floats = |n: &str| -> Vec<f32> {
         let t = st.tensor(n).unwrap();
         t.data()
             .chunks_exact(4)
-            .map(|b| [b[0], b[1], b[2], b[3]])
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
             .collect()
     };
-    let ids = |n| -> Vec<u32> {
-        words(n)
-            .into_iter()
-            .map(|b| i32::from_le_bytes(b) as u32)
-            .collect()
-    };
-    let floats = |n| -> Vec<f32> { words(n).into_iter().map(f32::from_le_bytes).collect() };
-    let (tokens, mel, spk, stream) = (
-        ids("prompt_tokens"),
-        floats("prompt_mel"),
-        floats("spk"),
-        ids("stream_tokens"),
-    );
-    let prompt = Prompt {
-        tokens: &tokens,
-        mel: &mel,
-        spk: &spk,
-    };
-    let mut s = m.open(Arm::B0, &prompt).unwrap();
+    let mut v = StreamingVocoder::new(m.flow().backend().clone(), m.vocoder().clone()).unwrap();
     let pcm: Vec<Vec<f32>> = vec![
-        s.push(&stream[..28]).unwrap(),
-        s.push(&stream[25..53]).unwrap(),
-        s.finish(&[]).unwrap(),
+        v.push(&floats("feat_0"), 80, false).unwrap(),
+        v.push(&floats("feat_1"), 80, false).unwrap(),
+        v.push(&[], 80, true).unwrap(),
     ];
 
     let dir = tempfile::tempdir().unwrap();
     let io = dir.path().join("io.safetensors");
     std::fs::copy(testdata().join("io.safetensors"), &io).unwrap();
-    let write = |parts: &[(&str, Vec<f32>)]| {
-        let owned: Vec<(String, Vec<u8>, usize)> = parts
-            .iter()
-            .map(|(n, v)| {
-                let b = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-                (n.to_string(), b, v.len())
-            })
-            .collect();
-        let views: Vec<(String, TensorView<'_>)> = owned
-            .iter()
-            .map(|(n, b, len)| {
-                (
-                    n.clone(),
-                    TensorView::new(Dtype::F32, vec![1, *len], b).unwrap(),
-                )
-            })
-            .collect();
-        let p = dir.path().join("pcm.safetensors");
-        std::fs::write(p, safetensors::serialize(views, None).unwrap()).unwrap();
-    };
-    let check = |chunks: &str, tol: &str| {
-        let weights = testdata().join("weights.safetensors");
-        let o = parse_from([
-            "dcc-bench",
-            "check",
-            "--backend",
-            "host",
-            "--weights",
-            weights.to_str().unwrap(),
-            "--io",
-            io.to_str().unwrap(),
-            "--contract",
-            "token2wav_tiny",
-            "--arms",
-            "B0",
-            "--chunks",
-            chunks,
-            "--warmup",
-            "0",
-            "--tol",
-            "1e-4",
-            "--pcm-tol",
-            tol,
-            "--format",
-            "json",
-        ])
-        .unwrap();
-        let Command::Flow(o) = o else {
-            panic!("check parsed as another command: {o:?}")
-        };
-        run(&o).unwrap()
-    };
+    let write = |parts: &[(&str, Vec<f32>)]| write_pcm(dir.path(), parts);
+    let check = |chunks: &str, tol: &str, extra: &[&str]| check_pcm(&io, chunks, tol, extra);
 
     // the stream as it was: every chunk and the flush compared, all exact
     write(&[
@@ -265,24 +201,57 @@ fn check_compares_the_pcm_with_the_vendors_beside_io() {
         ("pcm_1", pcm[1].clone()),
         ("pcm_flush", pcm[2].clone()),
     ]);
-    let out = check("2", "0");
+    let out = check("2", "0", &[]);
     assert_eq!(out["ok"], Value::Bool(true), "{out}");
-    let a = &out["arms"][0];
+    let vc = &out["vocoder_check"];
     assert_eq!(
-        a["pcm_rel_l2_per_chunk"],
+        vc["rel_l2_per_chunk"],
         serde_json::json!([0.0, 0.0]),
         "{out}"
     );
-    assert_eq!(a["pcm_rel_l2_flush"], 0.0, "{out}");
+    assert_eq!(
+        (vc["rel_l2_flush"].clone(), vc["ok"].clone()),
+        (0.0.into(), true.into())
+    );
     assert!(
         out["run"]["pcm_reference"]
             .as_str()
             .unwrap()
             .ends_with("pcm.safetensors")
     );
+    // the end-to-end PCM (the flow's mel within f32 rounding of feat_i): reported, not gated
+    let a = &out["arms"][0];
+    let per: Vec<f64> = a["pcm_rel_l2_per_chunk"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_f64().unwrap())
+        .collect();
+    assert_eq!(per.len(), 2, "{out}");
+    assert!(per.iter().all(|e| *e > 0.0 && *e < 0.1), "{out}");
+    assert_eq!(a["pcm_rel_l2_first"].as_f64(), Some(per[0]), "{out}");
+    assert_eq!(
+        a["pcm_rel_l2_median"].as_f64(),
+        Some(0.5 * (per[0] + per[1]))
+    );
+    assert_eq!(
+        a["pcm_rel_l2_grows"].as_bool(),
+        Some(per[1] > per[0]),
+        "{out}"
+    );
+    assert_eq!(out["run"]["e2e_pcm_tol"], Value::Null);
+    // ... gated on request
+    assert_eq!(check("2", "0", &["--e2e-pcm-tol", "0"])["ok"], false);
+    let out = check("2", "0", &["--e2e-pcm-tol", "0.1"]);
+    assert_eq!(
+        (out["ok"].clone(), out["run"]["e2e_pcm_tol"].clone()),
+        (true.into(), 0.1.into())
+    );
+
     // one chunk of a two-chunk reference: the flush (after two chunks) is not compared
-    let out = check("1", "0");
+    let out = check("1", "0", &[]);
     assert_eq!(out["ok"], Value::Bool(true), "{out}");
+    assert_eq!(out["vocoder_check"]["rel_l2_flush"], Value::Null, "{out}");
     assert_eq!(out["arms"][0]["pcm_rel_l2_flush"], Value::Null, "{out}");
 
     // chunk 1 louder by 1%: relative L2 1e-2, over 1e-3, within 0.1
@@ -292,11 +261,13 @@ fn check_compares_the_pcm_with_the_vendors_beside_io() {
         ("pcm_1", loud),
         ("pcm_flush", pcm[2].clone()),
     ]);
-    let out = check("2", "1e-3");
+    let out = check("2", "1e-3", &[]);
     assert_eq!(out["ok"], Value::Bool(false), "{out}");
-    let e = out["arms"][0]["pcm_rel_l2_max"].as_f64().unwrap();
+    // the mel's verdict stands on its own
+    assert_eq!(out["mel_ok"], Value::Bool(true), "{out}");
+    let e = out["vocoder_check"]["rel_l2_max"].as_f64().unwrap();
     assert!((e - 0.01 / 1.01).abs() < 1e-6, "{out}");
-    assert_eq!(check("2", "0.1")["ok"], Value::Bool(true));
+    assert_eq!(check("2", "0.1", &[])["ok"], Value::Bool(true));
 
     // a flush one sample short: a length mismatch, whatever the tolerance
     let mut short = pcm[2].clone();
@@ -306,13 +277,145 @@ fn check_compares_the_pcm_with_the_vendors_beside_io() {
         ("pcm_1", pcm[1].clone()),
         ("pcm_flush", short),
     ]);
-    let out = check("2", "1e9");
+    let out = check("2", "1e9", &[]);
     assert_eq!(out["ok"], Value::Bool(false), "{out}");
-    let problems = out["arms"][0]["problems"].to_string();
+    let mismatch = "chunk 2: pcm vs pcm_flush: cannot compare 3840 values with 3839";
     assert!(
-        problems.contains("chunk 2: pcm vs pcm_flush: cannot compare 3840 values with 3839"),
+        out["vocoder_check"]["problems"]
+            .to_string()
+            .contains(mismatch),
         "{out}"
     );
+    assert!(
+        out["arms"][0]["problems"].to_string().contains(mismatch),
+        "{out}"
+    );
+}
+
+/// The vocoder check against the vendor's own PCM: `--io` with the vendor golden's mel as its
+/// `feat_0`, `feat_1` and its PCM beside it (`vocoder_golden.safetensors`, made by the vendor's
+/// `Token2wav._stream_vocode` over the same weights): the port on the vendor's mel is within
+/// 1e-5, whatever the flow's mel (far from that mel, so the mel tolerance is opened wide).
+#[test]
+fn the_vocoder_on_the_vendors_mel_matches_the_vendors_pcm() {
+    let bytes = std::fs::read(testdata().join("vocoder_golden.safetensors")).unwrap();
+    let g = SafeTensors::deserialize(&bytes).unwrap();
+    let floats = |n: &str| -> Vec<f32> {
+        let t = g.tensor(n).unwrap();
+        t.data()
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect()
+    };
+    // `mel` [1, 80, 100] → two [80, 50] chunks, channel-major
+    let mel = floats("mel");
+    let half = |k: usize| -> Vec<f32> {
+        (0..80)
+            .flat_map(|c| mel[c * 100 + k * 50..c * 100 + k * 50 + 50].to_vec())
+            .collect()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let io = io_with_feats(dir.path(), &[("feat_0", half(0)), ("feat_1", half(1))]);
+    write_pcm(
+        dir.path(),
+        &[
+            ("pcm_0", floats("pcm.0")),
+            ("pcm_1", floats("pcm.1")),
+            ("pcm_flush", floats("pcm.2")),
+        ],
+    );
+    let out = check_pcm(&io, "2", "1e-5", &["--tol", "1e9"]);
+    assert_eq!(out["ok"], Value::Bool(true), "{out}");
+    let vc = &out["vocoder_check"];
+    assert_eq!(vc["ok"], Value::Bool(true), "{out}");
+    assert!(vc["rel_l2_max"].as_f64().unwrap() <= 1e-5, "{out}");
+    // the end-to-end PCM (the flow's mel, not the golden's) is far, and only reported
+    assert!(
+        out["arms"][0]["pcm_rel_l2_max"].as_f64().unwrap() > 0.1,
+        "{out}"
+    );
+}
+
+/// `pcm.safetensors` in `dir` holding `parts` (each `[1, n]` f32).
+fn write_pcm(dir: &Path, parts: &[(&str, Vec<f32>)]) {
+    let owned: Vec<(String, Vec<u8>, usize)> = parts
+        .iter()
+        .map(|(n, v)| {
+            let b = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+            (n.to_string(), b, v.len())
+        })
+        .collect();
+    let views: Vec<(String, TensorView<'_>)> = owned
+        .iter()
+        .map(|(n, b, len)| {
+            (
+                n.clone(),
+                TensorView::new(Dtype::F32, vec![1, *len], b).unwrap(),
+            )
+        })
+        .collect();
+    let p = dir.join("pcm.safetensors");
+    std::fs::write(p, safetensors::serialize(views, None).unwrap()).unwrap();
+}
+
+/// A copy of the golden `io.safetensors` in `dir` with the named `feat_<i>` replaced (each
+/// `[1, 80, frames]`).
+fn io_with_feats(dir: &Path, feats: &[(&str, Vec<f32>)]) -> PathBuf {
+    let bytes = std::fs::read(testdata().join("io.safetensors")).unwrap();
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let mut owned: Vec<(String, Dtype, Vec<usize>, Vec<u8>)> = Vec::new();
+    for (name, t) in st.tensors() {
+        let (mut shape, mut data) = (t.shape().to_vec(), t.data().to_vec());
+        if let Some((_, v)) = feats.iter().find(|(n, _)| *n == name) {
+            shape = vec![1, 80, v.len() / 80];
+            data = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        }
+        owned.push((name, t.dtype(), shape, data));
+    }
+    let views: Vec<(String, TensorView<'_>)> = owned
+        .iter()
+        .map(|(n, d, s, b)| (n.clone(), TensorView::new(*d, s.clone(), b).unwrap()))
+        .collect();
+    let out = dir.join("io.safetensors");
+    std::fs::write(&out, safetensors::serialize(views, None).unwrap()).unwrap();
+    out
+}
+
+/// `dcc-bench check` of arm B0 over `chunks` chunks with the vocoder, `--tol 1e-4` (unless
+/// `extra` names another), `--pcm-tol tol` and `extra`.
+fn check_pcm(io: &Path, chunks: &str, tol: &str, extra: &[&str]) -> Value {
+    let weights = testdata().join("weights.safetensors");
+    let mut args = vec![
+        "dcc-bench",
+        "check",
+        "--backend",
+        "host",
+        "--weights",
+        weights.to_str().unwrap(),
+        "--io",
+        io.to_str().unwrap(),
+        "--contract",
+        "token2wav_tiny",
+        "--arms",
+        "B0",
+        "--chunks",
+        chunks,
+        "--warmup",
+        "0",
+        "--pcm-tol",
+        tol,
+        "--format",
+        "json",
+    ];
+    if !extra.contains(&"--tol") {
+        args.extend(["--tol", "1e-4"]);
+    }
+    args.extend(extra);
+    let o = parse_from(args).unwrap();
+    let Command::Flow(o) = o else {
+        panic!("check parsed as another command: {o:?}")
+    };
+    run(&o).unwrap()
 }
 
 /// The vocoder's weights: beside --weights unless named; none with --no-vocoder. `--wav`
@@ -385,4 +488,95 @@ fn vocoder_and_wav_flags_resolve_as_documented() {
             "{bad:?}"
         );
     }
+}
+
+/// The check's text: the mel's verdict judges the mel alone (a run failed by its PCM still says
+/// its mel passed), the vocoder-on-vendor-mel line and each arm's end-to-end line stand apart,
+/// and the audio table shows the vocoder's catalog (`-` on an eager arm).
+#[test]
+fn the_mel_verdict_line_judges_the_mel_alone() {
+    let o = parse_from([
+        "dcc-bench",
+        "check",
+        "--weights",
+        "w",
+        "--io",
+        "i",
+        "--tol",
+        "1e-4",
+    ])
+    .unwrap();
+    let Command::Flow(o) = o else {
+        panic!("check parsed as another command: {o:?}")
+    };
+    let arm = |name: &str, catalog: bool| {
+        let mut a = serde_json::json!({
+            "arm": name, "mel_sha256": "0123456789abcdef0123", "rel_l2_max": 4.13e-7,
+            "identical_to_b0": true, "pcm_sha256": "fedcba9876543210fedc", "pcm_samples": 10,
+            "pcm_identical_to_b0": true, "pcm_rel_l2_max": 3.8e-3, "pcm_rel_l2_first": 1e-4,
+            "pcm_rel_l2_median": 1e-3, "pcm_rel_l2_grows": true, "problems": [],
+        });
+        if catalog {
+            a["vocoder_classes_captured"] = 3.into();
+            a["vocoder_replays"] = 3.into();
+            a["vocoder_replays_steady"] = 2.into();
+            a["vocoder_eager_calls"] = 3.into();
+            a["vocoder_eager_steady"] = 0.into();
+            a["vocoder_fallbacks_total"] = serde_json::json!({"probation": 3});
+            a["vocoder_fallbacks_steady"] = serde_json::json!({});
+        }
+        a
+    };
+    let out = serde_json::json!({
+        "run": {"pcm_reference": "p/pcm.safetensors", "pcm_tol": 1e-3, "e2e_pcm_tol": null},
+        "arms": [arm("B0", false), arm("SRc", true)],
+        "vocoder_check": {"pcm_tol": 1e-3, "ok": false, "rel_l2_max": 2e-3,
+                          "rel_l2_per_chunk": [1e-5, 2e-3], "rel_l2_flush": 1e-5},
+        "mel_ok": true,
+        "ok": false,
+    });
+    let mut text = Vec::new();
+    super::report::write_table(&mut text, &out, &o).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(
+        text.contains("check: every chunk within rel-L2 1e-4 of --io's feat_i: yes"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "the vocoder on --io's feat_i (the vendor's mel), every chunk's PCM within rel-L2 \
+             1e-3 of p/pcm.safetensors: NO (max 2.00e-3; per chunk 1.00e-5 2.00e-3; flush \
+             1.00e-5)"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "end-to-end PCM of SRc vs p/pcm.safetensors: rel-L2 first 1.00e-4, median 1.00e-3, \
+             max 3.80e-3, grows with the chunk index: yes; not gated"
+        ),
+        "{text}"
+    );
+    let row = |name: &str| {
+        text.lines()
+            .find(|l| l.starts_with(name) && l.contains("fedcba9876543210"))
+            .unwrap_or_else(|| panic!("no audio row of {name}: {text}"))
+            .split_whitespace()
+            .rev()
+            .take(5)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        row("SRc "),
+        ["0", "probation=3", "3/0", "3/2", "3"],
+        "{text}"
+    );
+    assert_eq!(row("B0 "), ["-", "-", "-", "-", "-"], "{text}");
+    // the failed mel says so
+    let mut out = out;
+    out["mel_ok"] = false.into();
+    let mut text = Vec::new();
+    super::report::write_table(&mut text, &out, &o).unwrap();
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.contains("of --io's feat_i: NO"), "{text}");
 }
