@@ -122,11 +122,47 @@ fn queue(s: &Shared, call: &Call<'_>, io: &Io, plan: &CallPlan) -> dcc_runtime::
     unsafe { call::run(&cx, &s.model, &s.work, &s.caps, io, plan) }.map_err(rt)
 }
 
+/// One call of either callable, as its closure reads it from the [`Call`].
+struct Step<'a> {
+    /// Dims of the mel and source histories (the class: their extents).
+    histories: (&'a [usize], &'a [usize]),
+    /// Fresh mel frames (0 for the flush) and whether this is the final flush.
+    frames: usize,
+    last: bool,
+    /// The fresh mel `[frames, mel_bins]` (none for the flush).
+    mel: Option<(DevPtr, &'a [usize])>,
+    /// The regions' addresses as inputs (each must be where it is written).
+    reads: VocoderWrites<DevPtr>,
+    noise: (DevPtr, &'a [usize]),
+    window: (DevPtr, &'a [usize]),
+}
+
+/// Plans a call from its class and queues it.
+fn step(s: &Shared, call: &Call<'_>, st: Step<'_>) -> dcc_runtime::Result<()> {
+    let (mel_len, src_len) = extents(s, st.histories.0, st.histories.1)?;
+    let m = &s.model;
+    let plan = CallPlan::new(
+        &m.limits,
+        m.cfg.block_frames,
+        &s.caps,
+        mel_len,
+        src_len,
+        st.frames,
+        st.last,
+    )
+    .map_err(rt)?;
+    let mel = match st.mel {
+        Some((ptr, dims)) => Some(RawTensor::packed(ptr, dims).map_err(op)?),
+        None => None,
+    };
+    let io = io(s, call, st.reads, mel, st.noise, st.window)?;
+    queue(s, call, &io, &plan)
+}
+
 fn vocoder_callable(s: Arc<Shared>) -> Callable {
     Box::new(move |call: &mut Call<'_>| {
         let at = VocoderInputs::try_from_fn(|i| call.input(i))?;
         let dims = VocoderInputs::try_from_fn(|i| call.dims(i))?;
-        let (mel_len, src_len) = extents(&s, dims.mel_history, dims.source_history)?;
         let frames = match dims.mel {
             &[f, c] if c == s.model.cfg.in_channels => f,
             d => {
@@ -135,33 +171,21 @@ fn vocoder_callable(s: Arc<Shared>) -> Callable {
                 )));
             }
         };
-        let m = &s.model;
-        let plan = CallPlan::new(
-            &m.limits,
-            m.cfg.block_frames,
-            &s.caps,
-            mel_len,
-            src_len,
+        let st = Step {
+            histories: (dims.mel_history, dims.source_history),
             frames,
-            false,
-        )
-        .map_err(rt)?;
-        let mel = RawTensor::packed(at.mel, dims.mel).map_err(op)?;
-        let reads = VocoderWrites {
-            voc_mel: at.mel_history,
-            voc_source: at.source_history,
-            voc_phase: at.phase,
-            voc_offsets: at.offsets,
+            last: false,
+            mel: Some((at.mel, dims.mel)),
+            reads: VocoderWrites {
+                voc_mel: at.mel_history,
+                voc_source: at.source_history,
+                voc_phase: at.phase,
+                voc_offsets: at.offsets,
+            },
+            noise: (at.noise, dims.noise),
+            window: (at.window, dims.window),
         };
-        let io = io(
-            &s,
-            call,
-            reads,
-            Some(mel),
-            (at.noise, dims.noise),
-            (at.window, dims.window),
-        )?;
-        queue(&s, call, &io, &plan)
+        step(&s, call, st)
     })
 }
 
@@ -169,33 +193,21 @@ fn flush_callable(s: Arc<Shared>) -> Callable {
     Box::new(move |call: &mut Call<'_>| {
         let at = VocoderFlushInputs::try_from_fn(|i| call.input(i))?;
         let dims = VocoderFlushInputs::try_from_fn(|i| call.dims(i))?;
-        let (mel_len, src_len) = extents(&s, dims.mel_history, dims.source_history)?;
-        let m = &s.model;
-        let plan = CallPlan::new(
-            &m.limits,
-            m.cfg.block_frames,
-            &s.caps,
-            mel_len,
-            src_len,
-            0,
-            true,
-        )
-        .map_err(rt)?;
-        let reads = VocoderWrites {
-            voc_mel: at.mel_history,
-            voc_source: at.source_history,
-            voc_phase: at.phase,
-            voc_offsets: at.offsets,
+        let st = Step {
+            histories: (dims.mel_history, dims.source_history),
+            frames: 0,
+            last: true,
+            mel: None,
+            reads: VocoderWrites {
+                voc_mel: at.mel_history,
+                voc_source: at.source_history,
+                voc_phase: at.phase,
+                voc_offsets: at.offsets,
+            },
+            noise: (at.noise, dims.noise),
+            window: (at.window, dims.window),
         };
-        let io = io(
-            &s,
-            call,
-            reads,
-            None,
-            (at.noise, dims.noise),
-            (at.window, dims.window),
-        )?;
-        queue(&s, call, &io, &plan)
+        step(&s, call, st)
     })
 }
 
