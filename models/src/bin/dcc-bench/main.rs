@@ -401,19 +401,7 @@ fn main() -> ExitCode {
             };
         }
     };
-    match run(&o) {
-        Ok(out) if out["ok"] == Value::Bool(true) => ExitCode::SUCCESS,
-        Ok(_) => ExitCode::from(1),
-        // stdout is gone: say so where it still can be said, as `clap` does for usage errors.
-        Err(e @ BenchError::Stdout(_)) => {
-            let _ = writeln!(std::io::stderr(), "dcc-bench: {e}");
-            ExitCode::from(2)
-        }
-        Err(e) => {
-            eprintln!("dcc-bench: {e}");
-            ExitCode::from(1)
-        }
-    }
+    exit(run(&o).map(|out| out["ok"] == Value::Bool(true)))
 }
 
 /// Runs the arms, prints the results (and writes `--json-out`); returns the JSON object, whose
@@ -583,10 +571,7 @@ fn run(o: &Opts) -> Res<Value> {
     });
     let text = serde_json::to_string(&out).map_err(BenchError::Json)?;
     if let Some(p) = &o.json_out {
-        report::write_atomic(p, &format!("{text}\n")).map_err(|error| BenchError::Write {
-            path: p.clone(),
-            error,
-        })?;
+        report::write_atomic(p, &format!("{text}\n"))?;
     }
     // A closed pipe (`dcc-bench … | head -1`) or a full disk is an error (exit 2), not a panic.
     let mut stdout = std::io::stdout().lock();

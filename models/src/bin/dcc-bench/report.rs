@@ -6,7 +6,9 @@ use std::path::Path;
 
 use serde_json::Value;
 
+use super::Res;
 use super::cli::Opts;
+use super::error::BenchError;
 
 fn fmt_map(m: &BTreeMap<String, u64>) -> String {
     if m.is_empty() {
@@ -18,9 +20,13 @@ fn fmt_map(m: &BTreeMap<String, u64>) -> String {
         .join(" ")
 }
 
-/// Writes `text` to `path` whole or not at all ([`dcc_models::fsio::write_atomic`]).
-pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
-    dcc_models::fsio::write_atomic(path, text.as_bytes())
+/// Writes `text` to `path` whole or not at all ([`dcc_models::fsio::write_atomic`]); a failure
+/// names the path ([`BenchError::Write`]).
+pub fn write_atomic(path: &Path, text: &str) -> Res<()> {
+    dcc_models::fsio::write_atomic(path, text.as_bytes()).map_err(|error| BenchError::Write {
+        path: path.to_path_buf(),
+        error,
+    })
 }
 /// Writes the results table to `w`; a write error (a closed pipe, a full disk) is returned,
 /// never a panic.

@@ -421,18 +421,10 @@ pub fn run(a: &SessionsArgs) -> Res<bool> {
     let ok = out["ok"] == true;
     let text = serde_json::to_string(&out).map_err(BenchError::Json)?;
     if let Some(p) = &a.common.json_out {
-        super::report::write_atomic(p, &format!("{text}\n")).map_err(|error| {
-            BenchError::Write {
-                path: p.clone(),
-                error,
-            }
-        })?;
+        super::report::write_atomic(p, &format!("{text}\n"))?;
     }
     if let Some(p) = &a.plot {
-        super::report::write_atomic(p, &plot::svg(&out)).map_err(|error| BenchError::Write {
-            path: p.clone(),
-            error,
-        })?;
+        super::report::write_atomic(p, &plot::svg(&out))?;
     }
     let mut stdout = std::io::stdout().lock();
     if o.json {
