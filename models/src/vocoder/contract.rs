@@ -9,7 +9,7 @@ use dcc_runtime::kernels::signal::COUNTERS;
 
 use super::VocoderError;
 use super::config::VocoderConfig;
-use super::plan::Caps;
+use super::plan::{Caps, capacity};
 
 /// The vocoder's declarations in one contract.
 #[derive(Copy, Clone, Debug)]
@@ -165,18 +165,8 @@ impl VocoderContract {
             ));
         }
         let src = samples / hop;
-        let check = |what: &'static str, needed: usize, capacity: usize| {
-            if needed > capacity {
-                return Err(VocoderError::Capacity {
-                    what,
-                    needed,
-                    capacity,
-                });
-            }
-            Ok(())
-        };
-        check("mel history (the contract's `voc_mel`)", l.mel_buffer, mel)?;
-        check(
+        capacity("mel history (the contract's `voc_mel`)", l.mel_buffer, mel)?;
+        capacity(
             "source history (the contract's `voc_source`)",
             l.source_buffer,
             src,

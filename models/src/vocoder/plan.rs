@@ -108,7 +108,12 @@ pub(crate) struct CallPlan {
     pub src_len: usize,
 }
 
-fn capacity(what: &'static str, needed: usize, capacity: usize) -> Result<(), VocoderError> {
+/// Refuses `needed` past `capacity` ([`VocoderError::Capacity`] naming `what`).
+pub(super) fn capacity(
+    what: &'static str,
+    needed: usize,
+    capacity: usize,
+) -> Result<(), VocoderError> {
     if needed > capacity {
         return Err(VocoderError::Capacity {
             what,
