@@ -10,6 +10,8 @@
 #   bash scripts/serve-gpu.sh kernels    # dcc-bench kernels: every linear variant against cuBLAS
 #   bash scripts/serve-gpu.sh e2e        # vendor e2e peer (export) + dcc-bench check/token2wav
 #   bash scripts/serve-gpu.sh sessions   # dcc-bench sessions (needs e2e's export in /tmp/full)
+#   bash scripts/serve-gpu.sh vocfloor   # the vendor vocoder on CUDA against itself on the CPU,
+#                                        # and our CUDA vocoder against both (the 1e-4 floor)
 # Logs go to $OUT as one tarball per part; the last lines printed are a short table.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,28 +22,23 @@ if [[ "${1:-}" == "--prepare" ]]; then
   : "${PEER:?set PEER to the flow peer script token2wav_stock.py}"
   : "${VENDOR:?set VENDOR to a folder holding stepaudio2/}"
   rm -rf "$D" && mkdir -p "$D/tests"
-  # release test binaries with CUDA paths; the JSON names each executable
+  # Release test binaries with CUDA paths. Cargo's JSON names each executable; copy_tests PREFIX
+  # copies them into $D/tests as PREFIX + target name (+ "-unit" for a library's own tests).
+  copy_tests() {
+    python3 -c '
+import json, sys, os, shutil
+for line in sys.stdin:
+    m = json.loads(line)
+    exe = m.get("executable")
+    if m.get("reason") == "compiler-artifact" and exe and m["profile"]["test"]:
+        unit = "-unit" if m["target"]["kind"][0] == "lib" else ""
+        shutil.copy(exe, os.path.join(sys.argv[1], sys.argv[2] + m["target"]["name"] + unit))
+' "$D/tests" "$1"
+  }
   cargo test --release -p dcc-runtime -p dcc-kernels --no-run --message-format=json 2>/dev/null |
-    python3 -c '
-import json, sys, os, shutil
-for line in sys.stdin:
-    m = json.loads(line)
-    exe = m.get("executable")
-    if m.get("reason") == "compiler-artifact" and exe and m["profile"]["test"]:
-        kind = m["target"]["kind"][0]
-        name = m["target"]["name"] + ("-unit" if kind == "lib" else "")
-        shutil.copy(exe, os.path.join(sys.argv[1], name))
-' "$D/tests"
+    copy_tests ""
   cargo test --release -p dcc-models --test vocoder_golden --test vocoder_replay --test speech \
-    --no-run --message-format=json 2>/dev/null |
-    python3 -c '
-import json, sys, os, shutil
-for line in sys.stdin:
-    m = json.loads(line)
-    exe = m.get("executable")
-    if m.get("reason") == "compiler-artifact" and exe and m["profile"]["test"]:
-        shutil.copy(exe, os.path.join(sys.argv[1], "models-" + m["target"]["name"]))
-' "$D/tests"
+    --no-run --message-format=json 2>/dev/null | copy_tests models-
   cargo build --release -p dcc-models --bin dcc-bench
   cp "${CARGO_TARGET_DIR:-target}/release/dcc-bench" "$D/dcc-bench"
   strip "$D/dcc-bench" "$D"/tests/*
@@ -115,7 +112,37 @@ sessions)
     >"$W/sessions_rt.txt" 2>&1
   echo "sessions realtime rc=$?"; tail -n 15 "$W/sessions_rt.txt"
   ;;
-*) echo "unknown part '$part' (suite, kernels, e2e, sessions)"; exit 2 ;;
+vocfloor)
+  # One seeded full-config export per device: the same weights, mel and noise table (all drawn
+  # on the CPU), so any distance between the two is the vendor's own device rounding.
+  for dev in cpu cuda; do
+    python3 scripts/vocoder_golden.py --vendor "$D/vendor" --config full --device $dev \
+      --seconds 8 --out "$W/v$dev" >"$W/golden_$dev.json" 2>&1
+    echo "vendor vocoder export on $dev rc=$?"
+  done
+  python3 - "$W/vcpu" "$W/vcuda" <<'PY' | tee "$W/vendor_cpu_vs_cuda.txt"
+import sys
+from safetensors.numpy import load_file
+a = load_file(sys.argv[1] + '/vocoder_golden.safetensors')
+b = load_file(sys.argv[2] + '/vocoder_golden.safetensors')
+keys = sorted((k for k in a if k.startswith('pcm.')), key=lambda k: int(k[4:]))
+errs = []
+for k in keys:
+    x, y = a[k].astype('float64').ravel(), b[k].astype('float64').ravel()
+    errs.append(((x - y) ** 2).sum() ** 0.5 / max((x ** 2).sum() ** 0.5, 1e-30))
+print('vendor cuda vs vendor cpu, rel L2 per call: ' + ' '.join(f'{e:.2e}' for e in errs))
+print(f'vendor cuda vs vendor cpu: max {max(errs):.3e} over {len(errs)} calls')
+PY
+  for dev in cpu cuda; do
+    DCC_REQUIRE_GPU=1 DCC_VOCODER_GOLDEN="$W/v$dev" timeout 600 "$D/tests/models-vocoder_golden" \
+      cuda_reproduces --nocapture --test-threads=1 >"$W/ours_vs_vendor_$dev.txt" 2>&1
+    echo "our CUDA vocoder vs vendor on $dev: rc=$? max rel L2 $(grep -o 'rel L2 [0-9.e+-]*' \
+      "$W/ours_vs_vendor_$dev.txt" | awk '{if ($3+0 > m) m = $3+0} END {printf "%.3e", m}') \
+      over $(grep -c 'rel L2' "$W/ours_vs_vendor_$dev.txt") calls"
+  done
+  rm -rf "$W"/v{cpu,cuda}/vocoder.safetensors
+  ;;
+*) echo "unknown part '$part' (suite, kernels, e2e, sessions, vocfloor)"; exit 2 ;;
 esac
 tar czf "$OUT/$part.tgz" -C "$W" .
 done

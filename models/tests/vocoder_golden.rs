@@ -6,8 +6,16 @@
 //! missing GPU a failure).
 //!
 //! `DCC_VOCODER_GOLDEN=<folder>` runs the same checks on another export of the script (its
-//! `vocoder.safetensors` and `vocoder_golden.safetensors`): the full configuration exported on
-//! the GPU machine (`--config full --device cuda`), or other chunkings (`--final last`).
+//! `vocoder.safetensors` and `vocoder_golden.safetensors`): the full configuration
+//! (`--config full`), or other chunkings (`--final last`).
+//!
+//! The reference for the full configuration is the vendor computed on the CPU
+//! (`--device cpu`): its exact fp32. The vendor run on CUDA is not a tighter reference but a
+//! looser one: cuDNN's convolution algorithms round differently, and the float64 phase
+//! integrates that into the audio, so the vendor on CUDA drifts from the vendor on the CPU by
+//! 2.7e-5 in the first second growing to 4.4e-4 by the eighth, while this port on CUDA stays at
+//! 3.7e-6 to 4.0e-6 from the vendor on the CPU in every call (H100, `scripts/serve-gpu.sh
+//! vocfloor`, which runs both exports and this test against each; numbers in `models/BENCH.md`).
 
 use std::path::PathBuf;
 use std::sync::Arc;

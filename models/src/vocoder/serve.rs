@@ -159,6 +159,28 @@ fn step(s: &Shared, call: &Call<'_>, st: Step<'_>) -> dcc_runtime::Result<()> {
     queue(s, call, &io, &plan)
 }
 
+/// A [`Step`] from a callable's generated input structs (`at`: addresses, `dims`): the chunk's
+/// `VocoderInputs` and the flush's `VocoderFlushInputs` are distinct types with the same region
+/// and constant fields, so one macro reads both.
+macro_rules! step_of {
+    ($at:ident, $dims:ident, $frames:expr, $last:expr, $mel:expr) => {
+        Step {
+            histories: ($dims.mel_history, $dims.source_history),
+            frames: $frames,
+            last: $last,
+            mel: $mel,
+            reads: VocoderWrites {
+                voc_mel: $at.mel_history,
+                voc_source: $at.source_history,
+                voc_phase: $at.phase,
+                voc_offsets: $at.offsets,
+            },
+            noise: ($at.noise, $dims.noise),
+            window: ($at.window, $dims.window),
+        }
+    };
+}
+
 fn vocoder_callable(s: Arc<Shared>) -> Callable {
     Box::new(move |call: &mut Call<'_>| {
         let at = VocoderInputs::try_from_fn(|i| call.input(i))?;
@@ -171,21 +193,11 @@ fn vocoder_callable(s: Arc<Shared>) -> Callable {
                 )));
             }
         };
-        let st = Step {
-            histories: (dims.mel_history, dims.source_history),
-            frames,
-            last: false,
-            mel: Some((at.mel, dims.mel)),
-            reads: VocoderWrites {
-                voc_mel: at.mel_history,
-                voc_source: at.source_history,
-                voc_phase: at.phase,
-                voc_offsets: at.offsets,
-            },
-            noise: (at.noise, dims.noise),
-            window: (at.window, dims.window),
-        };
-        step(&s, call, st)
+        step(
+            &s,
+            call,
+            step_of!(at, dims, frames, false, Some((at.mel, dims.mel))),
+        )
     })
 }
 
@@ -193,21 +205,7 @@ fn flush_callable(s: Arc<Shared>) -> Callable {
     Box::new(move |call: &mut Call<'_>| {
         let at = VocoderFlushInputs::try_from_fn(|i| call.input(i))?;
         let dims = VocoderFlushInputs::try_from_fn(|i| call.dims(i))?;
-        let st = Step {
-            histories: (dims.mel_history, dims.source_history),
-            frames: 0,
-            last: true,
-            mel: None,
-            reads: VocoderWrites {
-                voc_mel: at.mel_history,
-                voc_source: at.source_history,
-                voc_phase: at.phase,
-                voc_offsets: at.offsets,
-            },
-            noise: (at.noise, dims.noise),
-            window: (at.window, dims.window),
-        };
-        step(&s, call, st)
+        step(&s, call, step_of!(at, dims, 0, true, None))
     })
 }
 
