@@ -185,3 +185,213 @@ extern "C" __global__ void conv_conv1d_f64(double* y, const double* x, const dou
     dcc_conv1d<double>(y, x, w, bias, res, c_in, t_in, sxc, sxt, c_out, t_out, ldy, ldr, k,
                        stride, dil, pad, up, use_res);
 }
+
+// ---- The tiled kernels (conv_conv1d_tile, conv_conv1d_tile_f64) ------------------------------
+//
+// Stride 1 and k in {1, 3, 5, 7, 11, 16} only (kernels/src/conv.rs conv1d_tile_fits routes every
+// other launch to conv_conv1d). Each output is still summed by one thread alone in the order
+// above (ci ascending, then j ascending, from zero, skipping taps outside the input; then the bias,
+// then the residual), so the bits are conv_conv1d's and the Host twin's. What changes is where
+// the operands come from. conv_conv1d reads them from global memory and a launch of the vocoder's
+// shapes has only a few warps per multiprocessor, so it waits on memory latency. Here a block of
+// DCC_TILE_THREADS threads owns a tile of 4*C output channels by DCC_TILE_ITEMS work items (an
+// item is R outputs t = b + r*dil, b = (g / dil)*(R*dil) + g % dil, as in dcc_conv1d_win), and
+// stages, per chunk of DCC_TILE_CI input channels, the tile's input window (zero outside the
+// input: those taps are skipped anyway) and the tile's weights in shared memory: every input value
+// loaded serves 4*C output channels, every weight 32 items. Thread (group gi = tid / 32, lane)
+// computes channels co0 + gi*C + c (c < C) of item g0 + lane. Two shapes of tile (the `cfg`
+// argument): 0 is C = 2, R = 4 (long rows); 1 is C = 1, R = 2 (more threads, for short rows).
+//
+// Any other launch is still computed right: a tile whose window exceeds DCC_TILE_WIN positions
+// from global memory in the same order, another stride, k or size by conv_conv1d's body (the
+// host launches neither: conv1d_tile_fits).
+
+#define DCC_TILE_THREADS 128
+#define DCC_TILE_ITEMS 32
+#define DCC_TILE_CI 8
+#define DCC_TILE_WIN 256
+// bytes: the window (CI x WIN) and the weights (4*C_max x CI x K_max) of the widest type
+#define DCC_TILE_SMEM (8 * (DCC_TILE_CI * DCC_TILE_WIN + 8 * DCC_TILE_CI * 16))
+
+template <typename T, int K, int C, int R>
+__device__ __forceinline__ void dcc_conv1d_tile(T* y, const T* x, const T* w, const T* bias,
+                                                const T* res, i64 c_in, i64 t_in, i64 sxc,
+                                                i64 sxt, i64 c_out, i64 t_out, i64 ldy, i64 ldr,
+                                                int dil, int pad, int up, i64 use_res,
+                                                unsigned char* smem) {
+    const int CO_T = (DCC_TILE_THREADS / DCC_TILE_ITEMS) * C;
+    const int U = R + K - 1;  // window offsets r + j of one item
+    T* xs = reinterpret_cast<T*>(smem);
+    T* ws = xs + DCC_TILE_CI * DCC_TILE_WIN;
+    const int span = (int)t_in * up;
+    const i64 ng = (i64)dil * ((t_out + (i64)R * dil - 1) / ((i64)R * dil));
+    const i64 t_tiles = (ng + DCC_TILE_ITEMS - 1) / DCC_TILE_ITEMS;
+    const i64 tiles = ((c_out + CO_T - 1) / CO_T) * t_tiles;
+    const int tid = threadIdx.x;
+    const int gi = tid / DCC_TILE_ITEMS;
+    const int lane = tid % DCC_TILE_ITEMS;
+    for (i64 tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+        const i64 co0 = (tile / t_tiles) * CO_T;
+        const i64 g0 = (tile % t_tiles) * DCC_TILE_ITEMS;
+        const i64 g1 = min(g0 + DCC_TILE_ITEMS - 1, ng - 1);
+        const int b0 = (int)(g0 / dil) * (R * dil) + (int)(g0 % dil);
+        const int b1 = (int)(g1 / dil) * (R * dil) + (int)(g1 % dil);
+        const int lo = b0 - pad;
+        const int wl = b1 - b0 + (U - 1) * dil + 1;  // window positions [lo, lo + wl)
+        const i64 g = g0 + lane;
+        const bool item = g < ng;
+        const int b = (int)(g / dil) * (R * dil) + (int)(g % dil);
+        unsigned mask = 0u;
+#pragma unroll
+        for (int u = 0; u < U; ++u) {
+            const int p = b + u * dil - pad;
+            if (item && p >= 0 && p < span) mask |= 1u << u;
+        }
+        T acc[C][R];
+#pragma unroll
+        for (int c = 0; c < C; ++c)
+#pragma unroll
+            for (int r = 0; r < R; ++r) acc[c][r] = (T)0;
+        if (wl > DCC_TILE_WIN) {
+            // never launched so (the host checks the bound): the same sums from global memory
+#pragma unroll
+            for (int c = 0; c < C; ++c) {
+                const i64 co = co0 + gi * C + c;
+                if (!item || co >= c_out) continue;
+                for (i64 ci = 0; ci < c_in; ++ci) {
+                    const T* wr = w + (co * c_in + ci) * K;
+                    const T* xr = x + ci * sxc;
+#pragma unroll
+                    for (int j = 0; j < K; ++j) {
+#pragma unroll
+                        for (int r = 0; r < R; ++r) {
+                            const int p = b + (r + j) * dil - pad;
+                            if (mask & (1u << (r + j))) acc[c][r] = acc[c][r] + wr[j] * xr[(i64)(p / up) * sxt];
+                        }
+                    }
+                }
+            }
+        } else {
+            const int m0 = b - b0;
+            for (i64 ci0 = 0; ci0 < c_in; ci0 += DCC_TILE_CI) {
+                const int nci = (int)min((i64)DCC_TILE_CI, c_in - ci0);
+                __syncthreads();  // the previous chunk's readers are done
+                for (int e = tid; e < DCC_TILE_CI * wl; e += DCC_TILE_THREADS) {
+                    const int cl = e / wl, m = e - cl * wl;
+                    const int p = lo + m;
+                    T v = (T)0;
+                    if (cl < nci && p >= 0 && p < span)
+                        v = x[(ci0 + cl) * sxc + (i64)(up == 1 ? p : p / up) * sxt];
+                    xs[cl * DCC_TILE_WIN + m] = v;
+                }
+                for (int e = tid; e < CO_T * DCC_TILE_CI * K; e += DCC_TILE_THREADS) {
+                    const int ol = e / (DCC_TILE_CI * K), rest = e - ol * (DCC_TILE_CI * K);
+                    const int cl = rest / K, j = rest - cl * K;
+                    T v = (T)0;
+                    if (co0 + ol < c_out && cl < nci) v = w[((co0 + ol) * c_in + ci0 + cl) * K + j];
+                    ws[e] = v;
+                }
+                __syncthreads();
+                if (item) {
+                    for (int cl = 0; cl < nci; ++cl) {
+                        T xv[U];
+                        const T* xr = xs + cl * DCC_TILE_WIN + m0;
+#pragma unroll
+                        for (int u = 0; u < U; ++u) xv[u] = xr[u * dil];
+#pragma unroll
+                        for (int c = 0; c < C; ++c) {
+                            const T* wr = ws + ((gi * C + c) * DCC_TILE_CI + cl) * K;
+#pragma unroll
+                            for (int j = 0; j < K; ++j) {
+                                const T wj = wr[j];
+#pragma unroll
+                                for (int r = 0; r < R; ++r) {
+                                    if (mask & (1u << (r + j))) acc[c][r] = acc[c][r] + wj * xv[r + j];
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int c = 0; c < C; ++c) {
+            const i64 co = co0 + gi * C + c;
+#pragma unroll
+            for (int r = 0; r < R; ++r) {
+                const i64 t = b + (i64)r * dil;
+                if (item && co < c_out && t < t_out) {
+                    T v = acc[c][r] + bias[co];
+                    if (use_res) v = v + res[co * ldr + t];
+                    y[co * ldy + t] = v;
+                }
+            }
+        }
+    }
+}
+
+template <typename T>
+__device__ __forceinline__ void dcc_conv1d_tiled(T* y, const T* x, const T* w, const T* bias,
+                                                 const T* res, i64 c_in, i64 t_in, i64 sxc,
+                                                 i64 sxt, i64 c_out, i64 t_out, i64 ldy, i64 ldr,
+                                                 i64 k, i64 dil, i64 pad, i64 up, i64 use_res,
+                                                 i64 cfg, unsigned char* smem) {
+    const i64 lim = 0x7fffffffLL;
+    const bool small = (t_out + 8 * dil) + k * dil + pad < lim && t_in * up < lim &&
+                       t_in * sxt < lim;
+    const bool fits = small && (k == 1 || k == 3 || k == 5 || k == 7 || k == 11 || k == 16);
+    if (!fits) {
+        // not a launch the host makes: the plain kernel's body, whose grid-stride walk is
+        // correct for any geometry (stride 1)
+        dcc_conv1d<T>(y, x, w, bias, res, c_in, t_in, sxc, sxt, c_out, t_out, ldy, ldr, k, 1, dil,
+                      pad, up, use_res);
+        return;
+    }
+    const int d = (int)dil, pd = (int)pad, u = (int)up;
+#define DCC_TILE_K(KK)                                                                          \
+    do {                                                                                        \
+        if (cfg == 0)                                                                           \
+            dcc_conv1d_tile<T, KK, 2, 4>(y, x, w, bias, res, c_in, t_in, sxc, sxt, c_out, t_out, \
+                                         ldy, ldr, d, pd, u, use_res, smem);                    \
+        else                                                                                    \
+            dcc_conv1d_tile<T, KK, 1, 2>(y, x, w, bias, res, c_in, t_in, sxc, sxt, c_out, t_out, \
+                                         ldy, ldr, d, pd, u, use_res, smem);                    \
+    } while (0)
+    if (k == 1) DCC_TILE_K(1);
+    else if (k == 3) DCC_TILE_K(3);
+    else if (k == 5) DCC_TILE_K(5);
+    else if (k == 7) DCC_TILE_K(7);
+    else if (k == 11) DCC_TILE_K(11);
+    else DCC_TILE_K(16);
+#undef DCC_TILE_K
+}
+
+extern "C" __global__ void conv_conv1d_tile(float* y, const float* x, const float* w,
+                                            const float* bias, const float* res, i64 c_in,
+                                            i64 t_in, i64 sxc, i64 sxt, i64 c_out, i64 t_out,
+                                            i64 ldy, i64 ldr, i64 k, i64 stride, i64 dil, i64 pad,
+                                            i64 up, i64 use_res, i64 cfg) {
+    __shared__ __align__(16) unsigned char smem[DCC_TILE_SMEM];
+    if (stride != 1) {  // not a launch the host makes: the plain kernel's body
+        dcc_conv1d<float>(y, x, w, bias, res, c_in, t_in, sxc, sxt, c_out, t_out, ldy, ldr, k,
+                          stride, dil, pad, up, use_res);
+        return;
+    }
+    dcc_conv1d_tiled<float>(y, x, w, bias, res, c_in, t_in, sxc, sxt, c_out, t_out, ldy, ldr, k,
+                            dil, pad, up, use_res, cfg, smem);
+}
+
+extern "C" __global__ void conv_conv1d_tile_f64(double* y, const double* x, const double* w,
+                                                const double* bias, const double* res, i64 c_in,
+                                                i64 t_in, i64 sxc, i64 sxt, i64 c_out, i64 t_out,
+                                                i64 ldy, i64 ldr, i64 k, i64 stride, i64 dil,
+                                                i64 pad, i64 up, i64 use_res, i64 cfg) {
+    __shared__ __align__(16) unsigned char smem[DCC_TILE_SMEM];
+    if (stride != 1) {
+        dcc_conv1d<double>(y, x, w, bias, res, c_in, t_in, sxc, sxt, c_out, t_out, ldy, ldr, k,
+                           stride, dil, pad, up, use_res);
+        return;
+    }
+    dcc_conv1d_tiled<double>(y, x, w, bias, res, c_in, t_in, sxc, sxt, c_out, t_out, ldy, ldr, k,
+                             dil, pad, up, use_res, cfg, smem);
+}

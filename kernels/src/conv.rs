@@ -10,6 +10,12 @@
 //! thread owns [`CONV1D_OUTPUTS_PER_THREAD`] outputs of one row, each output summed alone in a
 //! fixed order (input channels ascending, taps ascending, from zero), so the twin is the kernel's
 //! arithmetic exactly.
+//!
+//! [`CONV1D_TILE`] / [`CONV1D_TILE_F64`] compute the same outputs in the same order, from shared
+//! memory: a block stages a tile's input window and weights per chunk of input channels, so that
+//! each value read from global memory serves a whole tile (the plain kernel, reading every
+//! operand from global memory with a few warps per multiprocessor at the vocoder's shapes, waits
+//! on memory latency). Their twin is [`conv1d`] too; [`conv1d_tile_pick`] chooses.
 
 #![allow(clippy::too_many_arguments)]
 
@@ -52,7 +58,114 @@ kdef!(
     "[`CONV1D`] in double."
 );
 
-pub static KERNELS: &[&crate::KernelDef] = &[&CONV1D, &CONV1D_F64];
+kdef!(
+    CONV1D_TILE,
+    "conv",
+    "conv1d_tile",
+    [
+        Ptr, Ptr, Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64,
+        I64, I64
+    ],
+    host_conv1d_tile_f32,
+    "[`CONV1D`]'s arguments and then `cfg` (a [`TileShape`] index): the same outputs, bit for bit, computed by tiles that stage their input window and weights in shared memory. Launch it as [`conv1d_tile_dims`] says, for a geometry [`conv1d_tile_fits`] accepts."
+);
+kdef!(
+    CONV1D_TILE_F64,
+    "conv",
+    "conv1d_tile_f64",
+    [
+        Ptr, Ptr, Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64,
+        I64, I64
+    ],
+    host_conv1d_tile_f64,
+    "[`CONV1D_TILE`] in double."
+);
+
+pub static KERNELS: &[&crate::KernelDef] = &[&CONV1D, &CONV1D_F64, &CONV1D_TILE, &CONV1D_TILE_F64];
+
+/// Threads per block of [`CONV1D_TILE`] (`DCC_TILE_THREADS`): four groups of
+/// [`CONV1D_TILE_ITEMS`] lanes.
+pub const CONV1D_TILE_BLOCK: u32 = 128;
+/// Work items per tile (`DCC_TILE_ITEMS`): one per lane of a group.
+pub const CONV1D_TILE_ITEMS: usize = 32;
+/// Input positions a tile's staged window holds (`DCC_TILE_WIN`).
+pub const CONV1D_TILE_WIN: usize = 256;
+
+/// The two tile shapes of [`CONV1D_TILE`] (`cfg`): `channels` output channels per thread
+/// (`C`, so `4·C` per tile) by `outputs` outputs per work item (`R`). Speed only: every shape
+/// gives the same bits.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum TileShape {
+    /// `C = 2, R = 4`: the most reuse per staged value, for long rows.
+    Wide = 0,
+    /// `C = 1, R = 2`: four times the threads, for short rows and few channels.
+    Narrow = 1,
+}
+
+impl TileShape {
+    /// `(C, R)`.
+    pub fn dims(self) -> (usize, usize) {
+        match self {
+            TileShape::Wide => (2, 4),
+            TileShape::Narrow => (1, 2),
+        }
+    }
+
+    /// Tiles of a launch: `⌈c_out / 4C⌉` channel tiles by `⌈items / 32⌉` item tiles, `items =
+    /// dil · ⌈t_out / (R · dil)⌉`.
+    pub fn tiles(self, c_out: usize, t_out: usize, dil: usize) -> usize {
+        let (c, r) = self.dims();
+        let dil = dil.max(1);
+        let items = dil * t_out.div_ceil(r * dil);
+        c_out.div_ceil(4 * c) * items.div_ceil(CONV1D_TILE_ITEMS)
+    }
+
+    /// Positions a tile's window can span: the first to the last item's base (at most `31·R +
+    /// (R − 1)(dil − 1)` apart), plus the `R + k − 2` window offsets of an item at `dil` each.
+    pub fn window_bound(self, k: usize, dil: usize) -> usize {
+        let (_, r) = self.dims();
+        let w = CONV1D_TILE_ITEMS - 1;
+        w * r + (r - 1) * (dil.max(1) - 1) + (r + k - 2) * dil.max(1) + 1
+    }
+}
+
+/// Whether [`CONV1D_TILE`] takes a launch of geometry `g` in shape `s`: stride 1, `k` one of
+/// the unrolled kernel sizes, offsets within 32 bits, and the tile's window within
+/// [`CONV1D_TILE_WIN`].
+pub fn conv1d_tile_fits(g: &Conv1dGeom, s: TileShape) -> bool {
+    let lim = i32::MAX as usize;
+    g.stride == 1
+        && matches!(g.k, 1 | 3 | 5 | 7 | 11 | 16)
+        && (g.t_out + 8 * g.dil) + g.k * g.dil + g.pad < lim
+        && g.t_in * g.up < lim
+        && g.t_in.saturating_mul(g.sxt) < lim
+        && s.window_bound(g.k, g.dil) <= CONV1D_TILE_WIN
+}
+
+/// Tiles from which a launch takes [`TileShape::Wide`]: about two per multiprocessor of an
+/// H100 (132), so that the wide shape's fewer threads still fill the device.
+pub const CONV1D_TILE_WIDE_MIN_TILES: usize = 256;
+
+/// The tile shape for a launch: [`TileShape::Wide`] when it makes at least
+/// [`CONV1D_TILE_WIDE_MIN_TILES`] tiles, else [`TileShape::Narrow`]; `None` when the geometry
+/// does not fit the tiled kernel (launch [`CONV1D`]). Speed only: every choice gives the same
+/// bits.
+pub fn conv1d_tile_pick(g: &Conv1dGeom) -> Option<TileShape> {
+    let wide = TileShape::Wide;
+    if conv1d_tile_fits(g, wide)
+        && wide.tiles(g.c_out, g.t_out, g.dil) >= CONV1D_TILE_WIDE_MIN_TILES
+    {
+        return Some(wide);
+    }
+    let narrow = TileShape::Narrow;
+    conv1d_tile_fits(g, narrow).then_some(narrow)
+}
+
+/// Blocks of [`CONV1D_TILE_BLOCK`] threads for a launch: one per tile (the kernel walks tiles
+/// grid-strided, so fewer are correct too).
+pub fn conv1d_tile_blocks(g: &Conv1dGeom, s: TileShape) -> usize {
+    s.tiles(g.c_out, g.t_out, g.dil)
+}
 
 /// Outputs of one row each thread of [`CONV1D`] / [`CONV1D_F64`] computes (`DCC_CONV_R` in
 /// `conv.cu`): independent accumulators that share every weight load (and, at stride 1, every
@@ -265,6 +378,28 @@ unsafe fn host_conv1d_f64(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError>
     unsafe { host_conv1d::<f64>(a) }
 }
 
+/// The tiled kernels' extra argument: a [`TileShape`] index (speed only, the same bits).
+fn tile_cfg(a: &[Arg]) -> Result<(), KernelError> {
+    match a.i64(19)? {
+        0 | 1 => Ok(()),
+        c => Err(invalid(format!(
+            "conv1d_tile: cfg {c} is not a tile shape (0, 1)"
+        ))),
+    }
+}
+
+unsafe fn host_conv1d_tile_f32(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    tile_cfg(a)?;
+    // SAFETY: forwarded HostFn contract (the first 19 arguments are CONV1D's).
+    unsafe { host_conv1d::<f32>(a) }
+}
+
+unsafe fn host_conv1d_tile_f64(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    tile_cfg(a)?;
+    // SAFETY: forwarded HostFn contract.
+    unsafe { host_conv1d::<f64>(a) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -293,6 +428,69 @@ mod tests {
             pad,
             up,
         }
+    }
+
+    #[test]
+    fn tile_constants_are_the_kernels() {
+        for (name, v) in [
+            ("DCC_TILE_THREADS", CONV1D_TILE_BLOCK as usize),
+            ("DCC_TILE_ITEMS", CONV1D_TILE_ITEMS),
+            ("DCC_TILE_WIN", CONV1D_TILE_WIN),
+        ] {
+            let def = format!("#define {name} {v}\n");
+            assert!(SOURCE.code.contains(&def), "conv.cu lacks `{def}`");
+        }
+        // the shared buffer holds the widest type's window and a wide tile's weights at k 16
+        assert!(SOURCE.code.contains(
+            "#define DCC_TILE_SMEM (8 * (DCC_TILE_CI * DCC_TILE_WIN + 8 * DCC_TILE_CI * 16))"
+        ));
+        let (c, _) = TileShape::Wide.dims();
+        assert_eq!(4 * c, 8);
+        assert_eq!(CONV1D_TILE_BLOCK as usize, 4 * CONV1D_TILE_ITEMS);
+    }
+
+    /// The bases `b` of a tile's items, as `conv.cu` maps item `g` (R outputs at `dil`).
+    fn base(g: usize, r: usize, dil: usize) -> usize {
+        (g / dil) * (r * dil) + g % dil
+    }
+
+    #[test]
+    fn tile_window_bound_holds_for_every_tile() {
+        for shape in [TileShape::Wide, TileShape::Narrow] {
+            let (_, r) = shape.dims();
+            for k in [1, 3, 5, 7, 11, 16] {
+                for dil in 1usize..=7 {
+                    for t_out in 1usize..=260 {
+                        let ng = dil * t_out.div_ceil(r * dil);
+                        for g0 in (0..ng).step_by(CONV1D_TILE_ITEMS) {
+                            let g1 = (g0 + CONV1D_TILE_ITEMS - 1).min(ng - 1);
+                            let wl = base(g1, r, dil) - base(g0, r, dil) + (r + k - 2) * dil + 1;
+                            assert!(
+                                wl <= shape.window_bound(k, dil),
+                                "{shape:?} k{k} d{dil} t{t_out} tile {g0}: {wl}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn tile_pick_by_shape() {
+        let mut big = g(6241, 6241, 11, 1, 5, 50, 1);
+        big.c_in = 64;
+        big.c_out = 64;
+        assert_eq!(conv1d_tile_pick(&big), Some(TileShape::Wide));
+        let mut f0 = g(24, 24, 3, 1, 1, 2, 1);
+        f0.c_in = 512;
+        f0.c_out = 512;
+        assert_eq!(conv1d_tile_pick(&f0), Some(TileShape::Narrow));
+        assert_eq!(conv1d_tile_pick(&g(100, 43, 30, 15, 1, 14, 1)), None); // stride 15
+        assert_eq!(conv1d_tile_pick(&g(100, 100, 4, 1, 1, 3, 1)), None); // k 4
+        assert_eq!(conv1d_tile_pick(&g(300, 300, 11, 1, 20, 200, 1)), None); // window 442
+        // a block per tile
+        assert_eq!(conv1d_tile_blocks(&big, TileShape::Wide), 8 * 49);
     }
 
     #[test]

@@ -1,8 +1,12 @@
-//! Direct 1-D convolutions over channel-major `[c, t]` views (`conv.conv1d`, `conv.conv1d_f64`):
-//! zero padding on either side, dilation, stride, nearest upsampling of the input and an
-//! optional residual, in float or double. One thread per
-//! [`k::conv::CONV1D_OUTPUTS_PER_THREAD`] outputs of a row ([`k::conv::conv1d_threads`]), in
-//! blocks of [`k::conv::CONV1D_BLOCK`].
+//! Direct 1-D convolutions over channel-major `[c, t]` views (`conv.conv1d`, `conv.conv1d_f64`,
+//! and their tiled forms `conv.conv1d_tile`, `conv.conv1d_tile_f64`): zero padding on either
+//! side, dilation, stride, nearest upsampling of the input and an optional residual, in float or
+//! double. A launch the tiled kernel takes ([`k::conv::conv1d_tile_pick`]: stride 1, the
+//! unrolled kernel sizes, a window that fits its staging buffer) runs one block of
+//! [`k::conv::CONV1D_TILE_BLOCK`] threads per tile; any other runs the plain kernel, one thread
+//! per [`k::conv::CONV1D_OUTPUTS_PER_THREAD`] outputs of a row ([`k::conv::conv1d_threads`]) in
+//! blocks of [`k::conv::CONV1D_BLOCK`]. Both sum every output alone in one order, so which one
+//! runs never changes a bit.
 
 use dcc_kernels as k;
 use dcc_kernels::{Arg, KernelDef, LaunchDims};
@@ -12,14 +16,18 @@ use super::{Ctx, Elem, OpError, Tensor, disjoint, int, matrix, operand, packed, 
 /// Element types with a direct-convolution kernel.
 pub trait ConvElem: Elem {
     const KERNEL: &'static KernelDef;
+    /// The tiled kernel (the same bits; [`k::conv::conv1d_tile_pick`] decides).
+    const TILED: &'static KernelDef;
 }
 
 impl ConvElem for f32 {
     const KERNEL: &'static KernelDef = &k::conv::CONV1D;
+    const TILED: &'static KernelDef = &k::conv::CONV1D_TILE;
 }
 
 impl ConvElem for f64 {
     const KERNEL: &'static KernelDef = &k::conv::CONV1D_F64;
+    const TILED: &'static KernelDef = &k::conv::CONV1D_TILE_F64;
 }
 
 /// The geometry of a convolution besides its weight: output frame `t`, tap `j` reads position
@@ -141,13 +149,43 @@ pub fn conv1d<T: ConvElem>(
         int(g.up),
         Arg::I64(use_res),
     ];
-    let threads = k::conv::conv1d_threads(c_out, t_out, g.dil);
-    let dims = LaunchDims::linear(threads, k::conv::CONV1D_BLOCK);
+    let geom = k::conv::Conv1dGeom {
+        c_in,
+        t_in,
+        sxc,
+        sxt,
+        c_out,
+        t_out,
+        ldy,
+        ldr,
+        k: kk,
+        stride: g.stride,
+        dil: g.dil,
+        pad: g.pad,
+        up: g.up,
+    };
+    let (kernel, dims, args) = match k::conv::conv1d_tile_pick(&geom) {
+        Some(shape) => {
+            let blocks = k::conv::conv1d_tile_blocks(&geom, shape);
+            let mut tiled = args.to_vec();
+            tiled.push(Arg::I64(shape as i64));
+            let dims = LaunchDims::linear(
+                blocks * k::conv::CONV1D_TILE_BLOCK as usize,
+                k::conv::CONV1D_TILE_BLOCK,
+            );
+            (T::TILED, dims, tiled)
+        }
+        None => {
+            let threads = k::conv::conv1d_threads(c_out, t_out, g.dil);
+            let dims = LaunchDims::linear(threads, k::conv::CONV1D_BLOCK);
+            (T::KERNEL, dims, args.to_vec())
+        }
+    };
     // SAFETY: the kernel writes y[co·ldy + t] (co < c_out, t < t_out: the checked y view), reads
     // x[ci·sxc + p·sxt] only for p < t_in (the checked x view), w and bias over their checked
     // packed dims, and the residual at res[co·ldr + t] (the checked res view, or y itself read
     // before written by the same thread). Written and read views do not overlap (checked), except
-    // the declared in-place residual. The launch geometry only decides which thread computes
-    // which outputs.
-    unsafe { cx.launch(T::KERNEL, dims, &args) }
+    // the declared in-place residual. The launch geometry and the kernel (plain or tiled: the
+    // same arguments, plus the tile shape) only decide which thread computes which outputs.
+    unsafe { cx.launch(kernel, dims, &args) }
 }

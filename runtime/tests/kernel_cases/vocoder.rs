@@ -121,6 +121,68 @@ fn conv_variant(name: &str, f64_: bool, g: [usize; 14], in_place: bool, blocks: 
     c
 }
 
+/// The `conv.conv1d_tile` (or `_f64`) cases of a plain `conv.conv1d` case: the same buffers
+/// and arguments plus the tile shape, launched as the runtime does (`ops::conv1d`) and on 3
+/// blocks; none when the tiled kernel does not take the geometry (or `p` is not a plain
+/// convolution case).
+fn tile_cases(p: &Case) -> Option<Vec<Case>> {
+    let kernel = if std::ptr::eq(p.kernel, &conv::CONV1D) {
+        &conv::CONV1D_TILE
+    } else if std::ptr::eq(p.kernel, &conv::CONV1D_F64) {
+        &conv::CONV1D_TILE_F64
+    } else {
+        return None;
+    };
+    if p.variant {
+        return None;
+    }
+    let n: Vec<usize> = p.args[5..]
+        .iter()
+        .map(|a| match a {
+            A::I(v) => *v,
+            a => panic!("{}: conv argument {a:?}", p.name),
+        })
+        .collect();
+    let g = conv::Conv1dGeom {
+        c_in: n[0],
+        t_in: n[1],
+        sxc: n[2],
+        sxt: n[3],
+        c_out: n[4],
+        t_out: n[5],
+        ldy: n[6],
+        ldr: n[7],
+        k: n[8],
+        stride: n[9],
+        dil: n[10],
+        pad: n[11],
+        up: n[12],
+    };
+    let mut out = Vec::new();
+    for shape in [conv::TileShape::Wide, conv::TileShape::Narrow] {
+        if !conv::conv1d_tile_fits(&g, shape) {
+            continue;
+        }
+        let blocks = conv::conv1d_tile_blocks(&g, shape);
+        for (tag, b, variant) in [("", blocks, false), (" 3 blocks", 3, true)] {
+            let mut args = p.args.clone();
+            args.push(A::I(shape as usize));
+            out.push(Case {
+                name: format!("{} tile {shape:?}{tag}", p.name),
+                kernel,
+                dims: dcc_runtime::LaunchDims::linear(
+                    b * conv::CONV1D_TILE_BLOCK as usize,
+                    conv::CONV1D_TILE_BLOCK,
+                ),
+                bufs: p.bufs.clone(),
+                args,
+                variant,
+            });
+        }
+    }
+    Some(out)
+}
+
 #[allow(clippy::vec_init_then_push)]
 pub fn cases() -> Vec<Case> {
     let mut c = Vec::new();
@@ -254,6 +316,28 @@ pub fn cases() -> Vec<Case> {
         [512, 24, 24, 1, 512, 24, 24, 24, 3, 1, 1, 2, 1, 0],
         false,
     ));
+
+    // the tiled kernels on every geometry above that they take, in both tile shapes, once with a
+    // block per tile and once with 3 blocks walking every tile (grid-stride)
+    let tiled: Vec<Case> = c.iter().filter_map(tile_cases).flatten().collect();
+    c.extend(tiled);
+    // a window past the staging buffer (k11, dilation 20: up to 442 positions; the runtime
+    // never launches it) is summed from global memory in the same order
+    let mut wide = conv_case(
+        "32->16 t300 k11 d20 res",
+        false,
+        [32, 300, 300, 1, 16, 300, 300, 300, 11, 1, 20, 200, 1, 1],
+        false,
+    );
+    wide.name += " tile Wide (window past the buffer)";
+    wide.kernel = &conv::CONV1D_TILE;
+    wide.args.push(A::I(conv::TileShape::Wide as usize));
+    let g_tiles = conv::TileShape::Wide.tiles(16, 300, 20);
+    wide.dims = dcc_runtime::LaunchDims::linear(
+        g_tiles * conv::CONV1D_TILE_BLOCK as usize,
+        conv::CONV1D_TILE_BLOCK,
+    );
+    c.push(wide);
 
     // act: Snake separate and in place, float64 ELU, division
     let (rows, cols) = (64usize, 6241usize);
