@@ -196,9 +196,12 @@ extern "C" __global__ void conv_conv1d_f64(double* y, const double* x, const dou
 // shapes has only a few warps per multiprocessor, so it waits on memory latency. Here a block of
 // DCC_TILE_THREADS threads owns a tile of 4*C output channels by DCC_TILE_ITEMS work items (an
 // item is R outputs t = b + r*dil, b = (g / dil)*(R*dil) + g % dil, as in dcc_conv1d_win), and
-// stages, per chunk of DCC_TILE_CI input channels, the tile's input window (zero outside the
-// input: those taps are skipped anyway) and the tile's weights in shared memory: every input value
-// loaded serves 4*C output channels, every weight 32 items. Thread (group gi = tid / 32, lane)
+// stages, per chunk of input channels, the tile's input window (zero outside the input: those
+// taps are skipped anyway) and the tile's weights in shared memory: every input value loaded
+// serves 4*C output channels, every weight 32 items. A chunk is as many input channels as the
+// buffer holds for the tile's window (fewer chunks, fewer waits at the block barrier). Window
+// position m sits at m + m / 32 of its row: lane l of a wide tile reads m = 4l + u, which would
+// put lanes l, l + 8, l + 16 and l + 24 on one bank without the skipped word. Thread (group gi = tid / 32, lane)
 // computes channels co0 + gi*C + c (c < C) of item g0 + lane. Two shapes of tile (the `cfg`
 // argument): 0 is C = 2, R = 4 (long rows); 1 is C = 1, R = 2 (more threads, for short rows).
 //
@@ -208,10 +211,10 @@ extern "C" __global__ void conv_conv1d_f64(double* y, const double* x, const dou
 
 #define DCC_TILE_THREADS 128
 #define DCC_TILE_ITEMS 32
-#define DCC_TILE_CI 8
 #define DCC_TILE_WIN 256
-// bytes: the window (CI x WIN) and the weights (4*C_max x CI x K_max) of the widest type
-#define DCC_TILE_SMEM (8 * (DCC_TILE_CI * DCC_TILE_WIN + 8 * DCC_TILE_CI * 16))
+// bytes of the staging buffer: at the largest window (WIN positions, WIN / 32 + 1 skipped) and
+// the widest tile's weights (4 * 2 channels x k 16), 10 input channels of double, 20 of float
+#define DCC_TILE_SMEM 32768
 
 template <typename T, int K, int C, int R>
 __device__ __forceinline__ void dcc_conv1d_tile(T* y, const T* x, const T* w, const T* bias,
@@ -221,8 +224,8 @@ __device__ __forceinline__ void dcc_conv1d_tile(T* y, const T* x, const T* w, co
                                                 unsigned char* smem) {
     const int CO_T = (DCC_TILE_THREADS / DCC_TILE_ITEMS) * C;
     const int U = R + K - 1;  // window offsets r + j of one item
+    const int elems = DCC_TILE_SMEM / (int)sizeof(T);
     T* xs = reinterpret_cast<T*>(smem);
-    T* ws = xs + DCC_TILE_CI * DCC_TILE_WIN;
     const int span = (int)t_in * up;
     const i64 ng = (i64)dil * ((t_out + (i64)R * dil - 1) / ((i64)R * dil));
     const i64 t_tiles = (ng + DCC_TILE_ITEMS - 1) / DCC_TILE_ITEMS;
@@ -273,34 +276,41 @@ __device__ __forceinline__ void dcc_conv1d_tile(T* y, const T* x, const T* w, co
             }
         } else {
             const int m0 = b - b0;
-            for (i64 ci0 = 0; ci0 < c_in; ci0 += DCC_TILE_CI) {
-                const int nci = (int)min((i64)DCC_TILE_CI, c_in - ci0);
+            const int row = wl + (wl >> 5) + 1;  // a channel's window, skipped words included
+            // input channels per chunk: as many windows and weight rows as the buffer holds
+            const int cich = (int)min(c_in, (i64)(elems / (row + CO_T * K)));
+            T* ws = xs + cich * row;
+            for (i64 ci0 = 0; ci0 < c_in; ci0 += cich) {
+                const int nci = (int)min((i64)cich, c_in - ci0);
                 __syncthreads();  // the previous chunk's readers are done
-                for (int e = tid; e < DCC_TILE_CI * wl; e += DCC_TILE_THREADS) {
+                for (int e = tid; e < nci * wl; e += DCC_TILE_THREADS) {
                     const int cl = e / wl, m = e - cl * wl;
                     const int p = lo + m;
                     T v = (T)0;
-                    if (cl < nci && p >= 0 && p < span)
+                    if (p >= 0 && p < span)
                         v = x[(ci0 + cl) * sxc + (i64)(up == 1 ? p : p / up) * sxt];
-                    xs[cl * DCC_TILE_WIN + m] = v;
+                    xs[cl * row + m + (m >> 5)] = v;
                 }
-                for (int e = tid; e < CO_T * DCC_TILE_CI * K; e += DCC_TILE_THREADS) {
-                    const int ol = e / (DCC_TILE_CI * K), rest = e - ol * (DCC_TILE_CI * K);
+                for (int e = tid; e < CO_T * nci * K; e += DCC_TILE_THREADS) {
+                    const int ol = e / (nci * K), rest = e - ol * (nci * K);
                     const int cl = rest / K, j = rest - cl * K;
                     T v = (T)0;
-                    if (co0 + ol < c_out && cl < nci) v = w[((co0 + ol) * c_in + ci0 + cl) * K + j];
+                    if (co0 + ol < c_out) v = w[((co0 + ol) * c_in + ci0 + cl) * K + j];
                     ws[e] = v;
                 }
                 __syncthreads();
                 if (item) {
                     for (int cl = 0; cl < nci; ++cl) {
                         T xv[U];
-                        const T* xr = xs + cl * DCC_TILE_WIN + m0;
+                        const T* xr = xs + cl * row;
 #pragma unroll
-                        for (int u = 0; u < U; ++u) xv[u] = xr[u * dil];
+                        for (int u = 0; u < U; ++u) {
+                            const int m = m0 + u * dil;
+                            xv[u] = xr[m + (m >> 5)];
+                        }
 #pragma unroll
                         for (int c = 0; c < C; ++c) {
-                            const T* wr = ws + ((gi * C + c) * DCC_TILE_CI + cl) * K;
+                            const T* wr = ws + ((gi * C + c) * nci + cl) * K;
 #pragma unroll
                             for (int j = 0; j < K; ++j) {
                                 const T wj = wr[j];

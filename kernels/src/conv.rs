@@ -440,10 +440,16 @@ mod tests {
             let def = format!("#define {name} {v}\n");
             assert!(SOURCE.code.contains(&def), "conv.cu lacks `{def}`");
         }
-        // the shared buffer holds the widest type's window and a wide tile's weights at k 16
-        assert!(SOURCE.code.contains(
-            "#define DCC_TILE_SMEM (8 * (DCC_TILE_CI * DCC_TILE_WIN + 8 * DCC_TILE_CI * 16))"
-        ));
+        // the staging buffer holds at least one input channel's largest window (with its
+        // skipped words) and a wide tile's weights at k 16, in double
+        let smem = 32768;
+        assert!(
+            SOURCE
+                .code
+                .contains(&format!("#define DCC_TILE_SMEM {smem}\n"))
+        );
+        let per_channel = CONV1D_TILE_WIN + CONV1D_TILE_WIN / 32 + 1 + 8 * 16;
+        assert_eq!(smem / 8 / per_channel, 10);
         let (c, _) = TileShape::Wide.dims();
         assert_eq!(4 * c, 8);
         assert_eq!(CONV1D_TILE_BLOCK as usize, 4 * CONV1D_TILE_ITEMS);
