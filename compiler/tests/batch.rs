@@ -173,3 +173,62 @@ fn token2wav_tiny_batches_the_flow_at_4() {
     assert_eq!(b.rows_per_session.value, f_chunk * cfg);
     assert_eq!(b.m_reserve_rows, 4 * f_chunk * cfg);
 }
+
+#[test]
+fn reports() {
+    insta::glob!("batch_ok/*.yaml", |path| {
+        let c = load_file(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let text = dcc_compiler::report::text(&c);
+        // The file path differs between machines; the rest is the rendered report.
+        let text = text.replace(&path.display().to_string(), "<spec>");
+        insta::assert_snapshot!(text);
+    });
+}
+
+/// The `batching` sections of `dcc check specs/token2wav.yaml` (the base and `duplex`).
+#[test]
+fn token2wav_report_has_a_batching_section() {
+    let c = load_file("../specs/token2wav.yaml").expect("bundled spec checks");
+    let text = dcc_compiler::report::text(&c);
+    let sections: Vec<&str> = text
+        .split("\nbatching ")
+        .skip(1)
+        .map(|s| s.split("\n\n").next().unwrap_or(s))
+        .collect();
+    assert_eq!(sections.len(), 2, "base and duplex");
+    insta::assert_snapshot!(sections.join("\n---\n"));
+}
+
+#[test]
+fn json_report_carries_the_batched_catalog() {
+    let c = load_file("../specs/token2wav.yaml").expect("bundled spec checks");
+    let j = dcc_compiler::report::json(&c);
+    let flow = j["callables"]
+        .as_array()
+        .and_then(|a| a.iter().find(|c| c["name"] == "flow"))
+        .expect("flow");
+    let b = &flow["batch"];
+    assert_eq!(b["sizes"], serde_json::json!([1, 2, 4, 8, 16]));
+    assert_eq!(b["rows_per_session"], 100);
+    assert_eq!(b["rows_per_session_derivation"]["formula"], "f_chunk * cfg");
+    assert_eq!(b["graphs"], 15);
+    assert_eq!(b["rows"], serde_json::json!([100, 200, 400, 800, 1600]));
+    assert_eq!(b["m_reserve_rows"], 1600);
+    assert_eq!(b["batchable"], serde_json::json!([true, true, true]));
+    let encoder = &j["callables"][0];
+    assert_eq!(encoder["name"], "encoder");
+    assert!(encoder["batch"].is_null());
+    let bt = &j["batching"];
+    assert_eq!(bt["largest"], 16);
+    assert_eq!(bt["m_reserve_rows"], 1600);
+    assert_eq!(bt["slot_regions"], serde_json::json!(["solver_workspace"]));
+    assert_eq!(bt["slot_bytes"], 600_309_760u64);
+    assert_eq!(bt["process_bytes_at_largest"], 9_604_956_416u64);
+    assert_eq!(
+        j["operating_points"][0]["batching"]["slot_bytes"],
+        300_154_880u64
+    );
+    // A contract with nothing batched says so.
+    let moshi = dcc_compiler::report::json(&load_file("../specs/moshi.yaml").expect("moshi"));
+    assert!(moshi["batching"].is_null());
+}

@@ -254,6 +254,7 @@ impl Deriver<'_> {
             sizes,
             rows_per_session,
             row_input: row_name.map(str::to_string),
+            row_copies: copies.map_or(1, |(_, v)| v),
             batchable,
             graphs,
             rows,

@@ -389,6 +389,8 @@ pub struct DerivedBatch {
     pub rows_per_session: Derivation,
     /// The staged input the rows are read from (the first whose leading extent is not 1).
     pub row_input: Option<String>,
+    /// `row_copies` (1 when not declared).
+    pub row_copies: u64,
     /// Per class (the index of the callable's catalog): whether sessions in it batch. A class
     /// batches when its staged inputs have the steady shapes; one whose inputs differ (another
     /// query phase's lengths) runs alone, at B = 1.
