@@ -232,3 +232,47 @@ fn json_report_carries_the_batched_catalog() {
     let moshi = dcc_compiler::report::json(&load_file("../specs/moshi.yaml").expect("moshi"));
     assert!(moshi["batching"].is_null());
 }
+
+fn module(path: &str) -> String {
+    let checked = load_file(path).expect("spec checks");
+    let files = dcc_compiler::generate(&checked).expect("generates");
+    files.into_values().next().expect("one module")
+}
+
+/// What the runtime reads: the lines of the generated Token2Wav module, verbatim.
+#[test]
+fn the_generated_module_spells_the_batched_catalog() {
+    let m = module("../specs/token2wav.yaml");
+    let has = |s: &str| assert!(m.contains(s), "generated token2wav lacks:\n{s}");
+    has("pub const FLOW_BATCH: &[usize] = &[1, 2, 4, 8, 16];");
+    has(
+        "/// 100 = f_chunk (50) * cfg (2)\n///\n/// Rows one session presents to a batched `flow` call",
+    );
+    has("pub const FLOW_ROWS_PER_SESSION: usize = 100;");
+    has("pub const FLOW_BATCH_ROWS: &[usize] = &[100, 200, 400, 800, 1600];");
+    has("pub const FLOW_BATCHABLE: [bool; 3] = [true, true, true];");
+    has("pub const FLOW_GRAPHS: usize = 15;");
+    has("pub const FLOW_M_RESERVE_ROWS: usize = 1600;");
+    has("pub const MAX_BATCH: usize = 16;");
+    has("pub const M_RESERVE_ROWS: usize = 1600;");
+    has("pub const BATCH_SLOT_REGIONS: &[&str] = &[\"solver_workspace\"];");
+    has("pub const BATCH_SLOT_BYTES: usize = 600_309_760;");
+    has("pub const PROCESS_BYTES_AT_BATCH: usize = 9_604_956_416;");
+    has("pub const fn process_bytes(batch: usize) -> usize {");
+    has("const _: () = assert!(process_bytes(MAX_BATCH) == PROCESS_BYTES_AT_BATCH);");
+    // The duplex point's workspace is half as large.
+    has("        pub const BATCH_SLOT_BYTES: usize = 300_154_880;");
+    // Nothing else is batched, and a contract without `batch:` has no batching items.
+    assert!(!m.contains("ENCODER_BATCH") && !m.contains("VOCODER_BATCH"));
+    let moshi = module("../specs/moshi.yaml");
+    assert!(!moshi.contains("MAX_BATCH") && !moshi.contains("fn process_bytes"));
+}
+
+#[test]
+fn a_quantity_named_like_a_batching_constant_is_refused() {
+    let text = std::fs::read_to_string("tests/batch_ok/sizes.yaml").expect("read spec");
+    let text = text.replace("  cfg: 2\n", "  cfg: 2\n  max_batch: 4\n");
+    let checked = check_source("clash.yaml", &text).expect("spec is valid");
+    let err = dcc_compiler::generate(&checked).unwrap_err().to_string();
+    assert!(err.contains("`MAX_BATCH`"), "{err}");
+}

@@ -202,7 +202,7 @@ impl Deriver<'_> {
         }
         let (row_name, lead_rows) = row_input.map_or((None, 1), |(n, l)| (Some(n), l));
         let Some(rows_value) = lead_rows.checked_mul(copies.map_or(1, |(_, v)| v)) else {
-            self.overflow(b.span, "the rows per session");
+            self.overflow(b.span, "the row count per session");
             return None;
         };
         let rows_per_session = self.rows_derivation(c, row_name, lead_rows, copies, rows_value);
@@ -244,7 +244,7 @@ impl Deriver<'_> {
         let mut rows = Vec::new();
         for &s in &sizes {
             let Some(r) = s.checked_mul(rows_value) else {
-                self.overflow(b.span, "the rows of the largest batch");
+                self.overflow(b.span, "the row count of the largest batch");
                 return None;
             };
             rows.push(r);

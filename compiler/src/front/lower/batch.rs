@@ -142,6 +142,18 @@ impl Lower<'_> {
                 );
                 None
             }
+            Err(_) if text.bytes().all(|c| c.is_ascii_digit()) => {
+                self.diags.push(
+                    Diagnostic::error(
+                        Code::BadBatch,
+                        item.span,
+                        format!("batch size {} is too large", super::clip(text)),
+                    )
+                    .label("does not fit in 64 bits")
+                    .help("a batch size counts the sessions of one call: keep it within what the capture limit and the device allow"),
+                );
+                None
+            }
             Err(_) => {
                 self.diags.push(
                     Diagnostic::error(
