@@ -126,6 +126,13 @@ pub enum Code {
     EmptyAdmission,
     /// An offset view that is out of range or malformed.
     View,
+    /// A `batch:` list that is not a set of batch sizes: empty, an entry below 1 or not an
+    /// integer, not starting at 1, not strictly increasing; `row_copies` without `batch:`.
+    BadBatch,
+    /// A batched callable the contract cannot serve batched: not captured, more graphs
+    /// (classes × sizes) than the capture limit, or staged inputs that do not say how many
+    /// rows a session presents.
+    BatchBound,
 }
 
 impl Code {
@@ -164,6 +171,8 @@ impl Code {
             Code::RingTooSmall => "E0039",
             Code::EmptyAdmission => "E0040",
             Code::View => "E0041",
+            Code::BadBatch => "E0042",
+            Code::BatchBound => "E0043",
         }
     }
 }

@@ -483,6 +483,8 @@ pub struct Callable {
     pub reads: Vec<Ident>,
     /// Write-through regions 𝒲_o.
     pub writes: Vec<Ident>,
+    /// `batch:`: the batch sizes the callable's graphs are captured for (`None` = `[1]`).
+    pub batch: Option<Batch>,
     pub span: Span,
 }
 

@@ -7,11 +7,12 @@ use proptest::prelude::*;
 fn corpus() -> Vec<String> {
     // The bundled specs and the specs that use every construct of the language (units, effect
     // sets, admission bounds, offset views; trajectories, `retention: none`, query phases,
-    // `specialize: step`, dtype operating points).
+    // `specialize: step`, dtype operating points; batch sizes).
     let dirs = [
         concat!(env!("CARGO_MANIFEST_DIR"), "/../specs"),
         concat!(env!("CARGO_MANIFEST_DIR"), "/tests/lint_ok"),
         concat!(env!("CARGO_MANIFEST_DIR"), "/tests/derive_lang"),
+        concat!(env!("CARGO_MANIFEST_DIR"), "/tests/batch_ok"),
     ];
     let mut v: Vec<String> = dirs
         .iter()
@@ -66,6 +67,9 @@ const PIECES: &[&str] = &[
     "specialize: step",
     "dtype: bf16",
     "{kv: f16}",
+    "batch: [1, 2, 4]",
+    "row_copies: ",
+    "18446744073709551615",
 ];
 
 proptest! {

@@ -9,6 +9,7 @@
 //! The generated module depends only on the public API of `dcc-runtime`
 //! (`dcc_runtime::contract`); see that module for the traits it implements.
 
+mod batch;
 mod callable;
 mod config;
 mod io;

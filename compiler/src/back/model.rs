@@ -7,6 +7,7 @@ use crate::Checked;
 use crate::derive::types::DerivedArena;
 
 use super::GenError;
+use super::batch::{BatchView, batch_view, point_consts};
 use super::callable::callable_view;
 use super::region::region_view;
 use super::spell::*;
@@ -101,6 +102,8 @@ pub struct ModuleView {
     /// Compile-time checks of the layout `derive::arena` computed: aligned, disjoint, in bounds.
     pub arena_asserts: Vec<String>,
     pub callables: Vec<CallableView>,
+    /// The batched catalog's constants and `process_bytes` (`back/batch.rs`).
+    pub batch: BatchView,
     pub operating_points: Vec<OperatingPointView>,
 }
 
@@ -303,6 +306,18 @@ pub fn build(checked: &Checked, spec_path: &str) -> Result<ModuleView, GenError>
         callables.push(view);
     }
 
+    // The batched catalog (`derive/batch.rs`).
+    let batch = batch_view(d);
+    for k in &batch.consts {
+        names.claim(&k.name, format!("the batching constant `{}`", k.name))?;
+    }
+    if batch.process_fn {
+        names.claim(
+            "process_bytes",
+            "the generated function `process_bytes`".into(),
+        )?;
+    }
+
     // Operating points: what differs from the base.
     let mut operating_points = Vec::new();
     let mut op_names = Names(BTreeMap::new());
@@ -424,6 +439,7 @@ pub fn build(checked: &Checked, spec_path: &str) -> Result<ModuleView, GenError>
             "PROCESS_BYTES",
             op.arena.process_bytes(),
         ));
+        consts.extend(point_consts(op));
         if !is_ident(&op.operating_point)
             || op.operating_point.chars().any(|c| c.is_ascii_uppercase())
         {
@@ -463,6 +479,7 @@ pub fn build(checked: &Checked, spec_path: &str) -> Result<ModuleView, GenError>
         process_bytes: lit(d.arena.process_bytes()),
         arena_asserts,
         callables,
+        batch,
         operating_points,
     })
 }

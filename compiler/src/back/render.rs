@@ -24,6 +24,7 @@ struct ModuleTemplate<'a> {
     process_bytes: &'a str,
     arena_asserts: &'a [String],
     callables: &'a [super::model::CallableView],
+    batch: &'a super::batch::BatchView,
     operating_points: &'a [super::model::OperatingPointView],
 }
 
@@ -46,6 +47,7 @@ pub fn module(v: &ModuleView) -> Result<String, GenError> {
         process_bytes: &v.process_bytes,
         arena_asserts: &v.arena_asserts,
         callables: &v.callables,
+        batch: &v.batch,
         operating_points: &v.operating_points,
     }
     .render()

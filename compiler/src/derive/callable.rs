@@ -252,6 +252,7 @@ impl<'s> Deriver<'s> {
             reserve_step,
             reserve_chunk,
             launch_ratio: Ratio { num: 1, den: steps },
+            batch: None,
         })
     }
 

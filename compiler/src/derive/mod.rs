@@ -11,10 +11,12 @@
 //! [`points`] (regions disabled and dtypes changed by an operating point), [`callable`] (𝓛,
 //! widths, the reachable walk of [`reach`], the verdict), [`classes`] (the signature classes
 //! over query phases, extent tuples and specialised steps, and M_reserve over exactly those),
-//! [`flush`] (the partial-flush bound), [`arena`] (the session arena) and [`soundness`]
-//! (staged writes).
+//! [`flush`] (the partial-flush bound), [`arena`] (the session arena), [`batch`] (the batched
+//! catalog: classes × batch sizes, rows, bytes per batch slot) and [`soundness`] (staged
+//! writes).
 
 pub mod arena;
+mod batch;
 mod callable;
 mod classes;
 mod flush;
@@ -333,6 +335,7 @@ impl<'s> Deriver<'s> {
             unsound.into_iter().for_each(|d| self.push(d));
             return None;
         }
+        let batching = self.batching(&mut callables, &regions, &arena, limit)?;
         let stock_bytes = regions
             .iter()
             .filter_map(|r| r.reserved_bytes())
@@ -365,6 +368,7 @@ impl<'s> Deriver<'s> {
             arena,
             stock_bytes,
             capture_limit: limit,
+            batching,
         })
     }
 }

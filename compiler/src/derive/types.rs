@@ -375,6 +375,59 @@ pub struct DerivedCallable {
     pub reserve_chunk: Reserve,
     /// Host launches chunk / step = 1 / n_steps.
     pub launch_ratio: Ratio,
+    /// The batched catalog (`batch:`), `None` for a callable served one session per call.
+    pub batch: Option<DerivedBatch>,
+}
+
+/// A batched callable's catalog: every batchable class × every batch size (`derive/batch.rs`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DerivedBatch {
+    /// The declared sizes B, ascending, starting at 1.
+    pub sizes: Vec<u64>,
+    /// Rows one session presents: the staged inputs' leading extent × `row_copies`
+    /// (`100 = f_chunk 50 * cfg 2`).
+    pub rows_per_session: Derivation,
+    /// The staged input the rows are read from (the first whose leading extent is not 1).
+    pub row_input: Option<String>,
+    /// `row_copies` (1 when not declared).
+    pub row_copies: u64,
+    /// Per class (the index of the callable's catalog): whether sessions in it batch. A class
+    /// batches when its staged inputs have the steady shapes; one whose inputs differ (another
+    /// query phase's lengths) runs alone, at B = 1.
+    pub batchable: Vec<bool>,
+    /// Graphs to capture: Σ over classes of |sizes| (batchable) or 1.
+    pub graphs: u64,
+    /// B × rows_per_session for each size, in the order of `sizes`.
+    pub rows: Vec<u64>,
+    /// The largest row count any graph presents: largest B × rows_per_session.
+    pub m_reserve_rows: u64,
+}
+
+/// What batching costs a process (`derive/batch.rs`): the per-process regions whose lifetime
+/// is one call (`operator`, `unit`) and that a batched callable reads or writes get one copy
+/// per batch slot; the per-session part does not change (each session keeps its own) and
+/// `process` regions are one copy by definition.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DerivedBatching {
+    /// The largest batch size of any callable.
+    pub largest: u64,
+    /// The regions that get one copy per batch slot, in arena order.
+    pub slot_regions: Vec<String>,
+    /// Σ of their aligned bytes: what each batch slot beyond the first adds.
+    pub slot_bytes: u64,
+    /// The per-process part at the largest batch: `process_bytes + (largest − 1) × slot_bytes`.
+    pub process_bytes_at_largest: u64,
+    /// The largest row count any batched graph presents (max over callables).
+    pub m_reserve_rows: u64,
+}
+
+impl DerivedBatching {
+    /// The per-process bytes at batch size `b` (`b` = 0 counts as 1), `None` on overflow.
+    pub fn process_bytes_at(&self, arena: &DerivedArena, b: u64) -> Option<u64> {
+        b.saturating_sub(1)
+            .checked_mul(self.slot_bytes)?
+            .checked_add(arena.process_bytes())
+    }
 }
 
 impl DerivedCallable {
@@ -468,6 +521,8 @@ pub struct Derived {
     pub stock_bytes: u64,
     /// The capture limit used for `out: width`.
     pub capture_limit: u64,
+    /// What the batched callables cost a process; `None` when no callable declares `batch:`.
+    pub batching: Option<DerivedBatching>,
 }
 
 impl Derived {

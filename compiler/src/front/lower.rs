@@ -7,6 +7,7 @@ use crate::diag::{Code, Diagnostic};
 use crate::expr;
 use crate::ir::*;
 
+mod batch;
 mod phases;
 mod points;
 mod trajectory;
@@ -74,6 +75,8 @@ const CALLABLE_KEYS: &[&str] = &[
     "inputs",
     "reads",
     "writes",
+    "batch",
+    "row_copies",
 ];
 const INPUT_KEYS: &[&str] = &["region", "constant", "dtype", "shape", "alias", "view"];
 
@@ -945,6 +948,7 @@ impl<'t> Lower<'t> {
             Some(n) => self.ident_list(n, "a region name"),
             None => Some(Vec::new()),
         };
+        let batch = self.batch(f.get("batch"), f.get("row_copies"), &name.value);
         if !(loop_ok && admit_ok && configs_ok) {
             return None;
         }
@@ -966,6 +970,7 @@ impl<'t> Lower<'t> {
             inputs: inputs?,
             reads: reads?,
             writes: writes?,
+            batch: batch?,
         })
     }
 

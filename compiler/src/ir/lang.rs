@@ -124,3 +124,32 @@ pub struct View {
     /// The whole `view:` mapping.
     pub span: Span,
 }
+
+// ---------------------------------------------------------------------------------------------
+// Cross-session batching (issue 10)
+// ---------------------------------------------------------------------------------------------
+
+/// `batch: [1, 2, 4, 8, 16]` on a callable: the batch sizes its graphs are captured for, B
+/// independent sessions whose rows share one call. Each batched signature is (class, B).
+///
+/// The sizes are literal integers, validated when the spec is lowered (non-empty, starting at
+/// 1, strictly increasing); what bounds them (the capture limit on the graphs) is checked in
+/// `derive`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Batch {
+    /// The sizes, ascending, each with its span.
+    pub sizes: Vec<Spanned<u64>>,
+    /// `row_copies: cfg`: how many rows each row of the staged inputs becomes inside the call
+    /// (classifier-free guidance runs every frame as a conditional and an unconditional row);
+    /// `None` = 1.
+    pub row_copies: Option<Expr>,
+    /// The `batch:` list.
+    pub span: Span,
+}
+
+impl Batch {
+    /// The largest size (the last: the list is strictly increasing).
+    pub fn largest(&self) -> u64 {
+        self.sizes.last().map(|s| s.value).unwrap_or(1)
+    }
+}

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use crate::derive::types::*;
 use crate::{Checked, Diagnostics};
 
-fn derivation_json(d: &Derivation) -> Value {
+pub(super) fn derivation_json(d: &Derivation) -> Value {
     json!({
         "value": d.value,
         "formula": d.formula,
@@ -153,6 +153,7 @@ fn callables_json(d: &Derived) -> Vec<Value> {
                     "chunk": reserve_json(&c.reserve_chunk),
                 },
                 "host_launch_ratio": {"chunk": c.launch_ratio.num, "step": c.launch_ratio.den, "value": c.launch_ratio.as_f64()},
+                "batch": super::batch::callable_json(c.batch.as_ref()),
             })
         })
         .collect()
@@ -198,6 +199,18 @@ fn callables_json(d: &Derived) -> Vec<Value> {
 /// - `verdict`, `reason`: `captured` when `classes` ≤ the capture limit.
 /// - `m_reserve`: eq. 6 per granularity, summed over the reachable classes (`complete` false
 ///   when they could not all be enumerated).
+/// - `batch` (`null` unless the callable declares `batch:`): the batch `sizes`,
+///   `rows_per_session` (the staged inputs' leading extent × `row_copies`, with its
+///   `rows_per_session_derivation` and the `row_input` it is read from), `batchable` per class
+///   (index of `m_reserve.<granularity>.classes`), `graphs` (each batchable class once per size,
+///   every other class once), `rows` (B × rows per session, per size) and `m_reserve_rows` (the
+///   largest).
+///
+/// `batching` (top level and per operating point; `null` when nothing is batched): the
+/// `largest` batch size, `m_reserve_rows` (the most rows any batched graph presents), the
+/// `slot_regions` a batch needs one copy of per batch slot (lifetime `operator`/`unit`, touched
+/// by a batched callable), their aligned `slot_bytes`, `process_bytes_at_largest`
+/// (`process_bytes` + (largest − 1) × `slot_bytes`) and `session_bytes` (unchanged by batching).
 pub fn json(c: &Checked) -> Value {
     let d = &c.derived;
     json!({
@@ -216,6 +229,7 @@ pub fn json(c: &Checked) -> Value {
         "arena": arena_json(&d.arena),
         "stock_bytes": d.stock_bytes,
         "capture_limit": d.capture_limit,
+        "batching": super::batch::json(d),
         "operating_points": c.operating_points.iter().map(|op| json!({
             "name": op.operating_point,
             "overrides": op.overrides.iter().map(|(n, v)| json!({"name": n, "value": v})).collect::<Vec<_>>(),
@@ -225,6 +239,7 @@ pub fn json(c: &Checked) -> Value {
             "session_bytes": op.arena.session_bytes,
             "process_bytes": op.arena.process_bytes(),
             "arena": arena_json(&op.arena),
+            "batching": super::batch::json(op),
         })).collect::<Vec<_>>(),
         "diagnostics": c.warnings.to_json(),
     })

@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use crate::Checked;
 use crate::derive::types::*;
 
+mod batch;
 mod json;
 mod point;
 

@@ -183,6 +183,7 @@ pub(super) fn point(d: &Derived, full: bool) -> String {
         &rows,
         &[false, false, false, false, true, true, false, true, true],
     ));
+    o.push_str(&super::batch::text(d, full));
     if !full {
         o.push_str("\nderivations\n");
         for r in &d.regions {

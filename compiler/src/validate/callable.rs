@@ -15,6 +15,9 @@ impl V<'_> {
             .map(|k| k.name.value.as_str())
             .collect();
         let reads: Vec<&str> = c.read_regions().iter().map(|r| r.value.as_str()).collect();
+        if let Some(e) = c.batch.as_ref().and_then(|b| b.row_copies.as_ref()) {
+            self.expr_names(e, false, &[]);
+        }
         for a in &c.inputs {
             if let Some(v) = &a.view {
                 let at = &v.at;
