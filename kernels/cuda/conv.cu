@@ -221,7 +221,7 @@ __device__ __forceinline__ void dcc_conv1d_tile(T* y, const T* x, const T* w, co
                                                 const T* res, i64 c_in, i64 t_in, i64 sxc,
                                                 i64 sxt, i64 c_out, i64 t_out, i64 ldy, i64 ldr,
                                                 int dil, int pad, int up, i64 use_res,
-                                                unsigned char* smem) {
+                                                i64 first, i64 step, unsigned char* smem) {
     const int CO_T = (DCC_TILE_THREADS / DCC_TILE_ITEMS) * C;
     const int U = R + K - 1;  // window offsets r + j of one item
     const int elems = DCC_TILE_SMEM / (int)sizeof(T);
@@ -233,7 +233,7 @@ __device__ __forceinline__ void dcc_conv1d_tile(T* y, const T* x, const T* w, co
     const int tid = threadIdx.x;
     const int gi = tid / DCC_TILE_ITEMS;
     const int lane = tid % DCC_TILE_ITEMS;
-    for (i64 tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    for (i64 tile = first; tile < tiles; tile += step) {
         const i64 co0 = (tile / t_tiles) * CO_T;
         const i64 g0 = (tile % t_tiles) * DCC_TILE_ITEMS;
         const i64 g1 = min(g0 + DCC_TILE_ITEMS - 1, ng - 1);
@@ -340,21 +340,64 @@ __device__ __forceinline__ void dcc_conv1d_tile(T* y, const T* x, const T* w, co
     }
 }
 
+// Outputs (co, t) of blocks first, first + step, ... (DCC_TILE_THREADS outputs per block), each
+// summed by one thread in the order above, at any stride: the tiled kernels' path for a geometry
+// they were not built for (the host never launches one).
+template <typename T>
+__device__ __forceinline__ void dcc_conv1d_outputs(T* y, const T* x, const T* w, const T* bias,
+                                                   const T* res, i64 c_in, i64 t_in, i64 sxc,
+                                                   i64 sxt, i64 c_out, i64 t_out, i64 ldy,
+                                                   i64 ldr, i64 k, i64 stride, i64 dil, i64 pad,
+                                                   i64 up, i64 use_res, i64 first, i64 step) {
+    const i64 span = t_in * up;
+    for (i64 blk = first; blk * DCC_TILE_THREADS < c_out * t_out; blk += step) {
+        const i64 i = blk * DCC_TILE_THREADS + threadIdx.x;
+        if (i >= c_out * t_out) continue;
+        const i64 co = i / t_out, t = i - co * t_out;
+        T acc = (T)0;
+        for (i64 ci = 0; ci < c_in; ++ci)
+            for (i64 j = 0; j < k; ++j) {
+                const i64 p = t * stride + j * dil - pad;
+                if (p >= 0 && p < span) acc = acc + w[(co * c_in + ci) * k + j] * x[ci * sxc + (p / up) * sxt];
+            }
+        T v = acc + bias[co];
+        if (use_res) v = v + res[co * ldr + t];
+        y[co * ldy + t] = v;
+    }
+}
+
+// Whether the tiled kernels take a geometry at stride 1 (kernels/src/conv.rs conv1d_tile_fits,
+// less its window bound, which dcc_conv1d_tile checks per tile), and how many tiles (or, when
+// they do not, blocks of dcc_conv1d_outputs) it makes in tile shape cfg.
+__device__ __forceinline__ bool dcc_tile_fits(i64 t_in, i64 sxt, i64 t_out, i64 k, i64 dil,
+                                              i64 pad, i64 up) {
+    const i64 lim = 0x7fffffffLL;
+    const bool small = (t_out + 8 * dil) + k * dil + pad < lim && t_in * up < lim &&
+                       t_in * sxt < lim;
+    return small && (k == 1 || k == 3 || k == 5 || k == 7 || k == 11 || k == 16);
+}
+
+__device__ __forceinline__ i64 dcc_tile_blocks(i64 t_in, i64 sxt, i64 c_out, i64 t_out, i64 k,
+                                               i64 stride, i64 dil, i64 pad, i64 up, i64 cfg) {
+    if (stride != 1 || !dcc_tile_fits(t_in, sxt, t_out, k, dil, pad, up))
+        return (c_out * t_out + DCC_TILE_THREADS - 1) / DCC_TILE_THREADS;
+    const i64 c = cfg == 0 ? 2 : 1, r = cfg == 0 ? 4 : 2;
+    const i64 items = dil * ((t_out + r * dil - 1) / (r * dil));
+    return ((c_out + 4 * c - 1) / (4 * c)) * ((items + DCC_TILE_ITEMS - 1) / DCC_TILE_ITEMS);
+}
+
 template <typename T>
 __device__ __forceinline__ void dcc_conv1d_tiled(T* y, const T* x, const T* w, const T* bias,
                                                  const T* res, i64 c_in, i64 t_in, i64 sxc,
                                                  i64 sxt, i64 c_out, i64 t_out, i64 ldy, i64 ldr,
                                                  i64 k, i64 dil, i64 pad, i64 up, i64 use_res,
-                                                 i64 cfg, unsigned char* smem) {
-    const i64 lim = 0x7fffffffLL;
-    const bool small = (t_out + 8 * dil) + k * dil + pad < lim && t_in * up < lim &&
-                       t_in * sxt < lim;
-    const bool fits = small && (k == 1 || k == 3 || k == 5 || k == 7 || k == 11 || k == 16);
-    if (!fits) {
-        // not a launch the host makes: the plain kernel's body, whose grid-stride walk is
-        // correct for any geometry (stride 1)
-        dcc_conv1d<T>(y, x, w, bias, res, c_in, t_in, sxc, sxt, c_out, t_out, ldy, ldr, k, 1, dil,
-                      pad, up, use_res);
+                                                 i64 cfg, i64 first, i64 step,
+                                                 unsigned char* smem) {
+    if (!dcc_tile_fits(t_in, sxt, t_out, k, dil, pad, up)) {
+        // not a launch the host makes: every output of the blocks' share, one per thread, summed
+        // in the same order (correct for any geometry at stride 1)
+        dcc_conv1d_outputs<T>(y, x, w, bias, res, c_in, t_in, sxc, sxt, c_out, t_out, ldy, ldr, k,
+                              1, dil, pad, up, use_res, first, step);
         return;
     }
     const int d = (int)dil, pd = (int)pad, u = (int)up;
@@ -362,10 +405,10 @@ __device__ __forceinline__ void dcc_conv1d_tiled(T* y, const T* x, const T* w, c
     do {                                                                                        \
         if (cfg == 0)                                                                           \
             dcc_conv1d_tile<T, KK, 2, 4>(y, x, w, bias, res, c_in, t_in, sxc, sxt, c_out, t_out, \
-                                         ldy, ldr, d, pd, u, use_res, smem);                    \
+                                         ldy, ldr, d, pd, u, use_res, first, step, smem);       \
         else                                                                                    \
             dcc_conv1d_tile<T, KK, 1, 2>(y, x, w, bias, res, c_in, t_in, sxc, sxt, c_out, t_out, \
-                                         ldy, ldr, d, pd, u, use_res, smem);                    \
+                                         ldy, ldr, d, pd, u, use_res, first, step, smem);       \
     } while (0)
     if (k == 1) DCC_TILE_K(1);
     else if (k == 3) DCC_TILE_K(3);
@@ -388,7 +431,7 @@ extern "C" __global__ void conv_conv1d_tile(float* y, const float* x, const floa
         return;
     }
     dcc_conv1d_tiled<float>(y, x, w, bias, res, c_in, t_in, sxc, sxt, c_out, t_out, ldy, ldr, k,
-                            dil, pad, up, use_res, cfg, smem);
+                            dil, pad, up, use_res, cfg, blockIdx.x, gridDim.x, smem);
 }
 
 extern "C" __global__ void conv_conv1d_tile_f64(double* y, const double* x, const double* w,
@@ -403,5 +446,50 @@ extern "C" __global__ void conv_conv1d_tile_f64(double* y, const double* x, cons
         return;
     }
     dcc_conv1d_tiled<double>(y, x, w, bias, res, c_in, t_in, sxc, sxt, c_out, t_out, ldy, ldr, k,
-                             dil, pad, up, use_res, cfg, smem);
+                             dil, pad, up, use_res, cfg, blockIdx.x, gridDim.x, smem);
+}
+
+// ---- conv_conv1d_tile_group: up to three independent convolutions in one launch ---------------
+//
+// The vocoder's resblocks of one stage (kernels 3, 7 and 11 over the same input) are independent
+// until their outputs are summed, and each of their convolutions alone makes a grid of a few
+// hundred blocks, less than a wave: one launch of all three keeps the multiprocessors busy while
+// the longest kernel finishes. Problem p (of n, in order) owns the next dcc_tile_blocks of its
+// geometry of the launch's block indices; its tiles are computed exactly as conv_conv1d_tile
+// computes them, so every output has its bits from any launch. Fewer blocks than the total are
+// correct too (grid-stride over the concatenated block indices).
+
+#define DCC_GROUP_PARAMS(n)                                                                       \
+    float *y##n, const float *x##n, const float *w##n, const float *b##n, const float *r##n,     \
+        i64 c_in##n, i64 t_in##n, i64 sxc##n, i64 sxt##n, i64 c_out##n, i64 t_out##n, i64 ldy##n, \
+        i64 ldr##n, i64 k##n, i64 stride##n, i64 dil##n, i64 pad##n, i64 up##n, i64 use_res##n,    \
+        i64 cfg##n
+
+extern "C" __global__ void conv_conv1d_tile_group(i64 n, DCC_GROUP_PARAMS(0), DCC_GROUP_PARAMS(1),
+                                                  DCC_GROUP_PARAMS(2)) {
+    __shared__ __align__(16) unsigned char smem[DCC_TILE_SMEM];
+#define DCC_GROUP_BLOCKS(m) \
+    dcc_tile_blocks(t_in##m, sxt##m, c_out##m, t_out##m, k##m, stride##m, dil##m, pad##m, up##m, cfg##m)
+#define DCC_GROUP_RUN(m, first, step)                                                              \
+    do {                                                                                           \
+        if (stride##m == 1)                                                                        \
+            dcc_conv1d_tiled<float>(y##m, x##m, w##m, b##m, r##m, c_in##m, t_in##m, sxc##m, sxt##m,  \
+                                    c_out##m, t_out##m, ldy##m, ldr##m, k##m, dil##m, pad##m, up##m, \
+                                    use_res##m, cfg##m, first, step, smem);                         \
+        else                                                                                       \
+            dcc_conv1d_outputs<float>(y##m, x##m, w##m, b##m, r##m, c_in##m, t_in##m, sxc##m,       \
+                                      sxt##m, c_out##m, t_out##m, ldy##m, ldr##m, k##m, stride##m,  \
+                                      dil##m, pad##m, up##m, use_res##m, first, step);              \
+    } while (0)
+    const i64 n0 = DCC_GROUP_BLOCKS(0);
+    const i64 n1 = n > 1 ? DCC_GROUP_BLOCKS(1) : 0;
+    const i64 n2 = n > 2 ? DCC_GROUP_BLOCKS(2) : 0;
+    for (i64 blk = blockIdx.x; blk < n0 + n1 + n2; blk += gridDim.x) {
+        // one tile (or block of outputs) of one problem per iteration: the step is its count
+        if (blk < n0) DCC_GROUP_RUN(0, blk, n0);
+        else if (blk < n0 + n1) DCC_GROUP_RUN(1, blk - n0, n1);
+        else DCC_GROUP_RUN(2, blk - n0 - n1, n2);
+    }
+#undef DCC_GROUP_BLOCKS
+#undef DCC_GROUP_RUN
 }

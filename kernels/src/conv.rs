@@ -16,6 +16,9 @@
 //! each value read from global memory serves a whole tile (the plain kernel, reading every
 //! operand from global memory with a few warps per multiprocessor at the vocoder's shapes, waits
 //! on memory latency). Their twin is [`conv1d`] too; [`conv1d_tile_pick`] chooses.
+//! [`CONV1D_TILE_GROUP`] runs up to three independent float convolutions in one launch (a
+//! vocoder stage's resblocks, whose grids alone are less than a wave), each output with the bits
+//! it has alone; its twin runs them in turn.
 
 #![allow(clippy::too_many_arguments)]
 
@@ -81,7 +84,58 @@ kdef!(
     "[`CONV1D_TILE`] in double."
 );
 
-pub static KERNELS: &[&crate::KernelDef] = &[&CONV1D, &CONV1D_F64, &CONV1D_TILE, &CONV1D_TILE_F64];
+kdef!(
+    CONV1D_TILE_GROUP,
+    "conv",
+    "conv1d_tile_group",
+    [
+        I64, // n: problems 1..=3
+        Ptr, Ptr, Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64,
+        I64, I64, // problem 0: CONV1D_TILE's arguments
+        Ptr, Ptr, Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64,
+        I64, I64, // problem 1
+        Ptr, Ptr, Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64, I64,
+        I64, I64, // problem 2
+    ],
+    host_conv1d_tile_group,
+    "`(n, problem 0, problem 1, problem 2)`: `n` (1 to 3) independent float convolutions in one launch, each given as [`CONV1D_TILE`]'s 20 arguments (the slots past `n` are not read; fill them with a copy of problem 0). No problem may read what another writes. Launch [`conv1d_group_blocks`] blocks of [`CONV1D_TILE_BLOCK`]."
+);
+
+/// Problems one [`CONV1D_TILE_GROUP`] launch takes.
+pub const CONV1D_GROUP_MAX: usize = 3;
+
+pub static KERNELS: &[&crate::KernelDef] = &[
+    &CONV1D,
+    &CONV1D_F64,
+    &CONV1D_TILE,
+    &CONV1D_TILE_F64,
+    &CONV1D_TILE_GROUP,
+];
+
+/// The blocks one problem of a [`CONV1D_TILE_GROUP`] launch owns (`dcc_tile_blocks` in
+/// `conv.cu`): its tiles in `shape` when the tiled kernel takes its geometry (less the window
+/// bound, which the kernel checks per tile), else one block per [`CONV1D_TILE_BLOCK`] outputs.
+pub fn conv1d_group_problem_blocks(g: &Conv1dGeom, shape: TileShape) -> usize {
+    let lim = i32::MAX as usize;
+    let fits = g.stride == 1
+        && matches!(g.k, 1 | 3 | 5 | 7 | 11 | 16)
+        && (g.t_out + 8 * g.dil) + g.k * g.dil + g.pad < lim
+        && g.t_in * g.up < lim
+        && g.t_in.saturating_mul(g.sxt) < lim;
+    if fits {
+        shape.tiles(g.c_out, g.t_out, g.dil)
+    } else {
+        (g.c_out * g.t_out).div_ceil(CONV1D_TILE_BLOCK as usize)
+    }
+}
+
+/// Blocks of a [`CONV1D_TILE_GROUP`] launch: every problem's share, one after the other.
+pub fn conv1d_group_blocks(problems: &[(Conv1dGeom, TileShape)]) -> usize {
+    problems
+        .iter()
+        .map(|(g, s)| conv1d_group_problem_blocks(g, *s))
+        .sum()
+}
 
 /// Threads per block of [`CONV1D_TILE`] (`DCC_TILE_THREADS`): four groups of
 /// [`CONV1D_TILE_ITEMS`] lanes.
@@ -398,6 +452,25 @@ unsafe fn host_conv1d_tile_f64(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelE
     tile_cfg(a)?;
     // SAFETY: forwarded HostFn contract.
     unsafe { host_conv1d::<f64>(a) }
+}
+
+/// The group's problems one after the other: the same outputs as the concurrent launch, since
+/// no problem reads what another writes.
+unsafe fn host_conv1d_tile_group(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    let n = a.usize(0)?;
+    if n == 0 || n > CONV1D_GROUP_MAX {
+        return Err(invalid(format!(
+            "conv1d_tile_group: {n} problems (1 to {CONV1D_GROUP_MAX})"
+        )));
+    }
+    for p in 0..n {
+        let args = &a[1 + 20 * p..1 + 20 * (p + 1)];
+        tile_cfg(args)?;
+        // SAFETY: forwarded HostFn contract: each problem's pointers address what its geometry
+        // reaches (the launch's caller checks them like a CONV1D_TILE launch's).
+        unsafe { host_conv1d::<f32>(args)? };
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! state_dict stores them) and queues its forward pass over views the caller provides.
 
 use dcc_runtime::backend::{AllocKind, Backend, DeviceBuffer, Pod};
-use dcc_runtime::ops::{ConvElem, ConvGeom, Residual};
+use dcc_runtime::ops::{Conv, ConvElem, ConvGeom, Residual};
 
 use super::{Ctx, LoadError, OpError, Tensor, ops};
 
@@ -83,6 +83,33 @@ impl<T: ConvElem + Pod> DirectConv1d<T> {
         ops::conv1d(cx, y, x, w, b, res, g)
     }
 
+    /// The operands of `y = conv(x) (+ res)` for a grouped launch ([`ops::conv1d_group`]).
+    pub fn conv<'a>(
+        &'a self,
+        y: Tensor<'a, T>,
+        x: Tensor<'a, T>,
+        res: Residual<'a, T>,
+        geom: ConvGeom,
+    ) -> Result<Conv<'a, T>, OpError> {
+        Ok(Conv {
+            y,
+            x,
+            w: Tensor::<T>::of(&self.w)?.view(&[self.c_out, self.c_in, self.k])?,
+            bias: Tensor::<T>::of(&self.b)?.view(&[self.c_out])?,
+            res,
+            geom,
+        })
+    }
+
+    /// The geometry of [`DirectConv1d::causal_left`] at dilation `dil`.
+    pub fn causal_left_geom(&self, dil: usize) -> ConvGeom {
+        ConvGeom {
+            dil,
+            pad: causal_padding(self.k, dil),
+            ..ConvGeom::PLAIN
+        }
+    }
+
     /// The vendor's left-causal convolution (`CausalConv1d(causal_type="left")`, zero history):
     /// `causal_padding(k, dil)` zero frames before `x`, output frames = input frames.
     pub fn causal_left(
@@ -93,12 +120,7 @@ impl<T: ConvElem + Pod> DirectConv1d<T> {
         res: Residual<'_, T>,
         dil: usize,
     ) -> Result<(), OpError> {
-        let g = ConvGeom {
-            dil,
-            pad: causal_padding(self.k, dil),
-            ..ConvGeom::PLAIN
-        };
-        self.forward(cx, y, x, res, g)
+        self.forward(cx, y, x, res, self.causal_left_geom(dil))
     }
 }
 
@@ -157,6 +179,81 @@ impl ResBlock {
                 Residual::InPlace
             };
             self.convs2[i].causal_left(cx, y, s2, res, 1)?;
+        }
+        Ok(())
+    }
+}
+
+/// One [`ResBlock`] of a group run in lock-step ([`ResBlock::forward_group`]): its output and
+/// its two `[c, t]` scratch views.
+#[derive(Copy, Clone, Debug)]
+pub struct ResBlockRun<'a> {
+    pub block: &'a ResBlock,
+    pub y: Tensor<'a>,
+    pub s1: Tensor<'a>,
+    pub s2: Tensor<'a>,
+}
+
+impl ResBlock {
+    /// `run.y = run.block(x)` for every run, the blocks in lock-step: per dilation, every
+    /// block's first Snake, one grouped launch of their first convolutions, every second Snake,
+    /// one grouped launch of their second convolutions ([`ops::conv1d_group`]). Each output
+    /// gets the bits [`ResBlock::forward`] gives it (the same launches per value, only queued
+    /// side by side). The blocks must have as many dilations, and no view of one run may
+    /// overlap `x` or another run's views.
+    pub fn forward_group(
+        cx: &Ctx<'_>,
+        runs: &[ResBlockRun<'_>],
+        x: Tensor<'_>,
+    ) -> Result<(), OpError> {
+        let Some(first) = runs.first() else {
+            return Ok(());
+        };
+        let n = first.block.dilations.len();
+        if let Some(r) = runs.iter().find(|r| r.block.dilations.len() != n) {
+            return Err(OpError::Arg {
+                op: "resblock group",
+                arg: "dilations",
+                detail: format!(
+                    "{} dilations in one block, {n} in another",
+                    r.block.dilations.len()
+                ),
+            });
+        }
+        for i in 0..n {
+            for r in runs {
+                let cur = if i == 0 { x } else { r.y };
+                r.block.acts1[i].forward(cx, r.s1, cur)?;
+            }
+            let convs = runs
+                .iter()
+                .map(|r| {
+                    let c = &r.block.convs1[i];
+                    c.conv(
+                        r.s2,
+                        r.s1,
+                        Residual::None,
+                        c.causal_left_geom(r.block.dilations[i]),
+                    )
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            ops::conv1d_group(cx, &convs)?;
+            for r in runs {
+                r.block.acts2[i].forward(cx, r.s2, r.s2)?;
+            }
+            let convs = runs
+                .iter()
+                .map(|r| {
+                    let res = if i == 0 {
+                        Residual::Add(x)
+                    } else {
+                        Residual::InPlace
+                    };
+                    let c = &r.block.convs2[i];
+                    c.conv(r.y, r.s2, res, c.causal_left_geom(1))
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            ops::conv1d_group(cx, &convs)?;
         }
         Ok(())
     }

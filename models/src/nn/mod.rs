@@ -18,7 +18,7 @@ pub mod weights;
 
 pub use attention::{RelPosAttention, RelPosScratch, SelfAttention};
 pub use conv::{CausalConv1d, Conv1d};
-pub use direct::{DirectConv1d, ResBlock, Snake, causal_padding};
+pub use direct::{DirectConv1d, ResBlock, ResBlockRun, Snake, causal_padding};
 pub use embedding::Embedding;
 pub use linear::Linear;
 pub use load::{LoadError, Loader};

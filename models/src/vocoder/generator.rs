@@ -5,7 +5,7 @@ use dcc_runtime::ops::{self, Act, ConvGeom, Ctx, Residual, Tensor};
 use super::VocoderError;
 use super::model::CausalHift;
 use super::work::Work;
-use crate::nn::causal_padding;
+use crate::nn::{ResBlock, ResBlockRun, causal_padding};
 
 /// The `[c, n]` packed view of the first `c·n` floats of `buf`.
 fn view<'a>(
@@ -98,12 +98,38 @@ impl CausalHift {
             let (sa, sb) = (view(s1, &[st.c_out, n_out])?, view(s2, &[st.c_out, n_out])?);
             self.source_resblocks[i].forward(cx, si, si_in, sa, sb)?;
             ops::add(cx, out, si)?;
-            // the stage's resblocks, averaged: ((r0 + r1) + r2) / nk, into p
+            // the stage's resblocks, averaged: ((r0 + r1) + r2) / nk, into p. Up to three run in
+            // lock-step, their convolutions grouped in one launch each (the same bits: each
+            // output's arithmetic is the block's own), into p, t1 and t2 (the source branch is
+            // done with t2), with scratch s1, s2 and the group buffers
             let acc = view(p, &[st.c_out, n_out])?;
-            self.resblocks[i * nk].forward(cx, acc, out, sa, sb)?;
-            for j in 1..nk {
-                self.resblocks[i * nk + j].forward(cx, si, out, sa, sb)?;
-                ops::add(cx, acc, si)?;
+            let dims = [st.c_out, n_out];
+            if nk <= 3 {
+                let [g0, g1, g2, g3] = &w.group;
+                let outs = [acc, si, view(t2, &dims)?];
+                let scratch = [
+                    (sa, sb),
+                    (view(g0, &dims)?, view(g1, &dims)?),
+                    (view(g2, &dims)?, view(g3, &dims)?),
+                ];
+                let runs: Vec<ResBlockRun<'_>> = (0..nk)
+                    .map(|j| ResBlockRun {
+                        block: &self.resblocks[i * nk + j],
+                        y: outs[j],
+                        s1: scratch[j].0,
+                        s2: scratch[j].1,
+                    })
+                    .collect();
+                ResBlock::forward_group(cx, &runs, out)?;
+                for o in &outs[1..nk] {
+                    ops::add(cx, acc, *o)?;
+                }
+            } else {
+                self.resblocks[i * nk].forward(cx, acc, out, sa, sb)?;
+                for j in 1..nk {
+                    self.resblocks[i * nk + j].forward(cx, si, out, sa, sb)?;
+                    ops::add(cx, acc, si)?;
+                }
             }
             ops::div(cx, view(p, &[st.c_out * n_out])?, nk as f32)?;
             ch = st.c_out;

@@ -46,6 +46,9 @@ pub struct Work {
     pub post: DeviceBuffer,
     pub spec: DeviceBuffer,
     pub acts: [DeviceBuffer; 6],
+    /// Scratch of the second and third resblocks of a stage, run beside the first (`act_cap`
+    /// floats each).
+    pub group: [DeviceBuffer; 4],
     pub pcm: DeviceBuffer,
     /// The call's output `[hop · caps.out]`: every step's samples, downloaded once per call.
     pub out: DeviceBuffer,
@@ -109,6 +112,12 @@ impl Work {
             acts: [
                 f32s(be, act_cap)?,
                 f32s(be, act_cap)?,
+                f32s(be, act_cap)?,
+                f32s(be, act_cap)?,
+                f32s(be, act_cap)?,
+                f32s(be, act_cap)?,
+            ],
+            group: [
                 f32s(be, act_cap)?,
                 f32s(be, act_cap)?,
                 f32s(be, act_cap)?,

@@ -39,7 +39,7 @@ mod tests;
 
 pub use attention::{attention, kv_pack, qk_norm_pack, rel_pos_attention};
 pub use conv::{conv_im2col, layer_norm_act_im2col};
-pub use conv1d::{ConvElem, ConvGeom, Residual, conv1d};
+pub use conv1d::{Conv, ConvElem, ConvGeom, Residual, conv1d, conv1d_group};
 pub use copy::{copy, copy_batched, embedding, memset, repeat_rows, transpose};
 pub use elementwise::{Act, act, add, cfg_euler, timestep_embedding};
 pub use error::OpError;

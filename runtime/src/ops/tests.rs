@@ -320,3 +320,67 @@ fn profiles_mark_every_op_and_captures_replay_the_same_work() {
     be.launch_graph(&g).unwrap();
     assert_eq!(read(&be, &a), [0.0, 72.0]);
 }
+
+/// A grouped launch gives each convolution what it gives alone, and refuses a group whose
+/// problems touch each other's outputs.
+#[test]
+fn conv1d_group_equals_each_alone_and_refuses_overlap() {
+    let be = host();
+    let cx = Ctx::new(be.as_ref(), None);
+    let (c, t) = (4usize, 40usize);
+    let vals = |n: usize, s: f32| -> Vec<f32> {
+        (0..n).map(|i| ((i * 37 % 23) as f32 - 11.0) * s).collect()
+    };
+    let x = buf(&be, &vals(c * t, 0.1));
+    let ws: Vec<(DeviceBuffer, DeviceBuffer, usize)> = [3usize, 7, 11]
+        .iter()
+        .map(|&k| (buf(&be, &vals(c * c * k, 0.05)), buf(&be, &vals(c, 0.2)), k))
+        .collect();
+    let grouped: Vec<DeviceBuffer> = (0..3).map(|_| buf(&be, &vec![0.0; c * t])).collect();
+    let alone: Vec<DeviceBuffer> = (0..3).map(|_| buf(&be, &vec![0.0; c * t])).collect();
+    let xt = Tensor::of(&x).unwrap().view(&[c, t]).unwrap();
+    fn conv<'a>(
+        y: &'a DeviceBuffer,
+        x: Tensor<'a, f32>,
+        (w, b, k): &'a (DeviceBuffer, DeviceBuffer, usize),
+        d: usize,
+    ) -> Conv<'a, f32> {
+        let (c, t) = (x.dims()[0], x.dims()[1]);
+        Conv {
+            y: Tensor::of(y).unwrap().view(&[c, t]).unwrap(),
+            x,
+            w: Tensor::of(w).unwrap().view(&[c, c, *k]).unwrap(),
+            bias: Tensor::of(b).unwrap().view(&[c]).unwrap(),
+            res: Residual::Add(x),
+            geom: ConvGeom {
+                dil: d,
+                pad: (k - 1) * d,
+                ..ConvGeom::PLAIN
+            },
+        }
+    }
+    let convs: Vec<Conv<'_, f32>> = (0..3)
+        .map(|i| conv(&grouped[i], xt, &ws[i], 2 * i + 1))
+        .collect();
+    conv1d_group(&cx, &convs).unwrap();
+    for i in 0..3 {
+        let a = conv(&alone[i], xt, &ws[i], 2 * i + 1);
+        conv1d(&cx, a.y, a.x, a.w, a.bias, a.res, a.geom).unwrap();
+        assert_eq!(read(&be, &grouped[i]), read(&be, &alone[i]), "problem {i}");
+        assert!(read(&be, &grouped[i]).iter().any(|v| *v != 0.0));
+    }
+    // problem 1 writes what problem 0 reads
+    let mut bad = convs.clone();
+    bad[1].y = xt;
+    let e = conv1d_group(&cx, &bad).unwrap_err();
+    assert!(matches!(e, OpError::Overlap { .. }), "{e}");
+    // four problems: two launches, the same outputs
+    let four: Vec<Conv<'_, f32>> = (0..3)
+        .map(|i| conv(&grouped[i], xt, &ws[i], 1))
+        .chain(std::iter::once(conv(&alone[0], xt, &ws[0], 2)))
+        .collect();
+    conv1d_group(&cx, &four).unwrap();
+    let a = conv(&alone[1], xt, &ws[0], 2);
+    conv1d(&cx, a.y, a.x, a.w, a.bias, a.res, a.geom).unwrap();
+    assert_eq!(read(&be, &alone[0]), read(&be, &alone[1]));
+}

@@ -183,6 +183,59 @@ fn tile_cases(p: &Case) -> Option<Vec<Case>> {
     Some(out)
 }
 
+/// A `conv.conv1d_tile_group` case of the float `conv_case`s of `problems` (each its own
+/// buffers), tile shapes as the runtime picks them (`ops::conv1d_group`), on a block per tile
+/// and share, or on `blocks` blocks.
+fn group_case(name: &str, problems: &[([usize; 14], bool)], blocks: Option<usize>) -> Case {
+    let mut bufs = Vec::new();
+    let mut args = vec![A::I(problems.len())];
+    let mut shapes = Vec::new();
+    for (i, &(g, in_place)) in problems.iter().enumerate() {
+        let c = conv_case(&format!("{name} {i}"), false, g, in_place);
+        let base = bufs.len();
+        bufs.extend(c.bufs);
+        args.extend(c.args.iter().map(|a| match a {
+            A::B(j) => A::B(base + j),
+            a => *a,
+        }));
+        let geom = conv::Conv1dGeom {
+            c_in: g[0],
+            t_in: g[1],
+            sxc: g[2],
+            sxt: g[3],
+            c_out: g[4],
+            t_out: g[5],
+            ldy: g[6],
+            ldr: g[7],
+            k: g[8],
+            stride: g[9],
+            dil: g[10],
+            pad: g[11],
+            up: g[12],
+        };
+        let shape = conv::conv1d_tile_pick(&geom).unwrap_or(conv::TileShape::Narrow);
+        args.push(A::I(shape as usize));
+        shapes.push((geom, shape));
+    }
+    for _ in problems.len()..conv::CONV1D_GROUP_MAX {
+        let first: Vec<A> = args[1..21].to_vec();
+        args.extend(first);
+    }
+    let n = blocks.unwrap_or_else(|| conv::conv1d_group_blocks(&shapes));
+    let mut c = case(
+        format!("conv group {name}"),
+        &conv::CONV1D_TILE_GROUP,
+        dcc_runtime::LaunchDims::linear(
+            n * conv::CONV1D_TILE_BLOCK as usize,
+            conv::CONV1D_TILE_BLOCK,
+        ),
+        bufs,
+        args,
+    );
+    c.variant = blocks.is_some();
+    c
+}
+
 #[allow(clippy::vec_init_then_push)]
 pub fn cases() -> Vec<Case> {
     let mut c = Vec::new();
@@ -338,6 +391,45 @@ pub fn cases() -> Vec<Case> {
         conv::CONV1D_TILE_BLOCK,
     );
     c.push(wide);
+    // a stage's three resblock convolutions in one launch (kernels 3, 7, 11 at dilations 1, 3,
+    // 5: a separate residual, none, in place), then on 3 blocks; two problems the tiled path
+    // does not take (stride 2, kernel 4) beside one it does
+    let stage = [
+        (
+            [64, 2080, 2080, 1, 64, 2080, 2080, 2080, 3, 1, 1, 2, 1, 1],
+            false,
+        ),
+        (
+            [64, 2080, 2080, 1, 64, 2080, 2080, 2080, 7, 1, 3, 18, 1, 0],
+            false,
+        ),
+        (
+            [64, 2080, 2080, 1, 64, 2080, 2080, 2080, 11, 1, 5, 50, 1, 1],
+            true,
+        ),
+    ];
+    c.push(group_case("resblocks 64 t2080", &stage, None));
+    c.push(group_case("resblocks 64 t2080 3 blocks", &stage, Some(3)));
+    c.push(group_case(
+        "s2 k5, k4, k3",
+        &[
+            ([32, 100, 100, 1, 16, 48, 48, 48, 5, 2, 1, 2, 1, 1], false),
+            (
+                [32, 100, 100, 1, 16, 100, 100, 100, 4, 1, 1, 3, 1, 0],
+                false,
+            ),
+            ([32, 100, 100, 1, 16, 100, 100, 100, 3, 1, 2, 4, 1, 1], true),
+        ],
+        None,
+    ));
+    c.push(group_case(
+        "one problem",
+        &[(
+            [128, 416, 416, 1, 128, 416, 416, 416, 7, 1, 3, 18, 1, 0],
+            false,
+        )],
+        None,
+    ));
 
     // act: Snake separate and in place, float64 ELU, division
     let (rows, cols) = (64usize, 6241usize);
