@@ -8,13 +8,14 @@
 //! Every CUDA entry of the family ([`VARIANTS`]) and the host twin [`linear`] perform, for each
 //! output element, the same operations in the same order:
 //!
-//! 1. k is padded with zeros to a multiple of [`K_TILE`] (= [`K_GROUPS`] · [`K_SLICE`] = 32);
-//! 2. k-group `g < K_GROUPS` owns every `k` with `(k / K_SLICE) mod K_GROUPS == g` (the slice
-//!    `[32t + 8g, 32t + 8g + 8)` of every 32-wide tile `t`) and accumulates
+//! 1. k is padded with zeros to a multiple of [`K_TILE`] (= [`K_GROUPS`] · [`K_SLICE`] = 64);
+//! 2. k-group `g < K_GROUPS` (16 groups) owns every `k` with `(k / K_SLICE) mod K_GROUPS == g`
+//!    (the slice `[64t + 4g, 64t + 4g + 4)` of every 64-wide tile `t`) and accumulates
 //!    `p_g = fma(x[r, k], w[o, k], p_g)` from `p_g = 0` over its k in ascending order, one
 //!    rounding per step (CUDA `__fmaf_rn`, Rust [`f32::mul_add`]); a padded k contributes
 //!    `fma(0, 0, p_g)`;
-//! 3. `s = ((p_0 + p_1) + p_2) + p_3` (CUDA: through shared memory, in group order);
+//! 3. the halving tree: for `h = 8, 4, 2, 1`, `p_g = p_g + p_{g+h}` for every `g < h`; `s = p_0`
+//!    (so `s = ((p_0 + p_8) + (p_4 + p_12)) + ((p_2 + p_10) + (p_6 + p_14)) + …`, [`reduce`]);
 //! 4. `s = s + b[o]` with a bias; then, with a fused activation, `s = act(s)` (the `act.apply`
 //!    op codes, computed per element exactly as `act.apply` does: [`crate::act::act_inplace`]
 //!    on the host, `dcc_act1` on the device); `y = s`. So a linear with a fused activation gives
@@ -24,7 +25,16 @@
 //! position or the grid. So every variant gives the same bits, and a row's result does not
 //! depend on which other rows share the launch (batch invariance: sessions can be batched into
 //! one launch without changing a bit). The variants differ only in how the work is spread
-//! (output tile per CTA, register tile per thread); [`pick`] chooses one by shape for speed.
+//! (output tile per CTA, register tile per thread, how many k-groups each thread carries);
+//! [`pick`] chooses one by shape for speed.
+//!
+//! Why 16 groups and a halving tree: at one session's 112 rows the outputs alone cannot fill an
+//! H100 (a 2048 → 512 linear has 57,344 of them), so each output's k range is spread over 16
+//! independent chains, one warp each in the small-tile variants. The tree's first levels pair
+//! groups congruent modulo a power of two, so a thread that carries several groups (the
+//! large-tile variants: groups `s, s + GW, …`) sums its own in registers before the sets meet in
+//! shared memory, and the same tree could split k over CTAs (the groups `≡ c mod C` per CTA,
+//! then the last `log2 C` levels) without changing a bit.
 //!
 //! Launch of a variant `v`: grid `(ceil(out / v.bn), ceil(rows / v.bm), 1)`, block
 //! `(v.threads(), 1, 1)` ([`Variant::dims`]); the kernels trap on another block shape and the
@@ -50,10 +60,10 @@ pub static SOURCE: CudaSource = CudaSource {
 /// The `act` argument for no fused activation.
 pub const NO_ACT: i32 = -1;
 
-/// k-groups per CTA (`GEMM_KG` in `gemm.cu`): independent partial sums, reduced in group order.
-pub const K_GROUPS: usize = 4;
+/// k-groups (`GEMM_KG` in `gemm.cu`): independent partial sums, reduced by the halving tree.
+pub const K_GROUPS: usize = 16;
 /// Consecutive k per group and tile (`GEMM_KS`).
-pub const K_SLICE: usize = 8;
+pub const K_SLICE: usize = 4;
 /// k per staged tile (`GEMM_BK`); K is padded with zeros to a multiple of it.
 pub const K_TILE: usize = K_GROUPS * K_SLICE;
 
@@ -76,12 +86,27 @@ pub struct Variant {
     pub tm: usize,
     /// Columns per thread.
     pub tn: usize,
+    /// Thread sets per CTA (a power of two dividing [`K_GROUPS`]): set `s` carries the k-groups
+    /// `s, s + gw, …` (`K_GROUPS / gw` register tiles per thread).
+    pub gw: usize,
+    /// Staging buffers in shared memory: 2 stores the next k tile while the current one is
+    /// multiplied (one barrier per tile), 1 where two would pass 48 KB.
+    pub stages: usize,
 }
 
 impl Variant {
-    /// Threads per CTA: `K_GROUPS · (bm / tm) · (bn / tn)`.
+    /// Threads per CTA: `gw · (bm / tm) · (bn / tn)`.
     pub const fn threads(&self) -> u32 {
-        (K_GROUPS * (self.bm / self.tm) * (self.bn / self.tn)) as u32
+        (self.gw * (self.bm / self.tm) * (self.bn / self.tn)) as u32
+    }
+
+    /// Bytes of (static) shared memory the kernel declares: the staging buffers, `stages · (bm +
+    /// bn) · (K_TILE + 4)` floats, or the exchange between sets, `gw / 2 · bm · bn` floats,
+    /// whichever is larger (`gemm.cu` asserts at most 48 KB).
+    pub const fn shared_bytes(&self) -> usize {
+        let stage = self.stages * (self.bm + self.bn) * (K_TILE + 4);
+        let red = self.gw / 2 * self.bm * self.bn;
+        4 * if stage > red { stage } else { red }
     }
 
     /// The launch over `rows × out` outputs, or `None` when the grid would exceed CUDA's limits
@@ -107,10 +132,11 @@ impl Variant {
 }
 
 macro_rules! variant {
-    ($kid:ident, $vid:ident, $host:ident, $name:literal, $bm:literal, $bn:literal, $tm:literal, $tn:literal) => {
+    ($kid:ident, $vid:ident, $host:ident, $name:literal, $bm:literal, $bn:literal, $tm:literal, $tn:literal, $gw:literal, $st:literal) => {
         #[doc = concat!("`gemm.linear_", $name, "`: ", stringify!($bm), " × ", stringify!($bn),
                                     " outputs per CTA, ", stringify!($tm), " × ", stringify!($tn),
-                                    " per thread (module docs: arguments, launch, arithmetic).")]
+                                    " per thread, ", stringify!($gw), " thread sets (module docs: ",
+                                    "arguments, launch, arithmetic).")]
         pub static $kid: KernelDef = KernelDef {
             name: concat!("gemm.linear_", $name),
             source: &SOURCE,
@@ -125,6 +151,8 @@ macro_rules! variant {
             bn: $bn,
             tm: $tm,
             tn: $tn,
+            gw: $gw,
+            stages: $st,
         };
         unsafe fn $host(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
             // SAFETY: forwarded HostFn contract.
@@ -133,31 +161,56 @@ macro_rules! variant {
     };
 }
 
-variant!(LINEAR_32X64, V32X64, host_32x64, "32x64", 32, 64, 4, 8);
-variant!(LINEAR_32X32, V32X32, host_32x32, "32x32", 32, 32, 4, 4);
-variant!(LINEAR_16X32, V16X32, host_16x32, "16x32", 16, 32, 4, 4);
-variant!(LINEAR_8X64, V8X64, host_8x64, "8x64", 8, 64, 2, 4);
+variant!(LINEAR_16X64, V16X64, host_16x64, "16x64", 16, 64, 4, 8, 16, 2);
+variant!(LINEAR_16X32, V16X32, host_16x32, "16x32", 16, 32, 4, 4, 16, 2);
+variant!(LINEAR_16X16, V16X16, host_16x16, "16x16", 16, 16, 4, 2, 16, 2);
+variant!(LINEAR_8X32, V8X32, host_8x32, "8x32", 8, 32, 2, 4, 16, 2);
+variant!(LINEAR_1X128, V1X128, host_1x128, "1x128", 1, 128, 1, 4, 16, 1);
+variant!(LINEAR_32X32, V32X32, host_32x32, "32x32", 32, 32, 4, 4, 8, 2);
+variant!(LINEAR_32X64, V32X64, host_32x64, "32x64", 32, 64, 4, 8, 8, 1);
 
-/// Every variant, widest tile first.
-pub static VARIANTS: &[&Variant] = &[&V32X64, &V32X32, &V16X32, &V8X64];
+/// Every variant: the one-warp-per-group tiles for a few hundred rows (widest first), the
+/// single-row tile, then the two-groups-per-thread tiles for thousands of rows.
+pub static VARIANTS: &[&Variant] = &[
+    &V16X64, &V16X32, &V16X16, &V8X32, &V1X128, &V32X32, &V32X64,
+];
 
-pub static KERNELS: &[&KernelDef] = &[&LINEAR_32X64, &LINEAR_32X32, &LINEAR_16X32, &LINEAR_8X64];
+pub static KERNELS: &[&KernelDef] = &[
+    &LINEAR_16X64,
+    &LINEAR_16X32,
+    &LINEAR_16X16,
+    &LINEAR_8X32,
+    &LINEAR_1X128,
+    &LINEAR_32X32,
+    &LINEAR_32X64,
+];
 
 /// CTAs a launch should have to fill the device (about one per SM of an H100/H200, 132).
 /// [`pick`] takes the widest tile that still gives this many; bits never depend on the choice.
 pub const FILL_CTAS: usize = 128;
 
-/// The variant the `linear` op launches for `rows × out` outputs: up to 8 rows the 8-row tile;
-/// otherwise the widest tile ([`VARIANTS`] order) with at least [`FILL_CTAS`] CTAs, else the
-/// smallest 16-row tile. Speed only: every variant computes the same bits.
+/// Rows from which [`pick`] takes the large tiles (`32x64`, `32x32`): their two k-groups per
+/// thread halve the exchange between sets and double each CTA's reuse of a staged tile.
+pub const LARGE_ROWS: usize = 512;
+
+/// The variant the `linear` op launches for `rows × out` outputs: up to 2 rows the single-row
+/// tile; from [`LARGE_ROWS`] rows the widest large tile with at least [`FILL_CTAS`] CTAs;
+/// otherwise the widest of `16x64`, `16x32`, `16x16` with at least [`FILL_CTAS`] CTAs, else
+/// `8x32`. Speed only: every variant computes the same bits.
 pub fn pick(rows: usize, out: usize) -> &'static Variant {
-    if rows <= V8X64.bm {
-        return &V8X64;
+    if rows <= 2 {
+        return &V1X128;
     }
-    [&V32X64, &V32X32]
-        .into_iter()
-        .find(|v| v.ctas(rows, out) >= FILL_CTAS)
-        .unwrap_or(&V16X32)
+    let fill = |vs: &[&'static Variant], last: &'static Variant| {
+        vs.iter()
+            .copied()
+            .find(|v| v.ctas(rows, out) >= FILL_CTAS)
+            .unwrap_or(last)
+    };
+    if rows >= LARGE_ROWS {
+        return fill(&[&V32X64, &V32X32], &V16X32);
+    }
+    fill(&[&V16X64, &V16X32, &V16X16], &V8X32)
 }
 
 /// The variant whose kernel is `name` (`gemm.linear_32x64`, ...).
@@ -192,11 +245,21 @@ pub fn dot(x: &[f32], w: &[f32], k: usize) -> f32 {
             }
         }
     }
-    let mut s = p[0];
-    for q in &p[1..] {
-        s += *q;
+    reduce(p)
+}
+
+/// The halving tree over the groups' partial sums (module docs, step 3): for `h = 8, 4, 2, 1`,
+/// `p[g] = p[g] + p[g + h]` for every `g < h`; the result is `p[0]`.
+#[inline]
+pub fn reduce(mut p: [f32; K_GROUPS]) -> f32 {
+    let mut h = K_GROUPS / 2;
+    while h >= 1 {
+        for g in 0..h {
+            p[g] += p[g + h];
+        }
+        h /= 2;
     }
-    s
+    p[0]
 }
 
 /// `y[r, o] = act(dot(x[r, :], w[o, :]) (+ b[o]))` for `r < rows`, `o < out`: the host twin of
@@ -294,20 +357,35 @@ mod tests {
             .collect()
     }
 
-    /// The order written out by hand for K = 37 (one full tile, then 5 k of a padded tile).
+    /// The order written out by hand for K = 101 (one full tile, then 37 k of a padded tile),
+    /// with the tree spelled out level by level.
     #[test]
     fn dot_follows_the_documented_order() {
-        let k = 37;
+        let k = 101;
         let (x, w) = (data(1, k), data(2, k));
-        let mut p = [0.0f32; 4];
-        for kk in 0..64 {
-            let g = (kk / 8) % 4;
+        let mut p = [0.0f32; 16];
+        for kk in 0..128 {
+            let g = (kk / 4) % 16;
             let (a, b) = if kk < k { (x[kk], w[kk]) } else { (0.0, 0.0) };
             p[g] = a.mul_add(b, p[g]);
         }
-        let want = ((p[0] + p[1]) + p[2]) + p[3];
+        let l8: Vec<f32> = (0..8).map(|g| p[g] + p[g + 8]).collect();
+        let l4: Vec<f32> = (0..4).map(|g| l8[g] + l8[g + 4]).collect();
+        let l2 = [l4[0] + l4[2], l4[1] + l4[3]];
+        let want = l2[0] + l2[1];
         assert_eq!(dot(&x, &w, k).to_bits(), want.to_bits());
         assert_eq!(dot(&x, &w, 0).to_bits(), 0.0f32.to_bits());
+        // The tree is not the sequential sum (the order matters, and this is the one).
+        let seq = p.iter().skip(1).fold(p[0], |s, q| s + q);
+        let other = (0..200u64).any(|seed| {
+            let (x, w) = (data(seed, k), data(seed + 1000, k));
+            let mut p = [0.0f32; 16];
+            for kk in 0..k {
+                p[(kk / 4) % 16] = x[kk].mul_add(w[kk], p[(kk / 4) % 16]);
+            }
+            reduce(p) != p.iter().skip(1).fold(p[0], |s, q| s + q)
+        });
+        assert!(other, "the tree never differed from the sequential sum ({seq})");
     }
 
     /// Close to the float64 dot product (it is a dot product), and each row of `linear` is
@@ -336,8 +414,8 @@ mod tests {
     }
 
     /// Every variant registered here has an entry in `gemm.cu` instantiating exactly these tile
-    /// sizes, the source's k-grouping constants are this module's, and every entry of the source
-    /// is a variant.
+    /// sizes and thread count, the source's k-grouping constants are this module's, and every
+    /// entry of the source is a variant.
     #[test]
     fn variants_match_the_cuda_source() {
         let src = SOURCE.code;
@@ -345,22 +423,35 @@ mod tests {
         assert!(src.contains(&format!("#define GEMM_KS {K_SLICE}\n")));
         for v in VARIANTS {
             let inst = format!(
-                "void {}(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out) {{\n    gemm_linear_tile<{}, {}, {}, {}>(",
-                v.kernel.entry, v.bm, v.bn, v.tm, v.tn
+                "\nGEMM_ENTRY({}, {}, {}, {}, {}, {}, {}, {})\n",
+                v.kernel.entry,
+                v.threads(),
+                v.bm,
+                v.bn,
+                v.tm,
+                v.tn,
+                v.gw,
+                v.stages
             );
             assert!(src.contains(&inst), "{}: no entry {inst}", v.kernel.name);
             assert!(v.bm % v.tm == 0 && v.bn % v.tn == 0);
+            assert!(
+                v.gw.is_power_of_two() && K_GROUPS % v.gw == 0 && (1..=2).contains(&v.stages),
+                "{}",
+                v.kernel.name
+            );
             assert!(
                 v.threads() <= 1024 && v.threads() % 32 == 0,
                 "{}",
                 v.kernel.name
             );
+            assert!(v.shared_bytes() <= 48 * 1024, "{}", v.kernel.name);
         }
-        assert_eq!(
-            src.matches("extern \"C\" __global__ void ").count(),
-            VARIANTS.len()
-        );
+        assert_eq!(src.matches("\nGEMM_ENTRY(").count(), VARIANTS.len());
         assert_eq!(KERNELS.len(), VARIANTS.len());
+        for (k, v) in KERNELS.iter().zip(VARIANTS) {
+            assert!(std::ptr::eq(*k, v.kernel));
+        }
     }
 
     #[test]
@@ -387,10 +478,11 @@ mod tests {
         let good = V32X64.dims(2, 2).unwrap();
         let mut bad = good;
         bad.block.0 = 128;
+        // Another variant's geometry (the single-row tile: one CTA per row) is refused too.
         // SAFETY: x and w hold 2 rows of 4, y 2 rows of 2: what these arguments address.
         unsafe {
             assert!(LINEAR_32X64.run_host(&bad, &args(&mut y)).is_err());
-            assert!(LINEAR_16X32.run_host(&good, &args(&mut y)).is_err());
+            assert!(LINEAR_1X128.run_host(&good, &args(&mut y)).is_err());
             LINEAR_32X64.run_host(&good, &args(&mut y)).unwrap();
         }
         assert_eq!(y, [4.0; 4]);
@@ -398,11 +490,17 @@ mod tests {
 
     #[test]
     fn pick_fills_the_device_at_the_model_shapes() {
-        assert_eq!(pick(112, 2048).kernel.name, "gemm.linear_32x64");
-        assert_eq!(pick(112, 1536).kernel.name, "gemm.linear_32x32");
-        assert_eq!(pick(112, 512).kernel.name, "gemm.linear_16x32");
-        assert_eq!(pick(896, 512).kernel.name, "gemm.linear_32x64");
-        assert_eq!(pick(1, 3072).kernel.name, "gemm.linear_8x64");
+        assert_eq!(pick(112, 2048).kernel.name, "gemm.linear_16x64");
+        assert_eq!(pick(112, 1536).kernel.name, "gemm.linear_16x64");
+        assert_eq!(pick(112, 512).kernel.name, "gemm.linear_16x16");
+        assert_eq!(pick(112, 80).kernel.name, "gemm.linear_8x32");
+        assert_eq!(pick(1792, 512).kernel.name, "gemm.linear_32x64");
+        assert_eq!(pick(1, 3072).kernel.name, "gemm.linear_1x128");
+        for rows in [1, 2, 3, 8, 56, 112, 150, 511, 512, 896, 1792] {
+            for out in [1, 80, 512, 1536, 2048, 74_752] {
+                assert!(pick(rows, out).dims(rows, out).is_some(), "{rows} × {out}");
+            }
+        }
         assert!(V32X64.dims(0, 5).is_none() && V32X64.dims(65_535 * 32 + 1, 5).is_none());
     }
 }
