@@ -9,7 +9,8 @@
 //     slice [t·64 + 4g, t·64 + 4g + 4) of every 64-wide k tile t;
 //   * p_g = 0.0f, then p_g = fmaf(x[r, k], w[o, k], p_g) over the group's k in ascending order
 //     (a padded k contributes fmaf(0, 0, p_g));
-//   * the halving tree: for h = 8, 4, 2, 1: p_g = p_g + p_{g+h} for every g < h; s = p_0;
+//   * the pairwise tree in group order: for h = 1, 2, 4, 8: p_g = p_g + p_{g+h} for every g that
+//     is a multiple of 2h; s = p_0;
 //   * s = s + b[o] (with a bias), then s = act(s) (with a fused activation: dcc_act1 of
 //     common.cuh, exactly what act_apply computes per element), y = s.
 // Nothing in that order depends on the number of rows, the tile shape, the tile's position or the
@@ -17,21 +18,24 @@
 // other rows share the launch (batch invariance).
 //
 // Structure: one CTA computes a BM × BN output tile with GW thread sets; set s owns the k-groups
-// s, s + GW, s + 2·GW, ... (GEMM_KG / GW of them, one TM × TN register tile each). The tree's
-// levels h ≥ GW pair two groups of one set and are summed in registers; the levels h < GW pair
-// set s + h with set s and meet in shared memory. (The same tree splits over CTAs: the groups
-// ≡ c mod C reduce to one partial per output, and the last log2(C) levels combine the C partials.)
-// x and W tiles are staged through shared memory k-contiguous ([BM][68] and [BN][68] floats:
-// 16-byte aligned rows, conflict-free float4 reads), in STAGES buffers (2: the next tile is
-// stored while the current one is multiplied, one barrier per tile), loaded with float4 when the
-// operand's rows are 16-byte aligned (address and leading dimension multiples of 4 floats, K a
-// multiple of 4) and with guarded scalar loads otherwise; the next tile is fetched into registers
-// while the current one is multiplied. Rows past `rows`, outputs past `out` and k past K read as
-// zeros and are never written.
+// s·G .. s·G + G − 1 (G = GEMM_KG / GW, one TM × TN register tile each). The tree's levels below
+// G pair two groups of one set and are summed in registers; the levels from G on pair set s + d
+// with set s (s a multiple of 2d) and meet in shared memory. (Every subtree is a run of groups, a
+// contiguous k range of each tile, so the same tree splits k over CTAs without changing a bit.)
+// x and W are staged through shared memory in chunks of CH k tiles, k-contiguous ([BM][CH·64 + 4]
+// and [BN][CH·64 + 4] floats: 16-byte aligned rows, conflict-free float4 reads), in a ring of
+// STAGES buffers filled by asynchronous copies (cp.async), STAGES − 1 chunks in flight while one
+// is multiplied, one barrier per chunk (a chunk past the last k tile is never multiplied: k is
+// padded to a tile, not to a chunk); 16-byte copies when the operand's rows are 16-byte aligned (address and leading
+// dimension multiples of 4 floats, K a multiple of 4), 4-byte copies otherwise. Rows past `rows`,
+// outputs past `out` and k past K are staged as zeros (zero-filling copies that read nothing)
+// and are never written.
 //
 // Compiled by NVRTC with --fmad=false: the only fused multiply-adds are the __fmaf_rn below.
-// Launch: grid (ceil(out / BN), ceil(rows / BM), 1), block (GW · (BM/TM) · (BN/TN), 1, 1);
-// any other block shape traps. Arguments of every entry:
+// Launch: grid (ceil(out / BN), ceil(rows / BM), 1), block (GW · (BM/TM) · (BN/TN), 1, 1),
+// max(STAGES · (BM + BN) · (CH·64 + 4), GW/2 · BM · BN) floats of dynamic shared memory
+// (kernels/src/gemm.rs Variant::shared_bytes); another block shape or less shared memory traps.
+// Arguments of every entry:
 //   (y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out), sizes long long, w packed [out, in];
 //   b [out] is read only when bias != 0 (the backends check every pointer argument against their
 //   live buffers, so a launch without a bias passes some live address there, never null); act < 0
@@ -41,9 +45,6 @@
 #define GEMM_KG 16
 #define GEMM_KS 4
 #define GEMM_BK (GEMM_KG * GEMM_KS)
-// Shared-memory row stride of the staged tiles, in floats (BK + 4: 16-byte aligned rows whose
-// float4 reads and writes hit distinct bank groups).
-#define GEMM_LDS (GEMM_BK + 4)
 
 struct GemmArgs {
     float* y;
@@ -67,45 +68,70 @@ struct GemmSlot {
     int kq;
 };
 
-// Four consecutive k of one row (zeros for a null row and past K). `vec`: the row start and its
-// leading dimension are multiples of 4 floats and K is a multiple of 4, so a float4 at k0 < K lies
-// inside the row and is 16-byte aligned.
-__device__ __forceinline__ float4 gemm_load4(const float* r, i64 K, i64 k0, bool vec) {
-    float4 v = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-    if (r == nullptr || k0 >= K) return v;
-    r += k0;
-    if (vec) return *reinterpret_cast<const float4*>(r);
-    v.x = r[0];
-    if (k0 + 1 < K) v.y = r[1];
-    if (k0 + 2 < K) v.z = r[2];
-    if (k0 + 3 < K) v.w = r[3];
-    return v;
+// Asynchronous copies global → shared (sm_80+, `cp.async`): `n` of 16 bytes (or of 4 bytes)
+// are read from `src`, the rest of the 16 (4) bytes at `dst` is zero-filled; `n` = 0 reads
+// nothing. Copies are committed in groups; gemm_wait<N> waits until at most N groups of this
+// thread are still in flight.
+__device__ __forceinline__ void gemm_cp16(float* dst, const float* src, int n) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
+}
+__device__ __forceinline__ void gemm_cp4(float* dst, const float* src, int n) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(n));
+}
+__device__ __forceinline__ void gemm_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void gemm_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+__device__ __forceinline__ unsigned gemm_dynamic_smem() {
+    unsigned n;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
+    return n;
 }
 
-template <int BM, int BN, int TM, int TN, int GW, int STAGES>
+// Stages four consecutive k of one row at `dst` (zeros for a null row and past K). `vec`: the row
+// start and its leading dimension are multiples of 4 floats and K is a multiple of 4, so the four
+// floats at k0 < K lie inside the row, 16-byte aligned.
+__device__ __forceinline__ void gemm_stage4(float* dst, const float* row, const float* any, i64 K, i64 k0, bool vec) {
+    if (vec) {
+        const bool in = row != nullptr && k0 < K;
+        gemm_cp16(dst, in ? row + k0 : any, in ? 16 : 0);
+        return;
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+        const bool in = row != nullptr && k0 + e < K;
+        gemm_cp4(dst + e, in ? row + k0 + e : any, in ? 4 : 0);
+    }
+}
+
+template <int BM, int BN, int TM, int TN, int GW, int STAGES, int CH>
 __device__ __forceinline__ void gemm_linear_tile(const GemmArgs a) {
     constexpr int TY = BM / TM;                 // threads along rows in a set
     constexpr int TX = BN / TN;                 // threads along outputs in a set
     constexpr int GT = TX * TY;                 // threads per set
     constexpr int NT = GT * GW;                 // threads per CTA
     constexpr int GPT = GEMM_KG / GW;           // k-groups per thread
-    constexpr int Q = GEMM_BK / 4;              // float4 slots per staged row
-    constexpr int XV = BM * Q;                  // float4 slots of the x tile
-    constexpr int WV = BN * Q;                  // float4 slots of the W tile
+    constexpr int CK = CH * GEMM_BK;            // k per staged chunk (CH k tiles)
+    constexpr int LDS = CK + 4;                 // row stride of a staged chunk, in floats
+    constexpr int Q = CK / 4;                   // float4 slots per staged row
+    constexpr int XV = BM * Q;                  // float4 slots of the x chunk
+    constexpr int WV = BN * Q;                  // float4 slots of the W chunk
     constexpr int XPT = (XV + NT - 1) / NT;
     constexpr int WPT = (WV + NT - 1) / NT;
-    constexpr int STAGE = (BM + BN) * GEMM_LDS;
+    constexpr int STAGE = (BM + BN) * LDS;
     constexpr int RED = (GW / 2) * BM * BN;
     constexpr int SMEM = STAGES * STAGE > RED ? STAGES * STAGE : RED;
     static_assert(BM % TM == 0 && BN % TN == 0, "tile not divisible by the thread tile");
     static_assert(GW >= 1 && GW <= GEMM_KG && GEMM_KG % GW == 0 && (GW & (GW - 1)) == 0,
                   "GW must be a power of two dividing GEMM_KG");
-    static_assert(STAGES == 1 || STAGES == 2, "one or two staging buffers");
-    static_assert(SMEM * 4 <= 48 * 1024, "static shared memory above 48 KB");
+    static_assert(STAGES >= 2 && CH >= 1, "at least two staging buffers of at least one tile");
 
-    __shared__ __align__(16) float smem[SMEM];
+    extern __shared__ float4 gemm_smem[];
+    float* const smem = reinterpret_cast<float*>(gemm_smem);
 
     if (blockDim.x != NT || blockDim.y != 1 || blockDim.z != 1) __trap();
+    if (gemm_dynamic_smem() < SMEM * sizeof(float)) __trap();
     const int tid = threadIdx.x;
     const int s = tid / GT;
     const int lt = tid - s * GT;
@@ -117,7 +143,7 @@ __device__ __forceinline__ void gemm_linear_tile(const GemmArgs a) {
     const bool vx = ((unsigned long long)a.x % 16 == 0) && (a.ldx % 4 == 0) && (K % 4 == 0);
     const bool vw = ((unsigned long long)a.w % 16 == 0) && (K % 4 == 0);
 
-    // This thread's staging slots (slot q: row q / Q of the tile, k offset 4·(q mod Q)).
+    // This thread's staging slots (slot q: row q / Q of the chunk, k offset 4·(q mod Q)).
     GemmSlot xsl[XPT];
     GemmSlot wsl[WPT];
 #pragma unroll
@@ -135,8 +161,6 @@ __device__ __forceinline__ void gemm_linear_tile(const GemmArgs a) {
         wsl[i].kq = 4 * (q % Q);
     }
 
-    float4 xr[XPT];
-    float4 wr[WPT];
     float acc[GPT][TM][TN];
 #pragma unroll
     for (int j = 0; j < GPT; ++j)
@@ -146,40 +170,41 @@ __device__ __forceinline__ void gemm_linear_tile(const GemmArgs a) {
             for (int n = 0; n < TN; ++n) acc[j][i][n] = 0.0f;
 
     const i64 tiles = (K + GEMM_BK - 1) / GEMM_BK;
-    auto fetch = [&](i64 t) {
-        const i64 kb = t * GEMM_BK;
+    const i64 chunks = (tiles + CH - 1) / CH;
+    // Queues the copies of chunk c (k tiles c·CH .. c·CH + CH − 1) into buffer `buf` (slots past
+    // the chunk's rows copy nothing), then commits them as one group (an empty group past the
+    // last chunk, so that every thread commits one group per chunk and gemm_wait counts chunks).
+    auto issue = [&](i64 c, int buf) {
+        if (c < chunks) {
+            const i64 kb = c * CK;
+            float* const xs = smem + buf * STAGE;
+            float* const ws = xs + BM * LDS;
 #pragma unroll
-        for (int i = 0; i < XPT; ++i) xr[i] = gemm_load4(xsl[i].row, K, kb + xsl[i].kq, vx);
+            for (int i = 0; i < XPT; ++i) {
+                const int q = tid + i * NT;
+                if (q < XV) gemm_stage4(xs + (q / Q) * LDS + 4 * (q % Q), xsl[i].row, a.x, K, kb + xsl[i].kq, vx);
+            }
 #pragma unroll
-        for (int i = 0; i < WPT; ++i) wr[i] = gemm_load4(wsl[i].row, K, kb + wsl[i].kq, vw);
-    };
-    auto store = [&](int buf) {
-        float* const xs = smem + buf * STAGE;
-        float* const ws = xs + BM * GEMM_LDS;
-#pragma unroll
-        for (int i = 0; i < XPT; ++i) {
-            const int q = tid + i * NT;
-            if (q < XV) *reinterpret_cast<float4*>(xs + (q / Q) * GEMM_LDS + 4 * (q % Q)) = xr[i];
+            for (int i = 0; i < WPT; ++i) {
+                const int q = tid + i * NT;
+                if (q < WV) gemm_stage4(ws + (q / Q) * LDS + 4 * (q % Q), wsl[i].row, a.w, K, kb + wsl[i].kq, vw);
+            }
         }
-#pragma unroll
-        for (int i = 0; i < WPT; ++i) {
-            const int q = tid + i * NT;
-            if (q < WV) *reinterpret_cast<float4*>(ws + (q / Q) * GEMM_LDS + 4 * (q % Q)) = wr[i];
-        }
+        gemm_commit();
     };
-    // This thread's groups over the staged tile in buffer `buf`: group s + j·GW takes its four k
-    // in ascending order into each accumulator.
-    auto multiply = [&](int buf) {
-        const float* const xs = smem + buf * STAGE + ty * GEMM_LDS + 4 * s;
-        const float* const ws = smem + buf * STAGE + (BM + tx) * GEMM_LDS + 4 * s;
+    // This thread's groups over k tile u of the chunk in buffer `buf`: group s·GPT + j takes its
+    // four k in ascending order into each accumulator.
+    auto multiply = [&](int buf, int u) {
+        const float* const xs = smem + buf * STAGE + ty * LDS + u * GEMM_BK + 4 * GPT * s;
+        const float* const ws = smem + buf * STAGE + (BM + tx) * LDS + u * GEMM_BK + 4 * GPT * s;
 #pragma unroll
         for (int j = 0; j < GPT; ++j) {
             float4 xv[TM];
             float4 wv[TN];
 #pragma unroll
-            for (int i = 0; i < TM; ++i) xv[i] = *reinterpret_cast<const float4*>(xs + i * TY * GEMM_LDS + 4 * j * GW);
+            for (int i = 0; i < TM; ++i) xv[i] = *reinterpret_cast<const float4*>(xs + i * TY * LDS + 4 * j);
 #pragma unroll
-            for (int n = 0; n < TN; ++n) wv[n] = *reinterpret_cast<const float4*>(ws + n * TX * GEMM_LDS + 4 * j * GW);
+            for (int n = 0; n < TN; ++n) wv[n] = *reinterpret_cast<const float4*>(ws + n * TX * LDS + 4 * j);
 #pragma unroll
             for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -194,55 +219,53 @@ __device__ __forceinline__ void gemm_linear_tile(const GemmArgs a) {
         }
     };
 
-    if (STAGES == 2) {
-        if (tiles > 0) {
-            fetch(0);
-            store(0);
-        }
+    // STAGES − 1 chunks in flight ahead of the one being multiplied.
+#pragma unroll
+    for (int c = 0; c < STAGES - 1; ++c) issue(c, c);
+    for (i64 c = 0; c < chunks; ++c) {
+        gemm_wait<STAGES - 2>();
+        // Chunk c is in shared memory for every thread, and every thread is done with chunk
+        // c − 1, whose buffer the next issue refills.
         __syncthreads();
-        for (i64 t = 0; t < tiles; ++t) {
-            if (t + 1 < tiles) fetch(t + 1);
-            multiply((int)(t & 1));
-            // Buffer (t + 1) & 1 was last read in iteration t − 1, before the barrier below it.
-            if (t + 1 < tiles) store((int)((t + 1) & 1));
-            __syncthreads();
-        }
-    } else {
-        if (tiles > 0) fetch(0);
-        for (i64 t = 0; t < tiles; ++t) {
-            store(0);
-            __syncthreads();
-            if (t + 1 < tiles) fetch(t + 1);
-            multiply(0);
-            __syncthreads();
+        issue(c + STAGES - 1, (int)((c + STAGES - 1) % STAGES));
+        const int buf = (int)(c % STAGES);
+        if (c * CH + CH <= tiles) {
+#pragma unroll
+            for (int u = 0; u < CH; ++u) multiply(buf, u);
+        } else {
+            // The last chunk: only its tiles below ceil(K / 64) (k is padded to a tile, never
+            // to a chunk).
+            for (int u = 0; u < (int)(tiles - c * CH); ++u) multiply(buf, u);
         }
     }
+    gemm_wait<0>();
+    __syncthreads();
 
-    // The tree's levels inside a thread (h ≥ GW: group s + j·GW meets group s + (j + h/GW)·GW).
+    // The tree's levels inside a thread (h < GPT: group s·GPT + j meets group s·GPT + j + h).
 #pragma unroll
-    for (int h = GEMM_KG / 2; h >= GW; h /= 2)
+    for (int h = 1; h < GPT; h *= 2)
 #pragma unroll
-        for (int j = 0; j < h / GW; ++j)
+        for (int j = 0; j < GPT; j += 2 * h)
 #pragma unroll
             for (int i = 0; i < TM; ++i)
 #pragma unroll
-                for (int n = 0; n < TN; ++n) acc[j][i][n] = acc[j][i][n] + acc[j + h / GW][i][n];
+                for (int n = 0; n < TN; ++n) acc[j][i][n] = acc[j][i][n] + acc[j + h][i][n];
 
-    // The levels between sets (h < GW: set s + h hands its partial tile to set s), through shared
-    // memory ([h][BM][BN] over the staging buffers: every thread is past the loop's last barrier).
+    // The levels between sets (set distance d: set s + d hands its partial tile to set s, for s a
+    // multiple of 2d), through shared memory ([GW / 2d][BM][BN] over the staging buffers).
     const int e0 = ty * BN + tx;
 #pragma unroll
-    for (int h = GW / 2; h >= 1; h /= 2) {
-        if (s >= h && s < 2 * h) {
-            float* const red = smem + (s - h) * BM * BN + e0;
+    for (int d = 1; d < GW; d *= 2) {
+        if (s % (2 * d) == d) {
+            float* const red = smem + (s / (2 * d)) * BM * BN + e0;
 #pragma unroll
             for (int i = 0; i < TM; ++i)
 #pragma unroll
                 for (int n = 0; n < TN; ++n) red[i * TY * BN + n * TX] = acc[0][i][n];
         }
         __syncthreads();
-        if (s < h) {
-            const float* const red = smem + s * BM * BN + e0;
+        if (s % (2 * d) == 0) {
+            const float* const red = smem + (s / (2 * d)) * BM * BN + e0;
 #pragma unroll
             for (int i = 0; i < TM; ++i)
 #pragma unroll
@@ -268,20 +291,27 @@ __device__ __forceinline__ void gemm_linear_tile(const GemmArgs a) {
     }
 }
 
-// The variants (tile BM × BN, thread tile TM × TN, GW thread sets, STAGES staging buffers), one
-// entry each, spelled out so that every entry's name appears in the source: kernels/src/gemm.rs
-// `VARIANTS` lists the same table, and a test checks every entry here against it.
+// The variants (tile BM × BN, thread tile TM × TN, GW thread sets, STAGES staging buffers of CH
+// k tiles; NT threads, at least MINB CTAs per SM), one entry each, spelled out so that every entry's name
+// appears in the source: kernels/src/gemm.rs `VARIANTS` lists the same table, and a test checks
+// every entry here against it.
 
-#define GEMM_ENTRY(NAME, NT, BM, BN, TM, TN, GW, ST)                                                   \
-    extern "C" __global__ void __launch_bounds__(NT) NAME(float* y, i64 ldy, const float* x, i64 ldx, \
-        const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out) { \
-        gemm_linear_tile<BM, BN, TM, TN, GW, ST>(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out}); \
+#define GEMM_ENTRY(NAME, NT, MINB, BM, BN, TM, TN, GW, ST, CH)                                            \
+    extern "C" __global__ void __launch_bounds__(NT, MINB) NAME(float* y, i64 ldy, const float* x,   \
+        i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in,     \
+        i64 out) {                                                                                     \
+        static_assert((BM / TM) * (BN / TN) * GW == NT, "thread count");                              \
+        gemm_linear_tile<BM, BN, TM, TN, GW, ST, CH>(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out}); \
     }
 
-GEMM_ENTRY(gemm_linear_16x64, 512, 16, 64, 4, 8, 16, 2)
-GEMM_ENTRY(gemm_linear_16x32, 512, 16, 32, 4, 4, 16, 2)
-GEMM_ENTRY(gemm_linear_16x16, 512, 16, 16, 4, 2, 16, 2)
-GEMM_ENTRY(gemm_linear_8x32, 512, 8, 32, 2, 4, 16, 2)
-GEMM_ENTRY(gemm_linear_1x128, 512, 1, 128, 1, 4, 16, 1)
-GEMM_ENTRY(gemm_linear_32x32, 512, 32, 32, 4, 4, 8, 2)
-GEMM_ENTRY(gemm_linear_32x64, 512, 32, 64, 4, 8, 8, 1)
+GEMM_ENTRY(gemm_linear_16x64, 512, 1, 16, 64, 4, 8, 16, 3, 2)
+GEMM_ENTRY(gemm_linear_16x64w8, 256, 1, 16, 64, 4, 8, 8, 3, 2)
+GEMM_ENTRY(gemm_linear_16x32, 512, 2, 16, 32, 4, 4, 16, 3, 2)
+GEMM_ENTRY(gemm_linear_16x32w8, 256, 2, 16, 32, 4, 4, 8, 3, 2)
+GEMM_ENTRY(gemm_linear_16x32t8, 256, 2, 16, 32, 8, 4, 16, 3, 2)
+GEMM_ENTRY(gemm_linear_16x16, 512, 2, 16, 16, 4, 2, 16, 3, 2)
+GEMM_ENTRY(gemm_linear_8x64, 512, 2, 8, 64, 2, 8, 16, 3, 2)
+GEMM_ENTRY(gemm_linear_8x32, 512, 2, 8, 32, 2, 4, 16, 3, 2)
+GEMM_ENTRY(gemm_linear_1x128, 512, 2, 1, 128, 1, 4, 16, 3, 1)
+GEMM_ENTRY(gemm_linear_32x32, 512, 1, 32, 32, 4, 4, 8, 3, 2)
+GEMM_ENTRY(gemm_linear_32x64, 512, 1, 32, 64, 4, 8, 8, 3, 2)

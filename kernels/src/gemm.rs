@@ -14,8 +14,9 @@
 //!    `p_g = fma(x[r, k], w[o, k], p_g)` from `p_g = 0` over its k in ascending order, one
 //!    rounding per step (CUDA `__fmaf_rn`, Rust [`f32::mul_add`]); a padded k contributes
 //!    `fma(0, 0, p_g)`;
-//! 3. the halving tree: for `h = 8, 4, 2, 1`, `p_g = p_g + p_{g+h}` for every `g < h`; `s = p_0`
-//!    (so `s = ((p_0 + p_8) + (p_4 + p_12)) + ((p_2 + p_10) + (p_6 + p_14)) + …`, [`reduce`]);
+//! 3. the pairwise tree in group order: for `h = 1, 2, 4, 8`, `p_g = p_g + p_{g+h}` for every
+//!    `g` that is a multiple of `2h`; `s = p_0` (so `s = (((p_0 + p_1) + (p_2 + p_3)) + ((p_4 +
+//!    p_5) + (p_6 + p_7))) + (…p_8 … p_15…)`, [`reduce`]);
 //! 4. `s = s + b[o]` with a bias; then, with a fused activation, `s = act(s)` (the `act.apply`
 //!    op codes, computed per element exactly as `act.apply` does: [`crate::act::act_inplace`]
 //!    on the host, `dcc_act1` on the device); `y = s`. So a linear with a fused activation gives
@@ -28,13 +29,14 @@
 //! (output tile per CTA, register tile per thread, how many k-groups each thread carries);
 //! [`pick`] chooses one by shape for speed.
 //!
-//! Why 16 groups and a halving tree: at one session's 112 rows the outputs alone cannot fill an
+//! Why 16 groups and a pairwise tree: at one session's 112 rows the outputs alone cannot fill an
 //! H100 (a 2048 → 512 linear has 57,344 of them), so each output's k range is spread over 16
-//! independent chains, one warp each in the small-tile variants. The tree's first levels pair
-//! groups congruent modulo a power of two, so a thread that carries several groups (the
-//! large-tile variants: groups `s, s + GW, …`) sums its own in registers before the sets meet in
-//! shared memory, and the same tree could split k over CTAs (the groups `≡ c mod C` per CTA,
-//! then the last `log2 C` levels) without changing a bit.
+//! independent chains, one warp each in the small-tile variants. Every subtree of the pairwise
+//! tree is a run of consecutive groups, i.e. a contiguous k range of each tile: a thread that
+//! carries several groups (the large-tile variants: groups `s·G .. s·G + G` for `G = K_GROUPS /
+//! gw`) sums its own in registers before the sets meet in shared memory, and the same tree can
+//! split k over CTAs (a run of groups per CTA, then the last levels over the CTAs' partials)
+//! without changing a bit.
 //!
 //! Launch of a variant `v`: grid `(ceil(out / v.bn), ceil(rows / v.bm), 1)`, block
 //! `(v.threads(), 1, 1)` ([`Variant::dims`]); the kernels trap on another block shape and the
@@ -87,11 +89,16 @@ pub struct Variant {
     /// Columns per thread.
     pub tn: usize,
     /// Thread sets per CTA (a power of two dividing [`K_GROUPS`]): set `s` carries the k-groups
-    /// `s, s + gw, …` (`K_GROUPS / gw` register tiles per thread).
+    /// `s·G .. s·G + G`, `G = K_GROUPS / gw` (one register tile each).
     pub gw: usize,
-    /// Staging buffers in shared memory: 2 stores the next k tile while the current one is
-    /// multiplied (one barrier per tile), 1 where two would pass 48 KB.
+    /// Staging buffers in shared memory: `stages − 1` chunks are in flight (`cp.async`) while
+    /// one is multiplied.
     pub stages: usize,
+    /// k tiles ([`K_TILE`]) per staged chunk: one barrier per chunk.
+    pub chunk: usize,
+    /// CTAs per SM the kernel is compiled for (`__launch_bounds__`: registers per thread at most
+    /// 65,536 / (threads · this)).
+    pub min_blocks: usize,
 }
 
 impl Variant {
@@ -100,11 +107,11 @@ impl Variant {
         (self.gw * (self.bm / self.tm) * (self.bn / self.tn)) as u32
     }
 
-    /// Bytes of (static) shared memory the kernel declares: the staging buffers, `stages · (bm +
-    /// bn) · (K_TILE + 4)` floats, or the exchange between sets, `gw / 2 · bm · bn` floats,
-    /// whichever is larger (`gemm.cu` asserts at most 48 KB).
+    /// Bytes of dynamic shared memory a launch gives the kernel: the staging buffers, `stages ·
+    /// (bm + bn) · (chunk · K_TILE + 4)` floats, or the exchange between sets, `gw / 2 · bm · bn`
+    /// floats, whichever is larger (the kernel traps on less).
     pub const fn shared_bytes(&self) -> usize {
-        let stage = self.stages * (self.bm + self.bn) * (K_TILE + 4);
+        let stage = self.stages * (self.bm + self.bn) * (self.chunk * K_TILE + 4);
         let red = self.gw / 2 * self.bm * self.bn;
         4 * if stage > red { stage } else { red }
     }
@@ -121,7 +128,7 @@ impl Variant {
         Some(LaunchDims {
             grid: (gx as u32, gy as u32, 1),
             block: (self.threads(), 1, 1),
-            shared_bytes: 0,
+            shared_bytes: self.shared_bytes() as u32,
         })
     }
 
@@ -132,7 +139,7 @@ impl Variant {
 }
 
 macro_rules! variant {
-    ($kid:ident, $vid:ident, $host:ident, $name:literal, $bm:literal, $bn:literal, $tm:literal, $tn:literal, $gw:literal, $st:literal) => {
+    ($kid:ident, $vid:ident, $host:ident, $name:literal, $bm:literal, $bn:literal, $tm:literal, $tn:literal, $gw:literal, $st:literal, $ch:literal, $mb:literal) => {
         #[doc = concat!("`gemm.linear_", $name, "`: ", stringify!($bm), " × ", stringify!($bn),
                                     " outputs per CTA, ", stringify!($tm), " × ", stringify!($tn),
                                     " per thread, ", stringify!($gw), " thread sets (module docs: ",
@@ -153,6 +160,8 @@ macro_rules! variant {
             tn: $tn,
             gw: $gw,
             stages: $st,
+            chunk: $ch,
+            min_blocks: $mb,
         };
         unsafe fn $host(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
             // SAFETY: forwarded HostFn contract.
@@ -161,24 +170,42 @@ macro_rules! variant {
     };
 }
 
-variant!(LINEAR_16X64, V16X64, host_16x64, "16x64", 16, 64, 4, 8, 16, 2);
-variant!(LINEAR_16X32, V16X32, host_16x32, "16x32", 16, 32, 4, 4, 16, 2);
-variant!(LINEAR_16X16, V16X16, host_16x16, "16x16", 16, 16, 4, 2, 16, 2);
-variant!(LINEAR_8X32, V8X32, host_8x32, "8x32", 8, 32, 2, 4, 16, 2);
-variant!(LINEAR_1X128, V1X128, host_1x128, "1x128", 1, 128, 1, 4, 16, 1);
-variant!(LINEAR_32X32, V32X32, host_32x32, "32x32", 32, 32, 4, 4, 8, 2);
-variant!(LINEAR_32X64, V32X64, host_32x64, "32x64", 32, 64, 4, 8, 8, 1);
+variant!(LINEAR_16X64, V16X64, host_16x64, "16x64", 16, 64, 4, 8, 16, 3, 2, 1);
+variant!(LINEAR_16X64W8, V16X64W8, host_16x64w8, "16x64w8", 16, 64, 4, 8, 8, 3, 2, 1);
+variant!(LINEAR_16X32, V16X32, host_16x32, "16x32", 16, 32, 4, 4, 16, 3, 2, 2);
+variant!(LINEAR_16X32W8, V16X32W8, host_16x32w8, "16x32w8", 16, 32, 4, 4, 8, 3, 2, 2);
+variant!(LINEAR_16X32T8, V16X32T8, host_16x32t8, "16x32t8", 16, 32, 8, 4, 16, 3, 2, 2);
+variant!(LINEAR_16X16, V16X16, host_16x16, "16x16", 16, 16, 4, 2, 16, 3, 2, 2);
+variant!(LINEAR_8X64, V8X64, host_8x64, "8x64", 8, 64, 2, 8, 16, 3, 2, 2);
+variant!(LINEAR_8X32, V8X32, host_8x32, "8x32", 8, 32, 2, 4, 16, 3, 2, 2);
+variant!(LINEAR_1X128, V1X128, host_1x128, "1x128", 1, 128, 1, 4, 16, 3, 1, 2);
+variant!(LINEAR_32X32, V32X32, host_32x32, "32x32", 32, 32, 4, 4, 8, 3, 2, 1);
+variant!(LINEAR_32X64, V32X64, host_32x64, "32x64", 32, 64, 4, 8, 8, 3, 2, 1);
 
 /// Every variant: the one-warp-per-group tiles for a few hundred rows (widest first), the
 /// single-row tile, then the two-groups-per-thread tiles for thousands of rows.
 pub static VARIANTS: &[&Variant] = &[
-    &V16X64, &V16X32, &V16X16, &V8X32, &V1X128, &V32X32, &V32X64,
+    &V16X64,
+    &V16X64W8,
+    &V16X32,
+    &V16X32W8,
+    &V16X32T8,
+    &V16X16,
+    &V8X64,
+    &V8X32,
+    &V1X128,
+    &V32X32,
+    &V32X64,
 ];
 
 pub static KERNELS: &[&KernelDef] = &[
     &LINEAR_16X64,
+    &LINEAR_16X64W8,
     &LINEAR_16X32,
+    &LINEAR_16X32W8,
+    &LINEAR_16X32T8,
     &LINEAR_16X16,
+    &LINEAR_8X64,
     &LINEAR_8X32,
     &LINEAR_1X128,
     &LINEAR_32X32,
@@ -248,16 +275,16 @@ pub fn dot(x: &[f32], w: &[f32], k: usize) -> f32 {
     reduce(p)
 }
 
-/// The halving tree over the groups' partial sums (module docs, step 3): for `h = 8, 4, 2, 1`,
-/// `p[g] = p[g] + p[g + h]` for every `g < h`; the result is `p[0]`.
+/// The pairwise tree over the groups' partial sums (module docs, step 3): for `h = 1, 2, 4, 8`,
+/// `p[g] = p[g] + p[g + h]` for every multiple `g` of `2h`; the result is `p[0]`.
 #[inline]
 pub fn reduce(mut p: [f32; K_GROUPS]) -> f32 {
-    let mut h = K_GROUPS / 2;
-    while h >= 1 {
-        for g in 0..h {
+    let mut h = 1;
+    while h < K_GROUPS {
+        for g in (0..K_GROUPS).step_by(2 * h) {
             p[g] += p[g + h];
         }
-        h /= 2;
+        h *= 2;
     }
     p[0]
 }
@@ -369,9 +396,9 @@ mod tests {
             let (a, b) = if kk < k { (x[kk], w[kk]) } else { (0.0, 0.0) };
             p[g] = a.mul_add(b, p[g]);
         }
-        let l8: Vec<f32> = (0..8).map(|g| p[g] + p[g + 8]).collect();
-        let l4: Vec<f32> = (0..4).map(|g| l8[g] + l8[g + 4]).collect();
-        let l2 = [l4[0] + l4[2], l4[1] + l4[3]];
+        let l8: Vec<f32> = (0..8).map(|g| p[2 * g] + p[2 * g + 1]).collect();
+        let l4: Vec<f32> = (0..4).map(|g| l8[2 * g] + l8[2 * g + 1]).collect();
+        let l2 = [l4[0] + l4[1], l4[2] + l4[3]];
         let want = l2[0] + l2[1];
         assert_eq!(dot(&x, &w, k).to_bits(), want.to_bits());
         assert_eq!(dot(&x, &w, 0).to_bits(), 0.0f32.to_bits());
@@ -423,20 +450,22 @@ mod tests {
         assert!(src.contains(&format!("#define GEMM_KS {K_SLICE}\n")));
         for v in VARIANTS {
             let inst = format!(
-                "\nGEMM_ENTRY({}, {}, {}, {}, {}, {}, {}, {})\n",
+                "\nGEMM_ENTRY({}, {}, {}, {}, {}, {}, {}, {}, {}, {})\n",
                 v.kernel.entry,
                 v.threads(),
+                v.min_blocks,
                 v.bm,
                 v.bn,
                 v.tm,
                 v.tn,
                 v.gw,
-                v.stages
+                v.stages,
+                v.chunk
             );
             assert!(src.contains(&inst), "{}: no entry {inst}", v.kernel.name);
             assert!(v.bm % v.tm == 0 && v.bn % v.tn == 0);
             assert!(
-                v.gw.is_power_of_two() && K_GROUPS % v.gw == 0 && (1..=2).contains(&v.stages),
+                v.gw.is_power_of_two() && K_GROUPS % v.gw == 0 && v.stages >= 2 && v.chunk >= 1,
                 "{}",
                 v.kernel.name
             );
@@ -445,7 +474,12 @@ mod tests {
                 "{}",
                 v.kernel.name
             );
-            assert!(v.shared_bytes() <= 48 * 1024, "{}", v.kernel.name);
+            // Within an H100's 227 KB per CTA, for as many CTAs per SM as compiled for.
+            assert!(
+                v.shared_bytes() * v.min_blocks <= 227 * 1024,
+                "{}",
+                v.kernel.name
+            );
         }
         assert_eq!(src.matches("\nGEMM_ENTRY(").count(), VARIANTS.len());
         assert_eq!(KERNELS.len(), VARIANTS.len());
