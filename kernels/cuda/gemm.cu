@@ -34,7 +34,8 @@
 // Compiled by NVRTC with --fmad=false: the only fused multiply-adds are the __fmaf_rn below.
 // Launch: grid (ceil(out / BN), ceil(rows / BM), 1), block (GW · (BM/TM) · (BN/TN), 1, 1),
 // max(STAGES · (BM + BN) · (CH·64 + 4), GW/2 · BM · BN) floats of dynamic shared memory
-// (kernels/src/gemm.rs Variant::shared_bytes); another block shape or less shared memory traps.
+// (kernels/src/gemm.rs Variant::shared_bytes); another block shape, less shared memory or K above
+// GEMM_MAX_K traps.
 // Arguments of every entry:
 //   (y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out), sizes long long, w packed [out, in];
 //   b [out] is read only when bias != 0 (the backends check every pointer argument against their
@@ -61,12 +62,18 @@ struct GemmArgs {
     i64 out;
 };
 
-// One staged row slot of a thread: the row's start (null past the operand's rows) and the k
-// offset of its float4 within a tile.
+// One staging slot of a thread: four consecutive k of one row, at `src` + chunk offset in global
+// memory and `dst` floats into a staging buffer. `lim`: the chunk offsets below it are inside
+// the operand (K − k offset of the slot; 0 for a row past the operand's rows, whose `src` is the
+// operand's start, never read).
 struct GemmSlot {
-    const float* row;
-    int kq;
+    const float* src;
+    int lim;
+    int dst;
 };
+
+// The largest K the kernels take (k offsets are 32-bit; the launch traps above it).
+#define GEMM_MAX_K 0x7fffff00LL
 
 // Asynchronous copies global → shared (sm_80+, `cp.async`): `n` of 16 bytes (or of 4 bytes)
 // are read from `src`, the rest of the 16 (4) bytes at `dst` is zero-filled; `n` = 0 reads
@@ -89,23 +96,25 @@ __device__ __forceinline__ unsigned gemm_dynamic_smem() {
     return n;
 }
 
-// Stages four consecutive k of one row at `dst` (zeros for a null row and past K). `vec`: the row
-// start and its leading dimension are multiples of 4 floats and K is a multiple of 4, so the four
-// floats at k0 < K lie inside the row, 16-byte aligned.
-__device__ __forceinline__ void gemm_stage4(float* dst, const float* row, const float* any, i64 K, i64 k0, bool vec) {
-    if (vec) {
-        const bool in = row != nullptr && k0 < K;
-        gemm_cp16(dst, in ? row + k0 : any, in ? 16 : 0);
+// Stages the four k of slot `sl` at chunk offset kb into the buffer at `buf`, zeros past K (and
+// for a row past the operand's rows). VEC: the slot's row start and leading dimension are
+// multiples of 4 floats and K is a multiple of 4, so four floats below K are 16-byte aligned.
+template <bool VEC>
+__device__ __forceinline__ void gemm_stage4(float* buf, const GemmSlot& sl, int kb) {
+    if constexpr (VEC) {
+        const bool in = kb < sl.lim;
+        gemm_cp16(buf + sl.dst, in ? sl.src + kb : sl.src, in ? 16 : 0);
         return;
     }
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
-        const bool in = row != nullptr && k0 + e < K;
-        gemm_cp4(dst + e, in ? row + k0 + e : any, in ? 4 : 0);
+        const bool in = kb + e < sl.lim;
+        gemm_cp4(buf + sl.dst + e, in ? sl.src + kb + e : sl.src, in ? 4 : 0);
     }
 }
 
-template <int BM, int BN, int TM, int TN, int GW, int STAGES, int CH>
+// VEC: both operands take 16-byte copies (gemm_linear's dispatch).
+template <int BM, int BN, int TM, int TN, int GW, int STAGES, int CH, bool VEC>
 __device__ __forceinline__ void gemm_linear_tile(const GemmArgs a) {
     constexpr int TY = BM / TM;                 // threads along rows in a set
     constexpr int TX = BN / TN;                 // threads along outputs in a set
@@ -131,7 +140,7 @@ __device__ __forceinline__ void gemm_linear_tile(const GemmArgs a) {
     float* const smem = reinterpret_cast<float*>(gemm_smem);
 
     if (blockDim.x != NT || blockDim.y != 1 || blockDim.z != 1) __trap();
-    if (gemm_dynamic_smem() < SMEM * sizeof(float)) __trap();
+    if (gemm_dynamic_smem() < SMEM * sizeof(float) || a.k > GEMM_MAX_K) __trap();
     const int tid = threadIdx.x;
     const int s = tid / GT;
     const int lt = tid - s * GT;
@@ -140,8 +149,6 @@ __device__ __forceinline__ void gemm_linear_tile(const GemmArgs a) {
     const i64 m0 = (i64)blockIdx.y * BM;
     const i64 n0 = (i64)blockIdx.x * BN;
     const i64 K = a.k;
-    const bool vx = ((unsigned long long)a.x % 16 == 0) && (a.ldx % 4 == 0) && (K % 4 == 0);
-    const bool vw = ((unsigned long long)a.w % 16 == 0) && (K % 4 == 0);
 
     // This thread's staging slots (slot q: row q / Q of the chunk, k offset 4·(q mod Q)).
     GemmSlot xsl[XPT];
@@ -150,15 +157,19 @@ __device__ __forceinline__ void gemm_linear_tile(const GemmArgs a) {
     for (int i = 0; i < XPT; ++i) {
         const int q = tid + i * NT;
         const i64 r = m0 + q / Q;
-        xsl[i].row = (q < XV && r < a.rows) ? a.x + r * a.ldx : nullptr;
-        xsl[i].kq = 4 * (q % Q);
+        const bool in = q < XV && r < a.rows;
+        xsl[i].src = in ? a.x + r * a.ldx + 4 * (q % Q) : a.x;
+        xsl[i].lim = in ? (int)K - 4 * (q % Q) : 0;
+        xsl[i].dst = (q / Q) * LDS + 4 * (q % Q);
     }
 #pragma unroll
     for (int i = 0; i < WPT; ++i) {
         const int q = tid + i * NT;
         const i64 r = n0 + q / Q;
-        wsl[i].row = (q < WV && r < a.out) ? a.w + r * K : nullptr;
-        wsl[i].kq = 4 * (q % Q);
+        const bool in = q < WV && r < a.out;
+        wsl[i].src = in ? a.w + r * K + 4 * (q % Q) : a.w;
+        wsl[i].lim = in ? (int)K - 4 * (q % Q) : 0;
+        wsl[i].dst = BM * LDS + (q / Q) * LDS + 4 * (q % Q);
     }
 
     float acc[GPT][TM][TN];
@@ -176,19 +187,14 @@ __device__ __forceinline__ void gemm_linear_tile(const GemmArgs a) {
     // last chunk, so that every thread commits one group per chunk and gemm_wait counts chunks).
     auto issue = [&](i64 c, int buf) {
         if (c < chunks) {
-            const i64 kb = c * CK;
-            float* const xs = smem + buf * STAGE;
-            float* const ws = xs + BM * LDS;
+            const int kb = (int)c * CK;
+            float* const st = smem + buf * STAGE;
 #pragma unroll
-            for (int i = 0; i < XPT; ++i) {
-                const int q = tid + i * NT;
-                if (q < XV) gemm_stage4(xs + (q / Q) * LDS + 4 * (q % Q), xsl[i].row, a.x, K, kb + xsl[i].kq, vx);
-            }
+            for (int i = 0; i < XPT; ++i)
+                if (tid + i * NT < XV) gemm_stage4<VEC>(st, xsl[i], kb);
 #pragma unroll
-            for (int i = 0; i < WPT; ++i) {
-                const int q = tid + i * NT;
-                if (q < WV) gemm_stage4(ws + (q / Q) * LDS + 4 * (q % Q), wsl[i].row, a.w, K, kb + wsl[i].kq, vw);
-            }
+            for (int i = 0; i < WPT; ++i)
+                if (tid + i * NT < WV) gemm_stage4<VEC>(st, wsl[i], kb);
         }
         gemm_commit();
     };
@@ -220,22 +226,27 @@ __device__ __forceinline__ void gemm_linear_tile(const GemmArgs a) {
     };
 
     // STAGES − 1 chunks in flight ahead of the one being multiplied.
+    {
 #pragma unroll
-    for (int c = 0; c < STAGES - 1; ++c) issue(c, c);
-    for (i64 c = 0; c < chunks; ++c) {
-        gemm_wait<STAGES - 2>();
-        // Chunk c is in shared memory for every thread, and every thread is done with chunk
-        // c − 1, whose buffer the next issue refills.
-        __syncthreads();
-        issue(c + STAGES - 1, (int)((c + STAGES - 1) % STAGES));
-        const int buf = (int)(c % STAGES);
-        if (c * CH + CH <= tiles) {
+        for (int c = 0; c < STAGES - 1; ++c) issue(c, c);
+        int rbuf = 0;
+        int wbuf = STAGES - 1;
+        for (i64 c = 0; c < chunks; ++c) {
+            gemm_wait<STAGES - 2>();
+            // Chunk c is in shared memory for every thread, and every thread is done with chunk
+            // c − 1, whose buffer (wbuf) the next issue refills.
+            __syncthreads();
+            issue(c + STAGES - 1, wbuf);
+            if (c * CH + CH <= tiles) {
 #pragma unroll
-            for (int u = 0; u < CH; ++u) multiply(buf, u);
-        } else {
-            // The last chunk: only its tiles below ceil(K / 64) (k is padded to a tile, never
-            // to a chunk).
-            for (int u = 0; u < (int)(tiles - c * CH); ++u) multiply(buf, u);
+                for (int u = 0; u < CH; ++u) multiply(rbuf, u);
+            } else {
+                // The last chunk: only its tiles below ceil(K / 64) (k is padded to a tile,
+                // never to a chunk).
+                for (int u = 0; u < (int)(tiles - c * CH); ++u) multiply(rbuf, u);
+            }
+            rbuf = rbuf + 1 == STAGES ? 0 : rbuf + 1;
+            wbuf = wbuf + 1 == STAGES ? 0 : wbuf + 1;
         }
     }
     gemm_wait<0>();
@@ -291,27 +302,42 @@ __device__ __forceinline__ void gemm_linear_tile(const GemmArgs a) {
     }
 }
 
-// The variants (tile BM × BN, thread tile TM × TN, GW thread sets, STAGES staging buffers of CH
-// k tiles; NT threads, at least MINB CTAs per SM), one entry each, spelled out so that every entry's name
-// appears in the source: kernels/src/gemm.rs `VARIANTS` lists the same table, and a test checks
-// every entry here against it.
+// The variants (tile BM × BN, thread tile TM × TN, GW thread sets, ST staging buffers of CH k
+// tiles; NT threads, compiled for MINB CTAs per SM: __launch_bounds__(NT, MINB)), one entry
+// each, spelled out so that every entry's name appears in the source: kernels/src/gemm.rs
+// `VARIANTS` lists the same table, and a test checks every entry here against it.
 
-#define GEMM_ENTRY(NAME, NT, MINB, BM, BN, TM, TN, GW, ST, CH)                                            \
-    extern "C" __global__ void __launch_bounds__(NT, MINB) NAME(float* y, i64 ldy, const float* x,   \
-        i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in,     \
-        i64 out) {                                                                                     \
-        static_assert((BM / TM) * (BN / TN) * GW == NT, "thread count");                              \
-        gemm_linear_tile<BM, BN, TM, TN, GW, ST, CH>(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out}); \
-    }
+// Both operands 16-byte aligned row by row (address and leading dimension multiples of 4 floats,
+// K a multiple of 4): the 16-byte copies; otherwise the 4-byte ones.
+template <int BM, int BN, int TM, int TN, int GW, int ST, int CH, int NT>
+__device__ __forceinline__ void gemm_linear(const GemmArgs a) {
+    static_assert((BM / TM) * (BN / TN) * GW == NT, "the entry's thread count");
+    if ((unsigned long long)a.x % 16 == 0 && a.ldx % 4 == 0 && (unsigned long long)a.w % 16 == 0 && a.k % 4 == 0)
+        gemm_linear_tile<BM, BN, TM, TN, GW, ST, CH, true>(a);
+    else
+        gemm_linear_tile<BM, BN, TM, TN, GW, ST, CH, false>(a);
+}
 
-GEMM_ENTRY(gemm_linear_16x64, 512, 1, 16, 64, 4, 8, 16, 3, 2)
-GEMM_ENTRY(gemm_linear_16x64w8, 256, 1, 16, 64, 4, 8, 8, 3, 2)
-GEMM_ENTRY(gemm_linear_16x32, 512, 2, 16, 32, 4, 4, 16, 3, 2)
-GEMM_ENTRY(gemm_linear_16x32w8, 256, 2, 16, 32, 4, 4, 8, 3, 2)
-GEMM_ENTRY(gemm_linear_16x32t8, 256, 2, 16, 32, 8, 4, 16, 3, 2)
-GEMM_ENTRY(gemm_linear_16x16, 512, 2, 16, 16, 4, 2, 16, 3, 2)
-GEMM_ENTRY(gemm_linear_8x64, 512, 2, 8, 64, 2, 8, 16, 3, 2)
-GEMM_ENTRY(gemm_linear_8x32, 512, 2, 8, 32, 2, 4, 16, 3, 2)
-GEMM_ENTRY(gemm_linear_1x128, 512, 2, 1, 128, 1, 4, 16, 3, 1)
-GEMM_ENTRY(gemm_linear_32x32, 512, 1, 32, 32, 4, 4, 8, 3, 2)
-GEMM_ENTRY(gemm_linear_32x64, 512, 1, 32, 64, 4, 8, 8, 3, 2)
+extern "C" __global__ void __launch_bounds__(128, 2) gemm_linear_16x16(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out) {
+    gemm_linear<16, 16, 4, 2, 4, 3, 2, 128>(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
+}
+
+extern "C" __global__ void __launch_bounds__(128, 1) gemm_linear_16x32(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out) {
+    gemm_linear<16, 32, 4, 4, 4, 3, 2, 128>(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
+}
+
+extern "C" __global__ void __launch_bounds__(256, 1) gemm_linear_16x32n(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out) {
+    gemm_linear<16, 32, 2, 4, 4, 3, 2, 256>(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
+}
+
+extern "C" __global__ void __launch_bounds__(256, 1) gemm_linear_32x32(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out) {
+    gemm_linear<32, 32, 4, 4, 4, 3, 2, 256>(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
+}
+
+extern "C" __global__ void __launch_bounds__(256, 1) gemm_linear_32x64(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out) {
+    gemm_linear<32, 64, 4, 8, 4, 3, 2, 256>(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
+}
+
+extern "C" __global__ void __launch_bounds__(512, 2) gemm_linear_1x128(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out) {
+    gemm_linear<1, 128, 1, 4, 16, 3, 1, 512>(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
+}

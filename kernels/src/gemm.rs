@@ -31,12 +31,12 @@
 //!
 //! Why 16 groups and a pairwise tree: at one session's 112 rows the outputs alone cannot fill an
 //! H100 (a 2048 → 512 linear has 57,344 of them), so each output's k range is spread over 16
-//! independent chains, one warp each in the small-tile variants. Every subtree of the pairwise
-//! tree is a run of consecutive groups, i.e. a contiguous k range of each tile: a thread that
-//! carries several groups (the large-tile variants: groups `s·G .. s·G + G` for `G = K_GROUPS /
-//! gw`) sums its own in registers before the sets meet in shared memory, and the same tree can
-//! split k over CTAs (a run of groups per CTA, then the last levels over the CTAs' partials)
-//! without changing a bit.
+//! independent chains. Every subtree of the pairwise tree is a run of consecutive groups, i.e. a
+//! contiguous k range of each tile: a thread carries a run of groups (`s·G .. s·G + G` for `G =
+//! K_GROUPS / gw`, four in the variants here: independent accumulators that keep the FMA pipes
+//! busy) and sums them in registers before the thread sets meet in shared memory, and the same
+//! tree can split k over CTAs (a run of groups per CTA, then the last levels over the CTAs'
+//! partials) without changing a bit.
 //!
 //! Launch of a variant `v`: grid `(ceil(out / v.bn), ceil(rows / v.bm), 1)`, block
 //! `(v.threads(), 1, 1)` ([`Variant::dims`]); the kernels trap on another block shape and the
@@ -58,6 +58,10 @@ pub static SOURCE: CudaSource = CudaSource {
         include_str!("../cuda/gemm.cu")
     ),
 };
+
+/// The largest `in` (K) the kernels take (`GEMM_MAX_K`: their k offsets are 32-bit; the CUDA
+/// entries trap above it, the twins refuse it).
+pub const MAX_K: usize = 0x7fff_ff00;
 
 /// The `act` argument for no fused activation.
 pub const NO_ACT: i32 = -1;
@@ -170,74 +174,122 @@ macro_rules! variant {
     };
 }
 
-variant!(LINEAR_16X64, V16X64, host_16x64, "16x64", 16, 64, 4, 8, 16, 3, 2, 1);
-variant!(LINEAR_16X64W8, V16X64W8, host_16x64w8, "16x64w8", 16, 64, 4, 8, 8, 3, 2, 1);
-variant!(LINEAR_16X32, V16X32, host_16x32, "16x32", 16, 32, 4, 4, 16, 3, 2, 2);
-variant!(LINEAR_16X32W8, V16X32W8, host_16x32w8, "16x32w8", 16, 32, 4, 4, 8, 3, 2, 2);
-variant!(LINEAR_16X32T8, V16X32T8, host_16x32t8, "16x32t8", 16, 32, 8, 4, 16, 3, 2, 2);
-variant!(LINEAR_16X16, V16X16, host_16x16, "16x16", 16, 16, 4, 2, 16, 3, 2, 2);
-variant!(LINEAR_8X64, V8X64, host_8x64, "8x64", 8, 64, 2, 8, 16, 3, 2, 2);
-variant!(LINEAR_8X32, V8X32, host_8x32, "8x32", 8, 32, 2, 4, 16, 3, 2, 2);
-variant!(LINEAR_1X128, V1X128, host_1x128, "1x128", 1, 128, 1, 4, 16, 3, 1, 2);
-variant!(LINEAR_32X32, V32X32, host_32x32, "32x32", 32, 32, 4, 4, 8, 3, 2, 1);
-variant!(LINEAR_32X64, V32X64, host_32x64, "32x64", 32, 64, 4, 8, 8, 3, 2, 1);
+variant!(
+    LINEAR_16X16,
+    V16X16,
+    host_16x16,
+    "16x16",
+    16,
+    16,
+    4,
+    2,
+    4,
+    3,
+    2,
+    2
+);
+variant!(
+    LINEAR_16X32,
+    V16X32,
+    host_16x32,
+    "16x32",
+    16,
+    32,
+    4,
+    4,
+    4,
+    3,
+    2,
+    1
+);
+variant!(
+    LINEAR_16X32N,
+    V16X32N,
+    host_16x32n,
+    "16x32n",
+    16,
+    32,
+    2,
+    4,
+    4,
+    3,
+    2,
+    1
+);
+variant!(
+    LINEAR_32X32,
+    V32X32,
+    host_32x32,
+    "32x32",
+    32,
+    32,
+    4,
+    4,
+    4,
+    3,
+    2,
+    1
+);
+variant!(
+    LINEAR_32X64,
+    V32X64,
+    host_32x64,
+    "32x64",
+    32,
+    64,
+    4,
+    8,
+    4,
+    3,
+    2,
+    1
+);
+variant!(
+    LINEAR_1X128,
+    V1X128,
+    host_1x128,
+    "1x128",
+    1,
+    128,
+    1,
+    4,
+    16,
+    3,
+    1,
+    2
+);
 
-/// Every variant: the one-warp-per-group tiles for a few hundred rows (widest first), the
-/// single-row tile, then the two-groups-per-thread tiles for thousands of rows.
-pub static VARIANTS: &[&Variant] = &[
-    &V16X64,
-    &V16X64W8,
-    &V16X32,
-    &V16X32W8,
-    &V16X32T8,
-    &V16X16,
-    &V8X64,
-    &V8X32,
-    &V1X128,
-    &V32X32,
-    &V32X64,
-];
+/// Every variant, smallest CTA tile first (the single-row tile last).
+pub static VARIANTS: &[&Variant] = &[&V16X16, &V16X32, &V16X32N, &V32X32, &V32X64, &V1X128];
 
 pub static KERNELS: &[&KernelDef] = &[
-    &LINEAR_16X64,
-    &LINEAR_16X64W8,
-    &LINEAR_16X32,
-    &LINEAR_16X32W8,
-    &LINEAR_16X32T8,
     &LINEAR_16X16,
-    &LINEAR_8X64,
-    &LINEAR_8X32,
-    &LINEAR_1X128,
+    &LINEAR_16X32,
+    &LINEAR_16X32N,
     &LINEAR_32X32,
     &LINEAR_32X64,
+    &LINEAR_1X128,
 ];
 
-/// CTAs a launch should have to fill the device (about one per SM of an H100/H200, 132).
-/// [`pick`] takes the widest tile that still gives this many; bits never depend on the choice.
-pub const FILL_CTAS: usize = 128;
-
-/// Rows from which [`pick`] takes the large tiles (`32x64`, `32x32`): their two k-groups per
-/// thread halve the exchange between sets and double each CTA's reuse of a staged tile.
+/// Rows from which [`pick`] takes the widest tile whatever the outputs (sessions batched: the
+/// grid is large enough, and the wide tile stages each k tile for the most outputs).
 pub const LARGE_ROWS: usize = 512;
 
-/// The variant the `linear` op launches for `rows × out` outputs: up to 2 rows the single-row
-/// tile; from [`LARGE_ROWS`] rows the widest large tile with at least [`FILL_CTAS`] CTAs;
-/// otherwise the widest of `16x64`, `16x32`, `16x16` with at least [`FILL_CTAS`] CTAs, else
-/// `8x32`. Speed only: every variant computes the same bits.
+/// The variant the `linear` op launches for `rows × out` outputs. Speed only: every variant
+/// computes the same bits. The rule follows `dcc-bench kernels` on an H100 (fp32, the full
+/// model's shapes at 112 and 1,792 rows): up to 2 rows the single-row tile; from [`LARGE_ROWS`]
+/// rows, or from 1,024 outputs, `32x64` (the most reuse per staged tile, and enough CTAs); up to
+/// 128 outputs `16x16` (the most CTAs); otherwise `16x32`.
 pub fn pick(rows: usize, out: usize) -> &'static Variant {
     if rows <= 2 {
-        return &V1X128;
+        &V1X128
+    } else if rows >= LARGE_ROWS || out >= 1024 {
+        &V32X64
+    } else if out <= 128 {
+        &V16X16
+    } else {
+        &V16X32
     }
-    let fill = |vs: &[&'static Variant], last: &'static Variant| {
-        vs.iter()
-            .copied()
-            .find(|v| v.ctas(rows, out) >= FILL_CTAS)
-            .unwrap_or(last)
-    };
-    if rows >= LARGE_ROWS {
-        return fill(&[&V32X64, &V32X32], &V16X32);
-    }
-    fill(&[&V16X64, &V16X32, &V16X16], &V8X32)
 }
 
 /// The variant whose kernel is `name` (`gemm.linear_32x64`, ...).
@@ -351,6 +403,9 @@ unsafe fn host_linear(v: &Variant, dims: &LaunchDims, a: &[Arg]) -> Result<(), K
             "{name}: y's leading dimension {ldy} below out {out}, or in {k} · out {out} overflows"
         )));
     }
+    if k > MAX_K {
+        return Err(invalid(format!("{name}: in {k} above {MAX_K}")));
+    }
     let bias = a.i32(6)? != 0;
     // SAFETY: HostFn contract: x spans rows of `k` at stride ldx, w `out · k`, b `out`, y rows
     // of `out` at stride ldy, y aliasing no input.
@@ -412,7 +467,10 @@ mod tests {
             }
             reduce(p) != p.iter().skip(1).fold(p[0], |s, q| s + q)
         });
-        assert!(other, "the tree never differed from the sequential sum ({seq})");
+        assert!(
+            other,
+            "the tree never differed from the sequential sum ({seq})"
+        );
     }
 
     /// Close to the float64 dot product (it is a dot product), and each row of `linear` is
@@ -448,24 +506,28 @@ mod tests {
         let src = SOURCE.code;
         assert!(src.contains(&format!("#define GEMM_KG {K_GROUPS}\n")));
         assert!(src.contains(&format!("#define GEMM_KS {K_SLICE}\n")));
+        assert!(src.contains(&format!("#define GEMM_MAX_K {MAX_K:#x}LL\n")));
         for v in VARIANTS {
             let inst = format!(
-                "\nGEMM_ENTRY({}, {}, {}, {}, {}, {}, {}, {}, {}, {})\n",
-                v.kernel.entry,
-                v.threads(),
+                "extern \"C\" __global__ void __launch_bounds__({nt}, {}) {}(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out) {{\n    gemm_linear<{}, {}, {}, {}, {}, {}, {}, {nt}>(",
                 v.min_blocks,
+                v.kernel.entry,
                 v.bm,
                 v.bn,
                 v.tm,
                 v.tn,
                 v.gw,
                 v.stages,
-                v.chunk
+                v.chunk,
+                nt = v.threads(),
             );
             assert!(src.contains(&inst), "{}: no entry {inst}", v.kernel.name);
             assert!(v.bm % v.tm == 0 && v.bn % v.tn == 0);
             assert!(
-                v.gw.is_power_of_two() && K_GROUPS % v.gw == 0 && v.stages >= 2 && v.chunk >= 1,
+                v.gw.is_power_of_two()
+                    && K_GROUPS.is_multiple_of(v.gw)
+                    && v.stages >= 2
+                    && v.chunk >= 1,
                 "{}",
                 v.kernel.name
             );
@@ -481,7 +543,10 @@ mod tests {
                 v.kernel.name
             );
         }
-        assert_eq!(src.matches("\nGEMM_ENTRY(").count(), VARIANTS.len());
+        assert_eq!(
+            src.matches("extern \"C\" __global__ void ").count(),
+            VARIANTS.len()
+        );
         assert_eq!(KERNELS.len(), VARIANTS.len());
         for (k, v) in KERNELS.iter().zip(VARIANTS) {
             assert!(std::ptr::eq(*k, v.kernel));
@@ -523,11 +588,11 @@ mod tests {
     }
 
     #[test]
-    fn pick_fills_the_device_at_the_model_shapes() {
-        assert_eq!(pick(112, 2048).kernel.name, "gemm.linear_16x64");
-        assert_eq!(pick(112, 1536).kernel.name, "gemm.linear_16x64");
-        assert_eq!(pick(112, 512).kernel.name, "gemm.linear_16x16");
-        assert_eq!(pick(112, 80).kernel.name, "gemm.linear_8x32");
+    fn pick_follows_the_measured_rule_at_the_model_shapes() {
+        assert_eq!(pick(112, 2048).kernel.name, "gemm.linear_32x64");
+        assert_eq!(pick(112, 1536).kernel.name, "gemm.linear_32x64");
+        assert_eq!(pick(112, 512).kernel.name, "gemm.linear_16x32");
+        assert_eq!(pick(112, 80).kernel.name, "gemm.linear_16x16");
         assert_eq!(pick(1792, 512).kernel.name, "gemm.linear_32x64");
         assert_eq!(pick(1, 3072).kernel.name, "gemm.linear_1x128");
         for rows in [1, 2, 3, 8, 56, 112, 150, 511, 512, 896, 1792] {

@@ -212,7 +212,8 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), n, "duplicate kernel names");
         for k in registry() {
-            let sig = format!("void {}(", k.entry);
+            // `void name(`, or `void __launch_bounds__(…) name(`.
+            let sig = format!(" {}(", k.entry);
             assert!(
                 k.source.code.contains(&sig),
                 "{}: entry `{}` not found in {}.cu",
@@ -249,6 +250,9 @@ mod tests {
             let mut rest = s.code;
             while let Some(i) = rest.find("extern \"C\" __global__ void ") {
                 rest = &rest[i + "extern \"C\" __global__ void ".len()..];
+                if let Some(bounds) = rest.strip_prefix("__launch_bounds__(") {
+                    rest = bounds[bounds.find(')').unwrap() + 1..].trim_start();
+                }
                 let entry = &rest[..rest.find('(').unwrap()];
                 assert!(
                     registry().any(|k| k.entry == entry && std::ptr::eq(k.source, s)),

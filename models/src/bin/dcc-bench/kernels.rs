@@ -52,15 +52,16 @@ pub const SESSION_ROWS: usize = 112;
 
 /// The small shapes of the twin check `(rows, in, out)`: tails in rows, k and outputs, a single
 /// row, and K past one k tile.
-pub const TWIN_SHAPES: [(usize, usize, usize); 4] = [(37, 100, 70), (5, 3, 7), (1, 130, 129), (19, 200, 33)];
+pub const TWIN_SHAPES: [(usize, usize, usize); 4] =
+    [(37, 100, 70), (5, 3, 7), (1, 130, 129), (19, 200, 33)];
 
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "Examples:\n  \
 dcc-bench kernels                                   # every variant and cuBLAS, full shapes, 112 and 1792 rows\n  \
 dcc-bench kernels --variants auto --rows 112 --samples 21\n  \
-dcc-bench kernels --shapes 512x2048 --variants 16x64,16x32 --cold-mib 0 --format json\n\n\
-To tune a tile size: edit or add an entry in kernels/cuda/gemm.cu (`GEMM_ENTRY(name, threads, BM,\n\
-BN, TM, TN, GW, STAGES)`) and its `variant!` line in kernels/src/gemm.rs, rebuild, and compare the\n\
+dcc-bench kernels --shapes 512x2048 --variants 16x32,32x64 --cold-mib 0 --format json\n\n\
+To tune a tile size: edit or add an entry in kernels/cuda/gemm.cu (`GEMM_ENTRY(name, threads,\n\
+blocks per SM, BM, BN, TM, TN, GW, STAGES, CH)`) and its `variant!` line in kernels/src/gemm.rs, rebuild, and compare the\n\
 variants here; `gemm::pick` decides which one `ops::linear` launches. Every variant must stay\n\
 bit-equal to the twin (the `twin` column and the twin check): the k order is fixed by K alone,\n\
 whatever the tile.\n\n\
@@ -82,7 +83,7 @@ pub struct KernelsArgs {
     pub rows: Vec<usize>,
 
     /// Kernel variants, comma-separated: `auto` (what `ops::linear` picks for the shape), `all`
-    /// (every variant) and tile names (`16x64`, `16x32`, ...: rows × outputs per CTA).
+    /// (every variant) and tile names (`16x32`, `32x64`, ...: rows × outputs per CTA).
     #[arg(long, value_delimiter = ',', value_parser = variant, default_value = "auto,all")]
     pub variants: Vec<Choice>,
 
@@ -162,7 +163,7 @@ fn variant(s: &str) -> Result<Choice, String> {
         })
 }
 
-/// `16x64` for `gemm.linear_16x64`.
+/// `16x32` for `gemm.linear_16x32`.
 fn short(v: &Variant) -> &'static str {
     v.kernel.name.trim_start_matches("gemm.linear_")
 }
@@ -531,7 +532,12 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
         let bad: Vec<String> = t
             .iter()
             .filter(|r| r["bit_equal"] != Value::Bool(true))
-            .map(|r| format!("{} at {} × {} → {}", r["kernel"], r["rows"], r["in"], r["out"]))
+            .map(|r| {
+                format!(
+                    "{} at {} × {} → {}",
+                    r["kernel"], r["rows"], r["in"], r["out"]
+                )
+            })
             .collect();
         writeln!(
             w,
@@ -546,7 +552,10 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
             }
         )?;
     }
-    if let Some(m) = out["dit_per_chunk_ms"].as_object().filter(|m| !m.is_empty()) {
+    if let Some(m) = out["dit_per_chunk_ms"]
+        .as_object()
+        .filter(|m| !m.is_empty())
+    {
         let parts: Vec<String> = m
             .iter()
             .map(|(k, v)| format!("{k} {:.2}", v.as_f64().unwrap_or(f64::NAN)))
