@@ -39,8 +39,9 @@
 //! partials) without changing a bit.
 //!
 //! Launch of a variant `v`: grid `(ceil(out / v.bn), ceil(rows / v.bm), 1)`, block
-//! `(v.threads(), 1, 1)` ([`Variant::dims`]); the kernels trap on another block shape and the
-//! twins refuse any other geometry. Arguments: `(y, ldy, x, ldx, w, b, bias, act, alpha, rows,
+//! `(v.threads(), 1, 1)`, [`Variant::shared_bytes`] of dynamic shared memory ([`Variant::dims`]);
+//! the kernels trap on another block shape, less shared memory or `in` above [`MAX_K`], and the
+//! twins refuse any other geometry and such an `in`. Arguments: `(y, ldy, x, ldx, w, b, bias, act, alpha, rows,
 //! in, out)`; `b` is read only when `bias != 0` (the backends check every pointer argument against
 //! their live buffers, so a launch without a bias passes some live address there, never null);
 //! `act` is [`NO_ACT`] or an `act.apply` op code ([`crate::act::SILU`], ...) with its `alpha`.
