@@ -41,7 +41,7 @@
 //   b [out] is read only when bias != 0 (the backends check every pointer argument against their
 //   live buffers, so a launch without a bias passes some live address there, never null); act < 0
 //   is no activation, else the op code of act_apply (kernels/src/act.rs) with its alpha.
-// Prepended with common.cuh (i64, dcc_act1).
+// Prepended with common.cuh (i64, dcc_act1); followed by one variant's entry (end of file).
 
 #define GEMM_KG 16
 #define GEMM_KS 4
@@ -302,11 +302,6 @@ __device__ __forceinline__ void gemm_linear_tile(const GemmArgs a) {
     }
 }
 
-// The variants (tile BM × BN, thread tile TM × TN, GW thread sets, ST staging buffers of CH k
-// tiles; NT threads, compiled for MINB CTAs per SM: __launch_bounds__(NT, MINB)), one entry
-// each, spelled out so that every entry's name appears in the source: kernels/src/gemm.rs
-// `VARIANTS` lists the same table, and a test checks every entry here against it.
-
 // Both operands 16-byte aligned row by row (address and leading dimension multiples of 4 floats,
 // K a multiple of 4): the 16-byte copies; otherwise the 4-byte ones.
 template <int BM, int BN, int TM, int TN, int GW, int ST, int CH, int NT>
@@ -318,26 +313,9 @@ __device__ __forceinline__ void gemm_linear(const GemmArgs a) {
         gemm_linear_tile<BM, BN, TM, TN, GW, ST, CH, false>(a);
 }
 
-extern "C" __global__ void __launch_bounds__(128, 2) gemm_linear_16x16(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out) {
-    gemm_linear<16, 16, 4, 2, 4, 3, 2, 128>(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
-}
-
-extern "C" __global__ void __launch_bounds__(128, 1) gemm_linear_16x32(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out) {
-    gemm_linear<16, 32, 4, 4, 4, 3, 2, 128>(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
-}
-
-extern "C" __global__ void __launch_bounds__(256, 1) gemm_linear_16x32n(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out) {
-    gemm_linear<16, 32, 2, 4, 4, 3, 2, 256>(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
-}
-
-extern "C" __global__ void __launch_bounds__(256, 1) gemm_linear_32x32(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out) {
-    gemm_linear<32, 32, 4, 4, 4, 3, 2, 256>(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
-}
-
-extern "C" __global__ void __launch_bounds__(256, 1) gemm_linear_32x64(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out) {
-    gemm_linear<32, 64, 4, 8, 4, 3, 2, 256>(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
-}
-
-extern "C" __global__ void __launch_bounds__(512, 2) gemm_linear_1x128(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out) {
-    gemm_linear<1, 128, 1, 4, 16, 3, 1, 512>(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
-}
+// No entry here: each variant is its own NVRTC module, this file followed by one global entry
+// gemm_linear_<name> (the arguments above, __launch_bounds__(NT, MINB)) whose body is
+// gemm_linear<BM, BN, TM, TN, GW, ST, CH, NT>(GemmArgs{...}): tile BM × BN, thread tile TM × TN,
+// GW thread sets, ST staging buffers of CH k tiles, NT threads, compiled for MINB CTAs per SM.
+// kernels/src/gemm.rs writes that entry from its `variant!` table, so that a process compiles
+// only the variants it launches.

@@ -38,6 +38,19 @@
 //! tree can split k over CTAs (a run of groups per CTA, then the last levels over the CTAs'
 //! partials) without changing a bit.
 //!
+//! # One NVRTC module per variant
+//!
+//! Each variant is its own module (`gemm/linear_<name>`: `common.cuh`, `gemm.cu`'s templates,
+//! then the one entry the `variant!` table writes), not one `gemm` module with every entry.
+//! NVRTC spends most of its time on these template instantiations (two per variant, the 16-byte
+//! and the 4-byte staging; about a minute for all six on the H100 host), and a module is
+//! compiled whole. Split, a process compiles the variants it launches and nothing
+//! else: the four [`PICKED`] ones for the `linear` op on the invariant path, none on the backend
+//! path, all six only for the benchmark's sweep. Finer splits (one module per staging width) would
+//! not pay: a launch picks the width from its operands' alignment at run time, so both are
+//! needed wherever the variant is. The entry is written from the same literals as the
+//! [`Variant`] table, so the two cannot disagree.
+//!
 //! Launch of a variant `v`: grid `(ceil(out / v.bn), ceil(rows / v.bm), 1)`, block
 //! `(v.threads(), 1, 1)`, [`Variant::shared_bytes`] of dynamic shared memory ([`Variant::dims`]);
 //! the kernels trap on another block shape, less shared memory or `in` above [`MAX_K`], and the
@@ -51,14 +64,6 @@ use crate::twin::{invalid, rd, span, wr};
 use crate::{CudaSource, KernelDef};
 
 use Param::{F32, I32, I64, Ptr};
-
-pub static SOURCE: CudaSource = CudaSource {
-    name: "gemm",
-    code: concat!(
-        include_str!("../cuda/common.cuh"),
-        include_str!("../cuda/gemm.cu")
-    ),
-};
 
 /// The largest `in` (K) the kernels take (`GEMM_MAX_K`: their k offsets are 32-bit; the CUDA
 /// entries trap above it, the twins refuse it).
@@ -144,14 +149,35 @@ impl Variant {
 }
 
 macro_rules! variant {
-    ($kid:ident, $vid:ident, $host:ident, $name:literal, $bm:literal, $bn:literal, $tm:literal, $tn:literal, $gw:literal, $st:literal, $ch:literal, $mb:literal) => {
+    ($kid:ident, $vid:ident, $src:ident, $host:ident, $name:literal, $bm:literal, $bn:literal, $tm:literal, $tn:literal, $gw:literal, $st:literal, $ch:literal, $mb:literal, $nt:literal) => {
+        #[doc = concat!("The NVRTC module of [`", stringify!($kid), "`] alone: `common.cuh`, ",
+                        "`gemm.cu` (templates only) and this variant's entry (module docs: ",
+                        "why one module per variant).")]
+        pub static $src: CudaSource = CudaSource {
+            name: concat!("gemm/linear_", $name),
+            code: concat!(
+                include_str!("../cuda/common.cuh"),
+                include_str!("../cuda/gemm.cu"),
+                "\nextern \"C\" __global__ void __launch_bounds__(",
+                $nt,
+                ", ",
+                $mb,
+                ") gemm_linear_",
+                $name,
+                "(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, \
+                 int bias, int act, float alpha, i64 rows, i64 in, i64 out) {\n    gemm_linear<",
+                $bm, ", ", $bn, ", ", $tm, ", ", $tn, ", ", $gw, ", ", $st, ", ", $ch, ", ",
+                $nt,
+                ">(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});\n}\n"
+            ),
+        };
         #[doc = concat!("`gemm.linear_", $name, "`: ", stringify!($bm), " × ", stringify!($bn),
                                     " outputs per CTA, ", stringify!($tm), " × ", stringify!($tn),
                                     " per thread, ", stringify!($gw), " thread sets (module docs: ",
                                     "arguments, launch, arithmetic).")]
         pub static $kid: KernelDef = KernelDef {
             name: concat!("gemm.linear_", $name),
-            source: &SOURCE,
+            source: &$src,
             entry: concat!("gemm_linear_", $name),
             params: PARAMS,
             host: $host,
@@ -178,6 +204,7 @@ macro_rules! variant {
 variant!(
     LINEAR_16X16,
     V16X16,
+    SOURCE_16X16,
     host_16x16,
     "16x16",
     16,
@@ -187,11 +214,13 @@ variant!(
     4,
     3,
     2,
-    2
+    2,
+    128
 );
 variant!(
     LINEAR_16X32,
     V16X32,
+    SOURCE_16X32,
     host_16x32,
     "16x32",
     16,
@@ -201,11 +230,13 @@ variant!(
     4,
     3,
     2,
-    1
+    1,
+    128
 );
 variant!(
     LINEAR_16X32N,
     V16X32N,
+    SOURCE_16X32N,
     host_16x32n,
     "16x32n",
     16,
@@ -215,11 +246,13 @@ variant!(
     4,
     3,
     2,
-    1
+    1,
+    256
 );
 variant!(
     LINEAR_32X32,
     V32X32,
+    SOURCE_32X32,
     host_32x32,
     "32x32",
     32,
@@ -229,11 +262,13 @@ variant!(
     4,
     3,
     2,
-    1
+    1,
+    256
 );
 variant!(
     LINEAR_32X64,
     V32X64,
+    SOURCE_32X64,
     host_32x64,
     "32x64",
     32,
@@ -243,11 +278,13 @@ variant!(
     4,
     3,
     2,
-    1
+    1,
+    256
 );
 variant!(
     LINEAR_1X128,
     V1X128,
+    SOURCE_1X128,
     host_1x128,
     "1x128",
     1,
@@ -257,7 +294,8 @@ variant!(
     16,
     3,
     1,
-    2
+    2,
+    512
 );
 
 /// Every variant, smallest CTA tile first (the single-row tile last).
@@ -292,6 +330,11 @@ pub fn pick(rows: usize, out: usize) -> &'static Variant {
         &V16X32
     }
 }
+
+/// Every variant [`pick`] can choose, whatever the shape: what a process that launches the
+/// `linear` op on this path compiles (the rest, `16x32n` and `32x32`, serve the benchmark's sweep
+/// only). A test checks every `pick` over a range of shapes against this list.
+pub static PICKED: &[&Variant] = &[&V16X16, &V16X32, &V32X64, &V1X128];
 
 /// The variant whose kernel is `name` (`gemm.linear_32x64`, ...).
 pub fn variant(name: &str) -> Option<&'static Variant> {
@@ -504,11 +547,14 @@ mod tests {
     /// entry of the source is a variant.
     #[test]
     fn variants_match_the_cuda_source() {
-        let src = SOURCE.code;
-        assert!(src.contains(&format!("#define GEMM_KG {K_GROUPS}\n")));
-        assert!(src.contains(&format!("#define GEMM_KS {K_SLICE}\n")));
-        assert!(src.contains(&format!("#define GEMM_MAX_K {MAX_K:#x}LL\n")));
         for v in VARIANTS {
+            let src = v.kernel.source.code;
+            assert!(src.contains(&format!("#define GEMM_KG {K_GROUPS}\n")));
+            assert!(src.contains(&format!("#define GEMM_KS {K_SLICE}\n")));
+            assert!(src.contains(&format!("#define GEMM_MAX_K {MAX_K:#x}LL\n")));
+            // One module per variant, holding that variant's entry alone.
+            assert_eq!(src.matches("extern \"C\" __global__ void ").count(), 1);
+            assert_eq!(v.kernel.source.family(), "gemm");
             let inst = format!(
                 "extern \"C\" __global__ void __launch_bounds__({nt}, {}) {}(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out) {{\n    gemm_linear<{}, {}, {}, {}, {}, {}, {}, {nt}>(",
                 v.min_blocks,
@@ -544,10 +590,6 @@ mod tests {
                 v.kernel.name
             );
         }
-        assert_eq!(
-            src.matches("extern \"C\" __global__ void ").count(),
-            VARIANTS.len()
-        );
         assert_eq!(KERNELS.len(), VARIANTS.len());
         for (k, v) in KERNELS.iter().zip(VARIANTS) {
             assert!(std::ptr::eq(*k, v.kernel));
@@ -602,5 +644,22 @@ mod tests {
             }
         }
         assert!(V32X64.dims(0, 5).is_none() && V32X64.dims(65_535 * 32 + 1, 5).is_none());
+    }
+
+    /// `pick` never leaves [`PICKED`] (every row count to twice [`LARGE_ROWS`], outputs to
+    /// 4,096 and a few wider), and every variant there is picked for some shape.
+    #[test]
+    fn picked_lists_every_choice_of_pick() {
+        let mut seen = vec![false; PICKED.len()];
+        let outs = (1..=4096).chain([8191, 74_752, 1 << 20]);
+        for out in outs {
+            for rows in 1..=2 * LARGE_ROWS {
+                let v = pick(rows, out);
+                let i = PICKED.iter().position(|p| std::ptr::eq(*p, v));
+                let i = i.unwrap_or_else(|| panic!("{rows} × {out}: {}", v.kernel.name));
+                seen[i] = true;
+            }
+        }
+        assert!(seen.iter().all(|s| *s), "{seen:?}");
     }
 }

@@ -92,11 +92,21 @@ pub use abi::{Arg, Args, DevPtr, KernelError, LaunchDims, Param};
 /// One CUDA C translation unit, compiled as a whole by NVRTC.
 #[derive(Debug)]
 pub struct CudaSource {
-    /// Module name; the runtime caches compiled PTX per process under this name.
+    /// Module name, unique in the registry; the runtime caches compiled PTX under it. Either the
+    /// family (`norm`: the module is `kernels/cuda/norm.cu`) or `<family>/<part>` for a family
+    /// compiled as several modules, each one part of the family's kernels (the invariant
+    /// linear's variants, [`gemm`]: a process compiles only those it launches).
     pub name: &'static str,
-    /// CUDA C text (`include_str!` of `kernels/cuda/<name>.cu`, after `common.cuh` for the
-    /// families that share its helpers).
+    /// CUDA C text (`include_str!` of `kernels/cuda/<family>.cu`, after `common.cuh` for the
+    /// families that share its helpers, and for a part the entries of that part).
     pub code: &'static str,
+}
+
+impl CudaSource {
+    /// The family: the module name up to its `/`, the name of the `kernels/cuda/*.cu` file.
+    pub fn family(&self) -> &'static str {
+        self.name.split('/').next().unwrap_or(self.name)
+    }
 }
 
 /// Host twin of a kernel: performs the whole launch (every block and thread) on the CPU.
@@ -179,6 +189,30 @@ pub static MODULES: &[&[&KernelDef]] = &[
     synthetic::KERNELS,
 ];
 
+/// The families a model's ops launch whatever their shapes and GEMM path: every family in
+/// [`MODULES`] but the invariant linear's ([`gemm`], whose variants are chosen by shape and only
+/// launched on that GEMM path: [`gemm::PICKED`]) and the runtime's test kernels ([`synthetic`]).
+/// Compilation is per module and each of these is one small module, so a process preloads
+/// them whole ([`fixed`]); a test checks that every family of [`MODULES`] is here or one of
+/// those two.
+pub static FIXED_MODULES: &[&[&KernelDef]] = &[
+    norm::KERNELS,
+    act::KERNELS,
+    elementwise::KERNELS,
+    attention::KERNELS,
+    copy::KERNELS,
+    embed::KERNELS,
+    carry::KERNELS,
+    rng::KERNELS,
+    conv::KERNELS,
+    signal::KERNELS,
+];
+
+/// Every kernel of [`FIXED_MODULES`].
+pub fn fixed() -> Vec<&'static KernelDef> {
+    FIXED_MODULES.concat()
+}
+
 /// All registered kernels.
 pub fn registry() -> impl Iterator<Item = &'static KernelDef> {
     MODULES.iter().flat_map(|m| m.iter().copied())
@@ -211,6 +245,16 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), n, "duplicate kernel names");
+        // Module names key the runtime's PTX caches: two sources may not share one.
+        for a in registry() {
+            for b in registry() {
+                assert!(
+                    a.source.name != b.source.name || std::ptr::eq(a.source, b.source),
+                    "two modules named {}",
+                    a.source.name
+                );
+            }
+        }
         for k in registry() {
             // `void name(`, or `void __launch_bounds__(…) name(`.
             let sig = format!(" {}(", k.entry);
@@ -240,8 +284,9 @@ mod tests {
             .filter_map(|f| f.strip_suffix(".cu").map(str::to_owned))
             .collect();
         files.sort();
-        let mut modules: Vec<&str> = sources().iter().map(|s| s.name).collect();
+        let mut modules: Vec<&str> = sources().iter().map(|s| s.family()).collect();
         modules.sort_unstable();
+        modules.dedup();
         assert_eq!(
             files, modules,
             "kernels/cuda/*.cu vs the modules in MODULES"
@@ -263,12 +308,32 @@ mod tests {
         }
         for k in registry() {
             assert!(
-                k.name.starts_with(&format!("{}.", k.source.name)),
+                k.name.starts_with(&format!("{}.", k.source.family())),
                 "{} is not named after its family {}",
                 k.name,
-                k.source.name
+                k.source.family()
             );
         }
+    }
+
+    /// [`MODULES`] is [`FIXED_MODULES`], the invariant linear's and the synthetic kernels.
+    #[test]
+    fn fixed_modules_are_every_family_but_two() {
+        let fixed = fixed();
+        for k in registry() {
+            let listed = fixed.iter().any(|f| std::ptr::eq(*f, k));
+            let family = k.source.family();
+            assert_eq!(
+                listed,
+                family != "gemm" && family != "synthetic",
+                "{}: in FIXED_MODULES {listed}",
+                k.name
+            );
+        }
+        assert_eq!(
+            fixed.len() + gemm::KERNELS.len() + synthetic::KERNELS.len(),
+            registry().count()
+        );
     }
 
     #[test]

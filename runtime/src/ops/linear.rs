@@ -3,8 +3,8 @@
 //! device, an ordered loop on the Host), or the deterministic, batch-invariant `gemm.linear_*`
 //! kernels (`dcc_kernels::gemm`).
 
-use dcc_kernels::Arg;
 use dcc_kernels::gemm::{self, Variant};
+use dcc_kernels::{Arg, KernelDef};
 
 use crate::backend::Gemm;
 
@@ -26,6 +26,29 @@ pub enum GemmPath {
     /// on the rows that share the launch (batch invariance, what batching sessions needs), and
     /// CUDA equals Host bit for bit. Activations fuse into the epilogue ([`linear_act`]).
     Invariant,
+}
+
+impl GemmPath {
+    /// The kernels [`linear`] and [`linear_act`] may launch on this path: none on
+    /// [`GemmPath::Backend`] (its GEMMs are the backend's; `linear_act`'s activation is an
+    /// `act.apply` launch, one of [`dcc_kernels::fixed`]), every variant [`gemm::pick`] can
+    /// choose ([`gemm::PICKED`]) on [`GemmPath::Invariant`].
+    pub fn linear_kernels(self) -> Vec<&'static KernelDef> {
+        match self {
+            GemmPath::Backend => Vec::new(),
+            GemmPath::Invariant => gemm::PICKED.iter().map(|v| v.kernel).collect(),
+        }
+    }
+
+    /// Every kernel the ops may launch with their linears on this path: the fixed families
+    /// ([`dcc_kernels::fixed`]) and [`GemmPath::linear_kernels`]. What a model preloads (a
+    /// CUDA process compiles the modules of exactly these), so that the backend path never
+    /// compiles the invariant linear.
+    pub fn op_kernels(self) -> Vec<&'static KernelDef> {
+        let mut k = dcc_kernels::fixed();
+        k.extend(self.linear_kernels());
+        k
+    }
 }
 
 /// `y[rows, out] = x[rows, in] · Wᵀ (+ b)`: `w` packed `[out, in]` (a `torch.nn.Linear`
