@@ -3,7 +3,8 @@
 //! One context (the primary context of the ordinal), one non-default stream that all work is
 //! ordered on, cudarc's per-buffer event tracking disabled (single stream: no cross-stream
 //! synchronization is needed, and tracking events must not leak into captures). Kernels are
-//! compiled by NVRTC once per process per module and architecture, loaded once per backend.
+//! compiled by NVRTC once per module and architecture, the PTX kept in memory for the process and
+//! on disk across processes ([`super::ptx_cache`]), and loaded once per backend.
 //! cuBLAS gets a workspace the runtime allocates and counts, so capture never allocates, and
 //! `CUBLAS_DEFAULT_MATH` (no TF32) for exact float32.
 
@@ -19,10 +20,11 @@ use cudarc::driver::{
 };
 use cudarc::driver::{result as drv, sys as drv_sys};
 use cudarc::nvrtc::{CompileOptions, Ptx};
-use dcc_kernels::{Arg, DevPtr, KernelDef, LaunchDims};
+use dcc_kernels::{Arg, CudaSource, DevPtr, KernelDef, LaunchDims};
 
 use super::bounds::{self, Access, Allocation, Live, lock};
 use super::gate::{Pass, Tracer};
+use super::ptx_cache::{self, DiskCache};
 use super::{
     AllocKind, Backend, BackendKind, DeviceBuffer, Gemm, Graph, GraphImpl, Marker, MarkerImpl,
     MemCounter, MemoryReport, Owner, StreamOp,
@@ -241,6 +243,93 @@ fn ptx_cache() -> MutexGuard<'static, HashMap<(&'static str, String), Ptx>> {
         .unwrap_or_else(|p| p.into_inner())
 }
 
+/// The on-disk PTX cache of this process ([`ptx_cache::dir`]), with the NVRTC version its keys
+/// include; `None` when disabled or when NVRTC does not say its version.
+fn disk_cache() -> Option<&'static (DiskCache, (i32, i32))> {
+    static DISK: OnceLock<Option<(DiskCache, (i32, i32))>> = OnceLock::new();
+    DISK.get_or_init(|| {
+        let (mut major, mut minor) = (0, 0);
+        // SAFETY: nvrtcVersion writes two ints through valid pointers; the NVRTC library was
+        // found present before any backend exists (CudaBackend::new).
+        let r = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+        let ok = r == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS;
+        Some((DiskCache::new(ptx_cache::dir()?), (major, minor))).filter(|_| ok)
+    })
+    .as_ref()
+}
+
+/// NVRTC options of every module for `arch`: [`dcc_kernels::NVRTC_OPTIONS`] and the
+/// architecture.
+fn nvrtc_options(arch: &str) -> Vec<String> {
+    let mut options: Vec<String> = dcc_kernels::NVRTC_OPTIONS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    options.push(format!("--gpu-architecture={arch}"));
+    options
+}
+
+/// Where a module's PTX came from.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum PtxFrom {
+    /// This process's cache or NVRTC: loads, or the module is wrong.
+    Process,
+    /// The disk cache: a file the driver refuses is compiled again and replaced.
+    Disk,
+}
+
+/// The PTX of `src` for `arch`: this process's cache, else the disk cache, else NVRTC (the
+/// result then stored in both; a failed disk write is reported once and otherwise ignored).
+/// `fresh`: compile whatever is cached (the cached copy did not load).
+fn module_ptx(src: &'static CudaSource, arch: &str, fresh: bool) -> Result<(Ptx, PtxFrom)> {
+    let mem_key = (src.name, arch.to_string());
+    if !fresh && let Some(p) = ptx_cache().get(&mem_key).cloned() {
+        return Ok((p, PtxFrom::Process));
+    }
+    let options = nvrtc_options(arch);
+    let disk = disk_cache().map(|(c, v)| (c, ptx_cache::key(src.code, &options, arch, *v)));
+    if !fresh
+        && let Some((c, key)) = &disk
+        && let Some(text) = c.read(key)
+    {
+        let p = Ptx::from_src(text);
+        ptx_cache().insert(mem_key, p.clone());
+        return Ok((p, PtxFrom::Disk));
+    }
+    let opts = CompileOptions {
+        options,
+        name: Some(format!("{}.cu", src.name)),
+        ..Default::default()
+    };
+    let ptx =
+        cudarc::nvrtc::compile_ptx_with_opts(src.code, opts).map_err(|error| Error::Nvrtc {
+            module: src.name.into(),
+            error,
+        })?;
+    if let Some((c, key)) = &disk {
+        // A compiled image is NUL-terminated text.
+        let text = ptx
+            .as_bytes()
+            .map(|b| String::from_utf8_lossy(b.strip_suffix(&[0]).unwrap_or(b)));
+        if let Some(text) = text
+            && let Err(e) = c.write(key, &text)
+        {
+            static WARNED: std::sync::atomic::AtomicBool =
+                std::sync::atomic::AtomicBool::new(false);
+            if !WARNED.swap(true, Ordering::Relaxed) {
+                eprintln!(
+                    "dcc-runtime: the PTX cache at {} is not writable ({e}); compiling in every \
+                     process (set {}=off to silence this)",
+                    c.dir().display(),
+                    ptx_cache::DIR_VAR
+                );
+            }
+        }
+    }
+    ptx_cache().insert(mem_key, ptx.clone());
+    Ok((ptx, PtxFrom::Process))
+}
+
 /// The CUDA backend.
 pub struct CudaBackend {
     // Field order is drop order: cuBLAS handles and buffers before the stream and context
@@ -403,34 +492,19 @@ impl CudaBackend {
         if let Some(m) = lock(&self.modules).get(name) {
             return Ok(m.clone());
         }
-        let ptx = {
-            let key = (name, self.arch.clone());
-            let cached = ptx_cache().get(&key).cloned();
-            match cached {
-                Some(p) => p,
-                None => {
-                    let mut options: Vec<String> = dcc_kernels::NVRTC_OPTIONS
-                        .iter()
-                        .map(|s| s.to_string())
-                        .collect();
-                    options.push(format!("--gpu-architecture={}", self.arch));
-                    let opts = CompileOptions {
-                        options,
-                        name: Some(format!("{name}.cu")),
-                        ..Default::default()
-                    };
-                    let ptx = cudarc::nvrtc::compile_ptx_with_opts(k.source.code, opts).map_err(
-                        |error| Error::Nvrtc {
-                            module: name.into(),
-                            error,
-                        },
-                    )?;
-                    ptx_cache().insert(key, ptx.clone());
-                    ptx
-                }
+        let (ptx, from) = module_ptx(k.source, &self.arch, false)?;
+        let m = match self.ctx.load_module(ptx) {
+            Ok(m) => m,
+            Err(e) if from == PtxFrom::Disk => {
+                eprintln!(
+                    "dcc-runtime: the cached PTX of module `{name}` did not load ({e}); compiling \
+                     it again"
+                );
+                let (ptx, _) = module_ptx(k.source, &self.arch, true)?;
+                self.ctx.load_module(ptx)?
             }
+            Err(e) => return Err(e.into()),
         };
-        let m = self.ctx.load_module(ptx)?;
         lock(&self.modules).insert(name, m.clone());
         Ok(m)
     }
