@@ -313,9 +313,190 @@ __device__ __forceinline__ void gemm_linear(const GemmArgs a) {
         gemm_linear_tile<BM, BN, TM, TN, GW, ST, CH, false>(a);
 }
 
+// ---------------------------------------------------------------------------------------------
+// 3xTF32 on tensor cores (gemm_tf32x3; kernels/src/gemm/tf32.rs, GemmPath::InvariantTf32x3). Not
+// bit-equal to its host twin (an mma's internal accumulation is not specified), but
+// batch-invariant: the operations of one output depend on K alone.
+//   * every operand value v is split into big = tf32(v) and small = tf32(v − big), where tf32(u)
+//     rounds to 10 fraction bits, to nearest with ties away from zero: the bits (u + 0x1000) &
+//     0xffffe000 (v − big is exact in fp32);
+//   * k is padded with zeros to a multiple of 8; k step s (k in [8s, 8s + 8)) belongs to warp
+//     s mod 4; warp w accumulates, from 0, over its steps in ascending order, three
+//     mma.m16n8k8 per step in this order: small(x)·big(w), big(x)·small(w), big(x)·big(w)
+//     (small·small is left out); a step wholly past K is skipped;
+//   * the warps' partials are added as (p0 + p1) + (p2 + p3), then + b, then act.
+// An mma computes each output element from its own row of x, its own column of Wᵀ and its own
+// accumulator, so neither the other rows of the tile nor the tile's position changes its bits.
+// CTA: T3_BM rows × T3_BN outputs, T3_KW warps; k tiles of T3_BK staged through a ring of T3_ST
+// buffers ([T3_BM + T3_BN][T3_BK + 4] floats each, cp.async as above), then the partials
+// through shared memory ([T3_KW][T3_BM][T3_BN] over the staging buffers).
+#define T3_BM 16
+#define T3_BN 32
+#define T3_BK 64
+#define T3_KW 4
+#define T3_ST 3
+#define T3_NT (32 * T3_KW)
+#define T3_LDS (T3_BK + 4)
+
+__device__ __forceinline__ unsigned t3_tf32(float v) { return (__float_as_uint(v) + 0x1000u) & 0xffffe000u; }
+
+// d += a · b over one k step of 8 (a: 16 × 8 row-major fragment, b: 8 × 8 column-major).
+__device__ __forceinline__ void t3_mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+template <bool VEC>
+__device__ __forceinline__ void gemm_tf32x3_tile(const GemmArgs a) {
+    constexpr int Q = T3_BK / 4;
+    constexpr int XV = T3_BM * Q;
+    constexpr int WV = T3_BN * Q;
+    constexpr int XPT = (XV + T3_NT - 1) / T3_NT;
+    constexpr int WPT = (WV + T3_NT - 1) / T3_NT;
+    constexpr int STAGE = (T3_BM + T3_BN) * T3_LDS;
+    constexpr int RED = T3_KW * T3_BM * T3_BN;
+    constexpr int SMEM = T3_ST * STAGE > RED ? T3_ST * STAGE : RED;
+    constexpr int STEPS = T3_BK / 8;
+    static_assert(T3_BM == 16 && T3_BN % 8 == 0 && STEPS % T3_KW == 0, "one m16 row tile, whole k steps");
+
+    extern __shared__ float4 gemm_smem[];
+    float* const smem = reinterpret_cast<float*>(gemm_smem);
+    if (blockDim.x != T3_NT || blockDim.y != 1 || blockDim.z != 1) __trap();
+    if (gemm_dynamic_smem() < SMEM * sizeof(float) || a.k > GEMM_MAX_K) __trap();
+    const int tid = threadIdx.x;
+    const int warp = tid / 32;
+    const int g = (tid % 32) / 4;
+    const int t = tid % 4;
+    const i64 m0 = (i64)blockIdx.y * T3_BM;
+    const i64 n0 = (i64)blockIdx.x * T3_BN;
+    const i64 K = a.k;
+
+    GemmSlot xsl[XPT];
+    GemmSlot wsl[WPT];
+#pragma unroll
+    for (int i = 0; i < XPT; ++i) {
+        const int q = tid + i * T3_NT;
+        const i64 r = m0 + q / Q;
+        const bool in = q < XV && r < a.rows;
+        xsl[i].src = in ? a.x + r * a.ldx + 4 * (q % Q) : a.x;
+        xsl[i].lim = in ? (int)K - 4 * (q % Q) : 0;
+        xsl[i].dst = (q / Q) * T3_LDS + 4 * (q % Q);
+    }
+#pragma unroll
+    for (int i = 0; i < WPT; ++i) {
+        const int q = tid + i * T3_NT;
+        const i64 r = n0 + q / Q;
+        const bool in = q < WV && r < a.out;
+        wsl[i].src = in ? a.w + r * K + 4 * (q % Q) : a.w;
+        wsl[i].lim = in ? (int)K - 4 * (q % Q) : 0;
+        wsl[i].dst = T3_BM * T3_LDS + (q / Q) * T3_LDS + 4 * (q % Q);
+    }
+
+    float acc[T3_BN / 8][4];
+#pragma unroll
+    for (int n = 0; n < T3_BN / 8; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[n][i] = 0.0f;
+
+    const i64 tiles = (K + T3_BK - 1) / T3_BK;
+    const i64 steps = (K + 7) / 8;
+    auto issue = [&](i64 c, int buf) {
+        if (c < tiles) {
+            const int kb = (int)c * T3_BK;
+            float* const st = smem + buf * STAGE;
+#pragma unroll
+            for (int i = 0; i < XPT; ++i)
+                if (tid + i * T3_NT < XV) gemm_stage4<VEC>(st, xsl[i], kb);
+#pragma unroll
+            for (int i = 0; i < WPT; ++i)
+                if (tid + i * T3_NT < WV) gemm_stage4<VEC>(st, wsl[i], kb);
+        }
+        gemm_commit();
+    };
+    // This warp's k steps of tile c (in buffer buf): local steps warp, warp + T3_KW, ...
+    auto multiply = [&](int buf, i64 c) {
+        const float* const xs = smem + buf * STAGE;
+        const float* const ws = xs + T3_BM * T3_LDS;
+#pragma unroll
+        for (int j = warp; j < STEPS; j += T3_KW) {
+            if (c * STEPS + j >= steps) break;
+            const int k0 = 8 * j;
+            const float av[4] = {xs[g * T3_LDS + k0 + t], xs[(g + 8) * T3_LDS + k0 + t],
+                                 xs[g * T3_LDS + k0 + t + 4], xs[(g + 8) * T3_LDS + k0 + t + 4]};
+            unsigned abig[4];
+            unsigned asml[4];
+#pragma unroll
+            for (int i = 0; i < 4; ++i) {
+                abig[i] = t3_tf32(av[i]);
+                asml[i] = t3_tf32(av[i] - __uint_as_float(abig[i]));
+            }
+#pragma unroll
+            for (int n = 0; n < T3_BN / 8; ++n) {
+                const float w0 = ws[(8 * n + g) * T3_LDS + k0 + t];
+                const float w1 = ws[(8 * n + g) * T3_LDS + k0 + t + 4];
+                const unsigned b0 = t3_tf32(w0);
+                const unsigned b1 = t3_tf32(w1);
+                const unsigned s0 = t3_tf32(w0 - __uint_as_float(b0));
+                const unsigned s1 = t3_tf32(w1 - __uint_as_float(b1));
+                t3_mma(acc[n], asml, b0, b1);
+                t3_mma(acc[n], abig, s0, s1);
+                t3_mma(acc[n], abig, b0, b1);
+            }
+        }
+    };
+
+    {
+#pragma unroll
+        for (int c = 0; c < T3_ST - 1; ++c) issue(c, c);
+        int rbuf = 0;
+        int wbuf = T3_ST - 1;
+        for (i64 c = 0; c < tiles; ++c) {
+            gemm_wait<T3_ST - 2>();
+            __syncthreads();
+            issue(c + T3_ST - 1, wbuf);
+            multiply(rbuf, c);
+            rbuf = rbuf + 1 == T3_ST ? 0 : rbuf + 1;
+            wbuf = wbuf + 1 == T3_ST ? 0 : wbuf + 1;
+        }
+    }
+    gemm_wait<0>();
+    __syncthreads();
+
+    // Accumulator element i of n-tile n: row g + 8·(i / 2), output 8n + 2t + (i mod 2).
+    float* const red = smem + warp * T3_BM * T3_BN;
+#pragma unroll
+    for (int n = 0; n < T3_BN / 8; ++n)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) red[(g + 8 * (i / 2)) * T3_BN + 8 * n + 2 * t + (i % 2)] = acc[n][i];
+    __syncthreads();
+    for (int e = tid; e < T3_BM * T3_BN; e += T3_NT) {
+        const i64 r = m0 + e / T3_BN;
+        const i64 o = n0 + e % T3_BN;
+        if (r >= a.rows || o >= a.out) continue;
+        constexpr int P = T3_BM * T3_BN;
+        float v = (smem[e] + smem[P + e]) + (smem[2 * P + e] + smem[3 * P + e]);
+        if (a.bias != 0) v = v + a.b[o];
+        if (a.act >= 0) v = dcc_act1(v, a.act, a.alpha);
+        a.y[r * a.ldy + o] = v;
+    }
+}
+
+// The 16-byte staging when both operands allow it (as gemm_linear), else the 4-byte one.
+__device__ __forceinline__ void gemm_tf32x3(const GemmArgs a) {
+    static_assert(T3_KW == 4, "the partials' tree is written for four warps");
+    if ((unsigned long long)a.x % 16 == 0 && a.ldx % 4 == 0 && (unsigned long long)a.w % 16 == 0 && a.k % 4 == 0)
+        gemm_tf32x3_tile<true>(a);
+    else
+        gemm_tf32x3_tile<false>(a);
+}
+
 // No entry here: each variant is its own NVRTC module, this file followed by one global entry
 // gemm_linear_<name> (the arguments above, __launch_bounds__(NT, MINB)) whose body is
 // gemm_linear<BM, BN, TM, TN, GW, ST, CH, NT>(GemmArgs{...}): tile BM × BN, thread tile TM × TN,
 // GW thread sets, ST staging buffers of CH k tiles, NT threads, compiled for MINB CTAs per SM.
 // kernels/src/gemm.rs writes that entry from its `variant!` table, so that a process compiles
-// only the variants it launches.
+// only the variants it launches; kernels/src/gemm/tf32.rs writes gemm_linear_tf32x3's, whose body
+// is gemm_tf32x3(GemmArgs{...}) (T3_NT threads).

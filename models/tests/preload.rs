@@ -1,5 +1,5 @@
-//! What a model preloads is what it launches: on the tiny model (Host backend), on both GEMM
-//! paths, the two eager arms (B0: stock retention; S: arena and in-place carry) stream a prompt,
+//! What a model preloads is what it launches: on the tiny model (Host backend), on every GEMM
+//! path, the two eager arms (B0: stock retention; S: arena and in-place carry) stream a prompt,
 //! two chunks and the flush, and every kernel the backend saw launched (its trace of the stream
 //! operations) is in [`DeviceFlow::kernels`] ∪ [`CausalHift::kernels`], the list
 //! `SpeechModel::load` and `dcc-bench` preload (a CUDA process compiles the modules of that list
@@ -75,8 +75,12 @@ fn launched(path: GemmPath, arm: Arm) -> (BTreeSet<&'static str>, BTreeSet<&'sta
 }
 
 #[test]
-fn every_launched_kernel_is_preloaded_on_both_gemm_paths() {
-    for path in [GemmPath::Backend, GemmPath::Invariant] {
+fn every_launched_kernel_is_preloaded_on_every_gemm_path() {
+    for path in [
+        GemmPath::Backend,
+        GemmPath::Invariant,
+        GemmPath::InvariantTf32x3,
+    ] {
         for arm in [Arm::B0, Arm::S] {
             let (seen, list) = launched(path, arm);
             let missing: Vec<_> = seen.difference(&list).collect();
@@ -88,8 +92,11 @@ fn every_launched_kernel_is_preloaded_on_both_gemm_paths() {
             match path {
                 // cuBLAS carries every linear: nothing of the invariant linear is compiled.
                 GemmPath::Backend => assert_eq!((gemm(&seen), gemm(&list)), (0, 0), "{arm:?}"),
-                // The flow's linears run on the variants `pick` chooses, all of them listed.
-                GemmPath::Invariant => assert!(gemm(&seen) > 0, "{arm:?}: no variant launched"),
+                // The flow's linears run on the variants `pick` chooses (or the 3xTF32 kernel),
+                // all of them listed.
+                GemmPath::Invariant | GemmPath::InvariantTf32x3 => {
+                    assert!(gemm(&seen) > 0, "{arm:?}: no variant launched")
+                }
             }
             assert!(seen.len() > 10, "{path:?}, {arm:?}: {seen:?}");
         }

@@ -26,17 +26,25 @@ pub enum GemmPath {
     /// on the rows that share the launch (batch invariance, what batching sessions needs), and
     /// CUDA equals Host bit for bit. Activations fuse into the epilogue ([`linear_act`]).
     Invariant,
+    /// `gemm.linear_tf32x3` (`dcc_kernels::gemm::tf32`): every product as three TF32 products
+    /// on tensor cores (big·big, big·small, small·big), one order fixed by K alone, so batch
+    /// invariant on CUDA as [`GemmPath::Invariant`] is. Not bit-equal to its host twin (an
+    /// `mma`'s internal accumulation is unspecified): both stay within a derived bound of the
+    /// fp32 twin (`dcc_kernels::gemm::tf32::bound`). Activations fuse into the epilogue.
+    InvariantTf32x3,
 }
 
 impl GemmPath {
     /// The kernels [`linear`] and [`linear_act`] may launch on this path: none on
     /// [`GemmPath::Backend`] (its GEMMs are the backend's; `linear_act`'s activation is an
     /// `act.apply` launch, one of [`dcc_kernels::fixed`]), every variant [`gemm::pick`] can
-    /// choose ([`gemm::PICKED`]) on [`GemmPath::Invariant`].
+    /// choose ([`gemm::PICKED`]) on [`GemmPath::Invariant`], `gemm.linear_tf32x3` on
+    /// [`GemmPath::InvariantTf32x3`].
     pub fn linear_kernels(self) -> Vec<&'static KernelDef> {
         match self {
             GemmPath::Backend => Vec::new(),
             GemmPath::Invariant => gemm::PICKED.iter().map(|v| v.kernel).collect(),
+            GemmPath::InvariantTf32x3 => vec![&gemm::tf32::LINEAR],
         }
     }
 
@@ -71,6 +79,7 @@ pub fn linear(
     match cx.gemm_path() {
         GemmPath::Backend => cublas_linear(cx, w, b, x, y),
         GemmPath::Invariant => linear_with(cx, picked(&w, &y), w, b, x, y, None),
+        GemmPath::InvariantTf32x3 => linear_tf32x3(cx, w, b, x, y, None),
     }
 }
 
@@ -91,6 +100,7 @@ pub fn linear_act(
             super::act(cx, y, f)
         }
         GemmPath::Invariant => linear_with(cx, picked(&w, &y), w, b, x, y, Some(f)),
+        GemmPath::InvariantTf32x3 => linear_tf32x3(cx, w, b, x, y, Some(f)),
     }
 }
 
@@ -106,6 +116,35 @@ fn picked(w: &Tensor<'_>, y: &Tensor<'_>) -> &'static Variant {
 pub fn linear_with(
     cx: &Ctx<'_>,
     v: &'static Variant,
+    w: Tensor<'_>,
+    b: Option<Tensor<'_>>,
+    x: Tensor<'_>,
+    y: Tensor<'_>,
+    f: Option<Act>,
+) -> Result<(), OpError> {
+    launch_linear(cx, v.kernel, |rows, o| v.dims(rows, o), w, b, x, y, f)
+}
+
+/// [`linear`] (`f = None`) or [`linear_act`] on [`GemmPath::InvariantTf32x3`]: one launch of
+/// `gemm.linear_tf32x3` (benchmarks call it directly, whatever the context's path).
+pub fn linear_tf32x3(
+    cx: &Ctx<'_>,
+    w: Tensor<'_>,
+    b: Option<Tensor<'_>>,
+    x: Tensor<'_>,
+    y: Tensor<'_>,
+    f: Option<Act>,
+) -> Result<(), OpError> {
+    launch_linear(cx, &gemm::tf32::LINEAR, gemm::tf32::dims, w, b, x, y, f)
+}
+
+/// One launch of an invariant linear kernel `k` (the `gemm` family's argument list) with the
+/// geometry `dims` gives for `rows × out` outputs.
+#[allow(clippy::too_many_arguments)]
+fn launch_linear(
+    cx: &Ctx<'_>,
+    k: &'static KernelDef,
+    dims: impl Fn(usize, usize) -> Option<dcc_kernels::LaunchDims>,
     w: Tensor<'_>,
     b: Option<Tensor<'_>>,
     x: Tensor<'_>,
@@ -132,8 +171,7 @@ pub fn linear_with(
         return Ok(());
     }
     let (act, alpha) = f.map_or((gemm::NO_ACT, 0.0), Act::code);
-    let launch = v
-        .dims(rows, o)
+    let launch = dims(rows, o)
         .ok_or_else(|| OpError::arg(op, "y", format!("{rows} × {o} outputs exceed a grid")))?;
     let args = [
         ptr(&y),
@@ -154,9 +192,9 @@ pub fn linear_with(
     marked(cx, op, rows, i, o)?;
     // SAFETY: the kernel reads `rows` rows of `in` floats at stride ldx of x, `out · in` floats
     // of w and, with a bias, `out` of b, and writes `rows` rows of `out` floats at stride ldy of y (the launch
-    // covers exactly rows × out outputs, `Variant::dims`): the checked views; y overlaps no
-    // input.
-    unsafe { cx.be.launch(v.kernel, launch, &args) }.map_err(|error| OpError::Backend { op, error })
+    // covers exactly rows × out outputs, `Variant::dims` / `tf32::dims`): the checked views; y
+    // overlaps no input.
+    unsafe { cx.be.launch(k, launch, &args) }.map_err(|error| OpError::Backend { op, error })
 }
 
 /// [`GemmPath::Backend`]: `w` packed `[out, in]`, `b` packed `[out]` added in the GEMM's

@@ -1,5 +1,5 @@
-//! `dcc-bench kernels`: the linear kernels (`gemm.linear_*`, `dcc_kernels::gemm`) against the
-//! cuBLAS path (`Backend::gemm_bias`, what `ops::linear` launches on `GemmPath::Backend`) at the
+//! `dcc-bench kernels`: the linear kernels (`gemm.linear_*`, `dcc_kernels::gemm`, and the 3xTF32
+//! `gemm.linear_tf32x3`) against the cuBLAS path (`Backend::gemm_bias`, what `ops::linear` launches on `GemmPath::Backend`) at the
 //! full model's linear shapes, for tuning the tile variants on the GPU.
 //!
 //! Per shape (`in → out`), row count and implementation: device µs per launch and TFLOP/s
@@ -9,9 +9,11 @@
 //! enough operand sets that they span `--cold-mib` MiB (more than the L2 cache: in the model every
 //! layer's weights come from device memory), so the timings are not the cache's. Per launch
 //! also: whether the kernel's output equals its host twin bit for bit (the Host backend's run of
-//! the same launch, up to `--twin-rows` rows), and the normwise relative error against cuBLAS,
-//! `max |y − y_cublas| / max |y_cublas|`. Then every variant, whatever `--variants` names, is
-//! checked against the twin bit for bit on small shapes with tails ([`TWIN_SHAPES`]), and with the
+//! the same launch, up to `--twin-rows` rows; for `tf32x3`: whether every output is within
+//! `gemm::tf32::bound` of the fp32 twin), and the normwise relative error against cuBLAS,
+//! `max |y − y_cublas| / max |y_cublas|`. Then every kernel, whatever `--variants` names, is
+//! checked against the twin (bit for bit; `tf32x3` within the bound) on small shapes with tails
+//! ([`TWIN_SHAPES`]), and with the
 //! DiT's shapes at 112 rows measured, the DiT's linears per chunk are summed per implementation
 //! ([`DIT_LAYER`]). The table comes last on stdout.
 
@@ -57,15 +59,15 @@ pub const TWIN_SHAPES: [(usize, usize, usize); 4] =
 
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "Examples:\n  \
-dcc-bench kernels                                   # every variant and cuBLAS, full shapes, 112 and 1792 rows\n  \
+dcc-bench kernels                                   # every variant, tf32x3 and cuBLAS, full shapes, 112 and 1792 rows\n  \
 dcc-bench kernels --variants auto --rows 112 --samples 21\n  \
 dcc-bench kernels --shapes 512x2048 --variants 16x32,32x64 --cold-mib 0 --format json\n\n\
-To tune a tile size: edit or add an entry in kernels/cuda/gemm.cu (`GEMM_ENTRY(name, threads,\n\
-blocks per SM, BM, BN, TM, TN, GW, STAGES, CH)`) and its `variant!` line in kernels/src/gemm.rs, rebuild, and compare the\n\
-variants here; `gemm::pick` decides which one `ops::linear` launches. Every variant must stay\n\
+To tune a tile size: edit or add a `variant!` line in kernels/src/gemm.rs (name, BM, BN, TM, TN,\n\
+GW, STAGES, CH, blocks per SM, threads: it writes the variant's entry into its own module) and\n\
+its name in VARIANTS, rebuild, and compare the variants here; `gemm::pick` decides which one `ops::linear` launches. Every variant must stay\n\
 bit-equal to the twin (the `twin` column and the twin check): the k order is fixed by K alone,\n\
 whatever the tile.\n\n\
-Exit codes: 0 every variant bit-equal to its twin (where checked) and within --tol of cuBLAS,\n\
+Exit codes: 0 every kernel passes against its twin (where checked: bits, tf32x3 its bound) and within --tol of cuBLAS,\n\
 1 otherwise or on a run error, 2 usage.")]
 pub struct KernelsArgs {
     /// Where to run. On `host` the timings are the CPU twins' and the twin checks are skipped.
@@ -82,9 +84,10 @@ pub struct KernelsArgs {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub rows: Vec<usize>,
 
-    /// Kernel variants, comma-separated: `auto` (what `ops::linear` picks for the shape), `all`
-    /// (every variant) and tile names (`16x32`, `32x64`, ...: rows × outputs per CTA).
-    #[arg(long, value_delimiter = ',', value_parser = variant, default_value = "auto,all")]
+    /// Kernels, comma-separated: `auto` (what `ops::linear` picks for the shape), `all` (every
+    /// fp32 variant), tile names (`16x32`, `32x64`, ...: rows × outputs per CTA) and `tf32x3`
+    /// (the 3xTF32 tensor-core kernel).
+    #[arg(long, value_delimiter = ',', value_parser = variant, default_value = "auto,all,tf32x3")]
     pub variants: Vec<Choice>,
 
     /// Launches per sample (queued back to back; a sample is their mean).
@@ -121,12 +124,23 @@ pub struct KernelsArgs {
     pub format: Format,
 }
 
-/// A kernel to time: the variant `gemm::pick` chooses, every variant, or a fixed one.
+/// A kernel to time: the variant `gemm::pick` chooses, every variant, a fixed one, or the
+/// 3xTF32 kernel.
 #[derive(Copy, Clone, Debug)]
 pub enum Choice {
     Auto,
     All,
     Fixed(&'static Variant),
+    Tf32x3,
+}
+
+/// One linear implementation of the `gemm` family.
+#[derive(Copy, Clone, Debug)]
+enum Kernel {
+    /// An fp32 variant: bit-equal to the twin.
+    Fp32(&'static Variant),
+    /// `gemm.linear_tf32x3`: within `gemm::tf32::bound` of the fp32 twin.
+    Tf32x3,
 }
 
 fn shape(s: &str) -> Result<(usize, usize), String> {
@@ -153,13 +167,17 @@ fn variant(s: &str) -> Result<Choice, String> {
     match s.trim() {
         "auto" => return Ok(Choice::Auto),
         "all" => return Ok(Choice::All),
+        "tf32x3" => return Ok(Choice::Tf32x3),
         _ => {}
     }
     gemm::variant(&format!("gemm.linear_{}", s.trim()))
         .map(Choice::Fixed)
         .ok_or_else(|| {
             let names: Vec<&str> = gemm::VARIANTS.iter().map(|v| short(v)).collect();
-            format!("unknown variant `{s}` (auto, all, {})", names.join(", "))
+            format!(
+                "unknown variant `{s}` (auto, all, tf32x3, {})",
+                names.join(", ")
+            )
         })
 }
 
@@ -168,10 +186,10 @@ fn short(v: &Variant) -> &'static str {
     v.kernel.name.trim_start_matches("gemm.linear_")
 }
 
-/// The kernels `--variants` names, in order, without repeats: `(label, variant)`.
-fn expand(rows: usize, out: usize, choices: &[Choice]) -> Vec<(String, &'static Variant)> {
-    let mut v: Vec<(String, &'static Variant)> = Vec::new();
-    let mut push = |label: String, k: &'static Variant| {
+/// The kernels `--variants` names, in order, without repeats: `(label, kernel)`.
+fn expand(rows: usize, out: usize, choices: &[Choice]) -> Vec<(String, Kernel)> {
+    let mut v: Vec<(String, Kernel)> = Vec::new();
+    let mut push = |label: String, k: Kernel| {
         if !v.iter().any(|(l, _)| *l == label) {
             v.push((label, k));
         }
@@ -180,10 +198,13 @@ fn expand(rows: usize, out: usize, choices: &[Choice]) -> Vec<(String, &'static 
         match *c {
             Choice::Auto => {
                 let k = gemm::pick(rows, out);
-                push(format!("auto ({})", short(k)), k);
+                push(format!("auto ({})", short(k)), Kernel::Fp32(k));
             }
-            Choice::All => gemm::VARIANTS.iter().for_each(|k| push(short(k).into(), k)),
-            Choice::Fixed(k) => push(short(k).into(), k),
+            Choice::All => gemm::VARIANTS
+                .iter()
+                .for_each(|k| push(short(k).into(), Kernel::Fp32(k))),
+            Choice::Fixed(k) => push(short(k).into(), Kernel::Fp32(k)),
+            Choice::Tf32x3 => push("tf32x3".into(), Kernel::Tf32x3),
         }
     }
     v
@@ -208,25 +229,15 @@ impl Operands {
         })
     }
 
-    /// Queues `ops::linear` with variant `v`.
-    fn linear(
-        &self,
-        cx: &Ctx<'_>,
-        v: &'static Variant,
-        rows: usize,
-        i: usize,
-        o: usize,
-    ) -> Res<()> {
+    /// Queues `ops::linear` with kernel `k`.
+    fn linear(&self, cx: &Ctx<'_>, k: Kernel, rows: usize, i: usize, o: usize) -> Res<()> {
         let t = |b, d: &[usize]| Tensor::of(b).and_then(|t| t.view(d));
-        ops::linear_with(
-            cx,
-            v,
-            t(&self.w, &[o, i])?,
-            Some(t(&self.b, &[o])?),
-            t(&self.x, &[rows, i])?,
-            t(&self.y, &[rows, o])?,
-            None,
-        )?;
+        let (w, b) = (t(&self.w, &[o, i])?, Some(t(&self.b, &[o])?));
+        let (x, y) = (t(&self.x, &[rows, i])?, t(&self.y, &[rows, o])?);
+        match k {
+            Kernel::Fp32(v) => ops::linear_with(cx, v, w, b, x, y, None)?,
+            Kernel::Tf32x3 => ops::linear_tf32x3(cx, w, b, x, y, None)?,
+        }
         Ok(())
     }
 
@@ -329,6 +340,34 @@ fn bits_equal(a: &[f32], b: &[f32]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(p, q)| p.to_bits() == q.to_bits())
 }
 
+/// Whether kernel `k`'s output `got` passes against the fp32 twin's `want` for the operands of
+/// set `seed` ([`Operands::new`]) at `(rows, in, out)`: bit for bit for an fp32 variant, every
+/// output within `gemm::tf32::bound` for `tf32x3`.
+fn twin_ok(
+    k: Kernel,
+    seed: u64,
+    (rows, i, o): (usize, usize, usize),
+    want: &[f32],
+    got: &[f32],
+) -> bool {
+    if let Kernel::Fp32(_) = k {
+        return bits_equal(want, got);
+    }
+    let (x, w) = (data(4 * seed + 1, rows * i), data(4 * seed + 2, o * i));
+    want.len() == rows * o
+        && got.len() == rows * o
+        && (0..rows * o).all(|e| {
+            let (xr, wr) = (&x[e / o * i..][..i], &w[e % o * i..][..i]);
+            let t: f64 = xr
+                .iter()
+                .zip(wr)
+                .map(|(p, q)| (*p as f64 * *q as f64).abs())
+                .sum();
+            let (g, f) = (got[e], want[e]);
+            (g as f64 - f as f64).abs() <= gemm::tf32::bound(i, t, g, f)
+        })
+}
+
 /// Runs the kernel benchmark; returns whether every check passed.
 pub fn run(a: &KernelsArgs) -> Res<bool> {
     let be: Arc<dyn Backend> = match a.backend {
@@ -364,7 +403,7 @@ pub fn run(a: &KernelsArgs) -> Res<bool> {
                 rows_json.push(json!({
                     "in": i, "out": o, "rows": rows, "kernel": name,
                     "us": ms * 1e3, "tflops": flop / (ms * 1e-3) / 1e12,
-                    "twin_bit_equal": twin, "rel_err_vs_cublas": err,
+                    "twin_ok": twin, "rel_err_vs_cublas": err,
                 }));
             };
             let ms = time(be.as_ref(), timing, &|n| {
@@ -376,16 +415,17 @@ pub fn run(a: &KernelsArgs) -> Res<bool> {
             let want = match &host {
                 Some(h) if rows <= a.twin_rows => {
                     let t = Operands::new(h, 0, rows, i, o)?;
-                    t.linear(&Ctx::new(h.as_ref(), None), gemm::pick(rows, o), rows, i, o)?;
+                    let fp32 = Kernel::Fp32(gemm::pick(rows, o));
+                    t.linear(&Ctx::new(h.as_ref(), None), fp32, rows, i, o)?;
                     Some(t.read(h.as_ref(), rows * o)?)
                 }
                 _ => None,
             };
-            for (name, v) in expand(rows, o, &a.variants) {
-                let ms = time(be.as_ref(), timing, &|n| set(n).linear(&cx, v, rows, i, o))?;
-                sets[0].linear(&cx, v, rows, i, o)?;
+            for (name, k) in expand(rows, o, &a.variants) {
+                let ms = time(be.as_ref(), timing, &|n| set(n).linear(&cx, k, rows, i, o))?;
+                sets[0].linear(&cx, k, rows, i, o)?;
                 let got = sets[0].read(be.as_ref(), rows * o)?;
-                let twin = want.as_ref().map(|w| bits_equal(w, &got));
+                let twin = want.as_ref().map(|w| twin_ok(k, 0, (rows, i, o), w, &got));
                 let err = rel_err(&got, &reference);
                 if twin == Some(false) || err.is_nan() || err > a.tol {
                     ok = false;
@@ -399,7 +439,7 @@ pub fn run(a: &KernelsArgs) -> Res<bool> {
         None => None,
     };
     if let Some(t) = &twin_check {
-        ok &= t.iter().all(|r| r["bit_equal"] == Value::Bool(true));
+        ok &= t.iter().all(|r| r["ok"] == Value::Bool(true));
     }
     let out = json!({
         "bench": "dcc-bench kernels",
@@ -424,22 +464,28 @@ pub fn run(a: &KernelsArgs) -> Res<bool> {
     Ok(ok)
 }
 
-/// Every variant at every shape of [`TWIN_SHAPES`] on `be` and on the Host twin, compared bit
-/// for bit: one JSON row per variant and shape.
+/// Every kernel at every shape of [`TWIN_SHAPES`] on `be` against the fp32 twin on the Host:
+/// one JSON row per kernel and shape, `ok` when bit-equal (an fp32 variant) or within the bound
+/// (`tf32x3`, [`twin_ok`]).
 fn twin_check(be: &Arc<dyn Backend>, host: &Arc<dyn Backend>, cx: &Ctx<'_>) -> Res<Vec<Value>> {
     let hcx = Ctx::new(host.as_ref(), None);
     let mut rows = Vec::new();
+    let kernels = gemm::VARIANTS
+        .iter()
+        .map(|v| (short(v), Kernel::Fp32(v)))
+        .chain([("tf32x3", Kernel::Tf32x3)]);
+    let kernels: Vec<_> = kernels.collect();
     for (m, i, o) in TWIN_SHAPES {
         let h = Operands::new(host, 7, m, i, o)?;
-        h.linear(&hcx, gemm::pick(m, o), m, i, o)?;
+        h.linear(&hcx, Kernel::Fp32(gemm::pick(m, o)), m, i, o)?;
         let want = h.read(host.as_ref(), m * o)?;
         let d = Operands::new(be, 7, m, i, o)?;
-        for v in gemm::VARIANTS {
-            d.linear(cx, v, m, i, o)?;
+        for &(name, k) in &kernels {
+            d.linear(cx, k, m, i, o)?;
             let got = d.read(be.as_ref(), m * o)?;
             rows.push(json!({
-                "kernel": short(v), "rows": m, "in": i, "out": o,
-                "bit_equal": bits_equal(&want, &got),
+                "kernel": name, "rows": m, "in": i, "out": o,
+                "ok": twin_ok(k, 7, (m, i, o), &want, &got),
             }));
         }
     }
@@ -489,7 +535,8 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
     writeln!(
         w,
         "dcc-bench kernels on {} (median of {} samples of {} launches, operands rotated over {} MiB; \
-         ×cuBLAS: cuBLAS µs / µs; twin: bit-equal to the host twin; err: max |y − cuBLAS| / max |cuBLAS|)",
+         ×cuBLAS: cuBLAS µs / µs; twin: bit-equal to the host twin (tf32x3: within its bound of the \
+         fp32 twin); err: max |y − cuBLAS| / max |cuBLAS|)",
         out["device"].as_str().unwrap_or("?"),
         out["samples"],
         out["reps"],
@@ -507,7 +554,7 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
         if r["kernel"] == "cublas" {
             cublas_us = us;
         }
-        let twin = match r["twin_bit_equal"].as_bool() {
+        let twin = match r["twin_ok"].as_bool() {
             Some(true) => "yes",
             Some(false) => "NO",
             None => "-",
@@ -531,7 +578,7 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
     if let Some(t) = out["twin_check"].as_array() {
         let bad: Vec<String> = t
             .iter()
-            .filter(|r| r["bit_equal"] != Value::Bool(true))
+            .filter(|r| r["ok"] != Value::Bool(true))
             .map(|r| {
                 format!(
                     "{} at {} × {} → {}",
@@ -541,7 +588,7 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
             .collect();
         writeln!(
             w,
-            "twin check: {} of {} launches bit-equal to the host twin (every variant at {:?}, rows × in → out){}",
+            "twin check: {} of {} launches pass against the host twin (every variant bit-equal, tf32x3 within its bound, at {:?}, rows × in → out){}",
             t.len() - bad.len(),
             t.len(),
             TWIN_SHAPES,
@@ -570,7 +617,7 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
         w,
         "{}",
         if out["ok"] == Value::Bool(true) {
-            "ok: every kernel bit-equal to its twin (where checked) and within --tol of cuBLAS"
+            "ok: every kernel passes against its twin (where checked) and within --tol of cuBLAS"
         } else {
             "FAILED: a kernel differs from its twin or from cuBLAS beyond --tol"
         }
