@@ -1,7 +1,8 @@
-//! `y = x · Wᵀ + b` on one of two GEMM paths ([`GemmPath`], chosen per [`Ctx`]): the backend's
+//! `y = x · Wᵀ + b` on one of three GEMM paths ([`GemmPath`], chosen per [`Ctx`]): the backend's
 //! GEMM ([`crate::Backend::gemm`] / [`crate::Backend::gemm_bias`]: cuBLAS / cuBLASLt on a
-//! device, an ordered loop on the Host), or the deterministic, batch-invariant `gemm.linear_*`
-//! kernels (`dcc_kernels::gemm`).
+//! device, an ordered loop on the Host), the deterministic, batch-invariant fp32 `gemm.linear_*`
+//! kernels (`dcc_kernels::gemm`), or their 3xTF32 tensor-core sibling `gemm.linear_tf32x3`
+//! (`dcc_kernels::gemm::tf32`).
 
 use dcc_kernels::gemm::{self, Variant};
 use dcc_kernels::{Arg, KernelDef};
@@ -252,7 +253,7 @@ struct Shape {
     ldy: usize,
 }
 
-/// The checks both GEMM paths make: `w` packed `[out, in]`, `x` `[rows, in]` and `y` `[rows,
+/// The checks every GEMM path makes: `w` packed `[out, in]`, `x` `[rows, in]` and `y` `[rows,
 /// out]` with unit column stride, `b` packed `[out]`, and `y` overlapping no input.
 fn checked(
     op: &'static str,
