@@ -24,7 +24,7 @@ use dcc_kernels::{Arg, CudaSource, DevPtr, KernelDef, LaunchDims};
 
 use super::bounds::{self, Access, Allocation, Live, lock};
 use super::gate::{Pass, Tracer};
-use super::ptx_cache::{self, DiskCache};
+use super::ptx_cache::{self, DiskCache, Origin};
 use super::{
     AllocKind, Backend, BackendKind, DeviceBuffer, Gemm, Graph, GraphImpl, Marker, MarkerImpl,
     MemCounter, MemoryReport, Owner, StreamOp,
@@ -234,9 +234,9 @@ impl Lt {
     }
 }
 
-/// Process-wide PTX cache: (module, arch) → PTX.
-fn ptx_cache() -> MutexGuard<'static, HashMap<(&'static str, String), Ptx>> {
-    static CACHE: OnceLock<Mutex<HashMap<(&'static str, String), Ptx>>> = OnceLock::new();
+/// Process-wide PTX cache: (module, arch) → PTX text.
+fn ptx_cache() -> MutexGuard<'static, HashMap<(&'static str, String), String>> {
+    static CACHE: OnceLock<Mutex<HashMap<(&'static str, String), String>>> = OnceLock::new();
     CACHE
         .get_or_init(Default::default)
         .lock()
@@ -269,33 +269,8 @@ fn nvrtc_options(arch: &str) -> Vec<String> {
     options
 }
 
-/// Where a module's PTX came from.
-#[derive(Copy, Clone, PartialEq, Eq)]
-enum PtxFrom {
-    /// This process's cache or NVRTC: loads, or the module is wrong.
-    Process,
-    /// The disk cache: a file the driver refuses is compiled again and replaced.
-    Disk,
-}
-
-/// The PTX of `src` for `arch`: this process's cache, else the disk cache, else NVRTC (the
-/// result then stored in both; a failed disk write is reported once and otherwise ignored).
-/// `fresh`: compile whatever is cached (the cached copy did not load).
-fn module_ptx(src: &'static CudaSource, arch: &str, fresh: bool) -> Result<(Ptx, PtxFrom)> {
-    let mem_key = (src.name, arch.to_string());
-    if !fresh && let Some(p) = ptx_cache().get(&mem_key).cloned() {
-        return Ok((p, PtxFrom::Process));
-    }
-    let options = nvrtc_options(arch);
-    let disk = disk_cache().map(|(c, v)| (c, ptx_cache::key(src.code, &options, arch, *v)));
-    if !fresh
-        && let Some((c, key)) = &disk
-        && let Some(text) = c.read(key)
-    {
-        let p = Ptx::from_src(text);
-        ptx_cache().insert(mem_key, p.clone());
-        return Ok((p, PtxFrom::Disk));
-    }
+/// `src` compiled by NVRTC with `options`, as PTX text.
+fn nvrtc(src: &'static CudaSource, options: Vec<String>) -> Result<String> {
     let opts = CompileOptions {
         options,
         name: Some(format!("{}.cu", src.name)),
@@ -306,14 +281,28 @@ fn module_ptx(src: &'static CudaSource, arch: &str, fresh: bool) -> Result<(Ptx,
             module: src.name.into(),
             error,
         })?;
-    if let Some((c, key)) = &disk {
-        // A compiled image is NUL-terminated text.
-        let text = ptx
-            .as_bytes()
-            .map(|b| String::from_utf8_lossy(b.strip_suffix(&[0]).unwrap_or(b)));
-        if let Some(text) = text
-            && let Err(e) = c.write(key, &text)
-        {
+    // A compiled image is NUL-terminated text.
+    Ok(match ptx.as_bytes() {
+        Some(b) => String::from_utf8_lossy(b.strip_suffix(&[0]).unwrap_or(b)).into_owned(),
+        None => ptx.to_src(),
+    })
+}
+
+/// The PTX of `src` for `arch`: this process's cache, else [`ptx_cache::fetch`] (the disk
+/// cache, else NVRTC, stored on disk; a failed disk write is reported once per process).
+/// `fresh`: compile whatever is cached (the cached copy did not load).
+fn module_ptx(src: &'static CudaSource, arch: &str, fresh: bool) -> Result<(String, Origin)> {
+    let mem_key = (src.name, arch.to_string());
+    if !fresh && let Some(p) = ptx_cache().get(&mem_key).cloned() {
+        return Ok((p, Origin::Process));
+    }
+    let options = nvrtc_options(arch);
+    let disk = disk_cache().map(|(c, v)| (c, ptx_cache::key(src.code, &options, arch, *v)));
+    let got = ptx_cache::fetch(
+        disk.as_ref().map(|(c, k)| (*c, k.as_str())),
+        fresh,
+        || nvrtc(src, options),
+        |c, e| {
             static WARNED: std::sync::atomic::AtomicBool =
                 std::sync::atomic::AtomicBool::new(false);
             if !WARNED.swap(true, Ordering::Relaxed) {
@@ -324,10 +313,10 @@ fn module_ptx(src: &'static CudaSource, arch: &str, fresh: bool) -> Result<(Ptx,
                     ptx_cache::DIR_VAR
                 );
             }
-        }
-    }
-    ptx_cache().insert(mem_key, ptx.clone());
-    Ok((ptx, PtxFrom::Process))
+        },
+    )?;
+    ptx_cache().insert(mem_key, got.0.clone());
+    Ok(got)
 }
 
 /// The CUDA backend.
@@ -492,19 +481,17 @@ impl CudaBackend {
         if let Some(m) = lock(&self.modules).get(name) {
             return Ok(m.clone());
         }
-        let (ptx, from) = module_ptx(k.source, &self.arch, false)?;
-        let m = match self.ctx.load_module(ptx) {
-            Ok(m) => m,
-            Err(e) if from == PtxFrom::Disk => {
+        let m = ptx_cache::load(
+            module_ptx(k.source, &self.arch, false)?,
+            |ptx| Ok(self.ctx.load_module(Ptx::from_src(ptx))?),
+            || module_ptx(k.source, &self.arch, true).map(|p| p.0),
+            |e| {
                 eprintln!(
                     "dcc-runtime: the cached PTX of module `{name}` did not load ({e}); compiling \
                      it again"
-                );
-                let (ptx, _) = module_ptx(k.source, &self.arch, true)?;
-                self.ctx.load_module(ptx)?
-            }
-            Err(e) => return Err(e.into()),
-        };
+                )
+            },
+        )?;
         lock(&self.modules).insert(name, m.clone());
         Ok(m)
     }

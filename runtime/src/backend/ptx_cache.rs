@@ -18,8 +18,9 @@
 //!   (read-only home, full disk) is reported on stderr once per directory and otherwise ignored:
 //!   the process still has its PTX in memory.
 //!
-//! The CUDA backend (`cuda.rs`) calls NVRTC; everything here is plain file logic and runs (and is
-//! tested) without a GPU.
+//! The CUDA backend (`cuda.rs`) calls NVRTC and the driver through [`fetch`] and [`load`], which
+//! hold the policy above; everything here (files, keys, that policy) runs, and is tested, without
+//! a GPU.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -142,6 +143,57 @@ impl DiskCache {
             let _ = std::fs::remove_file(&tmp);
         }
         written
+    }
+}
+
+/// Where a module's PTX came from.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// This process (NVRTC, or the process's own memory cache): it loads, or the module is
+    /// wrong, and a failed load is an error.
+    Process,
+    /// A disk cache file: a failed load compiles again and replaces the file ([`load`]).
+    Disk,
+}
+
+/// The PTX of one module: unless `fresh`, the file of `key` in `cache` when intact; otherwise
+/// `compile()`'s, which is then stored under `key` (a failed write goes to `write_failed` and
+/// is otherwise ignored: the caller still gets its PTX).
+pub(crate) fn fetch<E>(
+    cache: Option<(&DiskCache, &str)>,
+    fresh: bool,
+    compile: impl FnOnce() -> Result<String, E>,
+    write_failed: impl FnOnce(&DiskCache, std::io::Error),
+) -> Result<(String, Origin), E> {
+    if !fresh && let Some(text) = cache.and_then(|(c, key)| c.read(key)) {
+        return Ok((text, Origin::Disk));
+    }
+    let ptx = compile()?;
+    if let Some((c, key)) = cache
+        && let Err(e) = c.write(key, &ptx)
+    {
+        write_failed(c, e);
+    }
+    Ok((ptx, Origin::Process))
+}
+
+/// Loads a module from `first` (the result of a [`fetch`]) with `load`. PTX from the disk that
+/// `load` refuses (a file from another driver, or damaged in a way its digest cannot see) goes
+/// to `refused`, and the module is loaded from `again()` (a fresh compile, which replaces the
+/// file); a refusal of PTX this process compiled is `load`'s error.
+pub(crate) fn load<M, E>(
+    first: (String, Origin),
+    load: impl Fn(String) -> Result<M, E>,
+    again: impl FnOnce() -> Result<String, E>,
+    refused: impl FnOnce(&E),
+) -> Result<M, E> {
+    match (load(first.0), first.1) {
+        (Ok(m), _) => Ok(m),
+        (Err(e), Origin::Disk) => {
+            refused(&e);
+            load(again()?)
+        }
+        (Err(e), Origin::Process) => Err(e),
     }
 }
 
@@ -278,5 +330,94 @@ mod tests {
         let k = key("z", &[], "sm_90", (12, 8));
         assert_eq!(c.read(&k), None);
         assert!(c.write(&k, "p").is_err());
+    }
+
+    /// The policy around NVRTC, with a counting stand-in for it and for the driver's load:
+    /// compile once, then serve the file; a damaged file is compiled again and replaced; a
+    /// file the loader refuses is compiled again, replaced and loaded; a refusal of fresh PTX is
+    /// an error; an unwritable directory still yields the PTX; no cache compiles every time.
+    #[test]
+    fn fetch_and_load_compile_only_when_the_disk_cannot_serve() {
+        use std::cell::Cell;
+        let s = Scratch::new("policy");
+        let c = DiskCache::new(s.0.clone());
+        let k = key("m", &[], "sm_90", (12, 8));
+        let compiles = Cell::new(0);
+        let compile = |text: &'static str| {
+            let compiles = &compiles;
+            move || -> Result<String, String> {
+                compiles.set(compiles.get() + 1);
+                Ok(text.to_string())
+            }
+        };
+        let no_write_error = |_: &DiskCache, e: std::io::Error| panic!("write failed: {e}");
+        // First process: compiles and stores; the next one reads the file.
+        let first = fetch(Some((&c, &k)), false, compile("good"), no_write_error).unwrap();
+        assert_eq!(
+            (first, compiles.get()),
+            (("good".into(), Origin::Process), 1)
+        );
+        let again = fetch(Some((&c, &k)), false, compile("good"), no_write_error).unwrap();
+        assert_eq!((again, compiles.get()), (("good".into(), Origin::Disk), 1));
+        // A damaged file: compiled again and replaced.
+        std::fs::write(c.path(&k), b"// dcc-ptx 00\ngood").unwrap();
+        let fixed = fetch(Some((&c, &k)), false, compile("good"), no_write_error).unwrap();
+        assert_eq!((fixed.1, compiles.get()), (Origin::Process, 2));
+        assert_eq!(c.read(&k).as_deref(), Some("good"));
+        // An intact file the loader refuses (say, PTX of a newer ISA than the driver's): the
+        // refusal is reported, the module compiled again, the file replaced, the new PTX loaded.
+        c.write(&k, "stale").unwrap();
+        let loader = |p: String| {
+            if p == "stale" {
+                Err(format!("refused {p}"))
+            } else {
+                Ok(p)
+            }
+        };
+        let refusals = Cell::new(0);
+        let got = fetch(Some((&c, &k)), false, compile("good"), no_write_error).unwrap();
+        assert_eq!(got, ("stale".into(), Origin::Disk));
+        let m = load(
+            got,
+            loader,
+            || fetch(Some((&c, &k)), true, compile("good"), no_write_error).map(|p| p.0),
+            |_| refusals.set(refusals.get() + 1),
+        );
+        assert_eq!(
+            (m, refusals.get(), compiles.get()),
+            (Ok("good".into()), 1, 3)
+        );
+        assert_eq!(c.read(&k).as_deref(), Some("good"));
+        // PTX this process compiled that the loader refuses: the loader's error, no retry.
+        let m = load(
+            ("stale".into(), Origin::Process),
+            loader,
+            || -> Result<String, String> { panic!("no second compile") },
+            |_| panic!("not a disk refusal"),
+        );
+        assert_eq!(m, Err("refused stale".to_string()));
+        // No cache: every fetch compiles.
+        for n in 4..6 {
+            let p = fetch(None, false, compile("good"), no_write_error).unwrap();
+            assert_eq!((p.1, compiles.get()), (Origin::Process, n));
+        }
+        // An unwritable cache: the write error is reported, the PTX still served.
+        let blocked = DiskCache::new(c.path(&k).join("sub"));
+        let failed = Cell::new(false);
+        let p = fetch(Some((&blocked, &k)), false, compile("good"), |_, _| {
+            failed.set(true)
+        });
+        assert_eq!(p, Ok(("good".into(), Origin::Process)));
+        assert!(failed.get());
+        // A failed compile is the caller's error, and stores nothing.
+        let k2 = key("broken", &[], "sm_90", (12, 8));
+        let e = fetch(
+            Some((&c, &k2)),
+            false,
+            || Err::<String, _>("nvrtc".to_string()),
+            no_write_error,
+        );
+        assert_eq!(e, Err("nvrtc".to_string()));
+        assert!(!c.path(&k2).exists());
     }
 }
