@@ -1,11 +1,12 @@
 //! The deterministic, batch-invariant fp32 linear (`kernels/cuda/gemm.cu`):
 //! `y[rows, out] = x[rows, in] · Wᵀ + b`, `W` packed `[out, in]` (a `torch.nn.Linear` weight),
 //! `x` and `y` with unit column stride and their own leading dimensions (an "NT" GEMM: rows of
-//! `x` and of `W` are both contiguous along k).
+//! `x` and of `W` are both contiguous along k). Its tensor-core sibling, the 3xTF32 linear with
+//! the same arguments (batch-invariant, not bit-equal to a twin), is [`tf32`].
 //!
 //! # The invariant: CUDA and Host are bit-identical
 //!
-//! Every CUDA entry of the family ([`VARIANTS`]) and the host twin [`linear`] perform, for each
+//! Every fp32 variant ([`VARIANTS`]) and the host twin [`linear`] perform, for each
 //! output element, the same operations in the same order:
 //!
 //! 1. k is padded with zeros to a multiple of [`K_TILE`] (= [`K_GROUPS`] · [`K_SLICE`] = 64);
