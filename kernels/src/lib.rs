@@ -65,7 +65,9 @@
 //!    just `include_str!` of the family file), one `pub static FOO: KernelDef` per entry
 //!    (`twin::kdef!` names it `<family>.<op>` / `<family>_<op>`), its host twin over the family's
 //!    public slice function, and `pub static KERNELS: &[&KernelDef] = &[&FOO, ..];`.
-//! 3. Add `pub mod <family>;` below and `<family>::KERNELS` to [`MODULES`].
+//! 3. Add `pub mod <family>;` below and `<family>::KERNELS` to [`MODULES`], and to
+//!    [`FIXED_MODULES`] when the runtime's ops launch it (a model then preloads it; a test
+//!    fails until every family is classified).
 //! 4. The runtime's tests compile every module in [`MODULES`] on the GPU machine
 //!    (`cuda_all_registered_modules_compile`), and each twin gets a test against its kernel there
 //!    (`runtime/tests/kernels.rs`).
