@@ -1,20 +1,23 @@
 //! The deterministic, batch-invariant fp32 linear (`kernels/cuda/gemm.cu`):
 //! `y[rows, out] = x[rows, in] · Wᵀ + b`, `W` packed `[out, in]` (a `torch.nn.Linear` weight),
 //! `x` and `y` with unit column stride and their own leading dimensions (an "NT" GEMM: rows of
-//! `x` and of `W` are both contiguous along k).
+//! `x` and of `W` are both contiguous along k). Its tensor-core sibling, the 3xTF32 linear with
+//! the same arguments (batch-invariant, not bit-equal to a twin), is [`tf32`].
 //!
 //! # The invariant: CUDA and Host are bit-identical
 //!
-//! Every CUDA entry of the family ([`VARIANTS`]) and the host twin [`linear`] perform, for each
+//! Every fp32 variant ([`VARIANTS`]) and the host twin [`linear`] perform, for each
 //! output element, the same operations in the same order:
 //!
-//! 1. k is padded with zeros to a multiple of [`K_TILE`] (= [`K_GROUPS`] · [`K_SLICE`] = 32);
-//! 2. k-group `g < K_GROUPS` owns every `k` with `(k / K_SLICE) mod K_GROUPS == g` (the slice
-//!    `[32t + 8g, 32t + 8g + 8)` of every 32-wide tile `t`) and accumulates
+//! 1. k is padded with zeros to a multiple of [`K_TILE`] (= [`K_GROUPS`] · [`K_SLICE`] = 64);
+//! 2. k-group `g < K_GROUPS` (16 groups) owns every `k` with `(k / K_SLICE) mod K_GROUPS == g`
+//!    (the slice `[64t + 4g, 64t + 4g + 4)` of every 64-wide tile `t`) and accumulates
 //!    `p_g = fma(x[r, k], w[o, k], p_g)` from `p_g = 0` over its k in ascending order, one
 //!    rounding per step (CUDA `__fmaf_rn`, Rust [`f32::mul_add`]); a padded k contributes
 //!    `fma(0, 0, p_g)`;
-//! 3. `s = ((p_0 + p_1) + p_2) + p_3` (CUDA: through shared memory, in group order);
+//! 3. the pairwise tree in group order: for `h = 1, 2, 4, 8`, `p_g = p_g + p_{g+h}` for every
+//!    `g` that is a multiple of `2h`; `s = p_0` (so `s = (((p_0 + p_1) + (p_2 + p_3)) + ((p_4 +
+//!    p_5) + (p_6 + p_7))) + (…p_8 … p_15…)`, [`reduce`]);
 //! 4. `s = s + b[o]` with a bias; then, with a fused activation, `s = act(s)` (the `act.apply`
 //!    op codes, computed per element exactly as `act.apply` does: [`crate::act::act_inplace`]
 //!    on the host, `dcc_act1` on the device); `y = s`. So a linear with a fused activation gives
@@ -24,11 +27,35 @@
 //! position or the grid. So every variant gives the same bits, and a row's result does not
 //! depend on which other rows share the launch (batch invariance: sessions can be batched into
 //! one launch without changing a bit). The variants differ only in how the work is spread
-//! (output tile per CTA, register tile per thread); [`pick`] chooses one by shape for speed.
+//! (output tile per CTA, register tile per thread, how many k-groups each thread carries);
+//! [`pick`] chooses one by shape for speed.
+//!
+//! Why 16 groups and a pairwise tree: at one session's 112 rows the outputs alone cannot fill an
+//! H100 (a 2048 → 512 linear has 57,344 of them), so each output's k range is spread over 16
+//! independent chains. Every subtree of the pairwise tree is a run of consecutive groups, i.e. a
+//! contiguous k range of each tile: a thread carries a run of groups (`s·G .. s·G + G` for `G =
+//! K_GROUPS / gw`, four in the variants here: independent accumulators that keep the FMA pipes
+//! busy) and sums them in registers before the thread sets meet in shared memory, and the same
+//! tree can split k over CTAs (a run of groups per CTA, then the last levels over the CTAs'
+//! partials) without changing a bit.
+//!
+//! # One NVRTC module per variant
+//!
+//! Each variant is its own module (`gemm/linear_<name>`: `common.cuh`, `gemm.cu`'s templates,
+//! then the one entry the `variant!` table writes), not one `gemm` module with every entry.
+//! NVRTC spends most of its time on these template instantiations (two per variant, the 16-byte
+//! and the 4-byte staging; about a minute for all six on the H100 host), and a module is
+//! compiled whole. Split, a process compiles the variants it launches and nothing
+//! else: the four [`PICKED`] ones for the `linear` op on the invariant path, none on the backend
+//! path, all six only for the benchmark's sweep. Finer splits (one module per staging width) would
+//! not pay: a launch picks the width from its operands' alignment at run time, so both are
+//! needed wherever the variant is. The entry is written from the same literals as the
+//! [`Variant`] table, so the two cannot disagree.
 //!
 //! Launch of a variant `v`: grid `(ceil(out / v.bn), ceil(rows / v.bm), 1)`, block
-//! `(v.threads(), 1, 1)` ([`Variant::dims`]); the kernels trap on another block shape and the
-//! twins refuse any other geometry. Arguments: `(y, ldy, x, ldx, w, b, bias, act, alpha, rows,
+//! `(v.threads(), 1, 1)`, [`Variant::shared_bytes`] of dynamic shared memory ([`Variant::dims`]);
+//! the kernels trap on another block shape, less shared memory or `in` above [`MAX_K`], and the
+//! twins refuse any other geometry and such an `in`. Arguments: `(y, ldy, x, ldx, w, b, bias, act, alpha, rows,
 //! in, out)`; `b` is read only when `bias != 0` (the backends check every pointer argument against
 //! their live buffers, so a launch without a bias passes some live address there, never null);
 //! `act` is [`NO_ACT`] or an `act.apply` op code ([`crate::act::SILU`], ...) with its `alpha`.
@@ -39,21 +66,19 @@ use crate::{CudaSource, KernelDef};
 
 use Param::{F32, I32, I64, Ptr};
 
-pub static SOURCE: CudaSource = CudaSource {
-    name: "gemm",
-    code: concat!(
-        include_str!("../cuda/common.cuh"),
-        include_str!("../cuda/gemm.cu")
-    ),
-};
+pub mod tf32;
+
+/// The largest `in` (K) the kernels take (`GEMM_MAX_K`: their k offsets are 32-bit; the CUDA
+/// entries trap above it, the twins refuse it).
+pub const MAX_K: usize = 0x7fff_ff00;
 
 /// The `act` argument for no fused activation.
 pub const NO_ACT: i32 = -1;
 
-/// k-groups per CTA (`GEMM_KG` in `gemm.cu`): independent partial sums, reduced in group order.
-pub const K_GROUPS: usize = 4;
+/// k-groups (`GEMM_KG` in `gemm.cu`): independent partial sums, reduced by the halving tree.
+pub const K_GROUPS: usize = 16;
 /// Consecutive k per group and tile (`GEMM_KS`).
-pub const K_SLICE: usize = 8;
+pub const K_SLICE: usize = 4;
 /// k per staged tile (`GEMM_BK`); K is padded with zeros to a multiple of it.
 pub const K_TILE: usize = K_GROUPS * K_SLICE;
 
@@ -76,12 +101,32 @@ pub struct Variant {
     pub tm: usize,
     /// Columns per thread.
     pub tn: usize,
+    /// Thread sets per CTA (a power of two dividing [`K_GROUPS`]): set `s` carries the k-groups
+    /// `s·G .. s·G + G`, `G = K_GROUPS / gw` (one register tile each).
+    pub gw: usize,
+    /// Staging buffers in shared memory: `stages − 1` chunks are in flight (`cp.async`) while
+    /// one is multiplied.
+    pub stages: usize,
+    /// k tiles ([`K_TILE`]) per staged chunk: one barrier per chunk.
+    pub chunk: usize,
+    /// CTAs per SM the kernel is compiled for (`__launch_bounds__`: registers per thread at most
+    /// 65,536 / (threads · this)).
+    pub min_blocks: usize,
 }
 
 impl Variant {
-    /// Threads per CTA: `K_GROUPS · (bm / tm) · (bn / tn)`.
+    /// Threads per CTA: `gw · (bm / tm) · (bn / tn)`.
     pub const fn threads(&self) -> u32 {
-        (K_GROUPS * (self.bm / self.tm) * (self.bn / self.tn)) as u32
+        (self.gw * (self.bm / self.tm) * (self.bn / self.tn)) as u32
+    }
+
+    /// Bytes of dynamic shared memory a launch gives the kernel: the staging buffers, `stages ·
+    /// (bm + bn) · (chunk · K_TILE + 4)` floats, or the exchange between sets, `gw / 2 · bm · bn`
+    /// floats, whichever is larger (the kernel traps on less).
+    pub const fn shared_bytes(&self) -> usize {
+        let stage = self.stages * (self.bm + self.bn) * (self.chunk * K_TILE + 4);
+        let red = self.gw / 2 * self.bm * self.bn;
+        4 * if stage > red { stage } else { red }
     }
 
     /// The launch over `rows × out` outputs, or `None` when the grid would exceed CUDA's limits
@@ -96,7 +141,7 @@ impl Variant {
         Some(LaunchDims {
             grid: (gx as u32, gy as u32, 1),
             block: (self.threads(), 1, 1),
-            shared_bytes: 0,
+            shared_bytes: self.shared_bytes() as u32,
         })
     }
 
@@ -107,13 +152,35 @@ impl Variant {
 }
 
 macro_rules! variant {
-    ($kid:ident, $vid:ident, $host:ident, $name:literal, $bm:literal, $bn:literal, $tm:literal, $tn:literal) => {
+    ($kid:ident, $vid:ident, $src:ident, $host:ident, $name:literal, $bm:literal, $bn:literal, $tm:literal, $tn:literal, $gw:literal, $st:literal, $ch:literal, $mb:literal, $nt:literal) => {
+        #[doc = concat!("The NVRTC module of [`", stringify!($kid), "`] alone: `common.cuh`, ",
+                        "`gemm.cu` (templates only) and this variant's entry (module docs: ",
+                        "why one module per variant).")]
+        pub static $src: CudaSource = CudaSource {
+            name: concat!("gemm/linear_", $name),
+            code: concat!(
+                include_str!("../cuda/common.cuh"),
+                include_str!("../cuda/gemm.cu"),
+                "\nextern \"C\" __global__ void __launch_bounds__(",
+                $nt,
+                ", ",
+                $mb,
+                ") gemm_linear_",
+                $name,
+                "(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, \
+                 int bias, int act, float alpha, i64 rows, i64 in, i64 out) {\n    gemm_linear<",
+                $bm, ", ", $bn, ", ", $tm, ", ", $tn, ", ", $gw, ", ", $st, ", ", $ch, ", ",
+                $nt,
+                ">(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});\n}\n"
+            ),
+        };
         #[doc = concat!("`gemm.linear_", $name, "`: ", stringify!($bm), " × ", stringify!($bn),
                                     " outputs per CTA, ", stringify!($tm), " × ", stringify!($tn),
-                                    " per thread (module docs: arguments, launch, arithmetic).")]
+                                    " per thread, ", stringify!($gw), " thread sets (module docs: ",
+                                    "arguments, launch, arithmetic).")]
         pub static $kid: KernelDef = KernelDef {
             name: concat!("gemm.linear_", $name),
-            source: &SOURCE,
+            source: &$src,
             entry: concat!("gemm_linear_", $name),
             params: PARAMS,
             host: $host,
@@ -125,6 +192,10 @@ macro_rules! variant {
             bn: $bn,
             tm: $tm,
             tn: $tn,
+            gw: $gw,
+            stages: $st,
+            chunk: $ch,
+            min_blocks: $mb,
         };
         unsafe fn $host(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
             // SAFETY: forwarded HostFn contract.
@@ -133,32 +204,142 @@ macro_rules! variant {
     };
 }
 
-variant!(LINEAR_32X64, V32X64, host_32x64, "32x64", 32, 64, 4, 8);
-variant!(LINEAR_32X32, V32X32, host_32x32, "32x32", 32, 32, 4, 4);
-variant!(LINEAR_16X32, V16X32, host_16x32, "16x32", 16, 32, 4, 4);
-variant!(LINEAR_8X64, V8X64, host_8x64, "8x64", 8, 64, 2, 4);
+variant!(
+    LINEAR_16X16,
+    V16X16,
+    SOURCE_16X16,
+    host_16x16,
+    "16x16",
+    16,
+    16,
+    4,
+    2,
+    4,
+    3,
+    2,
+    2,
+    128
+);
+variant!(
+    LINEAR_16X32,
+    V16X32,
+    SOURCE_16X32,
+    host_16x32,
+    "16x32",
+    16,
+    32,
+    4,
+    4,
+    4,
+    3,
+    2,
+    1,
+    128
+);
+variant!(
+    LINEAR_16X32N,
+    V16X32N,
+    SOURCE_16X32N,
+    host_16x32n,
+    "16x32n",
+    16,
+    32,
+    2,
+    4,
+    4,
+    3,
+    2,
+    1,
+    256
+);
+variant!(
+    LINEAR_32X32,
+    V32X32,
+    SOURCE_32X32,
+    host_32x32,
+    "32x32",
+    32,
+    32,
+    4,
+    4,
+    4,
+    3,
+    2,
+    1,
+    256
+);
+variant!(
+    LINEAR_32X64,
+    V32X64,
+    SOURCE_32X64,
+    host_32x64,
+    "32x64",
+    32,
+    64,
+    4,
+    8,
+    4,
+    3,
+    2,
+    1,
+    256
+);
+variant!(
+    LINEAR_1X128,
+    V1X128,
+    SOURCE_1X128,
+    host_1x128,
+    "1x128",
+    1,
+    128,
+    1,
+    4,
+    16,
+    3,
+    1,
+    2,
+    512
+);
 
-/// Every variant, widest tile first.
-pub static VARIANTS: &[&Variant] = &[&V32X64, &V32X32, &V16X32, &V8X64];
+/// Every variant, smallest CTA tile first (the single-row tile last).
+pub static VARIANTS: &[&Variant] = &[&V16X16, &V16X32, &V16X32N, &V32X32, &V32X64, &V1X128];
 
-pub static KERNELS: &[&KernelDef] = &[&LINEAR_32X64, &LINEAR_32X32, &LINEAR_16X32, &LINEAR_8X64];
+/// Every kernel of the family: the fp32 variants, then the 3xTF32 linear ([`tf32::LINEAR`]).
+pub static KERNELS: &[&KernelDef] = &[
+    &LINEAR_16X16,
+    &LINEAR_16X32,
+    &LINEAR_16X32N,
+    &LINEAR_32X32,
+    &LINEAR_32X64,
+    &LINEAR_1X128,
+    &tf32::LINEAR,
+];
 
-/// CTAs a launch should have to fill the device (about one per SM of an H100/H200, 132).
-/// [`pick`] takes the widest tile that still gives this many; bits never depend on the choice.
-pub const FILL_CTAS: usize = 128;
+/// Rows from which [`pick`] takes the widest tile whatever the outputs (sessions batched: the
+/// grid is large enough, and the wide tile stages each k tile for the most outputs).
+pub const LARGE_ROWS: usize = 512;
 
-/// The variant the `linear` op launches for `rows × out` outputs: up to 8 rows the 8-row tile;
-/// otherwise the widest tile ([`VARIANTS`] order) with at least [`FILL_CTAS`] CTAs, else the
-/// smallest 16-row tile. Speed only: every variant computes the same bits.
+/// The variant the `linear` op launches for `rows × out` outputs. Speed only: every variant
+/// computes the same bits. The rule follows `dcc-bench kernels` on an H100 (fp32, the full
+/// model's shapes at 112 and 1,792 rows): up to 2 rows the single-row tile; from [`LARGE_ROWS`]
+/// rows, or from 1,024 outputs, `32x64` (the most reuse per staged tile, and enough CTAs); up to
+/// 128 outputs `16x16` (the most CTAs); otherwise `16x32`.
 pub fn pick(rows: usize, out: usize) -> &'static Variant {
-    if rows <= V8X64.bm {
-        return &V8X64;
+    if rows <= 2 {
+        &V1X128
+    } else if rows >= LARGE_ROWS || out >= 1024 {
+        &V32X64
+    } else if out <= 128 {
+        &V16X16
+    } else {
+        &V16X32
     }
-    [&V32X64, &V32X32]
-        .into_iter()
-        .find(|v| v.ctas(rows, out) >= FILL_CTAS)
-        .unwrap_or(&V16X32)
 }
+
+/// Every variant [`pick`] can choose, whatever the shape: what a process that launches the
+/// `linear` op on this path compiles (the rest, `16x32n` and `32x32`, serve the benchmark's sweep
+/// only). A test checks every `pick` over a range of shapes against this list.
+pub static PICKED: &[&Variant] = &[&V16X16, &V16X32, &V32X64, &V1X128];
 
 /// The variant whose kernel is `name` (`gemm.linear_32x64`, ...).
 pub fn variant(name: &str) -> Option<&'static Variant> {
@@ -192,11 +373,21 @@ pub fn dot(x: &[f32], w: &[f32], k: usize) -> f32 {
             }
         }
     }
-    let mut s = p[0];
-    for q in &p[1..] {
-        s += *q;
+    reduce(p)
+}
+
+/// The pairwise tree over the groups' partial sums (module docs, step 3): for `h = 1, 2, 4, 8`,
+/// `p[g] = p[g] + p[g + h]` for every multiple `g` of `2h`; the result is `p[0]`.
+#[inline]
+pub fn reduce(mut p: [f32; K_GROUPS]) -> f32 {
+    let mut h = 1;
+    while h < K_GROUPS {
+        for g in (0..K_GROUPS).step_by(2 * h) {
+            p[g] += p[g + h];
+        }
+        h *= 2;
     }
-    s
+    p[0]
 }
 
 /// `y[r, o] = act(dot(x[r, :], w[o, :]) (+ b[o]))` for `r < rows`, `o < out`: the host twin of
@@ -261,6 +452,9 @@ unsafe fn host_linear(v: &Variant, dims: &LaunchDims, a: &[Arg]) -> Result<(), K
             "{name}: y's leading dimension {ldy} below out {out}, or in {k} · out {out} overflows"
         )));
     }
+    if k > MAX_K {
+        return Err(invalid(format!("{name}: in {k} above {MAX_K}")));
+    }
     let bias = a.i32(6)? != 0;
     // SAFETY: HostFn contract: x spans rows of `k` at stride ldx, w `out · k`, b `out`, y rows
     // of `out` at stride ldy, y aliasing no input.
@@ -278,131 +472,4 @@ unsafe fn host_linear(v: &Variant, dims: &LaunchDims, a: &[Arg]) -> Result<(), K
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::abi::DevPtr;
-
-    fn data(seed: u64, n: usize) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                ((s >> 40) as f32 / (1u64 << 23) as f32) - 1.0
-            })
-            .collect()
-    }
-
-    /// The order written out by hand for K = 37 (one full tile, then 5 k of a padded tile).
-    #[test]
-    fn dot_follows_the_documented_order() {
-        let k = 37;
-        let (x, w) = (data(1, k), data(2, k));
-        let mut p = [0.0f32; 4];
-        for kk in 0..64 {
-            let g = (kk / 8) % 4;
-            let (a, b) = if kk < k { (x[kk], w[kk]) } else { (0.0, 0.0) };
-            p[g] = a.mul_add(b, p[g]);
-        }
-        let want = ((p[0] + p[1]) + p[2]) + p[3];
-        assert_eq!(dot(&x, &w, k).to_bits(), want.to_bits());
-        assert_eq!(dot(&x, &w, 0).to_bits(), 0.0f32.to_bits());
-    }
-
-    /// Close to the float64 dot product (it is a dot product), and each row of `linear` is
-    /// `dot` plus the bias.
-    #[test]
-    fn linear_is_a_dot_product() {
-        let (rows, k, out, ldx, ldy) = (5, 70, 9, 73, 11);
-        let x = data(3, span(rows, k, ldx));
-        let w = data(4, out * k);
-        let b = data(5, out);
-        let mut y = vec![f32::NAN; span(rows, out, ldy)];
-        linear(&mut y, ldy, &x, ldx, &w, Some(&b), rows, k, out, None).unwrap();
-        for r in 0..rows {
-            for o in 0..out {
-                let xr = &x[r * ldx..][..k];
-                let wr = &w[o * k..][..k];
-                let exact: f64 = xr.iter().zip(wr).map(|(a, b)| *a as f64 * *b as f64).sum();
-                let got = y[r * ldy + o];
-                assert_eq!(got.to_bits(), (dot(xr, wr, k) + b[o]).to_bits());
-                assert!(
-                    (got as f64 - exact - b[o] as f64).abs() < 1e-5,
-                    "{got} vs {exact}"
-                );
-            }
-        }
-    }
-
-    /// Every variant registered here has an entry in `gemm.cu` instantiating exactly these tile
-    /// sizes, the source's k-grouping constants are this module's, and every entry of the source
-    /// is a variant.
-    #[test]
-    fn variants_match_the_cuda_source() {
-        let src = SOURCE.code;
-        assert!(src.contains(&format!("#define GEMM_KG {K_GROUPS}\n")));
-        assert!(src.contains(&format!("#define GEMM_KS {K_SLICE}\n")));
-        for v in VARIANTS {
-            let inst = format!(
-                "void {}(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out) {{\n    gemm_linear_tile<{}, {}, {}, {}>(",
-                v.kernel.entry, v.bm, v.bn, v.tm, v.tn
-            );
-            assert!(src.contains(&inst), "{}: no entry {inst}", v.kernel.name);
-            assert!(v.bm % v.tm == 0 && v.bn % v.tn == 0);
-            assert!(
-                v.threads() <= 1024 && v.threads() % 32 == 0,
-                "{}",
-                v.kernel.name
-            );
-        }
-        assert_eq!(
-            src.matches("extern \"C\" __global__ void ").count(),
-            VARIANTS.len()
-        );
-        assert_eq!(KERNELS.len(), VARIANTS.len());
-    }
-
-    #[test]
-    fn twins_refuse_a_wrong_geometry() {
-        let x = [1.0f32; 8];
-        let w = [1.0f32; 8];
-        let mut y = [0.0f32; 4];
-        let args = |y: &mut [f32]| {
-            [
-                Arg::Ptr(DevPtr(y.as_mut_ptr() as u64)),
-                Arg::I64(2),
-                Arg::Ptr(DevPtr(x.as_ptr() as u64)),
-                Arg::I64(4),
-                Arg::Ptr(DevPtr(w.as_ptr() as u64)),
-                Arg::Ptr(DevPtr(w.as_ptr() as u64)),
-                Arg::I32(0),
-                Arg::I32(NO_ACT),
-                Arg::F32(0.0),
-                Arg::I64(2),
-                Arg::I64(4),
-                Arg::I64(2),
-            ]
-        };
-        let good = V32X64.dims(2, 2).unwrap();
-        let mut bad = good;
-        bad.block.0 = 128;
-        // SAFETY: x and w hold 2 rows of 4, y 2 rows of 2: what these arguments address.
-        unsafe {
-            assert!(LINEAR_32X64.run_host(&bad, &args(&mut y)).is_err());
-            assert!(LINEAR_16X32.run_host(&good, &args(&mut y)).is_err());
-            LINEAR_32X64.run_host(&good, &args(&mut y)).unwrap();
-        }
-        assert_eq!(y, [4.0; 4]);
-    }
-
-    #[test]
-    fn pick_fills_the_device_at_the_model_shapes() {
-        assert_eq!(pick(112, 2048).kernel.name, "gemm.linear_32x64");
-        assert_eq!(pick(112, 1536).kernel.name, "gemm.linear_32x32");
-        assert_eq!(pick(112, 512).kernel.name, "gemm.linear_16x32");
-        assert_eq!(pick(896, 512).kernel.name, "gemm.linear_32x64");
-        assert_eq!(pick(1, 3072).kernel.name, "gemm.linear_8x64");
-        assert!(V32X64.dims(0, 5).is_none() && V32X64.dims(65_535 * 32 + 1, 5).is_none());
-    }
-}
+mod tests;

@@ -35,10 +35,12 @@
 //! `<family>_<op>`. Each family's host twins live beside its kernels in `kernels/src/<family>.rs`;
 //! a twin rebuilds slices from the raw addresses and calls the family's public slice function that
 //! performs the kernel's arithmetic: that function *is* the twin's body, so there is one copy of
-//! every row body. A `Linear` (and the flow decoder's im2col convolutions) runs on one of two
+//! every row body. A `Linear` (and the flow decoder's im2col convolutions) runs on one of three
 //! GEMM paths the caller picks (`dcc_runtime::ops::GemmPath`): the runtime's `Backend::gemm`
-//! (cuBLAS on a device, an ordered-loop twin on the Host backend; the default), or [`gemm`]'s
-//! batch-invariant linear (one k order fixed by K alone, bit-identical on both backends). [`conv`]
+//! (cuBLAS on a device, an ordered-loop twin on the Host backend; the default), [`gemm`]'s
+//! batch-invariant linear (one k order fixed by K alone, bit-identical on both backends), or its
+//! 3xTF32 tensor-core sibling ([`gemm::tf32`]: batch-invariant, its twin a model within a derived
+//! bound, the one kernel here whose twin is not bit-equal). [`conv`]
 //! holds the vocoder's small direct convolutions (any padding side, dilation, stride, nearest
 //! upsampling, float64), one thread per output in a fixed tap order.
 //! [`math`] holds the twins of the shared `__device__` helpers (transcendentals, the warp reduction order) of `kernels/cuda/common.cuh`.
@@ -63,7 +65,9 @@
 //!    just `include_str!` of the family file), one `pub static FOO: KernelDef` per entry
 //!    (`twin::kdef!` names it `<family>.<op>` / `<family>_<op>`), its host twin over the family's
 //!    public slice function, and `pub static KERNELS: &[&KernelDef] = &[&FOO, ..];`.
-//! 3. Add `pub mod <family>;` below and `<family>::KERNELS` to [`MODULES`].
+//! 3. Add `pub mod <family>;` below and `<family>::KERNELS` to [`MODULES`], and to
+//!    [`FIXED_MODULES`] when the runtime's ops launch it (a model then preloads it; a test
+//!    fails until every family is classified).
 //! 4. The runtime's tests compile every module in [`MODULES`] on the GPU machine
 //!    (`cuda_all_registered_modules_compile`), and each twin gets a test against its kernel there
 //!    (`runtime/tests/kernels.rs`).
@@ -92,11 +96,21 @@ pub use abi::{Arg, Args, DevPtr, KernelError, LaunchDims, Param};
 /// One CUDA C translation unit, compiled as a whole by NVRTC.
 #[derive(Debug)]
 pub struct CudaSource {
-    /// Module name; the runtime caches compiled PTX per process under this name.
+    /// Module name, unique in the registry; the runtime caches compiled PTX under it. Either the
+    /// family (`norm`: the module is `kernels/cuda/norm.cu`) or `<family>/<part>` for a family
+    /// compiled as several modules, each one part of the family's kernels (the invariant
+    /// linear's variants, [`gemm`]: a process compiles only those it launches).
     pub name: &'static str,
-    /// CUDA C text (`include_str!` of `kernels/cuda/<name>.cu`, after `common.cuh` for the
-    /// families that share its helpers).
+    /// CUDA C text (`include_str!` of `kernels/cuda/<family>.cu`, after `common.cuh` for the
+    /// families that share its helpers, and for a part the entries of that part).
     pub code: &'static str,
+}
+
+impl CudaSource {
+    /// The family: the module name up to its `/`, the name of the `kernels/cuda/*.cu` file.
+    pub fn family(&self) -> &'static str {
+        self.name.split('/').next().unwrap_or(self.name)
+    }
 }
 
 /// Host twin of a kernel: performs the whole launch (every block and thread) on the CPU.
@@ -179,6 +193,30 @@ pub static MODULES: &[&[&KernelDef]] = &[
     synthetic::KERNELS,
 ];
 
+/// The families a model's ops launch whatever their shapes and GEMM path: every family in
+/// [`MODULES`] but the invariant linear's ([`gemm`], whose variants are chosen by shape and only
+/// launched on that GEMM path: [`gemm::PICKED`]) and the runtime's test kernels ([`synthetic`]).
+/// Compilation is per module and each of these is one small module, so a process preloads
+/// them whole ([`fixed`]); a test checks that every family of [`MODULES`] is here or one of
+/// those two.
+pub static FIXED_MODULES: &[&[&KernelDef]] = &[
+    norm::KERNELS,
+    act::KERNELS,
+    elementwise::KERNELS,
+    attention::KERNELS,
+    copy::KERNELS,
+    embed::KERNELS,
+    carry::KERNELS,
+    rng::KERNELS,
+    conv::KERNELS,
+    signal::KERNELS,
+];
+
+/// Every kernel of [`FIXED_MODULES`].
+pub fn fixed() -> Vec<&'static KernelDef> {
+    FIXED_MODULES.concat()
+}
+
 /// All registered kernels.
 pub fn registry() -> impl Iterator<Item = &'static KernelDef> {
     MODULES.iter().flat_map(|m| m.iter().copied())
@@ -211,8 +249,19 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), n, "duplicate kernel names");
+        // Module names key the runtime's PTX caches: two sources may not share one.
+        for a in registry() {
+            for b in registry() {
+                assert!(
+                    a.source.name != b.source.name || std::ptr::eq(a.source, b.source),
+                    "two modules named {}",
+                    a.source.name
+                );
+            }
+        }
         for k in registry() {
-            let sig = format!("void {}(", k.entry);
+            // `void name(`, or `void __launch_bounds__(…) name(`.
+            let sig = format!(" {}(", k.entry);
             assert!(
                 k.source.code.contains(&sig),
                 "{}: entry `{}` not found in {}.cu",
@@ -239,8 +288,9 @@ mod tests {
             .filter_map(|f| f.strip_suffix(".cu").map(str::to_owned))
             .collect();
         files.sort();
-        let mut modules: Vec<&str> = sources().iter().map(|s| s.name).collect();
+        let mut modules: Vec<&str> = sources().iter().map(|s| s.family()).collect();
         modules.sort_unstable();
+        modules.dedup();
         assert_eq!(
             files, modules,
             "kernels/cuda/*.cu vs the modules in MODULES"
@@ -249,6 +299,9 @@ mod tests {
             let mut rest = s.code;
             while let Some(i) = rest.find("extern \"C\" __global__ void ") {
                 rest = &rest[i + "extern \"C\" __global__ void ".len()..];
+                if let Some(bounds) = rest.strip_prefix("__launch_bounds__(") {
+                    rest = bounds[bounds.find(')').unwrap() + 1..].trim_start();
+                }
                 let entry = &rest[..rest.find('(').unwrap()];
                 assert!(
                     registry().any(|k| k.entry == entry && std::ptr::eq(k.source, s)),
@@ -259,12 +312,32 @@ mod tests {
         }
         for k in registry() {
             assert!(
-                k.name.starts_with(&format!("{}.", k.source.name)),
+                k.name.starts_with(&format!("{}.", k.source.family())),
                 "{} is not named after its family {}",
                 k.name,
-                k.source.name
+                k.source.family()
             );
         }
+    }
+
+    /// [`MODULES`] is [`FIXED_MODULES`], the invariant linear's and the synthetic kernels.
+    #[test]
+    fn fixed_modules_are_every_family_but_two() {
+        let fixed = fixed();
+        for k in registry() {
+            let listed = fixed.iter().any(|f| std::ptr::eq(*f, k));
+            let family = k.source.family();
+            assert_eq!(
+                listed,
+                family != "gemm" && family != "synthetic",
+                "{}: in FIXED_MODULES {listed}",
+                k.name
+            );
+        }
+        assert_eq!(
+            fixed.len() + gemm::KERNELS.len() + synthetic::KERNELS.len(),
+            registry().count()
+        );
     }
 
     #[test]

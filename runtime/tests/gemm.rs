@@ -299,3 +299,64 @@ fn run_then_act(be: &Arc<dyn Backend>, case: &Case, f: Act) -> Result<Vec<u32>, 
     be.synchronize().unwrap();
     Ok(be.download(yb.ptr(), y.len()).unwrap())
 }
+
+/// M-slicing invariance of every variant: the rows of a window of x (any start, any length,
+/// so the CTA row tiles fall elsewhere) give the bits of the same rows in one launch over all of
+/// x, on Host and on CUDA, with operands at aligned and unaligned addresses. Shapes: a tail on
+/// Host; on CUDA also the full model's 2048 → 512 and 512 → 1536.
+fn batch_invariant_linear_row_windows(be: Arc<dyn Backend>) {
+    let mut shapes = vec![(100, 70, 103, 0), (64, 40, 64, 1)];
+    if be.kind() == dcc_runtime::backend::BackendKind::Cuda {
+        shapes.extend([(2048, 512, 2048, 0), (512, 1536, 512, 0)]);
+    }
+    let total = 300;
+    for (k, out, ldx, off) in shapes {
+        let up = |v: &[f32]| be.alloc_from(v, AllocKind::Other).unwrap();
+        let xb = up(&common::data(31, off + total * ldx));
+        let wb = up(&common::data(32, off + out * k));
+        let bb = up(&common::data(33, out));
+        let w = Tensor::of(&wb)
+            .unwrap()
+            .narrow(0, off, out * k)
+            .unwrap()
+            .view(&[out, k])
+            .unwrap();
+        let cx = Ctx::new(be.as_ref(), None).with_gemm(GemmPath::Invariant);
+        // y for rows [start, start + len) of x, with variant v.
+        let rows = |v: &'static Variant, start: usize, len: usize| -> Vec<u32> {
+            let yb = up(&vec![f32::NAN; len * out]);
+            let x = Tensor::of(&xb)
+                .unwrap()
+                .narrow(0, off, total * ldx)
+                .unwrap()
+                .view(&[total, ldx])
+                .unwrap()
+                .narrow(1, 0, k)
+                .unwrap()
+                .rows(start, len)
+                .unwrap();
+            let y = Tensor::of(&yb).unwrap().view(&[len, out]).unwrap();
+            let b = Some(Tensor::of(&bb).unwrap());
+            ops::linear_with(&cx, v, w, b, x, y, None).unwrap();
+            be.synchronize().unwrap();
+            be.download(yb.ptr(), len * out).unwrap()
+        };
+        for v in VARIANTS {
+            let all = rows(v, 0, total);
+            for (start, len) in [(0, 1), (5, 37), (37, 112), (150, 150), (299, 1)] {
+                assert!(
+                    rows(v, start, len) == all[start * out..(start + len) * out],
+                    "{} {k} → {out}: rows {start}..{} alone differ from the same rows of {total}",
+                    v.kernel.name,
+                    start + len
+                );
+            }
+        }
+    }
+    println!(
+        "batch-invariant ({}): every linear variant's row windows equal the rows of one launch",
+        be.device_name()
+    );
+}
+
+both!(batch_invariant_linear_row_windows);

@@ -105,7 +105,8 @@ impl SpeechModel {
     /// its CFM noise table `decoder.rand_noise`) and the vocoder's (`vocoder_weights`: the
     /// vendor's `hift.pt` names, weight norm folded, and the `noise_table` its `SineGen2` drew)
     /// onto `backend`, with the flow's workspace sized for `contract`'s prompt and chunks, and
-    /// compiles every kernel module now so that no compilation lands in a stream's first chunk.
+    /// compiles the modules of every kernel the two may launch now ([`DeviceFlow::kernels`],
+    /// [`CausalHift::kernels`]) so that no compilation lands in a stream's first chunk.
     /// `scripts/convert_checkpoint.py` makes both files from the vendor's released checkpoints.
     ///
     /// # Errors
@@ -127,10 +128,8 @@ impl SpeechModel {
         let flow = DeviceFlow::new(backend.clone(), &ws, &cfg, limits)?;
         let vw = VocoderWeights::load(vocoder_weights)?;
         let vocoder = CausalHift::load(backend.as_ref(), &vw)?;
-        let mut kernels: Vec<&'static dcc_runtime::KernelDef> = Vec::new();
-        for m in dcc_runtime::kernels::MODULES {
-            kernels.extend_from_slice(m);
-        }
+        let mut kernels = flow.kernels();
+        kernels.extend(vocoder.kernels());
         backend.preload(&kernels).map_err(FlowError::from)?;
         SpeechModel::from_parts(Arc::new(flow), Arc::new(vocoder), contract)
     }

@@ -191,6 +191,14 @@ impl DeviceFlow {
         self.gemm
     }
 
+    /// Every kernel this flow's calls may launch: the ops' kernels on its GEMM path
+    /// ([`GemmPath::op_kernels`]). What a process preloads before it serves the flow (a CUDA
+    /// backend compiles their modules then, never inside a stream's first chunk), and no more:
+    /// on [`GemmPath::Backend`] the invariant linear is never compiled.
+    pub fn kernels(&self) -> Vec<&'static dcc_runtime::KernelDef> {
+        self.gemm.op_kernels()
+    }
+
     /// Frames of the noise table (a stream's estimator extent plus a call's frames at most).
     pub(super) fn noise_frames(&self) -> usize {
         self.noise_frames

@@ -91,6 +91,14 @@ fn resblock(
 }
 
 impl CausalHift {
+    /// Every kernel the vocoder's calls may launch: its layers are direct convolutions, the
+    /// source module's and the STFT's signal kernels and elementwise ops, all of the fixed
+    /// families ([`dcc_runtime::kernels::fixed`]; it has no linear, so no GEMM path). What a
+    /// process preloads before it serves the vocoder.
+    pub fn kernels(&self) -> Vec<&'static dcc_runtime::KernelDef> {
+        dcc_runtime::kernels::fixed()
+    }
+
     /// Every layer of `w` onto `be`. A missing tensor or a tensor of another shape is an error
     /// naming it (with the expected and the found shape); so is a noise table whose shape is not
     /// `[1, rows, harmonics]`.

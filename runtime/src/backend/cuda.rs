@@ -3,7 +3,8 @@
 //! One context (the primary context of the ordinal), one non-default stream that all work is
 //! ordered on, cudarc's per-buffer event tracking disabled (single stream: no cross-stream
 //! synchronization is needed, and tracking events must not leak into captures). Kernels are
-//! compiled by NVRTC once per process per module and architecture, loaded once per backend.
+//! compiled by NVRTC once per module and architecture, the PTX kept in memory for the process and
+//! on disk across processes ([`super::ptx_cache`]), and loaded once per backend.
 //! cuBLAS gets a workspace the runtime allocates and counts, so capture never allocates, and
 //! `CUBLAS_DEFAULT_MATH` (no TF32) for exact float32.
 
@@ -19,10 +20,11 @@ use cudarc::driver::{
 };
 use cudarc::driver::{result as drv, sys as drv_sys};
 use cudarc::nvrtc::{CompileOptions, Ptx};
-use dcc_kernels::{Arg, DevPtr, KernelDef, LaunchDims};
+use dcc_kernels::{Arg, CudaSource, DevPtr, KernelDef, LaunchDims};
 
 use super::bounds::{self, Access, Allocation, Live, lock};
 use super::gate::{Pass, Tracer};
+use super::ptx_cache::{self, DiskCache, Origin};
 use super::{
     AllocKind, Backend, BackendKind, DeviceBuffer, Gemm, Graph, GraphImpl, Marker, MarkerImpl,
     MemCounter, MemoryReport, Owner, StreamOp,
@@ -232,13 +234,89 @@ impl Lt {
     }
 }
 
-/// Process-wide PTX cache: (module, arch) → PTX.
-fn ptx_cache() -> MutexGuard<'static, HashMap<(&'static str, String), Ptx>> {
-    static CACHE: OnceLock<Mutex<HashMap<(&'static str, String), Ptx>>> = OnceLock::new();
+/// Process-wide PTX cache: (module, arch) → PTX text.
+fn ptx_cache() -> MutexGuard<'static, HashMap<(&'static str, String), String>> {
+    static CACHE: OnceLock<Mutex<HashMap<(&'static str, String), String>>> = OnceLock::new();
     CACHE
         .get_or_init(Default::default)
         .lock()
         .unwrap_or_else(|p| p.into_inner())
+}
+
+/// The on-disk PTX cache of this process ([`ptx_cache::dir`]), with the NVRTC version its keys
+/// include; `None` when disabled or when NVRTC does not say its version.
+fn disk_cache() -> Option<&'static (DiskCache, (i32, i32))> {
+    static DISK: OnceLock<Option<(DiskCache, (i32, i32))>> = OnceLock::new();
+    DISK.get_or_init(|| {
+        let (mut major, mut minor) = (0, 0);
+        // SAFETY: nvrtcVersion writes two ints through valid pointers; the NVRTC library was
+        // found present before any backend exists (CudaBackend::new).
+        let r = unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+        let ok = r == cudarc::nvrtc::sys::nvrtcResult::NVRTC_SUCCESS;
+        Some((DiskCache::new(ptx_cache::dir()?), (major, minor))).filter(|_| ok)
+    })
+    .as_ref()
+}
+
+/// NVRTC options of every module for `arch`: [`dcc_kernels::NVRTC_OPTIONS`] and the
+/// architecture.
+fn nvrtc_options(arch: &str) -> Vec<String> {
+    let mut options: Vec<String> = dcc_kernels::NVRTC_OPTIONS
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    options.push(format!("--gpu-architecture={arch}"));
+    options
+}
+
+/// `src` compiled by NVRTC with `options`, as PTX text.
+fn nvrtc(src: &'static CudaSource, options: Vec<String>) -> Result<String> {
+    let opts = CompileOptions {
+        options,
+        name: Some(format!("{}.cu", src.name)),
+        ..Default::default()
+    };
+    let ptx =
+        cudarc::nvrtc::compile_ptx_with_opts(src.code, opts).map_err(|error| Error::Nvrtc {
+            module: src.name.into(),
+            error,
+        })?;
+    // A compiled image is NUL-terminated text.
+    Ok(match ptx.as_bytes() {
+        Some(b) => String::from_utf8_lossy(b.strip_suffix(&[0]).unwrap_or(b)).into_owned(),
+        None => ptx.to_src(),
+    })
+}
+
+/// The PTX of `src` for `arch`: this process's cache, else [`ptx_cache::fetch`] (the disk
+/// cache, else NVRTC, stored on disk; a failed disk write is reported once per process).
+/// `fresh`: compile whatever is cached (the cached copy did not load).
+fn module_ptx(src: &'static CudaSource, arch: &str, fresh: bool) -> Result<(String, Origin)> {
+    let mem_key = (src.name, arch.to_string());
+    if !fresh && let Some(p) = ptx_cache().get(&mem_key).cloned() {
+        return Ok((p, Origin::Process));
+    }
+    let options = nvrtc_options(arch);
+    let disk = disk_cache().map(|(c, v)| (c, ptx_cache::key(src.code, &options, arch, *v)));
+    let got = ptx_cache::fetch(
+        disk.as_ref().map(|(c, k)| (*c, k.as_str())),
+        fresh,
+        || nvrtc(src, options),
+        |c, e| {
+            static WARNED: std::sync::atomic::AtomicBool =
+                std::sync::atomic::AtomicBool::new(false);
+            if !WARNED.swap(true, Ordering::Relaxed) {
+                eprintln!(
+                    "dcc-runtime: the PTX cache at {} is not writable ({e}); compiling in every \
+                     process (set {}=off to silence this)",
+                    c.dir().display(),
+                    ptx_cache::DIR_VAR
+                );
+            }
+        },
+    )?;
+    ptx_cache().insert(mem_key, got.0.clone());
+    Ok(got)
 }
 
 /// The CUDA backend.
@@ -403,34 +481,17 @@ impl CudaBackend {
         if let Some(m) = lock(&self.modules).get(name) {
             return Ok(m.clone());
         }
-        let ptx = {
-            let key = (name, self.arch.clone());
-            let cached = ptx_cache().get(&key).cloned();
-            match cached {
-                Some(p) => p,
-                None => {
-                    let mut options: Vec<String> = dcc_kernels::NVRTC_OPTIONS
-                        .iter()
-                        .map(|s| s.to_string())
-                        .collect();
-                    options.push(format!("--gpu-architecture={}", self.arch));
-                    let opts = CompileOptions {
-                        options,
-                        name: Some(format!("{name}.cu")),
-                        ..Default::default()
-                    };
-                    let ptx = cudarc::nvrtc::compile_ptx_with_opts(k.source.code, opts).map_err(
-                        |error| Error::Nvrtc {
-                            module: name.into(),
-                            error,
-                        },
-                    )?;
-                    ptx_cache().insert(key, ptx.clone());
-                    ptx
-                }
-            }
-        };
-        let m = self.ctx.load_module(ptx)?;
+        let m = ptx_cache::load(
+            module_ptx(k.source, &self.arch, false)?,
+            |ptx| Ok(self.ctx.load_module(Ptx::from_src(ptx))?),
+            || module_ptx(k.source, &self.arch, true).map(|p| p.0),
+            |e| {
+                eprintln!(
+                    "dcc-runtime: the cached PTX of module `{name}` did not load ({e}); compiling \
+                     it again"
+                )
+            },
+        )?;
         lock(&self.modules).insert(name, m.clone());
         Ok(m)
     }

@@ -50,6 +50,7 @@ mod gate;
 mod host;
 mod memory;
 mod op;
+mod ptx_cache;
 
 use std::fmt;
 use std::mem::ManuallyDrop;

@@ -1,10 +1,11 @@
-//! `y = x · Wᵀ + b` on one of two GEMM paths ([`GemmPath`], chosen per [`Ctx`]): the backend's
+//! `y = x · Wᵀ + b` on one of three GEMM paths ([`GemmPath`], chosen per [`Ctx`]): the backend's
 //! GEMM ([`crate::Backend::gemm`] / [`crate::Backend::gemm_bias`]: cuBLAS / cuBLASLt on a
-//! device, an ordered loop on the Host), or the deterministic, batch-invariant `gemm.linear_*`
-//! kernels (`dcc_kernels::gemm`).
+//! device, an ordered loop on the Host), the deterministic, batch-invariant fp32 `gemm.linear_*`
+//! kernels (`dcc_kernels::gemm`), or their 3xTF32 tensor-core sibling `gemm.linear_tf32x3`
+//! (`dcc_kernels::gemm::tf32`).
 
-use dcc_kernels::Arg;
 use dcc_kernels::gemm::{self, Variant};
+use dcc_kernels::{Arg, KernelDef};
 
 use crate::backend::Gemm;
 
@@ -15,15 +16,48 @@ use super::{Act, Ctx, OpError, Tensor, Work, dims, disjoint, int, matrix, operan
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub enum GemmPath {
     /// The backend's GEMM: cuBLAS (`gemm`) and cuBLASLt with a bias epilogue (`gemm_bias`),
-    /// TF32 off, on CUDA; the ordered-loop twin on the Host. The faster path at one session's
-    /// 112 rows on an H100 today. cuBLAS picks its algorithm by shape, so a row's result may
-    /// depend on how many rows share the launch, and CUDA and Host agree within rounding only.
+    /// TF32 off, on CUDA; the ordered-loop twin on the Host. On an H100 at one session's 112
+    /// rows the two paths are within a few percent of each other over the DiT's linears (each
+    /// faster at some shapes); with many sessions batched cuBLAS is about twice as fast. cuBLAS
+    /// picks its algorithm by shape, so a row's result may depend on how many rows share the
+    /// launch, and CUDA and Host agree within rounding only.
     #[default]
     Backend,
     /// The `gemm.linear_*` kernels: one k order fixed by K alone, so a row's bits never depend
     /// on the rows that share the launch (batch invariance, what batching sessions needs), and
     /// CUDA equals Host bit for bit. Activations fuse into the epilogue ([`linear_act`]).
     Invariant,
+    /// `gemm.linear_tf32x3` (`dcc_kernels::gemm::tf32`): every product as three TF32 products
+    /// on tensor cores (big·big, big·small, small·big), one order fixed by K alone, so batch
+    /// invariant on CUDA as [`GemmPath::Invariant`] is. Not bit-equal to its host twin (an
+    /// `mma`'s internal accumulation is unspecified): both stay within a derived bound of the
+    /// fp32 twin (`dcc_kernels::gemm::tf32::bound`). Activations fuse into the epilogue.
+    InvariantTf32x3,
+}
+
+impl GemmPath {
+    /// The kernels [`linear`] and [`linear_act`] may launch on this path: none on
+    /// [`GemmPath::Backend`] (its GEMMs are the backend's; `linear_act`'s activation is an
+    /// `act.apply` launch, one of [`dcc_kernels::fixed`]), every variant [`gemm::pick`] can
+    /// choose ([`gemm::PICKED`]) on [`GemmPath::Invariant`], `gemm.linear_tf32x3` on
+    /// [`GemmPath::InvariantTf32x3`].
+    pub fn linear_kernels(self) -> Vec<&'static KernelDef> {
+        match self {
+            GemmPath::Backend => Vec::new(),
+            GemmPath::Invariant => gemm::PICKED.iter().map(|v| v.kernel).collect(),
+            GemmPath::InvariantTf32x3 => vec![&gemm::tf32::LINEAR],
+        }
+    }
+
+    /// Every kernel the ops may launch with their linears on this path: the fixed families
+    /// ([`dcc_kernels::fixed`]) and [`GemmPath::linear_kernels`]. What a model preloads (a
+    /// CUDA process compiles the modules of exactly these), so that the backend path never
+    /// compiles the invariant linear.
+    pub fn op_kernels(self) -> Vec<&'static KernelDef> {
+        let mut k = dcc_kernels::fixed();
+        k.extend(self.linear_kernels());
+        k
+    }
 }
 
 /// `y[rows, out] = x[rows, in] · Wᵀ (+ b)`: `w` packed `[out, in]` (a `torch.nn.Linear`
@@ -46,6 +80,7 @@ pub fn linear(
     match cx.gemm_path() {
         GemmPath::Backend => cublas_linear(cx, w, b, x, y),
         GemmPath::Invariant => linear_with(cx, picked(&w, &y), w, b, x, y, None),
+        GemmPath::InvariantTf32x3 => linear_tf32x3(cx, w, b, x, y, None),
     }
 }
 
@@ -66,6 +101,7 @@ pub fn linear_act(
             super::act(cx, y, f)
         }
         GemmPath::Invariant => linear_with(cx, picked(&w, &y), w, b, x, y, Some(f)),
+        GemmPath::InvariantTf32x3 => linear_tf32x3(cx, w, b, x, y, Some(f)),
     }
 }
 
@@ -81,6 +117,35 @@ fn picked(w: &Tensor<'_>, y: &Tensor<'_>) -> &'static Variant {
 pub fn linear_with(
     cx: &Ctx<'_>,
     v: &'static Variant,
+    w: Tensor<'_>,
+    b: Option<Tensor<'_>>,
+    x: Tensor<'_>,
+    y: Tensor<'_>,
+    f: Option<Act>,
+) -> Result<(), OpError> {
+    launch_linear(cx, v.kernel, |rows, o| v.dims(rows, o), w, b, x, y, f)
+}
+
+/// [`linear`] (`f = None`) or [`linear_act`] on [`GemmPath::InvariantTf32x3`]: one launch of
+/// `gemm.linear_tf32x3` (benchmarks call it directly, whatever the context's path).
+pub fn linear_tf32x3(
+    cx: &Ctx<'_>,
+    w: Tensor<'_>,
+    b: Option<Tensor<'_>>,
+    x: Tensor<'_>,
+    y: Tensor<'_>,
+    f: Option<Act>,
+) -> Result<(), OpError> {
+    launch_linear(cx, &gemm::tf32::LINEAR, gemm::tf32::dims, w, b, x, y, f)
+}
+
+/// One launch of an invariant linear kernel `k` (the `gemm` family's argument list) with the
+/// geometry `dims` gives for `rows × out` outputs.
+#[allow(clippy::too_many_arguments)]
+fn launch_linear(
+    cx: &Ctx<'_>,
+    k: &'static KernelDef,
+    dims: impl Fn(usize, usize) -> Option<dcc_kernels::LaunchDims>,
     w: Tensor<'_>,
     b: Option<Tensor<'_>>,
     x: Tensor<'_>,
@@ -107,8 +172,7 @@ pub fn linear_with(
         return Ok(());
     }
     let (act, alpha) = f.map_or((gemm::NO_ACT, 0.0), Act::code);
-    let launch = v
-        .dims(rows, o)
+    let launch = dims(rows, o)
         .ok_or_else(|| OpError::arg(op, "y", format!("{rows} × {o} outputs exceed a grid")))?;
     let args = [
         ptr(&y),
@@ -129,9 +193,9 @@ pub fn linear_with(
     marked(cx, op, rows, i, o)?;
     // SAFETY: the kernel reads `rows` rows of `in` floats at stride ldx of x, `out · in` floats
     // of w and, with a bias, `out` of b, and writes `rows` rows of `out` floats at stride ldy of y (the launch
-    // covers exactly rows × out outputs, `Variant::dims`): the checked views; y overlaps no
-    // input.
-    unsafe { cx.be.launch(v.kernel, launch, &args) }.map_err(|error| OpError::Backend { op, error })
+    // covers exactly rows × out outputs, `Variant::dims` / `tf32::dims`): the checked views; y
+    // overlaps no input.
+    unsafe { cx.be.launch(k, launch, &args) }.map_err(|error| OpError::Backend { op, error })
 }
 
 /// [`GemmPath::Backend`]: `w` packed `[out, in]`, `b` packed `[out]` added in the GEMM's
@@ -189,7 +253,7 @@ struct Shape {
     ldy: usize,
 }
 
-/// The checks both GEMM paths make: `w` packed `[out, in]`, `x` `[rows, in]` and `y` `[rows,
+/// The checks every GEMM path makes: `w` packed `[out, in]`, `x` `[rows, in]` and `y` `[rows,
 /// out]` with unit column stride, `b` packed `[out]`, and `y` overlapping no input.
 fn checked(
     op: &'static str,

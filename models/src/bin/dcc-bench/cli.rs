@@ -153,8 +153,10 @@ pub struct Common {
     pub json_out: Option<PathBuf>,
 
     /// The GEMM every linear of the flow runs on: `backend` (cuBLAS / cuBLASLt, TF32 off; the
-    /// faster one at a single session's 112 rows today) or `invariant` (the `gemm.linear_*`
-    /// kernels: batch-invariant, bit-identical to the Host twin). The two give different bits.
+    /// faster one at a single session's 112 rows today), `invariant` (the `gemm.linear_*`
+    /// kernels: batch-invariant, bit-identical to the Host twin) or `tf32x3` (the 3xTF32
+    /// tensor-core kernel: batch-invariant on CUDA, within a derived bound of fp32). Each gives
+    /// different bits.
     #[arg(long, value_enum, default_value_t = GemmChoice::Backend)]
     pub gemm: GemmChoice,
 
@@ -169,6 +171,8 @@ pub enum GemmChoice {
     Backend,
     /// The batch-invariant `gemm.linear_*` kernels.
     Invariant,
+    /// The batch-invariant 3xTF32 tensor-core kernel `gemm.linear_tf32x3`.
+    Tf32x3,
 }
 
 impl GemmChoice {
@@ -176,6 +180,16 @@ impl GemmChoice {
         match self {
             GemmChoice::Backend => dcc_runtime::ops::GemmPath::Backend,
             GemmChoice::Invariant => dcc_runtime::ops::GemmPath::Invariant,
+            GemmChoice::Tf32x3 => dcc_runtime::ops::GemmPath::InvariantTf32x3,
+        }
+    }
+
+    /// The value's name on the command line (and in JSON reports).
+    pub fn name(self) -> &'static str {
+        match self {
+            GemmChoice::Backend => "backend",
+            GemmChoice::Invariant => "invariant",
+            GemmChoice::Tf32x3 => "tf32x3",
         }
     }
 }

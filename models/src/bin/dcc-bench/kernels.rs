@@ -1,12 +1,21 @@
-//! `dcc-bench kernels`: the linear kernels (`gemm.linear_*`, `dcc_kernels::gemm`) against the
-//! cuBLAS path (`Backend::gemm_bias`, what `ops::linear` launched before) at the full model's
-//! linear shapes, for tuning the tile variants on the GPU.
+//! `dcc-bench kernels`: the linear kernels (`gemm.linear_*`, `dcc_kernels::gemm`, and the 3xTF32
+//! `gemm.linear_tf32x3`) against the cuBLAS path (`Backend::gemm_bias`, what `ops::linear` launches on `GemmPath::Backend`) at the
+//! full model's linear shapes, for tuning the tile variants on the GPU.
 //!
-//! Per shape (`in → out`), row count and implementation: device µs per launch (the launches
-//! queued back to back behind a spin kernel, CUDA events around them, divided by `--reps`),
-//! TFLOP/s (`2 · rows · in · out` per launch), whether the kernel's output equals its host twin
-//! bit for bit (the Host backend's run of the same launch), and the normwise relative error
-//! against cuBLAS, `max |y − y_cublas| / max |y_cublas|`. The table comes last on stdout.
+//! Per shape (`in → out`), row count and implementation: device µs per launch and TFLOP/s
+//! (`2 · rows · in · out` per launch). A timing is the median over `--samples` samples; a sample
+//! is `--reps` launches queued back to back behind a short spin kernel, CUDA events around them,
+//! divided by `--reps`; one untimed launch warms up first. Successive launches rotate over
+//! enough operand sets that they span `--cold-mib` MiB (more than the L2 cache: in the model every
+//! layer's weights come from device memory), so the timings are not the cache's. Per launch
+//! also: whether the kernel's output equals its host twin bit for bit (the Host backend's run of
+//! the same launch, up to `--twin-rows` rows; for `tf32x3`: whether every output is within
+//! `gemm::tf32::bound` of the fp32 twin), and the normwise relative error against cuBLAS,
+//! `max |y − y_cublas| / max |y_cublas|`. Then every kernel, whatever `--variants` names, is
+//! checked against the twin (bit for bit; `tf32x3` within the bound) on small shapes with tails
+//! ([`TWIN_SHAPES`]), and with the
+//! DiT's shapes at 112 rows measured, the DiT's linears per chunk are summed per implementation
+//! ([`DIT_LAYER`]). The table comes last on stdout.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -23,22 +32,45 @@ use super::{Res, spin};
 
 /// The full model's linear shapes `(in, out)`: DiT qkv (512 → 1536), attention out and the
 /// conformer's projections (512 → 512), MLP up (512 → 2048) and down (2048 → 512), the causal
-/// conv's im2col GEMM (3 taps × 512 → 512), the input projection (80 → 512).
-pub const FULL_SHAPES: &str = "512x1536,512x512,512x2048,2048x512,1536x512,80x512";
+/// conv's im2col GEMM (3 taps × 512 → 512), the DiT's input projection (320 → 512), its final
+/// projection (512 → 80), the encoder's output projection (512 → 80, the same shape).
+pub const FULL_SHAPES: &str = "512x1536,512x512,512x2048,2048x512,1536x512,320x512,512x80";
+
+/// One DiT layer's linears at one session's rows `(in, out, count)`: qkv, attention out, the
+/// two causal convs (im2col GEMMs), MLP up and down.
+pub const DIT_LAYER: [(usize, usize, usize); 5] = [
+    (512, 1536, 1),
+    (512, 512, 1),
+    (1536, 512, 2),
+    (512, 2048, 1),
+    (2048, 512, 1),
+];
+
+/// DiT layers × solver steps per chunk of the full model (16 × 10).
+pub const DIT_LAYERS_PER_CHUNK: usize = 160;
+
+/// Rows of the per-chunk sum: one session's CFG pair of 56 frames.
+pub const SESSION_ROWS: usize = 112;
+
+/// The small shapes of the twin check `(rows, in, out)`: tails in rows, k and outputs, a single
+/// row, and K past one k tile.
+pub const TWIN_SHAPES: [(usize, usize, usize); 4] =
+    [(37, 100, 70), (5, 3, 7), (1, 130, 129), (19, 200, 33)];
 
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "Examples:\n  \
-dcc-bench kernels                                   # every variant and cuBLAS, full shapes, 112 and 896 rows\n  \
-dcc-bench kernels --variants auto --rows 112 --reps 200\n  \
-dcc-bench kernels --shapes 512x2048 --variants 32x64,32x32 --format json\n\n\
-To tune a tile size: edit or add an entry in kernels/cuda/gemm.cu (`gemm_linear_tile<BM, BN, TM,\n\
-TN>`) and its `variant!` line in kernels/src/gemm.rs, rebuild, and compare the variants here;\n\
-`gemm::pick` decides which one `ops::linear` launches. Every variant must stay bit-equal to the\n\
-twin (the `twin` column): the k order is fixed by K alone, whatever the tile.\n\n\
-Exit codes: 0 every variant bit-equal to its twin (where checked) and within --tol of cuBLAS,\n\
+dcc-bench kernels                                   # every variant, tf32x3 and cuBLAS, full shapes, 112 and 1792 rows\n  \
+dcc-bench kernels --variants auto --rows 112 --samples 21\n  \
+dcc-bench kernels --shapes 512x2048 --variants 16x32,32x64 --cold-mib 0 --format json\n\n\
+To tune a tile size: edit or add a `variant!` line in kernels/src/gemm.rs (name, BM, BN, TM, TN,\n\
+GW, STAGES, CH, blocks per SM, threads: it writes the variant's entry into its own module) and\n\
+its name in VARIANTS, rebuild, and compare the variants here; `gemm::pick` decides which one `ops::linear` launches. Every variant must stay\n\
+bit-equal to the twin (the `twin` column and the twin check): the k order is fixed by K alone,\n\
+whatever the tile.\n\n\
+Exit codes: 0 every kernel passes against its twin (where checked: bits, tf32x3 its bound) and within --tol of cuBLAS,\n\
 1 otherwise or on a run error, 2 usage.")]
 pub struct KernelsArgs {
-    /// Where to run. On `host` the timings are the CPU twins' and the `twin` column is skipped.
+    /// Where to run. On `host` the timings are the CPU twins' and the twin checks are skipped.
     #[arg(long, value_enum, default_value_t = BackendChoice::Cuda)]
     pub backend: BackendChoice,
 
@@ -46,24 +78,40 @@ pub struct KernelsArgs {
     #[arg(long, value_delimiter = ',', value_parser = shape, default_value = FULL_SHAPES)]
     pub shapes: Vec<(usize, usize)>,
 
-    /// Row counts, comma-separated: 112 is one session's CFG pair of 56 frames, 896 eight
+    /// Row counts, comma-separated: 112 is one session's CFG pair of 56 frames, 1792 sixteen
     /// sessions batched.
-    #[arg(long, value_delimiter = ',', default_value = "112,896",
+    #[arg(long, value_delimiter = ',', default_value = "112,1792",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub rows: Vec<usize>,
 
-    /// Kernel variants, comma-separated: `auto` (what `ops::linear` picks for the shape) and
-    /// tile names (`32x64`, `32x32`, `16x32`, `8x64`: rows × outputs per CTA).
-    #[arg(long, value_delimiter = ',', value_parser = variant,
-          default_value = "auto,32x64,32x32,16x32,8x64")]
+    /// Kernels, comma-separated: `auto` (what `ops::linear` picks for the shape), `all` (every
+    /// fp32 variant), tile names (`16x32`, `32x64`, ...: rows × outputs per CTA) and `tf32x3`
+    /// (the 3xTF32 tensor-core kernel).
+    #[arg(long, value_delimiter = ',', value_parser = variant, default_value = "auto,all,tf32x3")]
     pub variants: Vec<Choice>,
 
-    /// Launches per timing (queued back to back; µs is their mean).
-    #[arg(long, value_name = "N", default_value_t = 50,
+    /// Launches per sample (queued back to back; a sample is their mean).
+    #[arg(long, value_name = "N", default_value_t = 20,
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
     pub reps: usize,
 
-    /// Skip the host-twin comparison (it runs each shape once on the CPU, seconds at 896 rows).
+    /// Samples per timing (the reported µs is their median).
+    #[arg(long, value_name = "N", default_value_t = 11,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000))]
+    pub samples: usize,
+
+    /// MiB of operands the launches of one timing rotate over (0: one operand set, the L2
+    /// cache's timings).
+    #[arg(long, value_name = "MIB", default_value_t = 256,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=16_384))]
+    pub cold_mib: usize,
+
+    /// Largest row count whose full shapes are compared with the host twin (the twin runs
+    /// once per shape on the CPU: seconds at a few thousand rows).
+    #[arg(long, value_name = "ROWS", default_value_t = 256)]
+    pub twin_rows: usize,
+
+    /// Skip every host-twin comparison.
     #[arg(long)]
     pub skip_twin: bool,
 
@@ -76,11 +124,23 @@ pub struct KernelsArgs {
     pub format: Format,
 }
 
-/// A kernel to time: the variant `gemm::pick` chooses, or a fixed one.
+/// A kernel to time: the variant `gemm::pick` chooses, every variant, a fixed one, or the
+/// 3xTF32 kernel.
 #[derive(Copy, Clone, Debug)]
 pub enum Choice {
     Auto,
+    All,
     Fixed(&'static Variant),
+    Tf32x3,
+}
+
+/// One linear implementation of the `gemm` family.
+#[derive(Copy, Clone, Debug)]
+enum Kernel {
+    /// An fp32 variant: bit-equal to the twin.
+    Fp32(&'static Variant),
+    /// `gemm.linear_tf32x3`: within `gemm::tf32::bound` of the fp32 twin.
+    Tf32x3,
 }
 
 fn shape(s: &str) -> Result<(usize, usize), String> {
@@ -104,19 +164,50 @@ fn tolerance(s: &str) -> Result<f64, String> {
 }
 
 fn variant(s: &str) -> Result<Choice, String> {
-    let s = s.trim();
-    if s == "auto" {
-        return Ok(Choice::Auto);
+    match s.trim() {
+        "auto" => return Ok(Choice::Auto),
+        "all" => return Ok(Choice::All),
+        "tf32x3" => return Ok(Choice::Tf32x3),
+        _ => {}
     }
-    gemm::variant(&format!("gemm.linear_{s}"))
+    gemm::variant(&format!("gemm.linear_{}", s.trim()))
         .map(Choice::Fixed)
         .ok_or_else(|| {
-            let names: Vec<&str> = gemm::VARIANTS
-                .iter()
-                .map(|v| v.kernel.name.trim_start_matches("gemm.linear_"))
-                .collect();
-            format!("unknown variant `{s}` (auto, {})", names.join(", "))
+            let names: Vec<&str> = gemm::VARIANTS.iter().map(|v| short(v)).collect();
+            format!(
+                "unknown variant `{s}` (auto, all, tf32x3, {})",
+                names.join(", ")
+            )
         })
+}
+
+/// `16x32` for `gemm.linear_16x32`.
+fn short(v: &Variant) -> &'static str {
+    v.kernel.name.trim_start_matches("gemm.linear_")
+}
+
+/// The kernels `--variants` names, in order, without repeats: `(label, kernel)`.
+fn expand(rows: usize, out: usize, choices: &[Choice]) -> Vec<(String, Kernel)> {
+    let mut v: Vec<(String, Kernel)> = Vec::new();
+    let mut push = |label: String, k: Kernel| {
+        if !v.iter().any(|(l, _)| *l == label) {
+            v.push((label, k));
+        }
+    };
+    for c in choices {
+        match *c {
+            Choice::Auto => {
+                let k = gemm::pick(rows, out);
+                push(format!("auto ({})", short(k)), Kernel::Fp32(k));
+            }
+            Choice::All => gemm::VARIANTS
+                .iter()
+                .for_each(|k| push(short(k).into(), Kernel::Fp32(k))),
+            Choice::Fixed(k) => push(short(k).into(), Kernel::Fp32(k)),
+            Choice::Tf32x3 => push("tf32x3".into(), Kernel::Tf32x3),
+        }
+    }
+    v
 }
 
 /// The operands of one shape at one row count, on one backend.
@@ -128,35 +219,25 @@ struct Operands {
 }
 
 impl Operands {
-    fn new(be: &Arc<dyn Backend>, rows: usize, i: usize, o: usize) -> Res<Operands> {
+    fn new(be: &Arc<dyn Backend>, seed: u64, rows: usize, i: usize, o: usize) -> Res<Operands> {
         let up = |v: Vec<f32>| be.alloc_from(&v, AllocKind::Other);
         Ok(Operands {
-            x: up(data(1, rows * i))?,
-            w: up(data(2, o * i))?,
-            b: up(data(3, o))?,
-            y: up(vec![0.0; rows * o])?,
+            x: up(data(4 * seed + 1, rows * i))?,
+            w: up(data(4 * seed + 2, o * i))?,
+            b: up(data(4 * seed + 3, o))?,
+            y: up(vec![f32::NAN; rows * o])?,
         })
     }
 
-    /// Queues `ops::linear` with variant `v`.
-    fn linear(
-        &self,
-        cx: &Ctx<'_>,
-        v: &'static Variant,
-        rows: usize,
-        i: usize,
-        o: usize,
-    ) -> Res<()> {
+    /// Queues `ops::linear` with kernel `k`.
+    fn linear(&self, cx: &Ctx<'_>, k: Kernel, rows: usize, i: usize, o: usize) -> Res<()> {
         let t = |b, d: &[usize]| Tensor::of(b).and_then(|t| t.view(d));
-        ops::linear_with(
-            cx,
-            v,
-            t(&self.w, &[o, i])?,
-            Some(t(&self.b, &[o])?),
-            t(&self.x, &[rows, i])?,
-            t(&self.y, &[rows, o])?,
-            None,
-        )?;
+        let (w, b) = (t(&self.w, &[o, i])?, Some(t(&self.b, &[o])?));
+        let (x, y) = (t(&self.x, &[rows, i])?, t(&self.y, &[rows, o])?);
+        match k {
+            Kernel::Fp32(v) => ops::linear_with(cx, v, w, b, x, y, None)?,
+            Kernel::Tf32x3 => ops::linear_tf32x3(cx, w, b, x, y, None)?,
+        }
         Ok(())
     }
 
@@ -202,17 +283,42 @@ fn data(seed: u64, n: usize) -> Vec<f32> {
         .collect()
 }
 
-/// Mean device ms of `reps` launches queued by `f`, behind a spin kernel (one warm-up first).
-fn time(be: &dyn Backend, reps: usize, f: &dyn Fn() -> Res<()>) -> Res<f64> {
-    f()?;
+/// How a timing is taken (`--reps`, `--samples`).
+#[derive(Clone, Copy)]
+struct Timing {
+    reps: usize,
+    samples: usize,
+}
+
+/// Median device ms per launch: `samples` samples of `reps` launches queued by `f(n)` (`n` the
+/// launch's index), each behind a spin kernel long enough to cover their queueing, after one
+/// warm-up launch.
+fn time(be: &dyn Backend, t: Timing, f: &dyn Fn(usize) -> Res<()>) -> Res<f64> {
+    f(0)?;
     be.synchronize()?;
-    spin(be, 200_000_000)?;
-    let m0 = be.marker()?;
-    for _ in 0..reps {
-        f()?;
+    let mut ms = Vec::with_capacity(t.samples);
+    for s in 0..t.samples {
+        // About 1 ms plus 40 µs per launch at 2 GHz: the host queues a launch in a few µs.
+        spin(be, 2_000_000 + 80_000 * t.reps as i64)?;
+        let m0 = be.marker()?;
+        for r in 0..t.reps {
+            f(s * t.reps + r + 1)?;
+        }
+        let m1 = be.marker()?;
+        ms.push(be.elapsed_ms(&m0, &m1)? / t.reps as f64);
     }
-    let m1 = be.marker()?;
-    Ok(be.elapsed_ms(&m0, &m1)? / reps as f64)
+    be.synchronize()?;
+    Ok(median(&mut ms))
+}
+
+/// The median (the mean of the two middle values for an even count); NaN for none.
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => f64::NAN,
+        n if n % 2 == 1 => v[n / 2],
+        n => 0.5 * (v[n / 2 - 1] + v[n / 2]),
+    }
 }
 
 /// `max |a − b| / max |b|` (NaN when either holds a NaN).
@@ -230,61 +336,96 @@ fn rel_err(a: &[f32], b: &[f32]) -> f64 {
     num / den.max(f64::MIN_POSITIVE)
 }
 
+fn bits_equal(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(p, q)| p.to_bits() == q.to_bits())
+}
+
+/// Whether kernel `k`'s output `got` passes against the fp32 twin's `want` for the operands of
+/// set `seed` ([`Operands::new`]) at `(rows, in, out)`: bit for bit for an fp32 variant, every
+/// output within `gemm::tf32::bound` for `tf32x3`.
+fn twin_ok(
+    k: Kernel,
+    seed: u64,
+    (rows, i, o): (usize, usize, usize),
+    want: &[f32],
+    got: &[f32],
+) -> bool {
+    if let Kernel::Fp32(_) = k {
+        return bits_equal(want, got);
+    }
+    let (x, w) = (data(4 * seed + 1, rows * i), data(4 * seed + 2, o * i));
+    want.len() == rows * o
+        && got.len() == rows * o
+        && (0..rows * o).all(|e| {
+            let (xr, wr) = (&x[e / o * i..][..i], &w[e % o * i..][..i]);
+            let t: f64 = xr
+                .iter()
+                .zip(wr)
+                .map(|(p, q)| (*p as f64 * *q as f64).abs())
+                .sum();
+            let (g, f) = (got[e], want[e]);
+            (g as f64 - f as f64).abs() <= gemm::tf32::bound(i, t, g, f)
+        })
+}
+
 /// Runs the kernel benchmark; returns whether every check passed.
 pub fn run(a: &KernelsArgs) -> Res<bool> {
     let be: Arc<dyn Backend> = match a.backend {
         BackendChoice::Cuda => dcc_runtime::backend::cuda(0).map_err(BenchError::Cuda)?,
         BackendChoice::Host => dcc_runtime::backend::host(),
     };
-    let twin_be = (be.kind() == BackendKind::Cuda && !a.skip_twin).then(dcc_runtime::backend::host);
+    let host = (be.kind() == BackendKind::Cuda && !a.skip_twin).then(dcc_runtime::backend::host);
     let mut preload: Vec<&'static dcc_runtime::KernelDef> = gemm::KERNELS.to_vec();
     preload.push(&dcc_runtime::kernels::synthetic::SPIN);
     be.preload(&preload)?;
     let cx = Ctx::new(be.as_ref(), None);
+    let timing = Timing {
+        reps: a.reps,
+        samples: a.samples,
+    };
     let mut rows_json = Vec::new();
     let mut ok = true;
     for &(i, o) in &a.shapes {
         for &rows in &a.rows {
             let flop = 2.0 * rows as f64 * i as f64 * o as f64;
-            let ops_ = Operands::new(&be, rows, i, o)?;
-            let ms = time(be.as_ref(), a.reps, &|| {
-                ops_.cublas(be.as_ref(), rows, i, o)
-            })?;
-            let reference = ops_.read(be.as_ref(), rows * o)?;
+            let set_bytes = 4 * (rows * i + o * i + o + rows * o);
+            let n_sets = (a.cold_mib << 20).div_ceil(set_bytes).clamp(1, 256);
+            let sets = (0..n_sets)
+                .map(|s| Operands::new(&be, s as u64, rows, i, o))
+                .collect::<Res<Vec<_>>>()?;
+            let set = |n: usize| &sets[n % n_sets];
             let mut line = |name: String, ms: f64, twin: Option<bool>, err: Option<f64>| {
                 eprintln!(
-                    "{i:>5} → {o:<5} rows {rows:>5}  {name:<26} {:>9.2} µs {:>7.2} TFLOP/s",
+                    "{i:>5} → {o:<5} rows {rows:>5}  {name:<18} {:>9.2} µs {:>7.2} TFLOP/s",
                     ms * 1e3,
                     flop / (ms * 1e-3) / 1e12
                 );
                 rows_json.push(json!({
                     "in": i, "out": o, "rows": rows, "kernel": name,
                     "us": ms * 1e3, "tflops": flop / (ms * 1e-3) / 1e12,
-                    "twin_bit_equal": twin, "rel_err_vs_cublas": err,
+                    "twin_ok": twin, "rel_err_vs_cublas": err,
                 }));
             };
+            let ms = time(be.as_ref(), timing, &|n| {
+                set(n).cublas(be.as_ref(), rows, i, o)
+            })?;
+            sets[0].cublas(be.as_ref(), rows, i, o)?;
+            let reference = sets[0].read(be.as_ref(), rows * o)?;
             line("cublas".into(), ms, None, None);
-            let want = match &twin_be {
-                Some(h) => {
-                    let t = Operands::new(h, rows, i, o)?;
-                    t.linear(&Ctx::new(h.as_ref(), None), gemm::pick(rows, o), rows, i, o)?;
+            let want = match &host {
+                Some(h) if rows <= a.twin_rows => {
+                    let t = Operands::new(h, 0, rows, i, o)?;
+                    let fp32 = Kernel::Fp32(gemm::pick(rows, o));
+                    t.linear(&Ctx::new(h.as_ref(), None), fp32, rows, i, o)?;
                     Some(t.read(h.as_ref(), rows * o)?)
                 }
-                None => None,
+                _ => None,
             };
-            for c in &a.variants {
-                let (v, name) = match *c {
-                    Choice::Auto => {
-                        let v = gemm::pick(rows, o);
-                        (v, format!("auto ({})", v.kernel.name))
-                    }
-                    Choice::Fixed(v) => (v, v.kernel.name.to_string()),
-                };
-                let ms = time(be.as_ref(), a.reps, &|| ops_.linear(&cx, v, rows, i, o))?;
-                let got = ops_.read(be.as_ref(), rows * o)?;
-                let twin = want
-                    .as_ref()
-                    .map(|w| w.iter().zip(&got).all(|(p, q)| p.to_bits() == q.to_bits()));
+            for (name, k) in expand(rows, o, &a.variants) {
+                let ms = time(be.as_ref(), timing, &|n| set(n).linear(&cx, k, rows, i, o))?;
+                sets[0].linear(&cx, k, rows, i, o)?;
+                let got = sets[0].read(be.as_ref(), rows * o)?;
+                let twin = want.as_ref().map(|w| twin_ok(k, 0, (rows, i, o), w, &got));
                 let err = rel_err(&got, &reference);
                 if twin == Some(false) || err.is_nan() || err > a.tol {
                     ok = false;
@@ -293,13 +434,24 @@ pub fn run(a: &KernelsArgs) -> Res<bool> {
             }
         }
     }
+    let twin_check = match &host {
+        Some(h) => Some(twin_check(&be, h, &cx)?),
+        None => None,
+    };
+    if let Some(t) = &twin_check {
+        ok &= t.iter().all(|r| r["ok"] == Value::Bool(true));
+    }
     let out = json!({
         "bench": "dcc-bench kernels",
         "device": be.device_name(),
         "backend": a.backend.name(),
         "reps": a.reps,
+        "samples": a.samples,
+        "cold_mib": a.cold_mib,
         "tol": a.tol,
         "rows": rows_json,
+        "twin_check": twin_check,
+        "dit_per_chunk_ms": per_chunk(&rows_json),
         "ok": ok,
     });
     let mut stdout = std::io::stdout().lock();
@@ -312,20 +464,97 @@ pub fn run(a: &KernelsArgs) -> Res<bool> {
     Ok(ok)
 }
 
+/// Every kernel at every shape of [`TWIN_SHAPES`] on `be` against the fp32 twin on the Host:
+/// one JSON row per kernel and shape, `ok` when bit-equal (an fp32 variant) or within the bound
+/// (`tf32x3`, [`twin_ok`]).
+fn twin_check(be: &Arc<dyn Backend>, host: &Arc<dyn Backend>, cx: &Ctx<'_>) -> Res<Vec<Value>> {
+    let hcx = Ctx::new(host.as_ref(), None);
+    let mut rows = Vec::new();
+    let kernels = gemm::VARIANTS
+        .iter()
+        .map(|v| (short(v), Kernel::Fp32(v)))
+        .chain([("tf32x3", Kernel::Tf32x3)]);
+    let kernels: Vec<_> = kernels.collect();
+    for (m, i, o) in TWIN_SHAPES {
+        let h = Operands::new(host, 7, m, i, o)?;
+        h.linear(&hcx, Kernel::Fp32(gemm::pick(m, o)), m, i, o)?;
+        let want = h.read(host.as_ref(), m * o)?;
+        let d = Operands::new(be, 7, m, i, o)?;
+        for &(name, k) in &kernels {
+            d.linear(cx, k, m, i, o)?;
+            let got = d.read(be.as_ref(), m * o)?;
+            rows.push(json!({
+                "kernel": name, "rows": m, "in": i, "out": o,
+                "ok": twin_ok(k, 7, (m, i, o), &want, &got),
+            }));
+        }
+    }
+    Ok(rows)
+}
+
+/// The DiT's linears per chunk (`DIT_LAYER` × `DIT_LAYERS_PER_CHUNK` at `SESSION_ROWS` rows) in
+/// ms, per implementation measured at every one of those shapes (`cublas`, `auto`, and each
+/// variant): `{name: ms}`.
+fn per_chunk(rows: &[Value]) -> Value {
+    let mut out = serde_json::Map::new();
+    let names: Vec<String> = rows
+        .iter()
+        .filter_map(|r| r["kernel"].as_str())
+        .map(|n| n.split(' ').next().unwrap_or(n).to_string())
+        .fold(Vec::new(), |mut v, n| {
+            if !v.contains(&n) {
+                v.push(n);
+            }
+            v
+        });
+    for name in names {
+        let mut us = 0.0;
+        let all = DIT_LAYER.iter().all(|&(i, o, count)| {
+            let hit = rows.iter().find(|r| {
+                r["in"] == i
+                    && r["out"] == o
+                    && r["rows"] == SESSION_ROWS
+                    && r["kernel"].as_str().and_then(|k| k.split(' ').next()) == Some(&name)
+            });
+            match hit.and_then(|r| r["us"].as_f64()) {
+                Some(t) => {
+                    us += t * count as f64;
+                    true
+                }
+                None => false,
+            }
+        });
+        if all {
+            out.insert(name, json!(us * DIT_LAYERS_PER_CHUNK as f64 / 1e3));
+        }
+    }
+    Value::Object(out)
+}
+
 fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
     writeln!(
         w,
-        "dcc-bench kernels on {} ({} launches per timing; twin: bit-equal to the host twin; err: max |y − cuBLAS| / max |cuBLAS|)",
+        "dcc-bench kernels on {} (median of {} samples of {} launches, operands rotated over {} MiB; \
+         ×cuBLAS: cuBLAS µs / µs; twin: bit-equal to the host twin (tf32x3: within its bound of the \
+         fp32 twin); err: max |y − cuBLAS| / max |cuBLAS|)",
         out["device"].as_str().unwrap_or("?"),
-        out["reps"]
+        out["samples"],
+        out["reps"],
+        out["cold_mib"]
     )?;
     writeln!(
         w,
-        "{:>11} {:>5}  {:<32} {:>9} {:>8} {:>5} {:>9}",
-        "in → out", "rows", "kernel", "µs", "TFLOP/s", "twin", "err"
+        "{:>11} {:>5}  {:<18} {:>9} {:>8} {:>7} {:>5} {:>9}",
+        "in → out", "rows", "kernel", "µs", "TFLOP/s", "×cuBLAS", "twin", "err"
     )?;
-    for r in out["rows"].as_array().into_iter().flatten() {
-        let twin = match r["twin_bit_equal"].as_bool() {
+    let rows = out["rows"].as_array().map_or(&[][..], |v| v.as_slice());
+    let mut cublas_us = f64::NAN;
+    for r in rows {
+        let us = r["us"].as_f64().unwrap_or(f64::NAN);
+        if r["kernel"] == "cublas" {
+            cublas_us = us;
+        }
+        let twin = match r["twin_ok"].as_bool() {
             Some(true) => "yes",
             Some(false) => "NO",
             None => "-",
@@ -335,21 +564,60 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
             .map_or_else(|| "-".into(), |e| format!("{e:.1e}"));
         writeln!(
             w,
-            "{:>11} {:>5}  {:<32} {:>9.2} {:>8.2} {:>5} {:>9}",
+            "{:>11} {:>5}  {:<18} {:>9.2} {:>8.2} {:>7.2} {:>5} {:>9}",
             format!("{} → {}", r["in"], r["out"]),
             r["rows"].as_u64().unwrap_or(0),
             r["kernel"].as_str().unwrap_or("?"),
-            r["us"].as_f64().unwrap_or(f64::NAN),
+            us,
             r["tflops"].as_f64().unwrap_or(f64::NAN),
+            cublas_us / us,
             twin,
             err
+        )?;
+    }
+    if let Some(t) = out["twin_check"].as_array() {
+        let bad: Vec<String> = t
+            .iter()
+            .filter(|r| r["ok"] != Value::Bool(true))
+            .map(|r| {
+                format!(
+                    "{} at {} × {} → {}",
+                    r["kernel"], r["rows"], r["in"], r["out"]
+                )
+            })
+            .collect();
+        writeln!(
+            w,
+            "twin check: {} of {} launches pass against the host twin (every variant bit-equal, tf32x3 within its bound, at {:?}, rows × in → out){}",
+            t.len() - bad.len(),
+            t.len(),
+            TWIN_SHAPES,
+            if bad.is_empty() {
+                String::new()
+            } else {
+                format!("; DIFFER: {}", bad.join(", "))
+            }
+        )?;
+    }
+    if let Some(m) = out["dit_per_chunk_ms"]
+        .as_object()
+        .filter(|m| !m.is_empty())
+    {
+        let parts: Vec<String> = m
+            .iter()
+            .map(|(k, v)| format!("{k} {:.2}", v.as_f64().unwrap_or(f64::NAN)))
+            .collect();
+        writeln!(
+            w,
+            "DiT linears per chunk at {SESSION_ROWS} rows ({DIT_LAYERS_PER_CHUNK} layer-steps × qkv, out, 2 convs, MLP up, down), ms: {}",
+            parts.join(", ")
         )?;
     }
     writeln!(
         w,
         "{}",
         if out["ok"] == Value::Bool(true) {
-            "ok: every kernel bit-equal to its twin (where checked) and within --tol of cuBLAS"
+            "ok: every kernel passes against its twin (where checked) and within --tol of cuBLAS"
         } else {
             "FAILED: a kernel differs from its twin or from cuBLAS beyond --tol"
         }

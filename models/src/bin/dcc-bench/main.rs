@@ -174,17 +174,18 @@ fn setup(o: &Opts) -> Res<Setup> {
         },
     )?
     .with_gemm(o.gemm.path());
-    let mut all: Vec<&'static dcc_runtime::KernelDef> = Vec::new();
-    for m in dcc_runtime::kernels::MODULES {
-        all.extend_from_slice(m);
-    }
-    be.preload(&all)?;
+    // What the flow launches, and the spin of the device-busy figure: nothing else compiles.
+    let mut kernels = dev.kernels();
+    kernels.push(&ks::SPIN);
+    be.preload(&kernels)?;
     let dev = Arc::new(dev);
     let speech = match &o.vocoder {
         Some(v) => {
             let load = || -> Result<SpeechModel, SpeechError> {
                 let w = dcc_models::vocoder::VocoderWeights::load(&v.path)?;
                 let voc = dcc_models::vocoder::CausalHift::load(be.as_ref(), &w)?;
+                be.preload(&voc.kernels())
+                    .map_err(dcc_models::token2wav::FlowError::from)?;
                 SpeechModel::from_parts(dev.clone(), Arc::new(voc), contract)
             };
             Some(load().map_err(|e| BenchError::Vocoder(Box::new(e)))?)

@@ -37,7 +37,7 @@ use dcc_models::token2wav::{FlowConfig, FlowError, SolverParams};
 use dcc_runtime::stats;
 use serde_json::{Value, json};
 
-use super::cli::{Common, GemmChoice, Opts};
+use super::cli::{Common, Opts};
 use super::error::BenchError;
 use super::{MIB, Res, Setup, mel_bytes, non_finite, num, plot, setup};
 
@@ -405,7 +405,7 @@ pub fn run(a: &SessionsArgs) -> Res<bool> {
         "contract": s.contract.family,
         "config": if s.cfg == FlowConfig::tiny() { "tiny" } else if s.cfg == FlowConfig::full() { "full" } else { "other" },
         "inputs": a.io.as_ref().map_or_else(|| "synthetic".into(), |p| p.display().to_string()),
-        "gemm": match a.common.gemm { GemmChoice::Backend => "backend", GemmChoice::Invariant => "invariant" },
+        "gemm": a.common.gemm.name(),
         "cadence": match a.cadence { Cadence::Max => "max", Cadence::Realtime => "realtime" },
         "chunk_s": chunk_seconds(s.contract.family),
         "chunks": a.common.chunks,
