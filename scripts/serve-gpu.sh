@@ -10,6 +10,9 @@
 #   bash scripts/serve-gpu.sh kernels    # dcc-bench kernels: every linear variant against cuBLAS
 #   bash scripts/serve-gpu.sh e2e        # vendor e2e peer (export) + dcc-bench check/token2wav
 #   bash scripts/serve-gpu.sh sessions   # dcc-bench sessions (needs e2e's export in /tmp/full)
+#   bash scripts/serve-gpu.sh gemm       # module compile cold/warm (PTX cache), process start per
+#                                        # GEMM path, the linear kernels, the full model per path
+#                                        # (needs e2e's export in /tmp/full for the last part)
 #   bash scripts/serve-gpu.sh vocfloor   # the vendor vocoder on CUDA against itself on the CPU,
 #                                        # and our CUDA vocoder against both (the 1e-4 floor)
 # Logs go to $OUT as one tarball per part; the last lines printed are a short table.
@@ -112,6 +115,36 @@ sessions)
     >"$W/sessions_rt.txt" 2>&1
   echo "sessions realtime rc=$?"; tail -n 15 "$W/sessions_rt.txt"
   ;;
+gemm)
+  # NVRTC per module, cold then from the on-disk PTX cache (a fresh directory)
+  for pass in cold warm; do
+    DCC_REQUIRE_GPU=1 DCC_CACHE_DIR="$W/ptx" "$D/tests/backend" cuda_all_registered_modules_compile \
+      --nocapture >"$W/compile_$pass.txt" 2>&1
+    echo "modules $pass: rc=$? $(grep -h 'compiled' "$W/compile_$pass.txt" | tail -n 1)"
+  done
+  # a process's start to its first check, per GEMM path, without the cache (what each compiles)
+  for g in backend invariant tf32x3; do
+    s0=$(date +%s%N)
+    DCC_CACHE_DIR=off "$B" check --backend cuda --weights $T/weights.safetensors \
+      --io $T/io.safetensors --contract token2wav_tiny --chunks 2 --arms B0 --gemm $g \
+      >"$W/start_$g.txt" 2>&1
+    rc=$?
+    echo "tiny check --gemm $g: rc=$rc $(( ($(date +%s%N) - s0) / 1000000 )) ms, uncached"
+  done
+  "$B" kernels --variants auto,tf32x3 --rows 112,1792 >"$W/kernels.txt" 2>&1
+  echo "kernels rc=$?"; grep -E 'per chunk|twin check|^ok|FAIL' "$W/kernels.txt"
+  if [[ -f $F/weights.safetensors ]]; then
+    "$B" check --backend cuda --gemm tf32x3 --weights $F/weights.safetensors \
+      --io $F/io.safetensors --contract token2wav --chunks 24 --tol 1e-4 --arms B0,SRc \
+      >"$W/check_tf32x3.txt" 2>&1
+    echo "full check --gemm tf32x3 rc=$?"; grep -E '^(B0|SRc) |check:' "$W/check_tf32x3.txt" | head -6
+    for g in backend invariant tf32x3; do
+      "$B" token2wav --backend cuda --gemm $g --weights $F/weights.safetensors \
+        --io $F/io.safetensors --contract token2wav --chunks 24 --arms SRc >"$W/t2w_$g.txt" 2>&1
+      echo "token2wav SRc --gemm $g rc=$?"; grep -E '^SRc ' "$W/t2w_$g.txt" | head -1
+    done
+  fi
+  ;;
 vocfloor)
   # One seeded full-config export per device: the same weights, mel and noise table (all drawn
   # on the CPU), so any distance between the two is the vendor's own device rounding.
@@ -142,7 +175,7 @@ PY
   done
   rm -rf "$W"/v{cpu,cuda}/vocoder.safetensors
   ;;
-*) echo "unknown part '$part' (suite, kernels, e2e, sessions, vocfloor)"; exit 2 ;;
+*) echo "unknown part '$part' (suite, kernels, e2e, sessions, gemm, vocfloor)"; exit 2 ;;
 esac
 tar czf "$OUT/$part.tgz" -C "$W" .
 done
