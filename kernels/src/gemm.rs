@@ -407,6 +407,25 @@ pub fn linear(
     out: usize,
     act: Option<(i32, f32)>,
 ) -> Result<(), String> {
+    linear_by(dot, y, ldy, x, ldx, w, b, rows, k, out, act)
+}
+
+/// [`linear`] over any per-output `dot` (the fp32 twin's [`dot`], or [`tf32::dot`]): the rows,
+/// the bias, the activation and the unknown-code check are the same for every path.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn linear_by(
+    dot: fn(&[f32], &[f32], usize) -> f32,
+    y: &mut [f32],
+    ldy: usize,
+    x: &[f32],
+    ldx: usize,
+    w: &[f32],
+    b: Option<&[f32]>,
+    rows: usize,
+    k: usize,
+    out: usize,
+    act: Option<(i32, f32)>,
+) -> Result<(), String> {
     if let Some((op, alpha)) = act {
         crate::act::act_inplace(&mut [], op, alpha)?;
     }

@@ -179,24 +179,7 @@ pub fn linear(
     out: usize,
     act: Option<(i32, f32)>,
 ) -> Result<(), String> {
-    if let Some((op, alpha)) = act {
-        crate::act::act_inplace(&mut [], op, alpha)?;
-    }
-    for r in 0..rows {
-        let xr = &x[r * ldx..][..k];
-        let yr = &mut y[r * ldy..][..out];
-        for (o, yo) in yr.iter_mut().enumerate() {
-            let s = dot(xr, &w[o * k..][..k], k);
-            *yo = match b {
-                Some(b) => s + b[o],
-                None => s,
-            };
-        }
-        if let Some((op, alpha)) = act {
-            crate::act::act_inplace(yr, op, alpha)?;
-        }
-    }
-    Ok(())
+    super::linear_by(dot, y, ldy, x, ldx, w, b, rows, k, out, act)
 }
 
 /// The twin of [`LINEAR`]: checks the geometry the kernel assumes, then [`linear`].
