@@ -32,13 +32,15 @@ mod encoder;
 mod flow;
 mod io;
 pub mod serve;
+mod solver;
 pub mod state;
 mod store;
 mod work;
 
 pub use config::{DitConfig, EncoderConfig, FlowConfig};
-pub use flow::{DeviceFlow, SolverParams, cosine_t_span};
+pub use flow::{DeviceFlow, SolverParams};
 pub use io::{EncoderIo, FlowIo};
+pub use solver::cosine_t_span;
 pub use state::{
     Contexts, DeviceState, Keeps, STOCK_FRAMES, STOCK_STEPS, StateStore, StateTensors,
     StockBuffers, region_shape,
