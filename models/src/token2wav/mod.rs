@@ -26,6 +26,7 @@
 //! let feat = dev.inference_chunk(&mut st, &chunk, &spk, false).unwrap(); // [80, 50]
 //! ```
 
+mod batch;
 mod config;
 mod dit;
 mod encoder;
@@ -37,6 +38,7 @@ pub mod state;
 mod store;
 mod work;
 
+pub use batch::{BatchIo, BatchSizes, BatchedFlow, Member};
 pub use config::{DitConfig, EncoderConfig, FlowConfig};
 pub use flow::{DeviceFlow, SolverParams};
 pub use io::{EncoderIo, FlowIo};
