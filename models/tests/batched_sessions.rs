@@ -17,6 +17,7 @@ use dcc_models::token2wav::{
     BatchSizes, BatchedFlow, DeviceFlow, DeviceLimits, FlowConfig, FlowError, SolverParams,
 };
 use dcc_runtime::ops::GemmPath;
+use dcc_runtime::replay::Fallback;
 use safetensors::SafeTensors;
 
 mod common;
@@ -136,6 +137,7 @@ fn batched(r: &Rig, arm: Arm, batcher: &mut Batcher) -> Vec<Passes> {
 }
 
 fn batcher(r: &Rig, sizes: &[usize], replay: bool) -> Batcher {
+    let replay = replay.then_some(&r.contract);
     let sizes = BatchSizes::new(sizes).unwrap();
     let frames = r.dev.call_frames(CHUNK.0 + CHUNK.1, false);
     let flow = BatchedFlow::new(r.dev.clone(), &r.contract.arena, sizes, frames).unwrap();
@@ -174,9 +176,25 @@ fn batched_pairs_each_equal_alone() {
     for k in 1..SESSIONS {
         assert_ne!(want[k], want[0], "stream {k} emits stream 0's mel");
     }
-    let mut pairs = batcher(&r, &[1, 2], false);
+    // the batched calls through graphs: captured per (class, size, members) in the first
+    // pass, replayed in the second (the same classes again after the prime)
+    let mut pairs = batcher(&r, &[1, 2], true);
     assert_eq!(batched(&r, arm, &mut pairs), want);
     expect(&pairs, 2, 2);
+    let rep = pairs.engines().report();
+    assert!(rep.replays > 0 && rep.classes_captured > 0, "{rep:?}");
+    assert_eq!(
+        rep.calls,
+        pairs.stats().batches.values().sum::<u64>(),
+        "{rep:?}"
+    );
+    // the pairs (0, 1) and (2, 3); the reset rounds' pair is (0, 1) again
+    assert_eq!(rep.engines, 2, "{rep:?}");
+    let eager: u64 = rep.fallbacks.values().sum();
+    assert_eq!(rep.replays + eager, rep.calls, "{rep:?}");
+    let probation = rep.fallbacks.get(&Fallback::Probation).copied();
+    assert_eq!(probation, Some(rep.classes_captured), "{rep:?}");
+    assert!(pairs.bytes() > pairs.flow().bytes(), "the graphs are held");
 }
 
 #[test]
@@ -196,7 +214,7 @@ fn interleaved_and_batched_sessions_each_equal_alone() {
     let r = rig(GemmPath::Invariant);
     let arm = Arm::SRc;
     let want = alone(&r, arm);
-    let mut pair = batcher(&r, &[1, 2], false);
+    let mut pair = batcher(&r, &[1, 2], true);
     let mut four: Vec<Session> = (0..SESSIONS).map(|_| session(&r, arm)).collect();
     let mut two: Vec<Session> = (0..2).map(|_| session(&r, arm)).collect();
     for (s, x) in four

@@ -234,6 +234,27 @@ impl BatchedFlow {
         Ok(())
     }
 
+    /// The batched call's inputs over `n` members of `frames` frames: `mu`, `cond` (`[n,
+    /// frames, mel]`) and `spk` (`[n, 1, spk_dim]`), packed in this batch's buffers (what a
+    /// graph of the call reads: fixed addresses).
+    pub(crate) fn inputs(&self, n: usize, frames: usize) -> Result<[RawTensor; 3], FlowError> {
+        let c = self.dev.config();
+        Ok([
+            part(&self.w.mu, 0, &[n, frames, c.mel])?.raw(),
+            part(&self.w.cond, 0, &[n, frames, c.mel])?.raw(),
+            part(&self.w.spk, 0, &[n, 1, c.spk_dim])?.raw(),
+        ])
+    }
+
+    /// What a batched call writes of this batch's own besides its activations: the solver
+    /// workspace and the gathered contexts, `(address, bytes)` each.
+    pub(crate) fn writes(&self) -> [(DevPtr, usize); 2] {
+        [
+            (self.ws.ptr(), self.ws.bytes()),
+            (self.est.ptr(), self.est.bytes()),
+        ]
+    }
+
     /// Row `row`'s mel `[mel, frames]` of the last call over `frames` frames per member that
     /// ran the final step.
     pub fn mel_out(&self, row: usize, frames: usize) -> Result<DevPtr, FlowError> {

@@ -14,8 +14,10 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use super::super::{BatchIo, BatchedFlow, DeviceFlow, FlowError, Member};
+use super::adapter::ContractView;
 use super::batch_engine::GroupEngines;
 use super::session::Session;
 
@@ -105,18 +107,18 @@ struct ClassKey {
 
 /// Runs rounds of chunks over many sessions of one flow, batching (see the module docs).
 pub struct Batcher {
-    flow: BatchedFlow,
+    flow: Arc<BatchedFlow>,
     engines: GroupEngines,
     stats: BatchStats,
 }
 
 impl Batcher {
     /// Batches over `flow`'s buffers; `replay`: batched calls through graphs captured per
-    /// (class, batch size, members), else eager.
-    pub fn new(flow: BatchedFlow, replay: bool) -> Batcher {
+    /// (class, batch size, members), keyed on that contract's `flow` catalog; `None`: eager.
+    pub fn new(flow: BatchedFlow, replay: Option<&ContractView>) -> Batcher {
         Batcher {
-            engines: GroupEngines::new(replay),
-            flow,
+            engines: GroupEngines::new(replay.copied()),
+            flow: Arc::new(flow),
             stats: BatchStats::default(),
         }
     }

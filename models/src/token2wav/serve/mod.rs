@@ -49,7 +49,7 @@ pub use adapter::{
 };
 pub use arms::Arm;
 pub use batch::{BatchStats, Batcher, NotBatchable, Request};
-pub use batch_engine::GroupEngines;
+pub use batch_engine::{GroupEngines, GroupReport};
 pub use engines::Callable;
 pub use session::{Session, SessionStats};
 pub use streams::StreamInputs;
