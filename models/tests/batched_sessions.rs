@@ -4,7 +4,8 @@
 //! emits alone on the same flow, bit for bit; one session's turn reset mid-stream takes it out
 //! of its batch for that chunk (counted `reset`, its class-mates' odd one `remainder`), a last
 //! chunk runs alone (`last_chunk`), a refused request refuses its session only, and a flow on
-//! the backend GEMM path is refused a batch.
+//! the backend GEMM path is refused a batch. The same on CUDA when a GPU exists (otherwise
+//! `SKIP (cuda): ...`; `DCC_REQUIRE_GPU=1` makes that a failure).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,6 +17,7 @@ use dcc_models::token2wav::serve::{
 use dcc_models::token2wav::{
     BatchSizes, BatchedFlow, DeviceFlow, DeviceLimits, FlowConfig, FlowError, SolverParams,
 };
+use dcc_runtime::backend::Backend;
 use dcc_runtime::ops::GemmPath;
 use dcc_runtime::replay::Fallback;
 use safetensors::SafeTensors;
@@ -36,7 +38,7 @@ struct Rig {
     streams: Vec<StreamInputs>,
 }
 
-fn rig(gemm: GemmPath) -> Rig {
+fn rig_on(be: Arc<dyn Backend>, gemm: GemmPath) -> Rig {
     let bytes = std::fs::read(dir().join("io.safetensors")).unwrap();
     let io = SafeTensors::deserialize(&bytes).unwrap();
     let base = StreamInputs {
@@ -52,7 +54,6 @@ fn rig(gemm: GemmPath) -> Rig {
         max_call_tokens: base.prompt_tokens.len() + 3,
         carry_frames: contract.keeps.carry.bound(),
     };
-    let be = dcc_runtime::backend::host();
     let dev = DeviceFlow::new(be, &ws, &cfg, limits)
         .unwrap()
         .with_gemm(gemm);
@@ -64,6 +65,10 @@ fn rig(gemm: GemmPath) -> Rig {
         contract,
         streams,
     }
+}
+
+fn rig(gemm: GemmPath) -> Rig {
+    rig_on(dcc_runtime::backend::host(), gemm)
 }
 
 fn session(r: &Rig, arm: Arm) -> Session {
@@ -322,4 +327,38 @@ fn batching_needs_the_invariant_path_and_sizes_from_one() {
         assert!(BatchSizes::new(bad).is_err(), "{bad:?}");
     }
     assert_eq!(BatchSizes::new(&[1, 2, 4, 8]).unwrap().split(13), [8, 4, 1]);
+}
+
+#[test]
+fn cuda_batched_sessions_each_equal_alone() {
+    let be = match dcc_runtime::backend::cuda(0) {
+        Ok(be) => be,
+        Err(e) => {
+            if std::env::var("DCC_REQUIRE_GPU").is_ok_and(|v| v == "1") {
+                panic!("DCC_REQUIRE_GPU=1 but no GPU: {e}");
+            }
+            println!("SKIP (cuda): {e}");
+            return;
+        }
+    };
+    let r = rig_on(be, GemmPath::Invariant);
+    // replayed pairs and eager fours of the replay arm, eager fours of the eager arm
+    for (arm, sizes, replay) in [
+        (Arm::SRc, &[1, 2][..], true),
+        (Arm::SRc, &[1, 2, 4], false),
+        (Arm::S, &[1, 2, 4], false),
+    ] {
+        let want = alone(&r, arm);
+        let mut b = batcher(&r, sizes, replay);
+        assert_eq!(batched(&r, arm, &mut b), want, "{arm:?} {sizes:?}");
+        expect(
+            &b,
+            sizes[sizes.len() - 1],
+            4 / sizes[sizes.len() - 1] as u64,
+        );
+        if replay {
+            let rep = b.engines().report();
+            assert!(rep.replays > 0, "{rep:?}");
+        }
+    }
 }
