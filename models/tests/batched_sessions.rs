@@ -200,6 +200,24 @@ fn batched_pairs_each_equal_alone() {
     let probation = rep.fallbacks.get(&Fallback::Probation).copied();
     assert_eq!(probation, Some(rep.classes_captured), "{rep:?}");
     assert!(pairs.bytes() > pairs.flow().bytes(), "the graphs are held");
+    // the sessions are gone: the next round drops their groups' graphs
+    let mut fresh: Vec<Session> = (0..2).map(|_| session(&r, arm)).collect();
+    for (s, x) in fresh.iter_mut().zip(&r.streams) {
+        prime(s, x);
+    }
+    let reqs: Vec<Request<'_>> = r.streams[..2]
+        .iter()
+        .map(|x| Request {
+            tokens: tokens_of(x, 0),
+            spk: &x.spk,
+            last_chunk: false,
+        })
+        .collect();
+    for (k, mel) in pairs.round(&mut fresh, &reqs).into_iter().enumerate() {
+        assert_eq!(mel.unwrap(), want[k][0][0], "fresh session {k}");
+    }
+    let rep = pairs.engines().report();
+    assert_eq!((rep.engines, rep.discarded), (3, 2), "{rep:?}");
 }
 
 #[test]

@@ -114,8 +114,10 @@ pub(super) fn rounds(
     // the measured chunks' batches and reasons (the warm-up's taken out)
     let st = batcher.stats();
     for (size, k) in &st.batches {
-        let before = warm.batches.get(size).copied().unwrap_or(0);
-        r.batches.insert(*size, k - before);
+        let k = k - warm.batches.get(size).copied().unwrap_or(0);
+        if k > 0 {
+            r.batches.insert(*size, k);
+        }
     }
     for why in NotBatchable::ALL {
         let (now, before) = (st.alone.get(&why), warm.alone.get(&why));

@@ -142,7 +142,8 @@ impl Batcher {
     }
 
     /// One chunk per session (`reqs[i]` is `sessions[i]`'s): each session's mel `[mel, frames]`,
-    /// or why its chunk was refused or failed.
+    /// or why its chunk was refused or failed. The batch's graphs of groups with a member not
+    /// among `sessions` are dropped first.
     pub fn round(
         &mut self,
         sessions: &mut [Session],
@@ -157,6 +158,8 @@ impl Batcher {
             ));
             return vec![Err(e); sessions.len()];
         }
+        let live: Vec<u64> = sessions.iter().map(|s| s.id()).collect();
+        self.engines.retain_live(&live);
         let mut classes: BTreeMap<ClassKey, Vec<usize>> = BTreeMap::new();
         let mut alone: Vec<(usize, NotBatchable)> = Vec::new();
         for (i, (s, r)) in sessions.iter().zip(reqs).enumerate() {
@@ -276,7 +279,8 @@ impl Batcher {
             keep: st.keeps().carry,
             solver: st.solver(),
         };
-        let r = self.engines.call(&self.flow, &io);
+        let ids: Vec<u64> = rows.iter().map(|&i| sessions[i].id()).collect();
+        let r = self.engines.call(&self.flow, &io, &ids);
         *self.stats.batches.entry(rows.len()).or_default() += 1;
         self.stats.batched_chunks += rows.len() as u64;
         let mel = self.flow.device().config().mel;

@@ -1,8 +1,8 @@
 //! The batched `flow` call of a group of sessions, eager or through graphs.
 //!
 //! A graph of a batched call bakes its members' addresses (see [`BatchedFlow`]), so the
-//! engines are per group: one [`ExactShapeReplay`] engine per member list (their carries'
-//! addresses, in row order), whose catalog is the contract's `flow` catalog batched: each class
+//! engines are per group: one [`ExactShapeReplay`] engine per member list (the sessions'
+//! identities, in row order: a session's addresses are fixed for its life), whose catalog is the contract's `flow` catalog batched: each class
 //! of the callable with `mu`, `cond` and `spk` stacked `[n, …]` (the batch's fixed input rows)
 //! and the member's `cache` and `conv_cache` once per member, every input aliased (read in
 //! place, never staged), keyed by the same scalars. So a graph is captured per (class, batch
@@ -10,13 +10,13 @@
 //! (address stability of every written region, allocation identity of every buffer the graph
 //! touches) guard it as they guard one session's graphs. An engine whose graph saw a buffer
 //! freed (a member dropped) is discarded, so a later group at the same addresses captures
-//! afresh.
+//! afresh, and so is every engine with a member not among a round's sessions (its graphs would
+//! never replay again).
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use dcc_runtime::DevPtr;
 use dcc_runtime::arena::packed_strides;
 use dcc_runtime::contract::{DType, Verdict};
 use dcc_runtime::ops;
@@ -33,7 +33,8 @@ use super::engines::Callable;
 /// What a group's replays did, summed over its engines.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct GroupReport {
-    /// Engines built (one per member list seen) and discarded (a member's buffer freed).
+    /// Engines built (one per member list seen) and discarded (a member's buffer freed, or a
+    /// member no longer among the sessions served: [`super::Batcher::round`]).
     pub engines: u64,
     pub discarded: u64,
     pub calls: u64,
@@ -46,7 +47,8 @@ pub struct GroupReport {
 /// The engines of batched calls (see the module docs).
 pub struct GroupEngines {
     replay: Option<ContractView>,
-    engines: HashMap<Vec<DevPtr>, ExactShapeReplay<Callable>>,
+    /// By the members' session identities, in row order.
+    engines: HashMap<Vec<u64>, ExactShapeReplay<Callable>>,
     report: GroupReport,
 }
 
@@ -111,12 +113,32 @@ impl GroupEngines {
             .sum()
     }
 
+    /// Drops the engines of groups with a member not in `live` (session identities: a session
+    /// dropped, or not served any more): their graphs hold device memory and would never
+    /// replay again.
+    pub(super) fn retain_live(&mut self, live: &[u64]) {
+        let dead: Vec<Vec<u64>> = self
+            .engines
+            .keys()
+            .filter(|k| k.iter().any(|p| !live.contains(p)))
+            .cloned()
+            .collect();
+        for k in dead {
+            if let Some(e) = self.engines.remove(&k) {
+                add(&mut self.report, &e.report());
+                self.report.discarded += 1;
+            }
+        }
+    }
+
     /// The batched call over every solver step of `io`'s members; returns the estimator extent
     /// after retention.
+    /// `ids` are the members' session identities, in row order.
     pub(super) fn call(
         &mut self,
         flow: &Arc<BatchedFlow>,
         io: &BatchIo<'_>,
+        ids: &[u64],
     ) -> Result<usize, FlowError> {
         let Some(contract) = self.replay else {
             // SAFETY: the members are states of sessions of `flow`'s device (the batcher checks
@@ -124,7 +146,7 @@ impl GroupEngines {
             return unsafe { flow.call(io, 0..io.solver.n_steps) };
         };
         let n = io.members.len();
-        let key: Vec<DevPtr> = io.members.iter().map(|m| m.carry.ptr()).collect();
+        let key = ids.to_vec();
         if !self.engines.contains_key(&key) {
             let e = self.engine(flow, &contract, io)?;
             self.report.engines += 1;

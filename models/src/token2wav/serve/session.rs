@@ -88,7 +88,12 @@ pub struct Session {
     pub(super) fault_after_encoder: bool,
     /// Chunks emitted since the last prime.
     pub(super) since_prime: u64,
+    /// This session's identity, unique in the process ([`Session::id`]).
+    pub(super) id: u64,
 }
+
+/// Identities of sessions.
+static NEXT_SESSION_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Session {
     /// A fresh session of `arm` under `contract` (retention from the contract). Builds the
@@ -125,6 +130,7 @@ impl Session {
             failed: None,
             fault_after_encoder: false,
             since_prime: 0,
+            id: NEXT_SESSION_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
 
@@ -185,6 +191,12 @@ impl Session {
         self.since_prime = 0;
         self.stats.eager_by_construction += 1;
         Ok(())
+    }
+
+    /// This session's identity: unique among the sessions of the process, never reused (what
+    /// a batch's graphs are kept by: a dropped session's addresses may be handed to a new one).
+    pub fn id(&self) -> u64 {
+        self.id
     }
 
     /// Chunks emitted since the last [`Session::prime`] (0: a fresh turn).
