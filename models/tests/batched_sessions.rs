@@ -141,6 +141,21 @@ fn batched(r: &Rig, arm: Arm, batcher: &mut Batcher) -> Vec<Passes> {
     got
 }
 
+#[test]
+fn batch_sizes_and_workspace_come_from_the_contract() {
+    use dcc_generated::token2wav_tiny as g;
+    let r = rig(GemmPath::Invariant);
+    assert_eq!(r.contract.flow_batch, g::FLOW_BATCH);
+    let sizes = BatchSizes::new(r.contract.flow_batch).unwrap();
+    let max = sizes.max();
+    let frames = r.dev.call_frames(CHUNK.0 + CHUNK.1, false);
+    // the rows a batched call presents per session: the contract's
+    assert_eq!(2 * frames, g::FLOW_ROWS_PER_SESSION);
+    let flow = BatchedFlow::new(r.dev.clone(), &r.contract.arena, sizes, frames).unwrap();
+    // one solver workspace per batch slot, as the contract sizes a slot
+    assert_eq!(flow.workspace_bytes(), max * g::BATCH_SLOT_BYTES);
+}
+
 fn batcher(r: &Rig, sizes: &[usize], replay: bool) -> Batcher {
     let replay = replay.then_some(&r.contract);
     let sizes = BatchSizes::new(sizes).unwrap();

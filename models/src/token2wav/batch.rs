@@ -8,8 +8,11 @@
 //! and every launch but the copies of each session's own state covers all rows; a row's bits
 //! are the same whatever rows share a launch when every kernel is batch-invariant. All op
 //! families are but the backend GEMM (cuBLAS picks kernels and split-k by the row count), so a
-//! batched flow exists only over a flow built with [`GemmPath::Invariant`], and "alone" means
-//! alone on that path.
+//! batched flow exists only over a flow on a batch-invariant path
+//! ([`GemmPath::batch_invariant`]: `Invariant`, `InvariantTf32x3`), and "alone" means alone on
+//! that path.
+//!
+//! [`GemmPath::batch_invariant`]: dcc_runtime::ops::GemmPath::batch_invariant
 //!
 //! **Per-row addressing.** Each session's per-session state stays in its own arena, at the
 //! addresses it has for its whole life; nothing is moved or gathered through a table. What a
@@ -31,7 +34,7 @@ use dcc_runtime::DevPtr;
 use dcc_runtime::arena::packed_strides;
 use dcc_runtime::backend::{AllocKind, DeviceBuffer};
 use dcc_runtime::contract::{ArenaLayout, Keep};
-use dcc_runtime::ops::{self, GemmPath, RawTensor, Tensor};
+use dcc_runtime::ops::{self, RawTensor, Tensor};
 
 use super::dit::{CFG_BATCH, CONV_K};
 use super::flow::{DeviceFlow, SolverParams};
@@ -127,18 +130,19 @@ pub struct BatchedFlow {
 impl BatchedFlow {
     /// Buffers on `dev` for batches of `sizes` of calls of up to `frames` frames per member,
     /// the solver workspace shaped by `layout`'s `solver_workspace` region. Refused unless
-    /// `dev` runs every linear on [`GemmPath::Invariant`] (the only path whose rows do not
-    /// depend on the rows beside them).
+    /// `dev` runs every linear on a batch-invariant path
+    /// ([`dcc_runtime::ops::GemmPath::batch_invariant`]: a row's bits do not depend on the rows
+    /// beside it).
     pub fn new(
         dev: Arc<DeviceFlow>,
         layout: &ArenaLayout,
         sizes: BatchSizes,
         frames: usize,
     ) -> Result<BatchedFlow, FlowError> {
-        if dev.gemm_path() != GemmPath::Invariant {
+        if !dev.gemm_path().batch_invariant() {
             return Err(FlowError::Config(
-                "batched flow calls are exact only on the invariant GEMM path (a flow built \
-                 with GemmPath::Invariant)"
+                "batched flow calls are exact only on a batch-invariant GEMM path (a flow built \
+                 with GemmPath::Invariant or InvariantTf32x3)"
                     .into(),
             ));
         }
@@ -193,6 +197,12 @@ impl BatchedFlow {
     /// Frames of one member's call at most.
     pub fn frames(&self) -> usize {
         self.frames
+    }
+
+    /// Device bytes of the batched solver workspace: one `solver_workspace` region per batch
+    /// slot, the largest batch's.
+    pub fn workspace_bytes(&self) -> usize {
+        self.ws.bytes()
     }
 
     /// Device bytes of these buffers (per process, beside the flow's own).

@@ -84,7 +84,7 @@ pub struct SessionsArgs {
     /// Also run every state-rule arm (S, SR, SRc) batched: each round, the sessions of one
     /// catalog class run their flow as batched calls of the contract's batch sizes (the flow's
     /// `batch:`), largest first, the rest alone, counted by reason. Exact only on the
-    /// batch-invariant GEMMs: needs `--gemm invariant`.
+    /// batch-invariant GEMMs: needs `--gemm invariant` (or `tf32x3`).
     #[arg(long)]
     pub batch: bool,
 }
@@ -153,10 +153,10 @@ pub fn check(a: &SessionsArgs) -> Result<(), String> {
             return Err(format!("arm `{}` is listed twice in --arms", arm.name()));
         }
     }
-    if a.batch && a.common.gemm != GemmChoice::Invariant {
+    if a.batch && !a.common.gemm.path().batch_invariant() {
         return Err(
-            "--batch needs --gemm invariant: batched sessions equal alone only on the \
-             batch-invariant GEMMs (cuBLAS picks its kernels by the row count)"
+            "--batch needs --gemm invariant (or tf32x3): batched sessions equal alone only on \
+             the batch-invariant GEMMs (cuBLAS picks its kernels by the row count)"
                 .into(),
         );
     }

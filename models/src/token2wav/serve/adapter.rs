@@ -164,20 +164,21 @@ adapter!(
     Token2Wav,
     "specs/token2wav.yaml",
     token2wav,
-    &[1, 2, 4, 8, 16]
+    dcc_generated::token2wav::FLOW_BATCH
 );
 adapter!(
     /// The tiny golden model's contract (`specs/token2wav_tiny.yaml`, paper retention).
     Token2WavTiny,
     "specs/token2wav_tiny.yaml",
     token2wav_tiny,
-    &[1, 2, 4]
+    dcc_generated::token2wav_tiny::FLOW_BATCH
 );
 adapter!(
     /// The tiny golden model under the vendor's slicing (`specs/token2wav_tiny_vendor.yaml`).
     Token2WavTinyVendor,
     "specs/token2wav_tiny_vendor.yaml",
     token2wav_tiny_vendor,
+    // its spec declares no `batch:` (the implicit `[1]`): no generated sizes
     &[1]
 );
 
