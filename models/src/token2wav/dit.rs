@@ -76,14 +76,16 @@ pub(super) struct Dit {
     norm: AdaNorm,
 }
 
-/// One solver step's estimator state (tensors of the session's regions, this step's slices).
-pub(super) struct StepState<'a> {
-    /// The carry `[depth, cfg, heads, cap, 2·head_dim]`, extent `extent`.
-    pub carry: Tensor<'a>,
+/// One solver step's estimator state over `n` sessions (tensors of their regions, this step's
+/// slices); batch row `cfg·s + c` is session `s`'s CFG row `c`.
+pub(super) struct StepState<'a, 'b> {
+    /// Each session's carry `[depth, cfg, heads, cap, 2·head_dim]`, extent `extent` (the same
+    /// for all: they share a catalog class).
+    pub carries: &'b [Tensor<'a>],
     pub extent: usize,
-    /// The solver workspace `[depth, cfg, heads, work, 2·head_dim]`.
+    /// The solver workspace `[depth, n·cfg, heads, work, 2·head_dim]`.
     pub work: Tensor<'a>,
-    /// The conv contexts `[depth, cfg, conv, CONV_K − 1, hidden]`, read and written in place.
+    /// The conv contexts `[depth, n·cfg, conv, CONV_K − 1, hidden]`, read and written in place.
     pub conv: Tensor<'a>,
 }
 
@@ -116,20 +118,23 @@ impl Dit {
         })
     }
 
-    /// The estimator at time `t` over the `frames` new frames of both CFG rows in `w.xin`
-    /// (`[cfg·frames, in_channels]`): leaves the final layer's modulated norm of the output in
-    /// `w.xn` (the caller writes the carry back, then calls [`Dit::output`]).
+    /// The estimator at time `t` over the `frames` new frames of every session's CFG rows in
+    /// `w.xin` (`[n·cfg·frames, in_channels]`): leaves the final layer's modulated norm of the
+    /// output in `w.xn` (the caller writes the carries back, then calls [`Dit::output`]). Every
+    /// launch covers the rows of all `n` sessions but the copies of each session's history
+    /// (its own addresses); the time condition is computed once (one `t` for all).
     pub fn forward(
         &self,
         cx: &Ctx<'_>,
         w: &Work,
         t: f32,
         frames: usize,
-        st: StepState<'_>,
+        st: StepState<'_, '_>,
     ) -> Result<(), FlowError> {
         let c = &self.cfg;
         let (hid, fd, depth) = (c.hidden, c.freq_dim, c.depth);
-        let rows = CFG_BATCH * frames;
+        let batch = CFG_BATCH * st.carries.len();
+        let rows = batch * frames;
         // the time condition: SiLU(t_embedder(t)), every block's modulations in one GEMM
         let small = Tensor::of(&w.small)?;
         let (freq, th, cond) = (
@@ -159,24 +164,28 @@ impl Dit {
         let last = frames
             .checked_sub(1)
             .ok_or_else(|| FlowError::Input("a solver step over no frames".into()))?;
-        let ccol = v(&w.ccol, &[2, CFG_BATCH, frames, CONV_K * hid])?;
+        let ccol = v(&w.ccol, &[2, batch, frames, CONV_K * hid])?;
         let (col1, col2) = (ccol.index(0, 0)?, ccol.index(0, 1)?);
         let (o, att) = (v(&w.o, &[rows, hid])?, v(&w.att, &[rows, hid])?);
         let scratch = (Tensor::of(&w.qkv)?, Tensor::of(&w.qn)?, Tensor::of(&w.att)?);
         for (li, blk) in self.blocks.iter().enumerate() {
             // attention over [new ‖ history]; xn holds modulate(norm1(x)) here
-            let history = st.carry.index(0, li)?.narrow(2, 0, st.extent)?;
+            let histories = st
+                .carries
+                .iter()
+                .map(|carry| carry.index(0, li)?.narrow(2, 0, st.extent))
+                .collect::<Result<Vec<_>, _>>()?;
             let work = st.work.index(0, li)?;
-            blk.attn.forward(cx, xn, history, work, scratch, o)?;
+            blk.attn.forward(cx, xn, &histories, work, scratch, o)?;
             // x += gate_msa · o; xn = modulate(norm3(x), shift_conv, scale_conv)
             let gate = (m(li * MODS + GATE_MSA)?, o);
             let next = mm(li, SHIFT_CONV, SCALE_CONV)?;
             self.norm.gated(cx, x, gate, next, xn)?;
             // causal conv block; the contexts of both convs and both CFG rows in place
             let conv = st.conv.index(0, li)?;
-            let xb = v(&w.xn, &[CFG_BATCH, frames, hid])?;
+            let xb = v(&w.xn, &[batch, frames, hid])?;
             ops::conv_im2col(cx, col1, xb, conv.index(1, 0)?, CONV_K)?;
-            let q = v(&w.q, &[CFG_BATCH, frames, hid])?;
+            let q = v(&w.q, &[batch, frames, hid])?;
             blk.conv1
                 .linear()
                 .forward(cx, col1.flatten(0, 1)?, q.flatten(0, 1)?)?;
@@ -212,10 +221,16 @@ impl Dit {
         Ok(())
     }
 
-    /// The final layer's linear over `w.xn`: the velocity of both CFG rows in `w.vel`
-    /// (`[cfg·frames, out_channels]`).
-    pub fn output(&self, cx: &Ctx<'_>, w: &Work, frames: usize) -> Result<(), FlowError> {
-        let rows = CFG_BATCH * frames;
+    /// The final layer's linear over `w.xn`: the velocity of every session's CFG rows in `w.vel`
+    /// (`[n·cfg·frames, out_channels]`).
+    pub fn output(
+        &self,
+        cx: &Ctx<'_>,
+        w: &Work,
+        frames: usize,
+        sessions: usize,
+    ) -> Result<(), FlowError> {
+        let rows = CFG_BATCH * sessions * frames;
         let (hid, out) = (self.cfg.hidden, self.cfg.out_channels);
         self.final_linear
             .forward(cx, v(&w.xn, &[rows, hid])?, v(&w.vel, &[rows, out])?)?;

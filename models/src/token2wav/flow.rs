@@ -14,13 +14,14 @@ use std::sync::Arc;
 
 use dcc_runtime::DevPtr;
 use dcc_runtime::backend::{Backend, DeviceBuffer};
-use dcc_runtime::ops::{self, Act, Ctx, GemmPath, ProfileRow, Profiler, RawTensor, Tensor};
+use dcc_runtime::ops::{self, Ctx, GemmPath, ProfileRow, Profiler, RawTensor, Tensor};
 
 use super::FlowError;
 use super::config::FlowConfig;
-use super::dit::{CFG_BATCH, CONV_K, Dit, StepState};
+use super::dit::{CFG_BATCH, CONV_K, Dit};
 use super::encoder::{CONV2_K, Encoder, EncoderState};
 use super::io::{EncoderIo, FlowIo};
+use super::solver::Solve;
 use super::state::DeviceState;
 use super::work::{Caps, DeviceLimits, Work, v};
 use crate::nn::{Embedding, Linear, Loader, WeightStore};
@@ -44,36 +45,6 @@ impl Default for SolverParams {
             temperature: 1.0,
         }
     }
-}
-
-/// The cosine time grid `1 − cos(linspace(0, 1, n + 1) · π/2)` in float32, evaluated as torch
-/// does (`linspace` fills the first half from the start and the second half from the end).
-pub fn cosine_t_span(n_steps: usize) -> Vec<f32> {
-    let steps = n_steps + 1;
-    let step = 1.0f32 / n_steps as f32;
-    let halfway = steps / 2;
-    let pi = std::f64::consts::PI as f32;
-    (0..steps)
-        .map(|i| {
-            let lin = if i < halfway {
-                step * i as f32
-            } else {
-                1.0 - step * (steps - i - 1) as f32
-            };
-            1.0 - ops::host::cos_f32(lin * 0.5 * pi)
-        })
-        .collect()
-}
-
-/// `t` and `dt` of solver step `si` (0-based), accumulated exactly as the loop does.
-fn step_time(t_span: &[f32], si: usize) -> (f32, f32) {
-    let mut t = t_span[0];
-    let mut dt = t_span[1] - t_span[0];
-    for step in 1..=si {
-        t += dt;
-        dt = t_span[step + 1] - t;
-    }
-    (t, dt)
 }
 
 /// Identities of [`DeviceFlow`]s, so a [`DeviceState`] is only ever used with the flow (and so
@@ -459,10 +430,56 @@ impl DeviceFlow {
     /// `cond` and `spk` being this flow's input buffers. A [`DeviceFlow::flow_io`] of a
     /// [`DeviceState`] this flow created satisfies it (so do staging copies of the same shapes).
     pub unsafe fn flow_call(&self, io: &FlowIo, steps: Range<usize>) -> Result<usize, FlowError> {
+        let carry_slice = self.check_flow(io, &steps, 1)?;
+        let cx = self.cx();
+        let w = &self.w;
+        let (mel, frames) = (self.cfg.mel, io.mu.dims()[0]);
+        // SAFETY: the caller's promise (`# Safety`): every tensor of `io` lies in live memory
+        // of this backend for as long as the call's work may run.
+        let (mu, cond, spk, carry, ws, est) = unsafe {
+            (
+                io.mu.bind(),
+                io.cond.bind(),
+                io.spk.bind(),
+                io.carry.bind(),
+                io.ws.bind(),
+                io.est_cnn.bind(),
+            )
+        };
+        let solve = Solve {
+            w,
+            mu: mu.view(&[1, frames, mel])?,
+            cond: cond.view(&[1, frames, mel])?,
+            spk,
+            carries: &[carry],
+            carry_slice,
+            ws,
+            est,
+            l_old: io.l_old,
+            frames,
+            steps,
+            write_back: io.write_back,
+            keep: io.keep,
+            solver: io.solver,
+        };
+        self.solve(&cx, solve)
+    }
+
+    /// Checks a `flow` call's I/O against this flow for a call over `n` sessions (`io.ws` and
+    /// `io.est_cnn` hold `n·cfg` batch rows, the rest is one session's), queueing nothing:
+    /// steps, frame counts, extents, capacities and dims. Returns whether `io.carry` is one
+    /// step's slice.
+    pub(super) fn check_flow(
+        &self,
+        io: &FlowIo,
+        steps: &Range<usize>,
+        n: usize,
+    ) -> Result<bool, FlowError> {
         let c = &self.cfg;
         let dc = &c.dit;
-        let (mel, cin, hid) = (c.mel, dc.in_channels, dc.hidden);
+        let (mel, hid) = (c.mel, dc.hidden);
         let per_step = [Some(dc.depth), Some(CFG_BATCH), Some(dc.heads), None];
+        let batched = [Some(dc.depth), Some(n * CFG_BATCH), Some(dc.heads), None];
         let kv = Some(2 * dc.head_dim);
         let stepped = |x: &[Option<usize>]| -> Vec<Option<usize>> {
             std::iter::once(None).chain(x.iter().copied()).collect()
@@ -478,10 +495,11 @@ impl DeviceFlow {
         } else {
             expect("carry", &io.carry, &stepped(&one_step))?;
         }
-        expect("ws", &io.ws, &stepped(&one_step))?;
+        let ws_step: Vec<_> = batched.iter().copied().chain([kv]).collect();
+        expect("ws", &io.ws, &stepped(&ws_step))?;
         let cnn = [
             Some(dc.depth),
-            Some(CFG_BATCH),
+            Some(n * CFG_BATCH),
             Some(2),
             Some(CONV_K - 1),
             Some(hid),
@@ -531,93 +549,21 @@ impl DeviceFlow {
                  ({cap})"
             )));
         }
-        let cx = self.cx();
-        let w = &self.w;
-        // SAFETY: the caller's promise (`# Safety`): every tensor of `io` lies in live memory
-        // of this backend for as long as the call's work may run.
-        let (mu, cond, spk, carry, ws, est_cnn) = unsafe {
-            (
-                io.mu.bind(),
-                io.cond.bind(),
-                io.spk.bind(),
-                io.carry.bind(),
-                io.ws.bind(),
-                io.est_cnn.bind(),
-            )
-        };
-        let rows = CFG_BATCH * frames;
-        let xs = v(&w.xs, &[frames, mel])?;
-        let xin = v(&w.xin, &[rows, cin])?;
-        if steps.start == 0 {
-            let proj = self.speaker(&cx, spk)?;
-            // z = noise[:, l_old : l_old + frames]ᵀ · temperature
-            let noise = v(&self.noise, &[mel, self.noise_frames])?.narrow(1, l_old, frames)?;
-            ops::transpose(&cx, xs, noise)?;
-            ops::act(&cx, xs, Act::Scale(sv.temperature))?;
-            // x_in = [x ‖ mu ‖ spk ‖ cond] / [x ‖ 0 ‖ 0 ‖ 0]
-            ops::memset(&cx, xin, 0)?;
-            let first = xin.rows(0, frames)?;
-            ops::copy(&cx, first.narrow(1, mel, mel)?, mu)?;
-            ops::copy(
-                &cx,
-                first.narrow(1, 2 * mel, mel)?,
-                proj.broadcast(0, frames)?,
-            )?;
-            ops::copy(&cx, first.narrow(1, 3 * mel, mel)?, cond)?;
-        }
-        let t_span = cosine_t_span(sv.n_steps);
-        let (mut t, mut dt) = step_time(&t_span, steps.start);
-        let mut kept = ops::carry::kept(&io.keep, tk);
-        let x_rows = v(&w.xin, &[CFG_BATCH, frames, cin])?.narrow(2, 0, mel)?;
-        for step in steps.start + 1..=steps.end {
-            let si = step - 1;
-            let ws_step = ws.index(0, si)?;
-            let carry_step = if carry_slice {
-                carry
-            } else {
-                carry.index(0, si)?
-            };
-            // x_in[b] ← x for both CFG rows
-            ops::copy_batched(&cx, x_rows, xs.broadcast(0, CFG_BATCH)?)?;
-            let st = StepState {
-                carry: carry_step,
-                extent: l_old,
-                work: ws_step,
-                conv: est_cnn.index(0, si)?,
-            };
-            self.dit.forward(&cx, w, t, frames, st)?;
-            // carry write-back for this step (every layer's [new ‖ old] → carry), state rule:
-            // the frames the contract's keep names, head ‖ tail of the prepend storage
-            if io.write_back {
-                let (dst, src) = (carry_step.flatten(0, 2)?, ws_step.flatten(0, 2)?);
-                kept = ops::carry::write_back(&cx, dst, src, tk, &io.keep)?;
-            }
-            // final layer (w.xn = modulate(norm_final(x))), guidance, Euler step
-            self.dit.output(&cx, w, frames)?;
-            let vel = v(&w.vel, &[CFG_BATCH, frames, mel])?;
-            ops::cfg_euler(&cx, xs, vel, sv.cfg_rate, dt)?;
-            t += dt;
-            if step < sv.n_steps {
-                dt = t_span[step + 1] - t;
-            }
-        }
-        if steps.end == sv.n_steps {
-            ops::transpose(&cx, v(&w.mel_out, &[mel, frames])?, xs)?;
-        }
-        Ok(kept)
+        Ok(carry_slice)
     }
 
-    /// `F.normalize` and `spk_embed_affine_layer` of the raw embedding `raw` (`[1, spk_dim]`)
-    /// into `w.small`; returns the projection (`[mel]`).
-    fn speaker<'a>(&'a self, cx: &Ctx<'_>, raw: Tensor<'_>) -> Result<Tensor<'a>, FlowError> {
-        let c = &self.cfg;
-        let base = c.dit.freq_dim + 13 * c.dit.hidden;
-        let small = Tensor::of(&self.w.small)?;
-        let normed = small.narrow(0, base, c.spk_dim)?.view(&[1, c.spk_dim])?;
-        let proj = small.narrow(0, base + c.spk_dim, c.mel)?;
-        ops::l2_normalize(cx, normed, raw, 1e-12)?;
-        self.spk_affine
-            .forward(cx, normed, proj.view(&[1, c.mel])?)?;
-        Ok(proj)
+    /// The estimator.
+    pub(super) fn dit(&self) -> &Dit {
+        &self.dit
+    }
+
+    /// `spk_embed_affine_layer`.
+    pub(super) fn spk_affine(&self) -> &Linear {
+        &self.spk_affine
+    }
+
+    /// `decoder.rand_noise` as `[mel, noise_frames]`.
+    pub(super) fn noise(&self) -> Result<Tensor<'_>, FlowError> {
+        Ok(v(&self.noise, &[self.cfg.mel, self.noise_frames])?)
     }
 }

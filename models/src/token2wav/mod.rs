@@ -26,19 +26,23 @@
 //! let feat = dev.inference_chunk(&mut st, &chunk, &spk, false).unwrap(); // [80, 50]
 //! ```
 
+mod batch;
 mod config;
 mod dit;
 mod encoder;
 mod flow;
 mod io;
 pub mod serve;
+mod solver;
 pub mod state;
 mod store;
 mod work;
 
+pub use batch::{BatchIo, BatchSizes, BatchedFlow, Member};
 pub use config::{DitConfig, EncoderConfig, FlowConfig};
-pub use flow::{DeviceFlow, SolverParams, cosine_t_span};
+pub use flow::{DeviceFlow, SolverParams};
 pub use io::{EncoderIo, FlowIo};
+pub use solver::cosine_t_span;
 pub use state::{
     Contexts, DeviceState, Keeps, STOCK_FRAMES, STOCK_STEPS, StateStore, StateTensors,
     StockBuffers, region_shape,

@@ -27,9 +27,9 @@ struct Regions<'a> {
 }
 
 /// The regions a layout of `layout` are checked against, and their infos.
-struct Infos {
+pub(super) struct Infos {
     carry: &'static RegionInfo,
-    workspace: &'static RegionInfo,
+    pub(super) workspace: &'static RegionInfo,
     conformer: &'static RegionInfo,
     upsample: &'static RegionInfo,
     estimator_conv: &'static RegionInfo,
@@ -51,7 +51,7 @@ fn alloc_f32(
 
 impl DeviceFlow {
     /// The port's storage of each region, by axis name (see [`super::state`]).
-    fn infos(&self, layout: &ArenaLayout) -> Result<Infos, FlowError> {
+    pub(super) fn infos(&self, layout: &ArenaLayout) -> Result<Infos, FlowError> {
         let (e, d) = (&self.cfg.encoder, &self.cfg.dit);
         let est = [
             None,

@@ -104,13 +104,52 @@ pub(super) struct Work {
     pub small: DeviceBuffer,
 }
 
+/// What a [`Work`] is sized for: the encoder's buffers (or none), and the solver's rows: `sessions`
+/// sessions of `frames` frames each, every session two CFG rows per frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Sizing {
+    pub encoder: bool,
+    pub sessions: usize,
+    pub frames: usize,
+}
+
 impl Work {
+    /// The flow's own workspace: the encoder's buffers and one session's solver rows at the
+    /// largest call.
     pub fn new(be: &dyn Backend, cfg: &FlowConfig, caps: &Caps) -> Result<Work, FlowError> {
+        let sizing = Sizing {
+            encoder: true,
+            sessions: 1,
+            frames: caps.t_up,
+        };
+        Work::sized(be, cfg, caps, sizing)
+    }
+
+    /// A workspace sized by `z`. Without the encoder its encoder-only buffers (`ids`, `a`, `b`,
+    /// `k`, `v`, `cat`, `col`, `pos`, `conf_ws`) hold one float: an encoder call over it is
+    /// refused by the views' span checks.
+    pub fn sized(
+        be: &dyn Backend,
+        cfg: &FlowConfig,
+        caps: &Caps,
+        z: Sizing,
+    ) -> Result<Work, FlowError> {
         let (e, d) = (&cfg.encoder, &cfg.dit);
         let alloc = |floats: usize| -> Result<DeviceBuffer, FlowError> {
             Ok(be.alloc(floats.max(1) * 4, AllocKind::Other)?)
         };
-        let rows = CFG_BATCH * caps.t_up;
+        let enc = |floats: usize| alloc(if z.encoder { floats } else { 1 });
+        let overflow = || FlowError::Config(format!("a workspace of {z:?} overflows"));
+        // frames of all sessions, and the solver's rows (two CFG rows per frame)
+        let frames = z.sessions.checked_mul(z.frames).ok_or_else(overflow)?;
+        let rows = CFG_BATCH.checked_mul(frames).ok_or_else(overflow)?;
+        let t_up = caps.t_up;
+        // the encoder shares `x`..`hidden` with the solver: at least its rows
+        let rows = if z.encoder {
+            rows.max(CFG_BATCH * t_up)
+        } else {
+            rows
+        };
         let wide = e
             .dim
             .max(d.hidden)
@@ -124,16 +163,17 @@ impl Work {
             .max(CONV_K);
         let dk2 = 2 * (e.dim / e.heads);
         let conf_ws = (e.blocks * caps.work_tok + e.up_blocks * caps.work_up) * e.heads * dk2;
-        let t_up = caps.t_up;
+        // the solver's per-frame inputs and output, every session's
+        let io = frames.max(if z.encoder { t_up } else { 0 });
         Ok(Work {
-            ids: be.alloc(caps.t_tok * 4, AllocKind::Other)?,
-            a: alloc(t_up * e.dim)?,
-            b: alloc(t_up * e.dim)?,
+            ids: be.alloc(if z.encoder { caps.t_tok * 4 } else { 4 }, AllocKind::Other)?,
+            a: enc(t_up * e.dim)?,
+            b: enc(t_up * e.dim)?,
             x: alloc(rows * wide)?,
             xn: alloc(rows * wide)?,
             q: alloc(rows * wide)?,
-            k: alloc(rows * wide)?,
-            v: alloc(rows * wide)?,
+            k: enc(rows * wide)?,
+            v: enc(rows * wide)?,
             qn: alloc(rows * wide)?,
             qkv: alloc(rows * 3 * d.inner())?,
             mods: alloc((d.depth * 9 + 2) * d.hidden)?,
@@ -141,22 +181,22 @@ impl Work {
             att: alloc(rows * wide)?,
             o: alloc(rows * wide)?,
             hidden: alloc(rows * ff)?,
-            cat: alloc((t_up + 2 * kmax) * wide)?,
-            col: alloc(rows * kmax * wide)?,
-            pos: alloc((2 * caps.pe_size - 1) * e.dim)?,
-            conf_ws: alloc(conf_ws)?,
+            cat: enc((t_up + 2 * kmax) * wide)?,
+            col: enc(rows * kmax * wide)?,
+            pos: enc((2 * caps.pe_size - 1) * e.dim)?,
+            conf_ws: enc(conf_ws)?,
             conf_dims: [
                 [e.blocks, e.heads, caps.work_tok, dk2],
                 [e.up_blocks, e.heads, caps.work_up, dk2],
             ],
-            mu: alloc(t_up * cfg.mel)?,
-            cond: alloc(t_up * cfg.mel)?,
+            mu: alloc(io * cfg.mel)?,
+            cond: alloc(io * cfg.mel)?,
             xin: alloc(rows * d.in_channels)?,
-            xs: alloc(t_up * cfg.mel)?,
+            xs: alloc(io * cfg.mel)?,
             vel: alloc(rows * cfg.mel)?,
-            mel_out: alloc(t_up * cfg.mel)?,
-            spk: alloc(cfg.spk_dim)?,
-            small: alloc(d.freq_dim + 13 * d.hidden + cfg.spk_dim + cfg.mel)?,
+            mel_out: alloc(io * cfg.mel)?,
+            spk: alloc(z.sessions * cfg.spk_dim)?,
+            small: alloc(d.freq_dim + 13 * d.hidden + z.sessions * (cfg.spk_dim + cfg.mel))?,
         })
     }
 

@@ -36,6 +36,12 @@ pub enum GemmPath {
 }
 
 impl GemmPath {
+    /// Whether a row's result never depends on the rows sharing the launch (every path but the
+    /// backend's): what batching independent streams exactly needs.
+    pub fn batch_invariant(self) -> bool {
+        !matches!(self, GemmPath::Backend)
+    }
+
     /// The kernels [`linear`] and [`linear_act`] may launch on this path: none on
     /// [`GemmPath::Backend`] (its GEMMs are the backend's; `linear_act`'s activation is an
     /// `act.apply` launch, one of [`dcc_kernels::fixed`]), every variant [`gemm::pick`] can

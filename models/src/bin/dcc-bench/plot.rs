@@ -1,5 +1,6 @@
 //! `dcc-bench sessions --plot`: peak memory and p95 chunk latency against the session count N,
-//! one line per arm, as a self-contained SVG written by hand (two panels; N on a log₂ axis).
+//! one line per arm (and per batched arm), as a self-contained SVG written by hand (two panels;
+//! N on a log₂ axis).
 //! An arm that ran out of memory ends its line with a cross at that N, at the top of the panel.
 
 use std::fmt::Write as _;
@@ -25,25 +26,36 @@ struct Series {
 
 fn series(out: &Value, key: &str) -> Vec<Series> {
     let mut v: Vec<Series> = Vec::new();
+    let runs = out["runs"].as_array().map_or(&[][..], |r| r.as_slice());
     for arm in out["run"]["arms"].as_array().into_iter().flatten() {
-        let arm = arm.as_str().unwrap_or("").to_string();
-        let mut s = Series {
-            arm: arm.clone(),
-            points: Vec::new(),
-            oom: None,
-        };
-        for r in out["runs"].as_array().into_iter().flatten() {
-            if r["arm"].as_str() != Some(arm.as_str()) {
-                continue;
+        let arm = arm.as_str().unwrap_or("");
+        // the arm's time-multiplexed line, then its batched one if it ran batched
+        let batched = runs
+            .iter()
+            .any(|r| r["arm"].as_str() == Some(arm) && r["batched"] == true);
+        for b in std::iter::once(false).chain(batched.then_some(true)) {
+            let mut s = Series {
+                arm: if b {
+                    format!("{arm} batched")
+                } else {
+                    arm.to_string()
+                },
+                points: Vec::new(),
+                oom: None,
+            };
+            for r in runs {
+                if r["arm"].as_str() != Some(arm) || (r["batched"] == true) != b {
+                    continue;
+                }
+                let n = r["n"].as_f64().unwrap_or(0.0);
+                match (r["status"].as_str(), r[key].as_f64()) {
+                    (Some("ok"), Some(y)) if y.is_finite() => s.points.push((n, y)),
+                    (Some("out of memory"), _) => s.oom = Some(n),
+                    _ => {}
+                }
             }
-            let n = r["n"].as_f64().unwrap_or(0.0);
-            match (r["status"].as_str(), r[key].as_f64()) {
-                (Some("ok"), Some(y)) if y.is_finite() => s.points.push((n, y)),
-                (Some("out of memory"), _) => s.oom = Some(n),
-                _ => {}
-            }
+            v.push(s);
         }
-        v.push(s);
     }
     v
 }
@@ -227,6 +239,14 @@ mod tests {
         let s = super::svg(&out);
         assert!(s.starts_with("<svg") && s.ends_with("</svg>\n"));
         assert_eq!(s.matches("<polyline").count(), 4, "{s}");
+        // a batched arm adds its own line to each panel
+        let mut batched = out.clone();
+        let runs = batched["runs"].as_array_mut().unwrap();
+        runs.push(json!({"arm": "SRc", "n": 1, "batched": true, "status": "ok", "peak_mib": 9.0, "p95_ms": 2.0}));
+        runs.push(json!({"arm": "SRc", "n": 2, "batched": true, "status": "ok", "peak_mib": 9.5, "p95_ms": 2.5}));
+        let b = super::svg(&batched);
+        assert_eq!(b.matches("<polyline").count(), 6, "{b}");
+        assert!(b.contains("SRc batched"), "{b}");
         assert!(s.contains("B0 (out of memory at N = 2)"));
         assert_eq!(s.matches("<circle").count(), 6);
         assert_eq!(super::nice(7.3), 10.0);

@@ -34,12 +34,11 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use dcc_models::token2wav::serve::{Arm, Session, StreamInputs};
 use dcc_models::token2wav::{FlowConfig, FlowError, SolverParams};
-use dcc_runtime::stats;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::cli::{Common, Opts};
 use super::error::BenchError;
-use super::{MIB, Res, Setup, mel_bytes, non_finite, num, plot, setup};
+use super::{MIB, Res, Setup, mel_bytes, non_finite, plot, setup};
 
 /// The most sessions one count may ask for (`--sessions`).
 pub const MAX_SESSIONS: usize = 4096;
@@ -77,9 +76,17 @@ pub struct SessionsArgs {
     #[arg(long, value_enum, default_value_t = Cadence::Max)]
     pub cadence: Cadence,
 
-    /// Also write an SVG of peak memory and p95 latency against N, one line per arm.
+    /// Also write an SVG of peak memory and p95 latency against N, one line per arm (and per
+    /// batched arm).
     #[arg(long, value_name = "FILE")]
     pub plot: Option<PathBuf>,
+
+    /// Also run every state-rule arm (S, SR, SRc) batched: each round, the sessions of one
+    /// catalog class run their flow as batched calls of the contract's batch sizes (the flow's
+    /// `batch:`), largest first, the rest alone, counted by reason. Exact only on the
+    /// batch-invariant GEMMs: needs `--gemm invariant` (or `tf32x3`).
+    #[arg(long)]
+    pub batch: bool,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -146,6 +153,16 @@ pub fn check(a: &SessionsArgs) -> Result<(), String> {
             return Err(format!("arm `{}` is listed twice in --arms", arm.name()));
         }
     }
+    if a.batch && !a.common.gemm.path().batch_invariant() {
+        return Err(
+            "--batch needs --gemm invariant (or tf32x3): batched sessions equal alone only on \
+             the batch-invariant GEMMs (cuBLAS picks its kernels by the row count)"
+                .into(),
+        );
+    }
+    if a.batch && !a.arms.iter().any(|x| x.state_rule()) {
+        return Err("--batch: no arm of the state rule (S, SR, SRc) to batch".into());
+    }
     if let Some(p) = &a.plot {
         if p.is_dir() {
             return Err(format!("--plot {} is a directory", p.display()));
@@ -190,10 +207,19 @@ fn chunk_seconds(family: &str) -> f64 {
     (f * hop) as f64 / SAMPLE_RATE as f64
 }
 
-/// One (arm, N) run.
+/// One (arm, N) run, time-multiplexed or batched.
 struct RunResult {
     arm: Arm,
     n: usize,
+    /// Batched rounds (`--batch`), else time-multiplexed.
+    batched: bool,
+    /// Batched calls of the measured chunks by member count, and chunks run alone by reason.
+    batches: BTreeMap<usize, u64>,
+    not_batchable: BTreeMap<&'static str, u64>,
+    /// The batched calls so far and how many replayed a graph.
+    batch_replays: Option<(u64, u64)>,
+    /// Device MiB of the batch's per-process buffers and graphs.
+    batch_mib: f64,
     /// `None` when it completed; the error otherwise (out of memory or another).
     failure: Option<(bool, String)>,
     latency_ms: Vec<f64>,
@@ -207,11 +233,23 @@ struct RunResult {
     problems: Vec<String>,
 }
 
-/// Runs N sessions of `arm` interleaved. Errors are kept in the result (failure), never lost.
-fn run_n(s: &Setup, a: &SessionsArgs, streams: &[StreamInputs], arm: Arm, n: usize) -> RunResult {
+/// Runs N sessions of `arm` interleaved, or in batched rounds over the batch sizes `batch`.
+/// Errors are kept in the result (failure), never lost.
+fn run_n(
+    s: &Setup,
+    a: &SessionsArgs,
+    streams: &[StreamInputs],
+    (arm, n): (Arm, usize),
+    batch: Option<&[usize]>,
+) -> RunResult {
     let mut r = RunResult {
         arm,
         n,
+        batched: batch.is_some(),
+        batches: BTreeMap::new(),
+        not_batchable: BTreeMap::new(),
+        batch_replays: None,
+        batch_mib: 0.0,
         failure: None,
         latency_ms: Vec::new(),
         wall_s: 0.0,
@@ -222,7 +260,11 @@ fn run_n(s: &Setup, a: &SessionsArgs, streams: &[StreamInputs], arm: Arm, n: usi
         shas: Vec::new(),
         problems: Vec::new(),
     };
-    if let Err(e) = interleave(s, a, streams, &mut r) {
+    let done = match batch {
+        Some(sizes) => batch::rounds(s, a, streams, sizes, &mut r),
+        None => interleave(s, a, streams, &mut r),
+    };
+    if let Err(e) = done {
         let oom = matches!(&e, BenchError::Flow { error, .. } if out_of_memory(error))
             || matches!(&e, BenchError::Runtime(d) if d.is_out_of_memory());
         r.failure = Some((oom, e.to_string()));
@@ -331,19 +373,6 @@ fn alone(s: &Setup, a: &SessionsArgs, st: &StreamInputs, arm: Arm) -> Res<String
     Ok(dcc_runtime::sha256_hex(&hash))
 }
 
-/// A percentile in ms, `None` without samples.
-fn pct(v: &[f64], q: f64) -> Res<Option<f64>> {
-    match stats::percentile(v, q) {
-        Ok(p) => Ok(Some(p)),
-        Err(stats::StatsError::Empty) => Ok(None),
-        Err(error) => Err(BenchError::Stats {
-            arm: "sessions",
-            what: "chunk latency",
-            error,
-        }),
-    }
-}
-
 /// Runs the harness; returns whether it passed (every completed session equal to alone and to
 /// the other arms, every mel finite, no failure but running out of memory).
 pub fn run(a: &SessionsArgs) -> Res<bool> {
@@ -365,32 +394,44 @@ pub fn run(a: &SessionsArgs) -> Res<bool> {
     let mut runs: Vec<RunResult> = Vec::new();
     let mut alone_sha: BTreeMap<(&'static str, usize), String> = BTreeMap::new();
     let mut ok = true;
+    let batch = s.contract.flow_batch;
     for &arm in &a.arms {
-        for &n in &sessions_sorted {
-            eprintln!("dcc-bench sessions: {} × {n}", arm.name());
-            let r = run_n(&s, a, &streams, arm, n);
-            let stop = r.failure.is_some();
-            if let Some((oom, msg)) = &r.failure {
-                eprintln!("dcc-bench sessions: {} at N = {n}: {msg}", arm.name());
-                ok &= *oom;
-            }
-            runs.push(r);
-            if stop {
-                break;
-            }
-            for (k, st) in streams.iter().enumerate().take(n) {
-                if let std::collections::btree_map::Entry::Vacant(v) =
-                    alone_sha.entry((arm.name(), k))
-                {
-                    // a failure here (out of memory included) is reported, and the results
-                    // so far are kept: this session just has no alone run to equal
-                    match alone(&s, a, st, arm) {
-                        Ok(sha) => {
-                            v.insert(sha);
-                        }
-                        Err(e) => {
-                            eprintln!("dcc-bench sessions: {} session {k} alone: {e}", arm.name());
-                            ok = false;
+        let modes: &[bool] = if a.batch && arm.state_rule() {
+            &[false, true]
+        } else {
+            &[false]
+        };
+        for &batched in modes {
+            for &n in &sessions_sorted {
+                let mode = if batched { " batched" } else { "" };
+                eprintln!("dcc-bench sessions: {}{mode} × {n}", arm.name());
+                let r = run_n(&s, a, &streams, (arm, n), batched.then_some(batch));
+                let stop = r.failure.is_some();
+                if let Some((oom, msg)) = &r.failure {
+                    eprintln!("dcc-bench sessions: {}{mode} at N = {n}: {msg}", arm.name());
+                    ok &= *oom;
+                }
+                runs.push(r);
+                if stop {
+                    break;
+                }
+                for (k, st) in streams.iter().enumerate().take(n) {
+                    if let std::collections::btree_map::Entry::Vacant(v) =
+                        alone_sha.entry((arm.name(), k))
+                    {
+                        // a failure here (out of memory included) is reported, and the results
+                        // so far are kept: this session just has no alone run to equal
+                        match alone(&s, a, st, arm) {
+                            Ok(sha) => {
+                                v.insert(sha);
+                            }
+                            Err(e) => {
+                                eprintln!(
+                                    "dcc-bench sessions: {} session {k} alone: {e}",
+                                    arm.name()
+                                );
+                                ok = false;
+                            }
                         }
                     }
                 }
@@ -412,6 +453,8 @@ pub fn run(a: &SessionsArgs) -> Res<bool> {
         "warmup": a.common.warmup,
         "sessions": a.sessions,
         "arms": a.arms.iter().map(|x| x.name()).collect::<Vec<_>>(),
+        "batched": a.batch,
+        "batch_sizes": a.batch.then_some(batch),
         "contract_session_bytes": split,
         "contract_process_bytes": split.map(|b| s.contract.arena.total_bytes - b),
         "realtime_p95_ms": REALTIME_P95_MS,
@@ -437,128 +480,11 @@ pub fn run(a: &SessionsArgs) -> Res<bool> {
     Ok(ok)
 }
 
-/// The result object of a run: one entry per (arm, N) run in `runs`, the sessions per GPU at
-/// real time and the out-of-memory count per arm, and one entry per session in `sessions`;
-/// `ok` says whether every completed session equals alone and the other arms, every mel is
-/// finite and nothing failed but running out of memory (`ok` in: what the measuring said).
-fn report(
-    head: Value,
-    arms: &[Arm],
-    runs: &[RunResult],
-    alone_sha: &BTreeMap<(&'static str, usize), String>,
-    mut ok: bool,
-) -> Res<Value> {
-    let d = head["chunk_s"].as_f64().unwrap_or(1.0);
-    let mut runs_json = Vec::new();
-    let mut at_realtime: BTreeMap<&str, Option<usize>> = BTreeMap::new();
-    let mut oom_at: BTreeMap<&str, Option<usize>> = BTreeMap::new();
-    for arm in arms {
-        at_realtime.insert(arm.name(), None);
-        oom_at.insert(arm.name(), None);
-    }
-    for r in runs {
-        let (p50, p95, p99) = (
-            pct(&r.latency_ms, 0.5)?,
-            pct(&r.latency_ms, 0.95)?,
-            pct(&r.latency_ms, 0.99)?,
-        );
-        let rate =
-            (r.failure.is_none() && r.wall_s > 0.0).then(|| r.latency_ms.len() as f64 / r.wall_s);
-        let identical: Vec<bool> = r
-            .shas
-            .iter()
-            .enumerate()
-            .map(|(k, sha)| alone_sha.get(&(r.arm.name(), k)) == Some(sha))
-            .collect();
-        let realtime = r.failure.is_none()
-            && rate.is_some_and(|c| c >= r.n as f64 / d)
-            && p95.is_some_and(|p| p <= REALTIME_P95_MS)
-            && r.misses.unwrap_or(0) == 0;
-        if realtime {
-            let best = at_realtime.entry(r.arm.name()).or_default();
-            *best = Some(best.map_or(r.n, |b| b.max(r.n)));
-        }
-        if let Some((true, _)) = r.failure {
-            oom_at.insert(r.arm.name(), Some(r.n));
-        }
-        for p in &r.problems {
-            eprintln!("dcc-bench sessions: {} × {}: {p}", r.arm.name(), r.n);
-            ok = false;
-        }
-        ok &= identical.iter().all(|&x| x);
-        runs_json.push(json!({
-            "arm": r.arm.name(),
-            "n": r.n,
-            "status": match &r.failure {
-                None => "ok",
-                Some((true, _)) => "out of memory",
-                Some((false, _)) => "error",
-            },
-            "error": r.failure.as_ref().map(|f| f.1.clone()),
-            "peak_mib": num(r.peak_mib),
-            "cumemgetinfo_used_mib": r.used_mib.map(num),
-            "per_session_mib": num(r.per_session_mib),
-            "p50_ms": p50.map(num),
-            "p95_ms": p95.map(num),
-            "p99_ms": p99.map(num),
-            "chunks_per_s": rate.map(num),
-            "deadline_misses": r.misses,
-            "realtime": realtime,
-            "identical_to_alone": identical,
-        }));
-    }
-    // one entry per session: equal to alone in every run it took part in, and the same audio
-    // under every arm
-    let mut sessions_json = Vec::new();
-    let n_ran = runs
-        .iter()
-        .filter(|r| r.failure.is_none())
-        .map(|r| r.n)
-        .max();
-    for k in 0..n_ran.unwrap_or(0) {
-        let mut per_run = Vec::new();
-        let mut same = true;
-        for r in runs.iter().filter(|r| r.failure.is_none() && k < r.n) {
-            let alone = alone_sha.get(&(r.arm.name(), k));
-            let eq = alone == Some(&r.shas[k]);
-            same &= eq;
-            per_run.push(json!({"arm": r.arm.name(), "n": r.n, "mel_sha256": r.shas[k], "identical_to_alone": eq}));
-        }
-        let alone: BTreeMap<&str, &String> = alone_sha
-            .iter()
-            .filter(|((_, i), _)| *i == k)
-            .map(|((arm, _), sha)| (*arm, sha))
-            .collect();
-        let across = alone
-            .values()
-            .collect::<std::collections::BTreeSet<_>>()
-            .len()
-            <= 1;
-        ok &= across;
-        sessions_json.push(json!({
-            "index": k,
-            "identical_to_alone": same,
-            "identical_across_arms": across,
-            "alone_mel_sha256": alone,
-            "runs": per_run,
-        }));
-    }
-    for r in runs
-        .iter()
-        .filter(|r| matches!(r.failure, Some((false, _))))
-    {
-        eprintln!("dcc-bench sessions: {} × {}: failed", r.arm.name(), r.n);
-        ok = false;
-    }
-    Ok(json!({
-        "run": head,
-        "runs": runs_json,
-        "sessions_at_realtime": at_realtime,
-        "out_of_memory_at": oom_at,
-        "sessions": sessions_json,
-        "ok": ok,
-    }))
-}
+#[path = "sessions_batch.rs"]
+mod batch;
+#[path = "sessions_report.rs"]
+mod report_json;
+use report_json::report;
 
 #[cfg(test)]
 #[path = "sessions_tests.rs"]

@@ -39,7 +39,7 @@ pub fn table(w: &mut impl Write, out: &Value) -> std::io::Result<()> {
     let f = |v: &Value, p: usize| v.as_f64().map_or("-".to_string(), |x| format!("{x:.p$}"));
     writeln!(
         w,
-        "{:<4} {:>5} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9} {:>6}",
+        "{:<11} {:>5} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9} {:>6}",
         "arm",
         "N",
         "peak MiB",
@@ -53,12 +53,21 @@ pub fn table(w: &mut impl Write, out: &Value) -> std::io::Result<()> {
         "realtime",
         "=alone"
     )?;
+    let label = |r: &Value| {
+        let arm = s(&r["arm"]);
+        if r["batched"] == true {
+            format!("{arm} batched")
+        } else {
+            arm
+        }
+    };
+    let mut batch_lines = Vec::new();
     for r in out["runs"].as_array().into_iter().flatten() {
         if r["status"] != "ok" {
             writeln!(
                 w,
-                "{:<4} {:>5} {} at N = {}: {}",
-                s(&r["arm"]),
+                "{:<11} {:>5} {} at N = {}: {}",
+                label(r),
                 r["n"],
                 s(&r["status"]),
                 r["n"],
@@ -69,10 +78,23 @@ pub fn table(w: &mut impl Write, out: &Value) -> std::io::Result<()> {
         let same = r["identical_to_alone"].as_array().map_or(0, |v| {
             v.iter().filter(|x| x.as_bool() == Some(true)).count()
         });
+        if r["batched"] == true {
+            batch_lines.push(format!(
+                "{} N = {}: batched calls by size {}, alone by reason {}, graph replays {}/{} \
+                 batched calls, batch buffers and graphs {} MiB",
+                label(r),
+                r["n"],
+                r["batch_histogram"],
+                r["not_batchable"],
+                r["batch_replays"],
+                r["batch_calls"],
+                f(&r["batch_mib"], 1),
+            ));
+        }
         writeln!(
             w,
-            "{:<4} {:>5} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9} {:>6}",
-            s(&r["arm"]),
+            "{:<11} {:>5} {:>10} {:>10} {:>10} {:>8} {:>8} {:>8} {:>9} {:>7} {:>9} {:>6}",
+            label(r),
             r["n"],
             f(&r["peak_mib"], 1),
             f(&r["cumemgetinfo_used_mib"], 0),
@@ -87,6 +109,9 @@ pub fn table(w: &mut impl Write, out: &Value) -> std::io::Result<()> {
             if r["realtime"] == true { "yes" } else { "no" },
             format!("{same}/{}", r["n"]),
         )?;
+    }
+    for line in batch_lines {
+        writeln!(w, "{line}")?;
     }
     for (arm, n) in out["out_of_memory_at"].as_object().into_iter().flatten() {
         if let Some(n) = n.as_u64() {

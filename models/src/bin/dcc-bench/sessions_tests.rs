@@ -41,6 +41,80 @@ fn session_counts_are_checked() {
     assert!(parse(&["sessions", "--weights", "w", "--sessions", &over]).is_err());
     let e = parse(&["sessions", "--weights", "w", "--plot", "w"]).unwrap_err();
     assert!(e.to_string().contains("input"), "{e}");
+    // batching is exact only on the invariant GEMMs, and needs a state-rule arm
+    let e = parse(&["sessions", "--weights", "w", "--batch"]).unwrap_err();
+    assert!(e.to_string().contains("--gemm invariant"), "{e}");
+    let inv = [
+        "sessions",
+        "--weights",
+        "w",
+        "--batch",
+        "--gemm",
+        "invariant",
+    ];
+    assert!(parse(&inv).unwrap().batch);
+    let e = parse(&[&inv[..], &["--arms", "B0,Rc"]].concat()).unwrap_err();
+    assert!(e.to_string().contains("state rule"), "{e}");
+}
+
+#[test]
+fn batched_sessions_are_identical_to_alone_and_counted() {
+    let w = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/token2wav_tiny/weights.safetensors");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.json");
+    let a = parse(&[
+        "sessions",
+        "--backend",
+        "host",
+        "--weights",
+        w.to_str().unwrap(),
+        "--contract",
+        "token2wav_tiny",
+        "--sessions",
+        "4",
+        "--chunks",
+        "2",
+        "--warmup",
+        "1",
+        "--arms",
+        "SRc",
+        "--batch",
+        "--gemm",
+        "invariant",
+        "--format",
+        "json",
+        "--json-out",
+        out.to_str().unwrap(),
+    ])
+    .unwrap();
+    assert!(run(&a).unwrap());
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(v["run"]["batched"], true, "{v}");
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2, "{v}");
+    let batched = &runs[1];
+    assert_eq!(
+        (batched["arm"].clone(), batched["batched"].clone()),
+        (json!("SRc"), json!(true))
+    );
+    // four sessions in lockstep: one batch of four per measured round, none alone, and the
+    // rounds replay the graph the warm-up's second round captured
+    assert_eq!(batched["batch_histogram"], json!({"4": 2}), "{v}");
+    assert_eq!(batched["not_batchable"], json!({}), "{v}");
+    assert_eq!(
+        batched["identical_to_alone"],
+        json!([true, true, true, true]),
+        "{v}"
+    );
+    assert!(batched["batch_calls"].as_u64() > Some(0), "{v}");
+    let ses = v["sessions"].as_array().unwrap();
+    assert!(ses.iter().all(|x| x["identical_to_alone"] == true), "{v}");
+    assert_eq!(
+        v["sessions_at_realtime"].as_object().unwrap().len(),
+        2,
+        "{v}"
+    );
 }
 
 #[test]
@@ -104,6 +178,11 @@ fn done(arm: Arm, n: usize, ms: f64, sha: &str) -> RunResult {
     RunResult {
         arm,
         n,
+        batched: false,
+        batches: BTreeMap::new(),
+        not_batchable: BTreeMap::new(),
+        batch_replays: None,
+        batch_mib: 0.0,
         failure: None,
         latency_ms: vec![ms; 4 * n],
         wall_s: 4.0 * n as f64 * ms / 1e3,
@@ -172,4 +251,39 @@ fn out_of_memory_keeps_the_smaller_counts_and_is_one_clean_line() {
     let out = report(head, &[Arm::SRc], &[failed], &alone, true).unwrap();
     assert_eq!(out["ok"], false);
     assert_eq!(out["runs"][0]["status"], "error");
+}
+
+#[test]
+fn batched_runs_are_reported_under_their_own_name() {
+    let head = json!({"chunk_s": 1.0, "arms": ["SRc"], "contract": "c", "batched": true});
+    let batched = RunResult {
+        batched: true,
+        batches: BTreeMap::from([(2, 3)]),
+        not_batchable: BTreeMap::from([("reset", 1)]),
+        batch_replays: Some((3, 2)),
+        ..done(Arm::SRc, 2, 10.0, "a")
+    };
+    let runs = [done(Arm::SRc, 2, 300.0, "a"), batched];
+    let mut alone = BTreeMap::new();
+    for k in 0..2 {
+        alone.insert(("SRc", k), format!("a{k}"));
+    }
+    let out = report(head, &[Arm::SRc], &runs, &alone, true).unwrap();
+    assert_eq!(out["ok"], true, "{out}");
+    assert_eq!(out["sessions_at_realtime"]["SRc"], Value::Null);
+    assert_eq!(out["sessions_at_realtime"]["SRc batched"], 2);
+    let r = &out["runs"][1];
+    assert_eq!(r["batch_histogram"], json!({"2": 3}));
+    assert_eq!(r["not_batchable"], json!({"reset": 1}));
+    assert_eq!(
+        (r["batch_calls"].clone(), r["batch_replays"].clone()),
+        (json!(3), json!(2))
+    );
+    let mut table = Vec::new();
+    super::super::sessions_table::table(&mut table, &out).unwrap();
+    let table = String::from_utf8(table).unwrap();
+    assert!(
+        table.contains("SRc batched N = 2: batched calls by size"),
+        "{table}"
+    );
 }

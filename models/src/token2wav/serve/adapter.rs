@@ -44,6 +44,9 @@ pub trait Token2WavAdapter: NativeClockAdapter {
     /// Tokens after the chunk the encoder looks ahead at (`lookahead_tokens`): a chunk call
     /// reads `CHUNK_TOKENS + LOOKAHEAD_TOKENS` tokens.
     const LOOKAHEAD_TOKENS: usize;
+    /// The batch sizes the contract's `flow` callable declares (`batch:`; `[1]`: none), the
+    /// sizes a batched call is captured for.
+    const FLOW_BATCH: &'static [usize];
     /// The generated module's contract (`dcc_generated::<module>::Contract`): the buffer types
     /// and stream sizes come from it, so it must be the spec the attribute expanded.
     type Generated: NativeClock;
@@ -52,7 +55,7 @@ pub trait Token2WavAdapter: NativeClockAdapter {
 }
 
 macro_rules! adapter {
-    ($(#[$m:meta])* $name:ident, $spec:literal, $generated:ident) => {
+    ($(#[$m:meta])* $name:ident, $spec:literal, $generated:ident, $batch:expr) => {
         $(#[$m])*
         #[dcc_macros::native_clock(spec = $spec)]
         pub struct $name {
@@ -133,6 +136,7 @@ macro_rules! adapter {
         impl Token2WavAdapter for $name {
             const CHUNK_TOKENS: usize = dcc_generated::$generated::CHUNK_TOKENS;
             const LOOKAHEAD_TOKENS: usize = dcc_generated::$generated::LOOKAHEAD_TOKENS;
+            const FLOW_BATCH: &'static [usize] = $batch;
             type Generated = dcc_generated::$generated::Contract;
             const GENERATED_MODULE: &'static str = stringify!($generated);
         }
@@ -159,19 +163,23 @@ adapter!(
     /// The full model's contract (`specs/token2wav.yaml`, paper retention).
     Token2Wav,
     "specs/token2wav.yaml",
-    token2wav
+    token2wav,
+    dcc_generated::token2wav::FLOW_BATCH
 );
 adapter!(
     /// The tiny golden model's contract (`specs/token2wav_tiny.yaml`, paper retention).
     Token2WavTiny,
     "specs/token2wav_tiny.yaml",
-    token2wav_tiny
+    token2wav_tiny,
+    dcc_generated::token2wav_tiny::FLOW_BATCH
 );
 adapter!(
     /// The tiny golden model under the vendor's slicing (`specs/token2wav_tiny_vendor.yaml`).
     Token2WavTinyVendor,
     "specs/token2wav_tiny_vendor.yaml",
-    token2wav_tiny_vendor
+    token2wav_tiny_vendor,
+    // its spec declares no `batch:` (the implicit `[1]`): no generated sizes
+    &[1]
 );
 
 /// What a session needs from a contract, as data.
@@ -203,6 +211,8 @@ pub struct ContractView {
     pub lookahead_tokens: usize,
     /// The generated admission predicates (`NativeClock::admit`).
     pub admit: fn(&str, usize) -> Option<bool>,
+    /// The batch sizes of the `flow` callable (`batch:`; [`Token2WavAdapter::FLOW_BATCH`]).
+    pub flow_batch: &'static [usize],
 }
 
 impl ContractView {
@@ -263,6 +273,7 @@ impl ContractView {
             chunk_tokens: A::CHUNK_TOKENS,
             lookahead_tokens: A::LOOKAHEAD_TOKENS,
             admit: <A::Contract as NativeClock>::admit,
+            flow_batch: A::FLOW_BATCH,
         })
     }
 

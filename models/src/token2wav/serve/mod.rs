@@ -37,6 +37,8 @@
 
 pub mod adapter;
 mod arms;
+mod batch;
+mod batch_engine;
 mod engines;
 mod session;
 mod streams;
@@ -46,6 +48,8 @@ pub use adapter::{
     Token2WavAdapter, Token2WavTiny, Token2WavTinyVendor,
 };
 pub use arms::Arm;
+pub use batch::{BatchStats, Batcher, NotBatchable, Request};
+pub use batch_engine::{GroupEngines, GroupReport};
 pub use engines::Callable;
 pub use session::{Session, SessionStats};
 pub use streams::StreamInputs;

@@ -72,21 +72,28 @@ pub struct SessionStats {
 
 /// One stream served by one arm.
 pub struct Session {
-    dev: Arc<DeviceFlow>,
-    arm: Arm,
-    contract: ContractView,
+    pub(super) dev: Arc<DeviceFlow>,
+    pub(super) arm: Arm,
+    pub(super) contract: ContractView,
     /// The state and the engines.
-    run: Run,
+    pub(super) run: Run,
     /// The engines of a replay arm.
-    engines: Option<Engines>,
-    stats: SessionStats,
+    pub(super) engines: Option<Engines>,
+    pub(super) stats: SessionStats,
     /// Why the session failed, once a call failed after its device work had begun: the state
     /// may be half-written, so every call but `prime` is refused until `prime` succeeds.
-    failed: Option<FlowError>,
+    pub(super) failed: Option<FlowError>,
     /// A fault to raise in the next chunk call between its encoder and flow work
     /// ([`Session::inject_fault_after_encoder`]).
-    fault_after_encoder: bool,
+    pub(super) fault_after_encoder: bool,
+    /// Chunks emitted since the last prime.
+    pub(super) since_prime: u64,
+    /// This session's identity, unique in the process ([`Session::id`]).
+    pub(super) id: u64,
 }
+
+/// Identities of sessions.
+static NEXT_SESSION_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
 
 impl Session {
     /// A fresh session of `arm` under `contract` (retention from the contract). Builds the
@@ -122,6 +129,8 @@ impl Session {
             stats: SessionStats::default(),
             failed: None,
             fault_after_encoder: false,
+            since_prime: 0,
+            id: NEXT_SESSION_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
         })
     }
 
@@ -179,12 +188,24 @@ impl Session {
         let r = self.dev.setup_cache(self.run.state_mut(), tokens, mel, spk);
         self.settle(r)?;
         self.failed = None;
+        self.since_prime = 0;
         self.stats.eager_by_construction += 1;
         Ok(())
     }
 
+    /// This session's identity: unique among the sessions of the process, never reused (what
+    /// a batch's graphs are kept by: a dropped session's addresses may be handed to a new one).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Chunks emitted since the last [`Session::prime`] (0: a fresh turn).
+    pub fn chunks_since_prime(&self) -> u64 {
+        self.since_prime
+    }
+
     /// Refuses a call on a failed or unprimed session (nothing run).
-    fn usable(&self) -> Result<(), FlowError> {
+    pub(super) fn usable(&self) -> Result<(), FlowError> {
         if let Some(e) = &self.failed {
             return Err(FlowError::SessionFailed(Box::new(e.clone())));
         }
@@ -195,7 +216,7 @@ impl Session {
     }
 
     /// The result of a call whose device work has begun: an error fails the session.
-    fn settle<T>(&mut self, r: Result<T, FlowError>) -> Result<T, FlowError> {
+    pub(super) fn settle<T>(&mut self, r: Result<T, FlowError>) -> Result<T, FlowError> {
         if let Err(e) = &r {
             self.failed = Some(e.clone());
         }
@@ -206,7 +227,7 @@ impl Session {
     /// call reads its chunk and the encoder's lookahead, so a non-final call takes at least
     /// `lookahead + 2` tokens and a final one at least 2, and none more than the flow's input
     /// buffer holds.
-    fn check_width(&self, n_tokens: usize, last_chunk: bool) -> Result<(), FlowError> {
+    pub(super) fn check_width(&self, n_tokens: usize, last_chunk: bool) -> Result<(), FlowError> {
         let la = self.dev.config().encoder.pre_lookahead;
         let max = self.dev.limits().max_call_tokens;
         let min = if last_chunk { 2 } else { la + 2 };
@@ -257,7 +278,11 @@ impl Session {
         self.dev
             .check_call(self.run.state(), n_tokens, last_chunk)?;
         let r = self.enqueue_checked(n_tokens, last_chunk);
-        self.settle(r)
+        let r = self.settle(r);
+        if r.is_ok() {
+            self.since_prime += 1;
+        }
+        r
     }
 
     /// [`Session::enqueue_uploaded`] past its checks.
@@ -311,24 +336,20 @@ impl Session {
         Ok(f)
     }
 
-    /// One call through the engines (admitted: a full chunk inside the admission predicates).
-    fn replayed(
+    /// A chunk's `encoder` call through its engine (admitted: a full chunk inside the
+    /// admission predicates), then the fault hook.
+    pub(super) fn replay_encoder(
         &mut self,
         dev: &DeviceFlow,
         engines: &Engines,
         n_tokens: usize,
-        frames: usize,
-    ) -> Result<usize, FlowError> {
+    ) -> Result<(), FlowError> {
         let s = dev.config().encoder.up_stride;
         let st = self.run.state();
-        let tn = frames / s;
-        let (new_tok, est_kept) = dev.extents_after(st, frames);
         let t_tok = st.conformer_tokens();
         let ext_up = t_tok * s;
-        let l_old = st.estimator_extent();
         let rule = self.arm.state_rule();
         let c = &self.contract;
-        // encoder
         let tok_dims = [1, n_tokens];
         let tok_strides = [n_tokens, 1];
         // the conformer caches: the contract regions at their extents (state rule), or the
@@ -346,11 +367,8 @@ impl Session {
         // the conv contexts: the contract regions (state rule) or the session's plain buffers,
         // pinned extents, at fixed addresses in both stores (aliased): the state's tensors
         let ctx = st.contexts();
-        let ((pdims, pstrides), (xdims, xstrides), (edims, estrides)) = (
-            layout(&tensors.pre_lookahead),
-            layout(&tensors.up_layer),
-            layout(&tensors.estimator_conv),
-        );
+        let ((pdims, pstrides), (xdims, xstrides)) =
+            (layout(&tensors.pre_lookahead), layout(&tensors.up_layer));
         let enc_inputs = EncoderInputs {
             tokens: tensor(dev.ids(), &tok_dims, &tok_strides, DType::I32),
             cache: tensor(st.conformer_carry(), &cdims, &cstrides, DType::F32),
@@ -385,6 +403,43 @@ impl Session {
             .into_array();
             &stock
         };
+        let o = self.run.call(
+            engines.encoder,
+            &Invocation {
+                inputs: &enc_inputs,
+                writes: enc_writes,
+                scalars: &[t_tok as i64, ext_up as i64],
+            },
+        )?;
+        self.count(engines.encoder, o, &enc_inputs);
+        self.take_fault()?;
+        Ok(())
+    }
+
+    /// One call through the engines (admitted: a full chunk inside the admission predicates).
+    fn replayed(
+        &mut self,
+        dev: &DeviceFlow,
+        engines: &Engines,
+        n_tokens: usize,
+        frames: usize,
+    ) -> Result<usize, FlowError> {
+        let tn = frames / dev.config().encoder.up_stride;
+        let (new_tok, est_kept) = dev.extents_after(self.run.state(), frames);
+        self.replay_encoder(dev, engines, n_tokens)?;
+        let st = self.run.state();
+        let l_old = st.estimator_extent();
+        let rule = self.arm.state_rule();
+        let c = &self.contract;
+        let tensors = *st.tensors();
+        let layout = |r: &RawTensor| (r.dims().to_vec(), r.strides().to_vec());
+        let ctx = st.contexts();
+        let (edims, estrides) = layout(&tensors.estimator_conv);
+        let region = |ptr: DevPtr, info: &RegionInfo| WriteArg {
+            ptr,
+            bytes: info.bytes,
+        };
+        let whole = |ptr| WriteArg::to_end_of_buffer(&**dev.backend(), ptr);
         // flow: `mu` and `cond` as `[frames, mel]`; the carry as the contract region at its extent
         // (state rule: the whole step-major carry, also at the step clock) or the stock store's
         // compact carry (one step's slice at the step clock)
@@ -421,16 +476,6 @@ impl Session {
             &flow_stock
         };
 
-        let o = self.run.call(
-            engines.encoder,
-            &Invocation {
-                inputs: &enc_inputs,
-                writes: enc_writes,
-                scalars: &[t_tok as i64, ext_up as i64],
-            },
-        )?;
-        self.count(engines.encoder, o, &enc_inputs);
-        self.take_fault()?;
         for (si, &id) in engines.flow.iter().enumerate() {
             let st = self.run.state();
             let carry = if !rule && step_clock {
@@ -461,7 +506,7 @@ impl Session {
     }
 
     /// Raises the fault [`Session::inject_fault_after_encoder`] armed, once.
-    fn take_fault(&mut self) -> Result<(), FlowError> {
+    pub(super) fn take_fault(&mut self) -> Result<(), FlowError> {
         if std::mem::take(&mut self.fault_after_encoder) {
             return Err(FlowError::Device(dcc_runtime::Error::Invalid(
                 "fault injected between the encoder and the flow".into(),

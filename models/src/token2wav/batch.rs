@@ -1,0 +1,417 @@
+//! Exact cross-session batching of the `flow` callable: `n` sessions of one catalog class run
+//! their solver loop as one call ([`BatchedFlow::call`]), every session's mel byte-identical to
+//! the same session run alone on the same flow.
+//!
+//! **Why it is exact.** A class fixes everything a call's host values depend on (the estimator
+//! extent, so the noise offset and the attended frames; the frames; the solver's grid), so the
+//! sessions of one class differ only in their rows. The solver stacks them ([`super::solver`])
+//! and every launch but the copies of each session's own state covers all rows; a row's bits
+//! are the same whatever rows share a launch when every kernel is batch-invariant. All op
+//! families are but the backend GEMM (cuBLAS picks kernels and split-k by the row count), so a
+//! batched flow exists only over a flow on a batch-invariant path
+//! ([`GemmPath::batch_invariant`]: `Invariant`, `InvariantTf32x3`), and "alone" means alone on
+//! that path.
+//!
+//! [`GemmPath::batch_invariant`]: dcc_runtime::ops::GemmPath::batch_invariant
+//!
+//! **Per-row addressing.** Each session's per-session state stays in its own arena, at the
+//! addresses it has for its whole life; nothing is moved or gathered through a table. What a
+//! call reads and writes of a session's state is reached by launches of its own that take its
+//! addresses as arguments: the history copy into the batched workspace and the carry
+//! write-back (the carry, hundreds of MB per session at full size, is never copied whole), and
+//! one gather and one scatter of its estimator conv contexts (a few MB) into and out of the
+//! batch's context buffer, so the conv launches see one evenly strided `[n·cfg, …]` batch. A
+//! graph of a batch therefore bakes its members' addresses: it is captured per (class, batch
+//! size, members) and replays while the same sessions batch together, as they do in steady
+//! state. Everything call-lifetime is per process and sized for the largest batch: the
+//! activations, the solver workspace (`n·cfg` rows instead of `cfg`), the context buffer, the
+//! inputs `mu`, `cond`, `spk` and the output mel, one row per session.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use dcc_runtime::DevPtr;
+use dcc_runtime::arena::packed_strides;
+use dcc_runtime::backend::{AllocKind, DeviceBuffer};
+use dcc_runtime::contract::{ArenaLayout, Keep};
+use dcc_runtime::ops::{self, RawTensor, Tensor};
+
+use super::dit::{CFG_BATCH, CONV_K};
+use super::flow::{DeviceFlow, SolverParams};
+use super::io::FlowIo;
+use super::solver::Solve;
+use super::work::{Caps, Sizing, Work};
+use super::{DeviceState, FlowError};
+
+/// The batch sizes a batched flow serves, checked in one place: non-empty, strictly
+/// increasing, starting at 1 (so every session count splits into them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BatchSizes(Vec<usize>);
+
+impl BatchSizes {
+    pub fn new(sizes: &[usize]) -> Result<BatchSizes, FlowError> {
+        if sizes.first() != Some(&1) || sizes.windows(2).any(|w| w[0] >= w[1]) {
+            return Err(FlowError::Config(format!(
+                "batch sizes {sizes:?}: they must start at 1 and increase strictly"
+            )));
+        }
+        Ok(BatchSizes(sizes.to_vec()))
+    }
+
+    /// The sizes, increasing.
+    pub fn sizes(&self) -> &[usize] {
+        &self.0
+    }
+
+    /// The largest size.
+    pub fn max(&self) -> usize {
+        self.0[self.0.len() - 1]
+    }
+
+    /// `n` sessions split into sizes, largest first (`[8, 4, 1]` for 13 of `[1, 2, 4, 8]`).
+    pub fn split(&self, mut n: usize) -> Vec<usize> {
+        let mut out = Vec::new();
+        for &b in self.0.iter().rev() {
+            while n >= b {
+                out.push(b);
+                n -= b;
+            }
+        }
+        out
+    }
+}
+
+/// One member of a batched call: the session's estimator carry (step-major, the contract
+/// region's layout) and its estimator conv contexts, at the session's own addresses.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Member {
+    pub carry: RawTensor,
+    pub est_cnn: RawTensor,
+}
+
+impl Member {
+    /// The member `st` is: its state's tensors (fixed addresses under the state rule).
+    pub fn of(st: &DeviceState) -> Member {
+        let t = st.tensors();
+        Member {
+            carry: t.carry,
+            est_cnn: t.estimator_conv,
+        }
+    }
+}
+
+/// The I/O of a batched `flow` call: the class's extent and frames, the members in row order.
+#[derive(Clone, Debug)]
+pub struct BatchIo<'a> {
+    /// The estimator extent every member has (the class).
+    pub l_old: usize,
+    pub frames: usize,
+    pub members: &'a [Member],
+    /// What every member's carry keeps (the contract's, one for all).
+    pub keep: Keep,
+    pub solver: SolverParams,
+}
+
+/// The per-process buffers of batched `flow` calls on one [`DeviceFlow`] (see the module docs).
+pub struct BatchedFlow {
+    dev: Arc<DeviceFlow>,
+    sizes: BatchSizes,
+    /// Frames of one member's call at most.
+    frames: usize,
+    w: Work,
+    /// The solver workspace for `max · cfg` rows, `[step, depth, max·cfg, heads, work, 2·hd]`.
+    ws: DeviceBuffer,
+    ws_dims: [usize; 6],
+    /// The members' estimator conv contexts, `[step, depth, max·cfg, conv, CONV_K − 1,
+    /// hidden]`.
+    est: DeviceBuffer,
+}
+
+impl BatchedFlow {
+    /// Buffers on `dev` for batches of `sizes` of calls of up to `frames` frames per member,
+    /// the solver workspace shaped by `layout`'s `solver_workspace` region. Refused unless
+    /// `dev` runs every linear on a batch-invariant path
+    /// ([`dcc_runtime::ops::GemmPath::batch_invariant`]: a row's bits do not depend on the rows
+    /// beside it).
+    pub fn new(
+        dev: Arc<DeviceFlow>,
+        layout: &ArenaLayout,
+        sizes: BatchSizes,
+        frames: usize,
+    ) -> Result<BatchedFlow, FlowError> {
+        if !dev.gemm_path().batch_invariant() {
+            return Err(FlowError::Config(
+                "batched flow calls are exact only on a batch-invariant GEMM path (a flow built \
+                 with GemmPath::Invariant or InvariantTf32x3)"
+                    .into(),
+            ));
+        }
+        if frames == 0 || frames > dev.max_call_frames() {
+            return Err(FlowError::Config(format!(
+                "a batched call of {frames} frames per member (the flow takes 1..={})",
+                dev.max_call_frames()
+            )));
+        }
+        let cfg = dev.config().clone();
+        let d = &cfg.dit;
+        let max = sizes.max();
+        let info = dev.infos(layout)?.workspace;
+        let mut ws_dims: [usize; 6] = info
+            .dims
+            .try_into()
+            .map_err(|_| FlowError::Config("solver_workspace is not 6-dimensional".into()))?;
+        ws_dims[2] = max * CFG_BATCH;
+        let words = |dims: &[usize]| -> Result<usize, FlowError> {
+            dims.iter()
+                .try_fold(4usize, |a, &d| a.checked_mul(d))
+                .ok_or_else(|| FlowError::Config(format!("a buffer of {dims:?} overflows")))
+        };
+        let steps = ws_dims[0];
+        let est_dims = [steps, d.depth, max * CFG_BATCH, 2, CONV_K - 1, d.hidden];
+        let be = dev.backend().clone();
+        let sizing = Sizing {
+            encoder: false,
+            sessions: max,
+            frames,
+        };
+        let caps = Caps::new(&cfg, &dev.limits());
+        Ok(BatchedFlow {
+            w: Work::sized(be.as_ref(), &cfg, &caps, sizing)?,
+            ws: be.alloc(words(&ws_dims)?, AllocKind::Other)?,
+            est: be.alloc(words(&est_dims)?, AllocKind::Other)?,
+            ws_dims,
+            dev,
+            sizes,
+            frames,
+        })
+    }
+
+    pub fn device(&self) -> &Arc<DeviceFlow> {
+        &self.dev
+    }
+
+    pub fn sizes(&self) -> &BatchSizes {
+        &self.sizes
+    }
+
+    /// Frames of one member's call at most.
+    pub fn frames(&self) -> usize {
+        self.frames
+    }
+
+    /// Device bytes of the batched solver workspace: one `solver_workspace` region per batch
+    /// slot, the largest batch's.
+    pub fn workspace_bytes(&self) -> usize {
+        self.ws.bytes()
+    }
+
+    /// Device bytes of these buffers (per process, beside the flow's own).
+    pub fn bytes(&self) -> usize {
+        let w = &self.w;
+        [
+            &w.ids, &w.a, &w.b, &w.x, &w.xn, &w.q, &w.k, &w.v, &w.qn, &w.qkv, &w.mods, &w.ccol,
+            &w.att, &w.o, &w.hidden, &w.cat, &w.col, &w.pos, &w.conf_ws, &w.mu, &w.cond, &w.xin,
+            &w.xs, &w.vel, &w.mel_out, &w.spk, &w.small, &self.ws, &self.est,
+        ]
+        .iter()
+        .map(|b| b.bytes())
+        .sum()
+    }
+
+    /// Copies the flow's inputs of the session whose encoder ran last (`mu`, `cond` of
+    /// `frames` frames and `spk`, in the flow's input buffers) into row `row` of the batch's
+    /// inputs. Stream work.
+    pub fn stage(&self, row: usize, frames: usize) -> Result<(), FlowError> {
+        let (mel, spk) = (self.dev.config().mel, self.dev.config().spk_dim);
+        if row >= self.sizes.max() || frames > self.frames {
+            return Err(FlowError::Input(format!(
+                "row {row} of {frames} frames (the batch holds {} rows of {} frames)",
+                self.sizes.max(),
+                self.frames
+            )));
+        }
+        let cx = self.dev.cx();
+        let (src, dst) = (&self.dev.w, &self.w);
+        for (d, s) in [(&dst.mu, &src.mu), (&dst.cond, &src.cond)] {
+            let d = part(d, row * frames * mel, &[frames, mel])?;
+            ops::copy(&cx, d, part(s, 0, &[frames, mel])?)?;
+        }
+        ops::copy(
+            &cx,
+            part(&dst.spk, row * spk, &[1, spk])?,
+            part(&src.spk, 0, &[1, spk])?,
+        )?;
+        Ok(())
+    }
+
+    /// The batched call's inputs over `n` members of `frames` frames: `mu`, `cond` (`[n,
+    /// frames, mel]`) and `spk` (`[n, 1, spk_dim]`), packed in this batch's buffers (what a
+    /// graph of the call reads: fixed addresses).
+    pub(crate) fn inputs(&self, n: usize, frames: usize) -> Result<[RawTensor; 3], FlowError> {
+        let c = self.dev.config();
+        Ok([
+            part(&self.w.mu, 0, &[n, frames, c.mel])?.raw(),
+            part(&self.w.cond, 0, &[n, frames, c.mel])?.raw(),
+            part(&self.w.spk, 0, &[n, 1, c.spk_dim])?.raw(),
+        ])
+    }
+
+    /// What a batched call writes of this batch's own besides its activations: the solver
+    /// workspace and the gathered contexts, `(address, bytes)` each.
+    pub(crate) fn writes(&self) -> [(DevPtr, usize); 2] {
+        [
+            (self.ws.ptr(), self.ws.bytes()),
+            (self.est.ptr(), self.est.bytes()),
+        ]
+    }
+
+    /// Row `row`'s mel `[mel, frames]` of the last call over `frames` frames per member that
+    /// ran the final step.
+    pub fn mel_out(&self, row: usize, frames: usize) -> Result<DevPtr, FlowError> {
+        let mel = self.dev.config().mel;
+        Ok(part(&self.w.mel_out, row * mel * frames, &[mel, frames])?.ptr())
+    }
+
+    /// Solver steps `steps` of the `flow` callable over the members of `io`, each reading its
+    /// staged row ([`BatchedFlow::stage`]) and its own carry and contexts; every member's mel
+    /// lands in its row ([`BatchedFlow::mel_out`]). Stream work only. Returns the estimator
+    /// extent after retention (every member's).
+    ///
+    /// Checked before anything is queued, as one session's call is ([`DeviceFlow::flow_call`]),
+    /// for every member: 1 to the largest batch size of members, of disjoint memory, each
+    /// member's carry and contexts of the contract's layouts, the frames within what the batch
+    /// holds. The contract's batch sizes are a matter of its catalog (the graphs captured),
+    /// not of exactness: any member count up to the largest runs.
+    ///
+    /// # Safety
+    /// Every tensor of every member lies, over its span, inside a live buffer of the flow's
+    /// backend that stays alive until the call's work completes (every replay of a graph it is
+    /// captured into, too), and overlaps no buffer of the flow's or of this batch's. A
+    /// [`Member::of`] a state of this flow satisfies it.
+    pub unsafe fn call(&self, io: &BatchIo<'_>, steps: Range<usize>) -> Result<usize, FlowError> {
+        let n = io.members.len();
+        let (c, frames) = (self.dev.config(), io.frames);
+        if n == 0 || n > self.sizes.max() || frames == 0 || frames > self.frames {
+            return Err(FlowError::Input(format!(
+                "a batched call of {n} members of {frames} frames (the batch holds 1..={} \
+                 members of up to {} frames)",
+                self.sizes.max(),
+                self.frames
+            )));
+        }
+        let spans: Vec<(u64, u64)> = io
+            .members
+            .iter()
+            .flat_map(|m| [m.carry, m.est_cnn])
+            .map(|t| (t.ptr().0, t.ptr().0 + 4 * t.span() as u64))
+            .collect();
+        for (i, a) in spans.iter().enumerate() {
+            if spans[i + 1..].iter().any(|b| a.0 < b.1 && b.0 < a.1) {
+                return Err(FlowError::Input(
+                    "the members of a batched call overlap in memory".into(),
+                ));
+            }
+        }
+        let mut ws_dims = self.ws_dims;
+        ws_dims[2] = n * CFG_BATCH;
+        let ws = RawTensor::packed(self.ws.ptr(), &ws_dims)?;
+        let d = &c.dit;
+        let est_dims = [ws_dims[0], d.depth, n * CFG_BATCH, 2, CONV_K - 1, d.hidden];
+        let est = RawTensor::packed(self.est.ptr(), &est_dims)?;
+        let (mel, spk) = (c.mel, c.spk_dim);
+        let row = |b: &DeviceBuffer, i: usize, dims: &[usize]| -> Result<RawTensor, FlowError> {
+            let words: usize = dims.iter().product();
+            Ok(part(b, i * words, dims)?.raw())
+        };
+        let one_step = [d.depth, CFG_BATCH, 2, CONV_K - 1, d.hidden];
+        for (i, m) in io.members.iter().enumerate() {
+            let member = FlowIo {
+                l_old: io.l_old,
+                mu: row(&self.w.mu, i, &[frames, mel])?,
+                cond: row(&self.w.cond, i, &[frames, mel])?,
+                spk: row(&self.w.spk, i, &[1, spk])?,
+                carry: m.carry,
+                ws,
+                est_cnn: est,
+                write_back: true,
+                keep: io.keep,
+                solver: io.solver,
+            };
+            if self.dev.check_flow(&member, &steps, n)? {
+                return Err(FlowError::Input(
+                    "a batched call takes step-major carries".into(),
+                ));
+            }
+            let e = &m.est_cnn;
+            if e.dims().len() != 6
+                || e.dims()[1..] != one_step
+                || e.dims()[0] < steps.end
+                || e.strides() != packed_strides(e.dims())
+            {
+                return Err(FlowError::Input(format!(
+                    "member {i}: estimator contexts {:?}, a batched call takes packed [≥ {}, \
+                     {one_step:?}]",
+                    e.dims(),
+                    steps.end
+                )));
+            }
+        }
+        let cx = self.dev.cx();
+        // SAFETY: `ws` and `est` are packed views inside this batch's own buffers (their dims
+        // at `n ≤ max` members); the members' tensors are the caller's promise (`# Safety`).
+        let (ws, est) = unsafe { (ws.bind(), est.bind()) };
+        let carries = io
+            .members
+            .iter()
+            // SAFETY: as above, the caller's promise.
+            .map(|m| unsafe { m.carry.bind() })
+            .collect::<Vec<_>>();
+        // the members' contexts of these steps, gathered: member i's `[cfg, conv, k − 1,
+        // hidden]` of each (step, layer) into columns i of the batch's
+        let per = CFG_BATCH * 2 * (CONV_K - 1) * d.hidden;
+        let layers = steps.start * d.depth..steps.end * d.depth;
+        let batch_rows = est.view(&[ws_dims[0] * d.depth, n * per])?;
+        let batch_rows = batch_rows.narrow(0, layers.start, layers.len())?;
+        let member_rows = io
+            .members
+            .iter()
+            .map(|m| {
+                // SAFETY: the caller's promise (`# Safety`).
+                let e = unsafe { m.est_cnn.bind() };
+                e.view(&[e.dims()[0] * d.depth, per])?
+                    .narrow(0, layers.start, layers.len())
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        for (i, m) in member_rows.iter().enumerate() {
+            ops::copy(&cx, batch_rows.narrow(1, i * per, per)?, *m)?;
+        }
+        let w = &self.w;
+        let solve = Solve {
+            w,
+            mu: part(&w.mu, 0, &[n, frames, mel])?,
+            cond: part(&w.cond, 0, &[n, frames, mel])?,
+            spk: part(&w.spk, 0, &[n, spk])?,
+            carries: &carries,
+            carry_slice: false,
+            ws,
+            est,
+            l_old: io.l_old,
+            frames,
+            steps,
+            write_back: true,
+            keep: io.keep,
+            solver: io.solver,
+        };
+        let kept = self.dev.solve(&cx, solve)?;
+        for (i, m) in member_rows.iter().enumerate() {
+            ops::copy(&cx, *m, batch_rows.narrow(1, i * per, per)?)?;
+        }
+        Ok(kept)
+    }
+}
+
+/// The packed `dims` view of `b` from float `start` on.
+fn part<'a>(b: &'a DeviceBuffer, start: usize, dims: &[usize]) -> Result<Tensor<'a>, FlowError> {
+    let n = dims.iter().product();
+    Ok(Tensor::of(b)?.narrow(0, start, n)?.view(dims)?)
+}

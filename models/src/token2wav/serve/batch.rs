@@ -1,0 +1,341 @@
+//! Serving many sessions with exact cross-session batching: each round, every session brings
+//! one chunk; sessions of one catalog class are grouped into the contract's batch sizes,
+//! largest first, and each group's flow runs as one batched call ([`BatchedFlow`]); a session
+//! that cannot join a group runs alone, as [`Session::chunk`] would, counted by reason
+//! ([`NotBatchable`]). Every session's mel equals the same session's alone on the same flow,
+//! bit for bit (see [`crate::token2wav::BatchedFlow`] for why).
+//!
+//! A group's members run their `encoder` calls one after another (each through its own engine
+//! on a replay arm), each staging its flow inputs into its row of the batch; then one batched
+//! flow call (through the group's engine, [`super::batch_engine`]); then each member's
+//! extents advance and its mel is read from its row. A session's refusal (bad input, a failed
+//! or unprimed session) refuses that session only; a failure once its work has begun fails it
+//! (and, for the batched call, every member of the group), never the others of the round.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use super::super::{BatchIo, BatchedFlow, DeviceFlow, FlowError, Member};
+use super::adapter::ContractView;
+use super::batch_engine::GroupEngines;
+use super::session::Session;
+
+/// Why a session's chunk ran alone instead of in a batch.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum NotBatchable {
+    /// No other session of the round was in its catalog class (another estimator or conformer
+    /// extent, solver or retention).
+    ClassMismatch,
+    /// Its turn was reset (primed) since its last chunk, and no other session of the round was
+    /// in the class that leaves it in.
+    Reset,
+    /// Its class had other sessions, but their count split into the batch sizes left it over.
+    Remainder,
+    /// A last chunk (the vendor's `last_chunk` call: eager by construction).
+    LastChunk,
+    /// A call outside the contract's admission (another width than a chunk's).
+    NotAdmitted,
+    /// Its arm keeps the stock store (its carry moves after every call).
+    Stock,
+    /// Its session runs on another flow than the batch's.
+    OtherFlow,
+}
+
+impl NotBatchable {
+    /// Every reason, in order.
+    pub const ALL: [NotBatchable; 7] = [
+        NotBatchable::ClassMismatch,
+        NotBatchable::Reset,
+        NotBatchable::Remainder,
+        NotBatchable::LastChunk,
+        NotBatchable::NotAdmitted,
+        NotBatchable::Stock,
+        NotBatchable::OtherFlow,
+    ];
+
+    /// The reason's name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            NotBatchable::ClassMismatch => "class_mismatch",
+            NotBatchable::Reset => "reset",
+            NotBatchable::Remainder => "remainder",
+            NotBatchable::LastChunk => "last_chunk",
+            NotBatchable::NotAdmitted => "not_admitted",
+            NotBatchable::Stock => "stock",
+            NotBatchable::OtherFlow => "other_flow",
+        }
+    }
+}
+
+impl fmt::Display for NotBatchable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One session's chunk in a round.
+#[derive(Copy, Clone, Debug)]
+pub struct Request<'a> {
+    pub tokens: &'a [u32],
+    pub spk: &'a [f32],
+    pub last_chunk: bool,
+}
+
+/// What a [`Batcher`] did so far.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BatchStats {
+    /// Batched calls by member count.
+    pub batches: BTreeMap<usize, u64>,
+    /// Chunks run in a batched call.
+    pub batched_chunks: u64,
+    /// Chunks run alone, by reason.
+    pub alone: BTreeMap<NotBatchable, u64>,
+}
+
+/// A catalog class of the flow as far as a batch is concerned: what fixes a call's host values
+/// (the estimator extent, the conformer extent the encoder left, the solver, the retention).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct ClassKey {
+    l_old: usize,
+    t_tok: usize,
+    steps: usize,
+    cfg_rate: u32,
+    temperature: u32,
+    keep: (usize, usize),
+}
+
+/// Runs rounds of chunks over many sessions of one flow, batching (see the module docs).
+pub struct Batcher {
+    flow: Arc<BatchedFlow>,
+    engines: GroupEngines,
+    stats: BatchStats,
+}
+
+impl Batcher {
+    /// Batches over `flow`'s buffers; `replay`: batched calls through graphs captured per
+    /// (class, batch size, members), keyed on that contract's `flow` catalog; `None`: eager.
+    pub fn new(flow: BatchedFlow, replay: Option<&ContractView>) -> Batcher {
+        Batcher {
+            engines: GroupEngines::new(replay.copied()),
+            flow: Arc::new(flow),
+            stats: BatchStats::default(),
+        }
+    }
+
+    pub fn flow(&self) -> &BatchedFlow {
+        &self.flow
+    }
+
+    pub fn stats(&self) -> &BatchStats {
+        &self.stats
+    }
+
+    /// The group engines' replay counters (graphs captured and replayed, eager fallbacks).
+    pub fn engines(&self) -> &GroupEngines {
+        &self.engines
+    }
+
+    /// Device bytes the batch holds per process: its buffers and its captured graphs.
+    pub fn bytes(&self) -> usize {
+        self.flow.bytes() + self.engines.bytes()
+    }
+
+    /// One chunk per session (`reqs[i]` is `sessions[i]`'s): each session's mel `[mel, frames]`,
+    /// or why its chunk was refused or failed. The batch's graphs of groups with a member not
+    /// among `sessions` are dropped first.
+    pub fn round(
+        &mut self,
+        sessions: &mut [Session],
+        reqs: &[Request<'_>],
+    ) -> Vec<Result<Vec<f32>, FlowError>> {
+        let mut out: Vec<Option<Result<Vec<f32>, FlowError>>> = vec![None; sessions.len()];
+        if reqs.len() != sessions.len() {
+            let e = FlowError::Input(format!(
+                "{} requests for {} sessions",
+                reqs.len(),
+                sessions.len()
+            ));
+            return vec![Err(e); sessions.len()];
+        }
+        let live: Vec<u64> = sessions.iter().map(|s| s.id()).collect();
+        self.engines.retain_live(&live);
+        let mut classes: BTreeMap<ClassKey, Vec<usize>> = BTreeMap::new();
+        let mut alone: Vec<(usize, NotBatchable)> = Vec::new();
+        for (i, (s, r)) in sessions.iter().zip(reqs).enumerate() {
+            match self.class_of(s, r) {
+                Ok(Ok(k)) => classes.entry(k).or_default().push(i),
+                Ok(Err(why)) => alone.push((i, why)),
+                Err(e) => out[i] = Some(Err(e)),
+            }
+        }
+        for members in classes.values() {
+            let mut rest = &members[..];
+            for size in self.flow.sizes().split(members.len()) {
+                let (group, tail) = rest.split_at(size);
+                rest = tail;
+                if let [i] = group {
+                    let why = if members.len() > 1 {
+                        NotBatchable::Remainder
+                    } else if sessions[*i].chunks_since_prime() == 0 {
+                        NotBatchable::Reset
+                    } else {
+                        NotBatchable::ClassMismatch
+                    };
+                    alone.push((*i, why));
+                } else {
+                    self.group(sessions, reqs, group, &mut out);
+                }
+            }
+        }
+        alone.sort_unstable();
+        for (i, why) in alone {
+            let r = &reqs[i];
+            out[i] = Some(sessions[i].chunk(r.tokens, r.spk, r.last_chunk));
+            *self.stats.alone.entry(why).or_default() += 1;
+        }
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(FlowError::Input("no result".into()))))
+            .collect()
+    }
+
+    /// Checks `s`'s chunk (an error: refused, nothing run) and finds its class, or why it runs
+    /// alone.
+    fn class_of(
+        &self,
+        s: &Session,
+        r: &Request<'_>,
+    ) -> Result<Result<ClassKey, NotBatchable>, FlowError> {
+        let dev: &DeviceFlow = &s.dev;
+        s.usable()?;
+        dev.check_inputs(r.tokens, r.spk, r.last_chunk)?;
+        s.check_width(r.tokens.len(), r.last_chunk)?;
+        dev.check_call(s.state(), r.tokens.len(), r.last_chunk)?;
+        let frames = dev.call_frames(r.tokens.len(), r.last_chunk);
+        let c = &s.contract;
+        Ok(if !std::sync::Arc::ptr_eq(&s.dev, self.flow.device()) {
+            Err(NotBatchable::OtherFlow)
+        } else if !s.arm.state_rule() {
+            Err(NotBatchable::Stock)
+        } else if r.last_chunk {
+            Err(NotBatchable::LastChunk)
+        } else if r.tokens.len() != c.call_tokens()
+            || (c.admit)("flow", frames) != Some(true)
+            || (c.admit)("encoder", frames) != Some(true)
+            || frames > self.flow.frames()
+        {
+            Err(NotBatchable::NotAdmitted)
+        } else {
+            let st = s.state();
+            let (sv, keep) = (st.solver(), st.keeps().carry);
+            Ok(ClassKey {
+                l_old: st.estimator_extent(),
+                t_tok: st.conformer_tokens(),
+                steps: sv.n_steps,
+                cfg_rate: sv.cfg_rate.to_bits(),
+                temperature: sv.temperature.to_bits(),
+                keep: (keep.head, keep.tail),
+            })
+        })
+    }
+
+    /// One group's chunks: the members' encoders, one batched flow call, their extents and
+    /// mels (see the module docs).
+    fn group(
+        &mut self,
+        sessions: &mut [Session],
+        reqs: &[Request<'_>],
+        group: &[usize],
+        out: &mut [Option<Result<Vec<f32>, FlowError>>],
+    ) {
+        let mut rows: Vec<usize> = Vec::with_capacity(group.len());
+        let mut frames = 0;
+        for &i in group {
+            let r = &reqs[i];
+            let staged = sessions[i].encode(r.tokens, r.spk).and_then(|f| {
+                let r = self.flow.stage(rows.len(), f);
+                sessions[i].settle(r).map(|()| f)
+            });
+            match staged {
+                Ok(f) => {
+                    frames = f;
+                    rows.push(i);
+                }
+                Err(e) => out[i] = Some(Err(e)),
+            }
+        }
+        if rows.is_empty() {
+            return;
+        }
+        let members: Vec<Member> = rows
+            .iter()
+            .map(|&i| Member::of(sessions[i].state()))
+            .collect();
+        let st = sessions[rows[0]].state();
+        let io = BatchIo {
+            l_old: st.estimator_extent(),
+            frames,
+            members: &members,
+            keep: st.keeps().carry,
+            solver: st.solver(),
+        };
+        let ids: Vec<u64> = rows.iter().map(|&i| sessions[i].id()).collect();
+        let r = self.engines.call(&self.flow, &io, &ids);
+        *self.stats.batches.entry(rows.len()).or_default() += 1;
+        self.stats.batched_chunks += rows.len() as u64;
+        let mel = self.flow.device().config().mel;
+        for (row, &i) in rows.iter().enumerate() {
+            let s = &mut sessions[i];
+            let done = r.clone().and_then(|kept| {
+                s.finish_batched(frames, kept)?;
+                let at = self.flow.mel_out(row, frames)?;
+                Ok(self.flow.device().backend().download(at, mel * frames)?)
+            });
+            out[i] = Some(s.settle(done));
+        }
+    }
+}
+
+impl Session {
+    /// A batched chunk's first half: the inputs uploaded and the `encoder` call (through its
+    /// engine on a replay arm). Returns the frames the flow will present. The caller checked
+    /// the chunk ([`Batcher`]'s `class_of`); a failure fails the session.
+    pub(super) fn encode(&mut self, tokens: &[u32], spk: &[f32]) -> Result<usize, FlowError> {
+        let dev = self.dev.clone();
+        let frames = dev.call_frames(tokens.len(), false);
+        let r = dev.set_inputs(tokens, spk, false).and_then(|()| {
+            match self.engines.take() {
+                Some(e) => {
+                    let r = self.replay_encoder(&dev, &e, tokens.len());
+                    self.engines = Some(e);
+                    r
+                }
+                None => {
+                    let st = self.run.state();
+                    // SAFETY: `encoder_io` of this session's state, a state of `dev` (the
+                    // session builds both together): the flow's input buffers and the state's
+                    // own buffers, with the capacities they were allocated with.
+                    unsafe { dev.encoder_call(&dev.encoder_io(st, tokens.len(), false)?) }?;
+                    self.take_fault()
+                }
+            }
+        });
+        self.settle(r).map(|()| frames)
+    }
+
+    /// A batched chunk's second half, after the batched flow call: the extents advance (the
+    /// flow kept `est_kept` frames). A failure fails the session.
+    pub(super) fn finish_batched(
+        &mut self,
+        frames: usize,
+        est_kept: usize,
+    ) -> Result<(), FlowError> {
+        let dev = self.dev.clone();
+        let st = self.run.state_mut();
+        let tn = frames / dev.config().encoder.up_stride;
+        let (new_tok, _) = dev.extents_after(st, frames);
+        dev.finish_call(st, tn, new_tok, est_kept)?;
+        self.since_prime += 1;
+        Ok(())
+    }
+}

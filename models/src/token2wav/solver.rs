@@ -1,0 +1,219 @@
+//! The CFM Euler solver of the `flow` callable over `n` sessions of one catalog class at once:
+//! one session ([`DeviceFlow::flow_call`]) or a batch ([`super::batch`]).
+//!
+//! A batch's sessions share everything a class fixes: the estimator extent (so the noise
+//! offset, `l_old`, and the attended frames), the frames of the call, the solver's time grid.
+//! Their rows are stacked, session-major: solver row `s` is session `s`'s `x`, estimator batch
+//! row `cfg·s + c` its CFG row `c`. Every arithmetic launch covers all rows at once; each row's
+//! result is the same whatever rows share the launch when the kernels are batch-invariant (the
+//! invariant GEMM path and every other op family: `runtime/tests/batch_invariant.rs`). What is
+//! each session's own — its carry at its own addresses — is read and written by copies of its
+//! own (the history copy into the workspace, the write-back), the only launches that come once
+//! per session.
+
+use std::ops::Range;
+
+use dcc_runtime::contract::Keep;
+use dcc_runtime::ops::{self, Act, Ctx, Tensor};
+
+use super::FlowError;
+use super::dit::{CFG_BATCH, StepState};
+use super::flow::{DeviceFlow, SolverParams};
+use super::work::{Work, v};
+
+/// The cosine time grid `1 − cos(linspace(0, 1, n + 1) · π/2)` in float32, evaluated as torch
+/// does (`linspace` fills the first half from the start and the second half from the end).
+pub fn cosine_t_span(n_steps: usize) -> Vec<f32> {
+    let steps = n_steps + 1;
+    let step = 1.0f32 / n_steps as f32;
+    let halfway = steps / 2;
+    let pi = std::f64::consts::PI as f32;
+    (0..steps)
+        .map(|i| {
+            let lin = if i < halfway {
+                step * i as f32
+            } else {
+                1.0 - step * (steps - i - 1) as f32
+            };
+            1.0 - ops::host::cos_f32(lin * 0.5 * pi)
+        })
+        .collect()
+}
+
+/// `t` and `dt` of solver step `si` (0-based), accumulated exactly as the loop does.
+fn step_time(t_span: &[f32], si: usize) -> (f32, f32) {
+    let mut t = t_span[0];
+    let mut dt = t_span[1] - t_span[0];
+    for step in 1..=si {
+        t += dt;
+        dt = t_span[step + 1] - t;
+    }
+    (t, dt)
+}
+
+/// One solver call over `n = carries.len()` sessions of one class, every view checked by the
+/// caller against the flow's shapes.
+pub(super) struct Solve<'a, 'b> {
+    /// The activations (rows for `n` sessions).
+    pub w: &'a Work,
+    /// `[n, frames, mel]` each.
+    pub mu: Tensor<'a>,
+    pub cond: Tensor<'a>,
+    /// The raw speaker embeddings `[n, spk_dim]`.
+    pub spk: Tensor<'a>,
+    /// Each session's estimator carry: step-major `[step, depth, cfg, heads, cap, 2·hd]`, or one
+    /// step's slice (`carry_slice`).
+    pub carries: &'b [Tensor<'a>],
+    pub carry_slice: bool,
+    /// The solver workspace `[step, depth, n·cfg, heads, work, 2·hd]`.
+    pub ws: Tensor<'a>,
+    /// The estimator conv contexts `[step, depth, n·cfg, conv, CONV_K − 1, hidden]`.
+    pub est: Tensor<'a>,
+    pub l_old: usize,
+    pub frames: usize,
+    pub steps: Range<usize>,
+    pub write_back: bool,
+    pub keep: Keep,
+    pub solver: SolverParams,
+}
+
+impl DeviceFlow {
+    /// Solver steps `s.steps` over the sessions of `s` (see the module docs); the last step
+    /// writes every session's mel to `s.w.mel_out` (`[n, mel, frames]`). Returns the estimator
+    /// extent after retention.
+    pub(super) fn solve(&self, cx: &Ctx<'_>, s: Solve<'_, '_>) -> Result<usize, FlowError> {
+        let c = self.config();
+        let mel = c.mel;
+        let (w, n, frames) = (s.w, s.carries.len(), s.frames);
+        let (sv, l_old) = (s.solver, s.l_old);
+        let tk = l_old + frames;
+        let cin = c.dit.in_channels;
+        let xs = v(&w.xs, &[n, frames, mel])?;
+        // x_in `[n, cfg, frames, in_channels]`
+        let xin = v(&w.xin, &[n, CFG_BATCH, frames, cin])?;
+        if s.steps.start == 0 {
+            let proj = self.speaker(cx, w, s.spk)?;
+            // z = noise[:, l_old : l_old + frames]ᵀ · temperature, the same for every session
+            // of the class (one noise offset)
+            let noise = self.noise()?.narrow(1, l_old, frames)?;
+            let x0 = xs.index(0, 0)?;
+            ops::transpose(cx, x0, noise)?;
+            ops::act(cx, x0, Act::Scale(sv.temperature))?;
+            if n > 1 {
+                ops::copy_batched(cx, xs.narrow(0, 1, n - 1)?, x0.broadcast(0, n - 1)?)?;
+            }
+            // x_in = [x ‖ mu ‖ spk ‖ cond] / [x ‖ 0 ‖ 0 ‖ 0]
+            ops::memset(cx, xin, 0)?;
+            let first = xin.index(1, 0)?;
+            ops::copy_batched(cx, first.narrow(2, mel, mel)?, s.mu)?;
+            let spk_rows = first.narrow(2, 2 * mel, mel)?;
+            ops::copy_batched(cx, spk_rows, proj.broadcast(1, frames)?)?;
+            ops::copy_batched(cx, first.narrow(2, 3 * mel, mel)?, s.cond)?;
+        }
+        let t_span = cosine_t_span(sv.n_steps);
+        let (mut t, mut dt) = step_time(&t_span, s.steps.start);
+        let mut kept = ops::carry::kept(&s.keep, tk);
+        let x_rows = xin.narrow(3, 0, mel)?;
+        let vel = v(&w.vel, &[n, CFG_BATCH, frames, mel])?;
+        for step in s.steps.start + 1..=s.steps.end {
+            let si = step - 1;
+            let ws_step = s.ws.index(0, si)?;
+            let carry_steps = s
+                .carries
+                .iter()
+                .map(|c| {
+                    if s.carry_slice {
+                        Ok(*c)
+                    } else {
+                        c.index(0, si)
+                    }
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            // x_in[s, c] ← x[s] for both CFG rows of every session
+            if n == 1 {
+                let x = xs.index(0, 0)?;
+                ops::copy_batched(cx, x_rows.index(0, 0)?, x.broadcast(0, CFG_BATCH)?)?;
+            } else {
+                for cr in 0..CFG_BATCH {
+                    ops::copy_batched(cx, x_rows.index(1, cr)?, xs)?;
+                }
+            }
+            let st = StepState {
+                carries: &carry_steps,
+                extent: l_old,
+                work: ws_step,
+                conv: s.est.index(0, si)?,
+            };
+            self.dit().forward(cx, w, t, frames, st)?;
+            // carry write-back for this step (every layer's [new ‖ old] → carry), state rule:
+            // the frames the contract's keep names, head ‖ tail of the prepend storage
+            if s.write_back {
+                kept = self.write_back(cx, &carry_steps, ws_step, tk, &s.keep)?;
+            }
+            // final layer (w.xn = modulate(norm_final(x))), guidance, Euler step
+            self.dit().output(cx, w, frames, n)?;
+            for (i, x) in (0..n).map(|i| (i, xs.index(0, i))) {
+                ops::cfg_euler(cx, x?, vel.index(0, i)?, sv.cfg_rate, dt)?;
+            }
+            t += dt;
+            if step < sv.n_steps {
+                dt = t_span[step + 1] - t;
+            }
+        }
+        if s.steps.end == sv.n_steps {
+            let out = v(&w.mel_out, &[n, mel, frames])?;
+            for i in 0..n {
+                ops::transpose(cx, out.index(0, i)?, xs.index(0, i)?)?;
+            }
+        }
+        Ok(kept)
+    }
+
+    /// Writes one step's workspace back into each session's carry step slice (`[depth, cfg,
+    /// heads, cap, 2·hd]`): one launch over every layer's rows for a session alone; for a batch
+    /// one per session and layer, since a session's rows of the batched workspace `[depth,
+    /// n·cfg, heads, work, 2·hd]` are not evenly spaced across layers.
+    fn write_back(
+        &self,
+        cx: &Ctx<'_>,
+        carries: &[Tensor<'_>],
+        ws: Tensor<'_>,
+        tk: usize,
+        keep: &Keep,
+    ) -> Result<usize, FlowError> {
+        let mut kept = ops::carry::kept(keep, tk);
+        if let [carry] = carries {
+            let (dst, src) = (carry.flatten(0, 2)?, ws.flatten(0, 2)?);
+            return Ok(ops::carry::write_back(cx, dst, src, tk, keep)?);
+        }
+        for (i, carry) in carries.iter().enumerate() {
+            for li in 0..carry.dims()[0] {
+                let dst = carry.index(0, li)?.flatten(0, 1)?;
+                let src = ws.index(0, li)?.narrow(0, i * CFG_BATCH, CFG_BATCH)?;
+                kept = ops::carry::write_back(cx, dst, src.flatten(0, 1)?, tk, keep)?;
+            }
+        }
+        Ok(kept)
+    }
+
+    /// `F.normalize` and `spk_embed_affine_layer` of the raw embeddings `raw` (`[n, spk_dim]`)
+    /// into `w.small`; returns the projections (`[n, mel]`).
+    fn speaker<'a>(
+        &self,
+        cx: &Ctx<'_>,
+        w: &'a Work,
+        raw: Tensor<'_>,
+    ) -> Result<Tensor<'a>, FlowError> {
+        let c = self.config();
+        let n = raw.dims()[0];
+        let base = c.dit.freq_dim + 13 * c.dit.hidden;
+        let small = Tensor::of(&w.small)?;
+        let normed = small.narrow(0, base, n * c.spk_dim)?;
+        let normed = normed.view(&[n, c.spk_dim])?;
+        let proj = small.narrow(0, base + n * c.spk_dim, n * c.mel)?;
+        let proj = proj.view(&[n, c.mel])?;
+        ops::l2_normalize(cx, normed, raw, 1e-12)?;
+        self.spk_affine().forward(cx, normed, proj)?;
+        Ok(proj)
+    }
+}
