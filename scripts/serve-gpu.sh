@@ -10,6 +10,8 @@
 #   bash scripts/serve-gpu.sh kernels    # dcc-bench kernels: every linear variant against cuBLAS
 #   bash scripts/serve-gpu.sh e2e        # vendor e2e peer (export) + dcc-bench check/token2wav
 #   bash scripts/serve-gpu.sh sessions   # dcc-bench sessions (needs e2e's export in /tmp/full)
+#   bash scripts/serve-gpu.sh batch      # exact cross-session batching: the CUDA twin of the Host
+#                                        # test, then dcc-bench sessions --batch (BATCH_N, BATCH_GEMM)
 #   bash scripts/serve-gpu.sh gemm       # module compile cold/warm (PTX cache), process start per
 #                                        # GEMM path, the linear kernels, the full model per path
 #                                        # (needs e2e's export in /tmp/full for the last part)
@@ -41,7 +43,8 @@ for line in sys.stdin:
   cargo test --release -p dcc-runtime -p dcc-kernels --no-run --message-format=json 2>/dev/null |
     copy_tests ""
   cargo test --release -p dcc-models --test vocoder_golden --test vocoder_replay --test speech \
-    --no-run --message-format=json 2>/dev/null | copy_tests models-
+    --test batched_sessions --test many_sessions --no-run --message-format=json 2>/dev/null |
+    copy_tests models-
   cargo build --release -p dcc-models --bin dcc-bench
   cp "${CARGO_TARGET_DIR:-target}/release/dcc-bench" "$D/dcc-bench"
   strip "$D/dcc-bench" "$D"/tests/*
@@ -115,6 +118,19 @@ sessions)
     >"$W/sessions_rt.txt" 2>&1
   echo "sessions realtime rc=$?"; tail -n 15 "$W/sessions_rt.txt"
   ;;
+batch)
+  [[ -f $F/weights.safetensors ]] || python3 scripts/e2e_peer.py --peer "$D/token2wav_stock.py" \
+    --vendor "$D/vendor" --config full --device cuda --chunks 12 --export "$F" >"$W/peer.json" 2>&1
+  DCC_REQUIRE_GPU=1 "$D/tests/models-batched_sessions" cuda --test-threads=1 --nocapture \
+    >"$W/batched_sessions.txt" 2>&1
+  echo "batched_sessions (CUDA) rc=$? $(grep -h 'test result' "$W/batched_sessions.txt")"
+  "$B" sessions --backend cuda --weights $F/weights.safetensors --io $F/io.safetensors \
+    --contract token2wav --sessions "${BATCH_N:-16,32}" --chunks 6 --warmup 4 --arms SRc \
+    --gemm "${BATCH_GEMM:-tf32x3}" --batch --plot "$OUT/sessions_batch.svg" \
+    --json-out "$OUT/sessions_batch.json" >"$W/sessions_batch_table.txt" 2>&1
+  echo "sessions --batch rc=$?"
+  tail -n 30 "$W/sessions_batch_table.txt"
+  ;;
 gemm)
   # NVRTC per module, cold then from the on-disk PTX cache (a fresh directory)
   for pass in cold warm; do
@@ -175,7 +191,7 @@ PY
   done
   rm -rf "$W"/v{cpu,cuda}/vocoder.safetensors
   ;;
-*) echo "unknown part '$part' (suite, kernels, e2e, sessions, gemm, vocfloor)"; exit 2 ;;
+*) echo "unknown part '$part' (suite, kernels, e2e, sessions, batch, gemm, vocfloor)"; exit 2 ;;
 esac
 tar czf "$OUT/$part.tgz" -C "$W" .
 done
