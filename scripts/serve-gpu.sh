@@ -11,7 +11,8 @@
 #   bash scripts/serve-gpu.sh e2e        # vendor e2e peer (export) + dcc-bench check/token2wav
 #   bash scripts/serve-gpu.sh sessions   # dcc-bench sessions (needs e2e's export in /tmp/full)
 #   bash scripts/serve-gpu.sh batch      # exact cross-session batching: the CUDA twin of the Host
-#                                        # test, then dcc-bench sessions --batch (BATCH_N, BATCH_GEMM)
+#                                        # test, then dcc-bench sessions --batch (BATCH_N,
+#                                        # BATCH_GEMM, BATCH_MAX: the largest batch)
 #   bash scripts/serve-gpu.sh gemm       # module compile cold/warm (PTX cache), process start per
 #                                        # GEMM path, the linear kernels, the full model per path
 #                                        # (needs e2e's export in /tmp/full for the last part)
@@ -126,7 +127,8 @@ batch)
   echo "batched_sessions (CUDA) rc=$? $(grep -h 'test result' "$W/batched_sessions.txt")"
   "$B" sessions --backend cuda --weights $F/weights.safetensors --io $F/io.safetensors \
     --contract token2wav --sessions "${BATCH_N:-16,32}" --chunks 6 --warmup 4 --arms SRc \
-    --gemm "${BATCH_GEMM:-tf32x3}" --batch --plot "$OUT/sessions_batch.svg" \
+    --gemm "${BATCH_GEMM:-tf32x3}" --batch ${BATCH_MAX:+--max-batch $BATCH_MAX} \
+    --plot "$OUT/sessions_batch.svg" \
     --json-out "$OUT/sessions_batch.json" >"$W/sessions_batch_table.txt" 2>&1
   echo "sessions --batch rc=$?"
   tail -n 30 "$W/sessions_batch_table.txt"

@@ -87,6 +87,12 @@ pub struct SessionsArgs {
     /// batch-invariant GEMMs: needs `--gemm invariant` (or `tf32x3`).
     #[arg(long)]
     pub batch: bool,
+
+    /// With --batch: batch at most B sessions per call (the contract's batch sizes up to B).
+    /// A batched call's latency grows with its size, its throughput per session falls: this is
+    /// the knob between the two (one H100, full config: 16 sessions per call take ~255 ms).
+    #[arg(long, value_name = "B", requires = "batch")]
+    pub max_batch: Option<usize>,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -159,6 +165,9 @@ pub fn check(a: &SessionsArgs) -> Result<(), String> {
              the batch-invariant GEMMs (cuBLAS picks its kernels by the row count)"
                 .into(),
         );
+    }
+    if a.max_batch == Some(0) {
+        return Err("--max-batch 0: a batch holds at least one session".into());
     }
     if a.batch && !a.arms.iter().any(|x| x.state_rule()) {
         return Err("--batch: no arm of the state rule (S, SR, SRc) to batch".into());
@@ -394,7 +403,15 @@ pub fn run(a: &SessionsArgs) -> Res<bool> {
     let mut runs: Vec<RunResult> = Vec::new();
     let mut alone_sha: BTreeMap<(&'static str, usize), String> = BTreeMap::new();
     let mut ok = true;
-    let batch = s.contract.flow_batch;
+    // the contract's batch sizes, up to --max-batch (1 is always one of them)
+    let batch: Vec<usize> = s
+        .contract
+        .flow_batch
+        .iter()
+        .copied()
+        .filter(|&b| a.max_batch.is_none_or(|m| b <= m))
+        .collect();
+    let batch = &batch[..];
     for &arm in &a.arms {
         let modes: &[bool] = if a.batch && arm.state_rule() {
             &[false, true]

@@ -55,6 +55,63 @@ fn session_counts_are_checked() {
     assert!(parse(&inv).unwrap().batch);
     let e = parse(&[&inv[..], &["--arms", "B0,Rc"]].concat()).unwrap_err();
     assert!(e.to_string().contains("state rule"), "{e}");
+    // --max-batch bounds the batch, needs --batch, and holds at least one session
+    assert_eq!(
+        parse(&[&inv[..], &["--max-batch", "4"]].concat())
+            .unwrap()
+            .max_batch,
+        Some(4)
+    );
+    let e = parse(&[&inv[..], &["--max-batch", "0"]].concat()).unwrap_err();
+    assert!(e.to_string().contains("at least one session"), "{e}");
+    assert!(parse(&["sessions", "--weights", "w", "--max-batch", "2"]).is_err());
+}
+
+#[test]
+fn max_batch_bounds_the_batched_calls() {
+    let w = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("testdata/token2wav_tiny/weights.safetensors");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.json");
+    let a = parse(&[
+        "sessions",
+        "--backend",
+        "host",
+        "--weights",
+        w.to_str().unwrap(),
+        "--contract",
+        "token2wav_tiny",
+        "--sessions",
+        "4",
+        "--chunks",
+        "2",
+        "--warmup",
+        "1",
+        "--arms",
+        "S",
+        "--batch",
+        "--max-batch",
+        "3",
+        "--gemm",
+        "invariant",
+        "--json-out",
+        out.to_str().unwrap(),
+    ])
+    .unwrap();
+    assert!(run(&a).unwrap());
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    // the tiny contract's sizes are 1, 2, 4: at most 3 leaves 1 and 2, so four sessions make
+    // two pairs a round
+    assert_eq!(v["run"]["batch_sizes"], json!([1, 2]), "{v}");
+    let batched = &v["runs"].as_array().unwrap()[1];
+    assert_eq!(batched["batch_histogram"], json!({"2": 4}), "{v}");
+    assert!(
+        v["sessions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|x| x["identical_to_alone"] == true)
+    );
 }
 
 #[test]
