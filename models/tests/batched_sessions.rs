@@ -311,6 +311,13 @@ fn refusals_touch_their_session_only() {
         })
         .collect();
     let out = b.round(&mut ses, &reqs);
+    // each chunk's call time: the pair's batched call for both members, session 2's own call,
+    // none for the refused session 3
+    let t = b.call_times();
+    assert_eq!(t.len(), SESSIONS);
+    let zero = std::time::Duration::ZERO;
+    assert!(t[0] > zero && t[0] == t[1], "{t:?}");
+    assert!(t[2] > zero && t[3] == zero, "{t:?}");
     for (k, mel) in out.iter().enumerate() {
         if k == 3 {
             assert!(matches!(mel, Err(FlowError::Input(_))), "{mel:?}");

@@ -5,8 +5,11 @@
 //!
 //! The rounds' chunks arrive together (a batching server aligns its sessions: at `realtime`
 //! cadence every session's chunk i arrives i chunk-durations after the start), and each
-//! session's chunk is done when its round is: its latency is the round's end minus its arrival
-//! (`max` cadence: the round's wall time).
+//! session's chunk is done when its round is: its latency is the round's end minus its arrival.
+//! At `max` cadence a chunk's latency is the wall time of the call that produced it (its
+//! batch's, [`Batcher::call_times`]), as a time-multiplexed session's is its own call's: the
+//! two arms' latencies then measure the same thing, and a round of k batches takes about k of
+//! them.
 
 use std::time::{Duration, Instant};
 
@@ -85,14 +88,15 @@ pub(super) fn rounds(
         if realtime && let Some(wait) = arrival.checked_sub(t0.elapsed()) {
             std::thread::sleep(wait);
         }
-        let start = Instant::now();
         let mels = round(&mut batcher, &mut ses, i)?;
         let done = t0.elapsed();
         for (k, m) in mels.iter().enumerate() {
+            // at --cadence max, the wall time of the call that produced the chunk (its batch's),
+            // as a time-multiplexed session's latency is its own call's
             r.latency_ms.push(if realtime {
                 done.saturating_sub(arrival).as_secs_f64() * 1e3
             } else {
-                start.elapsed().as_secs_f64() * 1e3
+                batcher.call_times()[k].as_secs_f64() * 1e3
             });
             if realtime && done > arrival + Duration::from_secs_f64(d) {
                 misses += 1;

@@ -110,6 +110,9 @@ pub struct Batcher {
     flow: Arc<BatchedFlow>,
     engines: GroupEngines,
     stats: BatchStats,
+    /// Per session of the last round: the wall time of the call that produced its chunk (its
+    /// group's batched call, its own chunk when alone; zero when refused).
+    call_times: Vec<std::time::Duration>,
 }
 
 impl Batcher {
@@ -120,7 +123,16 @@ impl Batcher {
             engines: GroupEngines::new(replay.copied()),
             flow: Arc::new(flow),
             stats: BatchStats::default(),
+            call_times: Vec::new(),
         }
+    }
+
+    /// Per session of the last [`Batcher::round`] (in its order): the wall time of the call
+    /// that produced the session's chunk, from its inputs' upload to its mel on the host; a
+    /// batched call's time is each of its members'. The latency a session sees, as a
+    /// time-multiplexed session's is its own call's.
+    pub fn call_times(&self) -> &[std::time::Duration] {
+        &self.call_times
     }
 
     pub fn flow(&self) -> &BatchedFlow {
@@ -150,6 +162,7 @@ impl Batcher {
         reqs: &[Request<'_>],
     ) -> Vec<Result<Vec<f32>, FlowError>> {
         let mut out: Vec<Option<Result<Vec<f32>, FlowError>>> = vec![None; sessions.len()];
+        self.call_times = vec![std::time::Duration::ZERO; sessions.len()];
         if reqs.len() != sessions.len() {
             let e = FlowError::Input(format!(
                 "{} requests for {} sessions",
@@ -191,7 +204,9 @@ impl Batcher {
         alone.sort_unstable();
         for (i, why) in alone {
             let r = &reqs[i];
+            let t = std::time::Instant::now();
             out[i] = Some(sessions[i].chunk(r.tokens, r.spk, r.last_chunk));
+            self.call_times[i] = t.elapsed();
             *self.stats.alone.entry(why).or_default() += 1;
         }
         out.into_iter()
@@ -248,6 +263,7 @@ impl Batcher {
         group: &[usize],
         out: &mut [Option<Result<Vec<f32>, FlowError>>],
     ) {
+        let t = std::time::Instant::now();
         let mut rows: Vec<usize> = Vec::with_capacity(group.len());
         let mut frames = 0;
         for &i in group {
@@ -292,6 +308,10 @@ impl Batcher {
                 Ok(self.flow.device().backend().download(at, mel * frames)?)
             });
             out[i] = Some(s.settle(done));
+        }
+        let took = t.elapsed();
+        for &i in group {
+            self.call_times[i] = took;
         }
     }
 }
