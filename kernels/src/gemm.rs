@@ -451,17 +451,33 @@ pub(crate) fn linear_by(
 /// # Safety
 /// As [`crate::HostFn`].
 unsafe fn host_linear(v: &Variant, dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    // SAFETY: forwarded HostFn contract.
+    unsafe { host_linear_by(v.kernel.name, |r, o| v.dims(r, o), dot, dims, a) }
+}
+
+/// A linear kernel's twin (an fp32 variant's or [`tf32::LINEAR`]'s, which share their
+/// arguments): checks that the launch is `expected(rows, out)` and the sizes the kernel
+/// assumes, then runs [`linear_by`] over `dot`.
+///
+/// # Safety
+/// As [`crate::HostFn`].
+pub(crate) unsafe fn host_linear_by(
+    name: &str,
+    expected: impl Fn(usize, usize) -> Option<LaunchDims>,
+    dot: fn(&[f32], &[f32], usize) -> f32,
+    dims: &LaunchDims,
+    a: &[Arg],
+) -> Result<(), KernelError> {
     let (ldy, ldx) = (a.usize(1)?, a.usize(3)?);
     let (rows, k, out) = (a.usize(9)?, a.usize(10)?, a.usize(11)?);
     let act = match a.i32(7)? {
         NO_ACT => None,
         op => Some((op, a.f32(8)?)),
     };
-    let name = v.kernel.name;
-    if v.dims(rows, out) != Some(*dims) {
+    if expected(rows, out) != Some(*dims) {
         return Err(invalid(format!(
             "{name}: launch {dims:?} for {rows} × {out} outputs, expected {:?}",
-            v.dims(rows, out)
+            expected(rows, out)
         )));
     }
     // Rows of x may overlap (a convolution's rows over its input, `ldx < in`: only read); rows
@@ -486,9 +502,10 @@ unsafe fn host_linear(v: &Variant, dims: &LaunchDims, a: &[Arg]) -> Result<(), K
         let x = rd(a.ptr(2)?, span(rows, k, ldx))?;
         let w = rd(a.ptr(4)?, out * k)?;
         let y = wr(a.ptr(0)?, span(rows, out, ldy))?;
-        linear(y, ldy, x, ldx, w, b, rows, k, out, act).map_err(|e| invalid(format!("{name}: {e}")))
+        linear_by(dot, y, ldy, x, ldx, w, b, rows, k, out, act)
+            .map_err(|e| invalid(format!("{name}: {e}")))
     }
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

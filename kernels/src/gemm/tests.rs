@@ -4,7 +4,8 @@
 use super::*;
 use crate::abi::DevPtr;
 
-fn data(seed: u64, n: usize) -> Vec<f32> {
+/// Deterministic values in [-1, 1) (xorshift), shared with the 3xTF32 twin's tests.
+pub(crate) fn data(seed: u64, n: usize) -> Vec<f32> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..n)
         .map(|_| {

@@ -53,11 +53,10 @@
 //! It is a worst-case bound, loose by orders of magnitude on ordinary data, but not vacuous: a
 //! lost cross term (`small·big`) errs by about `2⁻¹²·T`, above the bound for K up to about 1,600.
 
-use crate::abi::{Arg, Args, KernelError, LaunchDims};
-use crate::twin::{invalid, rd, span, wr};
+use crate::abi::{Arg, KernelError, LaunchDims};
 use crate::{CudaSource, KernelDef};
 
-use super::{MAX_K, NO_ACT, PARAMS};
+use super::PARAMS;
 
 /// Output rows per CTA (one `m16` tile).
 pub const BM: usize = 16;
@@ -187,56 +186,15 @@ pub fn linear(
 /// # Safety
 /// As [`crate::HostFn`].
 unsafe fn host_tf32x3(launch: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
-    let (ldy, ldx) = (a.usize(1)?, a.usize(3)?);
-    let (rows, k, out) = (a.usize(9)?, a.usize(10)?, a.usize(11)?);
-    let act = match a.i32(7)? {
-        NO_ACT => None,
-        op => Some((op, a.f32(8)?)),
-    };
-    let name = LINEAR.name;
-    if dims(rows, out) != Some(*launch) {
-        return Err(invalid(format!(
-            "{name}: launch {launch:?} for {rows} × {out} outputs, expected {:?}",
-            dims(rows, out)
-        )));
-    }
-    if (rows > 1 && ldy < out) || k.checked_mul(out).is_none() || k > MAX_K {
-        return Err(invalid(format!(
-            "{name}: y's leading dimension {ldy} below out {out}, or in {k} above {MAX_K} or \
-             overflowing in · out"
-        )));
-    }
-    let bias = a.i32(6)? != 0;
-    // SAFETY: HostFn contract: x spans rows of `k` at stride ldx, w `out · k`, b `out`, y rows
-    // of `out` at stride ldy, y aliasing no input.
-    unsafe {
-        let b = if bias {
-            Some(rd(a.ptr(5)?, out)?)
-        } else {
-            None
-        };
-        let x = rd(a.ptr(2)?, span(rows, k, ldx))?;
-        let w = rd(a.ptr(4)?, out * k)?;
-        let y = wr(a.ptr(0)?, span(rows, out, ldy))?;
-        linear(y, ldy, x, ldx, w, b, rows, k, out, act).map_err(|e| invalid(format!("{name}: {e}")))
-    }
+    // SAFETY: forwarded HostFn contract.
+    unsafe { super::host_linear_by(LINEAR.name, dims, dot, launch, a) }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn data(seed: u64, n: usize) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                ((s >> 40) as f32 / (1u64 << 23) as f32) - 1.0
-            })
-            .collect()
-    }
+    use crate::gemm::NO_ACT;
+    use crate::gemm::tests::data;
 
     #[test]
     fn split_rounds_to_tf32_and_keeps_22_bits() {
