@@ -121,6 +121,26 @@ fn conv_variant(name: &str, f64_: bool, g: [usize; 14], in_place: bool, blocks: 
     c
 }
 
+/// The geometry of a conv case's integer arguments `(c_in, t_in, sxc, sxt, c_out, t_out, ldy,
+/// ldr, k, stride, dil, pad, up, ..)`.
+fn geom(n: &[usize]) -> conv::Conv1dGeom {
+    conv::Conv1dGeom {
+        c_in: n[0],
+        t_in: n[1],
+        sxc: n[2],
+        sxt: n[3],
+        c_out: n[4],
+        t_out: n[5],
+        ldy: n[6],
+        ldr: n[7],
+        k: n[8],
+        stride: n[9],
+        dil: n[10],
+        pad: n[11],
+        up: n[12],
+    }
+}
+
 /// The `conv.conv1d_tile` (or `_f64`) cases of a plain `conv.conv1d` case: the same buffers
 /// and arguments plus the tile shape, launched as the runtime does (`ops::conv1d`) and on 3
 /// blocks; none when the tiled kernel does not take the geometry (or `p` is not a plain
@@ -143,21 +163,7 @@ fn tile_cases(p: &Case) -> Option<Vec<Case>> {
             a => panic!("{}: conv argument {a:?}", p.name),
         })
         .collect();
-    let g = conv::Conv1dGeom {
-        c_in: n[0],
-        t_in: n[1],
-        sxc: n[2],
-        sxt: n[3],
-        c_out: n[4],
-        t_out: n[5],
-        ldy: n[6],
-        ldr: n[7],
-        k: n[8],
-        stride: n[9],
-        dil: n[10],
-        pad: n[11],
-        up: n[12],
-    };
+    let g = geom(&n);
     let mut out = Vec::new();
     for shape in [conv::TileShape::Wide, conv::TileShape::Narrow] {
         if !conv::conv1d_tile_fits(&g, shape) {
@@ -198,24 +204,10 @@ fn group_case(name: &str, problems: &[([usize; 14], bool)], blocks: Option<usize
             A::B(j) => A::B(base + j),
             a => *a,
         }));
-        let geom = conv::Conv1dGeom {
-            c_in: g[0],
-            t_in: g[1],
-            sxc: g[2],
-            sxt: g[3],
-            c_out: g[4],
-            t_out: g[5],
-            ldy: g[6],
-            ldr: g[7],
-            k: g[8],
-            stride: g[9],
-            dil: g[10],
-            pad: g[11],
-            up: g[12],
-        };
-        let shape = conv::conv1d_tile_pick(&geom).unwrap_or(conv::TileShape::Narrow);
+        let cg = geom(&g);
+        let shape = conv::conv1d_tile_pick(&cg).unwrap_or(conv::TileShape::Narrow);
         args.push(A::I(shape as usize));
-        shapes.push((geom, shape));
+        shapes.push((cg, shape));
     }
     for _ in problems.len()..conv::CONV1D_GROUP_MAX {
         let first: Vec<A> = args[1..21].to_vec();
