@@ -67,13 +67,14 @@ fn session_counts_are_checked() {
     assert!(parse(&["sessions", "--weights", "w", "--max-batch", "2"]).is_err());
 }
 
-#[test]
-fn max_batch_bounds_the_batched_calls() {
+/// Four tiny-config sessions on the Host, 2 measured chunks after 1 warm-up, batched on the
+/// invariant GEMM, with `extra` arguments: the run must pass; its JSON report.
+fn tiny_batched(extra: &[&str]) -> Value {
     let w = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("testdata/token2wav_tiny/weights.safetensors");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out.json");
-    let a = parse(&[
+    let base = [
         "sessions",
         "--backend",
         "host",
@@ -87,19 +88,20 @@ fn max_batch_bounds_the_batched_calls() {
         "2",
         "--warmup",
         "1",
-        "--arms",
-        "S",
         "--batch",
-        "--max-batch",
-        "3",
         "--gemm",
         "invariant",
         "--json-out",
         out.to_str().unwrap(),
-    ])
-    .unwrap();
+    ];
+    let a = parse(&[&base[..], extra].concat()).unwrap();
     assert!(run(&a).unwrap());
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap()
+}
+
+#[test]
+fn max_batch_bounds_the_batched_calls() {
+    let v = tiny_batched(&["--arms", "S", "--max-batch", "3"]);
     // the tiny contract's sizes are 1, 2, 4: at most 3 leaves 1 and 2, so four sessions make
     // two pairs a round
     assert_eq!(v["run"]["batch_sizes"], json!([1, 2]), "{v}");
@@ -116,37 +118,7 @@ fn max_batch_bounds_the_batched_calls() {
 
 #[test]
 fn batched_sessions_are_identical_to_alone_and_counted() {
-    let w = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("testdata/token2wav_tiny/weights.safetensors");
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("out.json");
-    let a = parse(&[
-        "sessions",
-        "--backend",
-        "host",
-        "--weights",
-        w.to_str().unwrap(),
-        "--contract",
-        "token2wav_tiny",
-        "--sessions",
-        "4",
-        "--chunks",
-        "2",
-        "--warmup",
-        "1",
-        "--arms",
-        "SRc",
-        "--batch",
-        "--gemm",
-        "invariant",
-        "--format",
-        "json",
-        "--json-out",
-        out.to_str().unwrap(),
-    ])
-    .unwrap();
-    assert!(run(&a).unwrap());
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let v = tiny_batched(&["--arms", "SRc", "--format", "json"]);
     assert_eq!(v["run"]["batched"], true, "{v}");
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2, "{v}");
