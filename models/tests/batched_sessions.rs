@@ -10,20 +10,15 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use dcc_models::nn::WeightStore;
-use dcc_models::token2wav::serve::{
-    Arm, Batcher, ContractView, NotBatchable, Request, Session, StreamInputs, Token2WavTiny,
-};
-use dcc_models::token2wav::{
-    BatchSizes, BatchedFlow, DeviceFlow, DeviceLimits, FlowConfig, FlowError, SolverParams,
-};
+use dcc_models::token2wav::serve::{Arm, Batcher, NotBatchable, Request, Session, StreamInputs};
+use dcc_models::token2wav::{BatchSizes, BatchedFlow, FlowError, SolverParams};
 use dcc_runtime::backend::Backend;
 use dcc_runtime::ops::GemmPath;
 use dcc_runtime::replay::Fallback;
-use safetensors::SafeTensors;
 
 mod common;
-use common::{dir, floats, tokens};
+mod rig;
+use rig::Rig;
 
 const SESSIONS: usize = 4;
 const CHUNKS: usize = 3;
@@ -32,39 +27,8 @@ const RESET: (usize, usize) = (2, 1);
 /// Chunk width (tokens) and the encoder's lookahead.
 const CHUNK: (usize, usize) = (25, 3);
 
-struct Rig {
-    dev: Arc<DeviceFlow>,
-    contract: ContractView,
-    streams: Vec<StreamInputs>,
-}
-
 fn rig_on(be: Arc<dyn Backend>, gemm: GemmPath) -> Rig {
-    let bytes = std::fs::read(dir().join("io.safetensors")).unwrap();
-    let io = SafeTensors::deserialize(&bytes).unwrap();
-    let base = StreamInputs {
-        prompt_tokens: tokens(&io, "prompt_tokens"),
-        prompt_mel: floats(&io, "prompt_mel"),
-        spk: floats(&io, "spk"),
-        stream: tokens(&io, "stream_tokens"),
-    };
-    let ws = WeightStore::load(dir().join("weights.safetensors")).unwrap();
-    let cfg = FlowConfig::from_weights(&ws).unwrap();
-    let contract = ContractView::of::<Token2WavTiny>().unwrap();
-    let limits = DeviceLimits {
-        max_call_tokens: base.prompt_tokens.len() + 3,
-        carry_frames: contract.keeps.carry.bound(),
-    };
-    let dev = DeviceFlow::new(be, &ws, &cfg, limits)
-        .unwrap()
-        .with_gemm(gemm);
-    let streams = (0..SESSIONS)
-        .map(|k| base.variant(k, cfg.vocab).unwrap())
-        .collect();
-    Rig {
-        dev: Arc::new(dev),
-        contract,
-        streams,
-    }
+    rig::tiny(be, gemm, SESSIONS)
 }
 
 fn rig(gemm: GemmPath) -> Rig {

@@ -5,52 +5,21 @@
 //! solver workspace and mask: one call's lifetime) and each owns only the arena's per-session
 //! part; one session's prime (a turn reset) mid-stream leaves the others' audio unchanged.
 
-use std::sync::Arc;
-
-use dcc_models::nn::WeightStore;
-use dcc_models::token2wav::serve::{Arm, ContractView, Session, StreamInputs, Token2WavTiny};
-use dcc_models::token2wav::{DeviceFlow, DeviceLimits, FlowConfig, SolverParams};
-use safetensors::SafeTensors;
+use dcc_models::token2wav::SolverParams;
+use dcc_models::token2wav::serve::{Arm, Session, StreamInputs};
+use dcc_runtime::ops::GemmPath;
 
 mod common;
-use common::{dir, floats, tokens};
+mod rig;
+use rig::Rig;
 
 const SESSIONS: usize = 4;
 const CHUNKS: usize = 3;
 /// The session whose stream is reset (primed again) after this many chunks, interleaved.
 const RESET: (usize, usize) = (2, 1);
 
-struct Rig {
-    dev: Arc<DeviceFlow>,
-    contract: ContractView,
-    streams: Vec<StreamInputs>,
-}
-
 fn rig() -> Rig {
-    let bytes = std::fs::read(dir().join("io.safetensors")).unwrap();
-    let io = SafeTensors::deserialize(&bytes).unwrap();
-    let base = StreamInputs {
-        prompt_tokens: tokens(&io, "prompt_tokens"),
-        prompt_mel: floats(&io, "prompt_mel"),
-        spk: floats(&io, "spk"),
-        stream: tokens(&io, "stream_tokens"),
-    };
-    let ws = WeightStore::load(dir().join("weights.safetensors")).unwrap();
-    let cfg = FlowConfig::from_weights(&ws).unwrap();
-    let contract = ContractView::of::<Token2WavTiny>().unwrap();
-    let limits = DeviceLimits {
-        max_call_tokens: base.prompt_tokens.len() + 3,
-        carry_frames: contract.keeps.carry.bound(),
-    };
-    let dev = Arc::new(DeviceFlow::new(dcc_runtime::backend::host(), &ws, &cfg, limits).unwrap());
-    let streams = (0..SESSIONS)
-        .map(|k| base.variant(k, cfg.vocab).unwrap())
-        .collect();
-    Rig {
-        dev,
-        contract,
-        streams,
-    }
+    rig::tiny(dcc_runtime::backend::host(), GemmPath::default(), SESSIONS)
 }
 
 fn prime(s: &mut Session, x: &StreamInputs) {
