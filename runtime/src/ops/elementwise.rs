@@ -1,4 +1,6 @@
-//! Elementwise kernels: activations, residual adds, the guided Euler step, timestep features.
+//! Elementwise kernels: activations, residual adds, the guided Euler step, timestep features,
+//! and the half-precision casts: rounding to f16 values kept in f32 storage (`ROUND_F16`), the
+//! fp16 twins of the Euler step and of the timestep features.
 
 use dcc_kernels as k;
 
@@ -65,7 +67,36 @@ pub fn cfg_euler(
     cfg: f32,
     dt: f32,
 ) -> Result<(), OpError> {
-    let op = "cfg_euler";
+    euler_by(cx, "cfg_euler", &k::elementwise::CFG_EULER, x, v, (cfg, dt))
+}
+
+/// [`cfg_euler`] in the vendor's fp16 mode: every operation's result rounded to f16
+/// (`CFG_EULER_F16`); `x` holds f16 values before and after.
+pub fn cfg_euler_f16(
+    cx: &Ctx<'_>,
+    x: Tensor<'_>,
+    v: Tensor<'_>,
+    cfg: f32,
+    dt: f32,
+) -> Result<(), OpError> {
+    euler_by(
+        cx,
+        "cfg_euler_f16",
+        &k::elementwise::CFG_EULER_F16,
+        x,
+        v,
+        (cfg, dt),
+    )
+}
+
+fn euler_by(
+    cx: &Ctx<'_>,
+    op: &'static str,
+    kernel: &'static k::KernelDef,
+    x: Tensor<'_>,
+    v: Tensor<'_>,
+    (cfg, dt): (f32, f32),
+) -> Result<(), OpError> {
     packed(op, "x", &x)?;
     packed(op, "v", &v)?;
     if v.dims().split_first() != Some((&2, x.dims())) {
@@ -82,7 +113,31 @@ pub fn cfg_euler(
     cx.work(Work::f32(5 * n, 4 * n));
     // SAFETY: the kernel writes x[0..n] and reads v[0..2n]: the checked packed views, which do
     // not overlap.
-    unsafe { cx.launch_linear(&k::elementwise::CFG_EULER, n, &args) }
+    unsafe { cx.launch_linear(kernel, n, &args) }
+}
+
+/// `x = rn16(x)` in place over a packed view: every element the nearest f16 value (round to
+/// nearest even, overflow to ±inf, as `__float2half_rn`), kept in f32 (`ROUND_F16`). One of
+/// the vendor's fp16 cast points where no kernel of ours computes the value.
+pub fn round_f16(cx: &Ctx<'_>, x: Tensor<'_>) -> Result<(), OpError> {
+    packed("round_f16", "x", &x)?;
+    let n = x.elems();
+    let args = [ptr(&x), int(n)];
+    cx.work(Work::f32(n, 2 * n));
+    // SAFETY: the kernel reads and writes x[0..n] in place, the checked packed view.
+    unsafe { cx.launch_linear(&k::elementwise::ROUND_F16, n, &args) }
+}
+
+/// `x = rn16(c + x) − c` in place over a packed view (`ROUND_F16_SHIFTED`): the f16 sum of `x`
+/// and the constant `c`, stored as its offset from `c`, for a kernel that adds `c` itself (the
+/// modulate's `1 + scale`, which the vendor's fp16 mode rounds before the product).
+pub fn round_f16_shifted(cx: &Ctx<'_>, x: Tensor<'_>, c: f32) -> Result<(), OpError> {
+    packed("round_f16_shifted", "x", &x)?;
+    let n = x.elems();
+    let args = [ptr(&x), int(n), Arg::F32(c)];
+    cx.work(Work::f32(2 * n, 2 * n));
+    // SAFETY: the kernel reads and writes x[0..n] in place, the checked packed view.
+    unsafe { cx.launch_linear(&k::elementwise::ROUND_F16_SHIFTED, n, &args) }
 }
 
 /// Sinusoidal timestep features `[cos ‖ sin]` of `t · scale` into a packed `[dim]` view
@@ -94,7 +149,41 @@ pub fn timestep_embedding(
     scale: f32,
     max_period: f32,
 ) -> Result<(), OpError> {
-    let op = "timestep_embedding";
+    timestep_by(
+        cx,
+        "timestep_embedding",
+        &k::embed::TIMESTEP,
+        out,
+        (t, scale, max_period),
+    )
+}
+
+/// [`timestep_embedding`] in the vendor's fp16 mode (`TIMESTEP_F16`): `t · scale`, the
+/// frequencies, their products, cos and sin each rounded to f16.
+pub fn timestep_embedding_f16(
+    cx: &Ctx<'_>,
+    out: Tensor<'_>,
+    t: f32,
+    scale: f32,
+    max_period: f32,
+) -> Result<(), OpError> {
+    let kernel = &k::elementwise::TIMESTEP_F16;
+    timestep_by(
+        cx,
+        "timestep_embedding_f16",
+        kernel,
+        out,
+        (t, scale, max_period),
+    )
+}
+
+fn timestep_by(
+    cx: &Ctx<'_>,
+    op: &'static str,
+    kernel: &'static k::KernelDef,
+    out: Tensor<'_>,
+    (t, scale, max_period): (f32, f32, f32),
+) -> Result<(), OpError> {
     let dim = match out.dims() {
         &[d] if d.is_multiple_of(2) => d,
         d => return Err(OpError::shape(op, "out", "[even dim]", d)),
@@ -109,5 +198,5 @@ pub fn timestep_embedding(
     ];
     cx.work(Work::f32(dim, dim));
     // SAFETY: the kernel writes out[0..dim], the checked packed view.
-    unsafe { cx.launch_linear(&k::embed::TIMESTEP, dim / 2, &args) }
+    unsafe { cx.launch_linear(kernel, dim / 2, &args) }
 }

@@ -219,6 +219,40 @@ pub fn cases() -> Vec<Case> {
         vec![f(13, 56 * 80), f(14, 2 * 56 * 80)],
         vec![A::B(0), A::B(1), A::I(56 * 80), A::F(0.7), A::F(0.0913)],
     ));
+    // rounding to f16: normal values up to ±6e4 (below the overflow at 65520), f16 subnormals
+    // (|x| < 2^-14) and plain data, 112 × 512 each
+    let n = 112 * 512;
+    let wide = [scaled(16, n, 2e4, 0.0), scaled(17, n, 2e-6, 0.0), f(18, n)].concat();
+    c.push(case(
+        "elementwise.round_f16 n172032",
+        &elementwise::ROUND_F16,
+        lin(3 * n),
+        vec![wide],
+        vec![A::B(0), A::I(3 * n)],
+    ));
+    c.push(case(
+        "elementwise.round_f16_shifted n57344 c1",
+        &elementwise::ROUND_F16_SHIFTED,
+        lin(n),
+        vec![scaled(19, n, 0.3, 0.0)],
+        vec![A::B(0), A::I(n), A::F(1.0)],
+    ));
+    c.push(case(
+        "elementwise.cfg_euler_f16 n4480",
+        &elementwise::CFG_EULER_F16,
+        lin(56 * 80),
+        vec![f(13, 56 * 80), f(14, 2 * 56 * 80)],
+        vec![A::B(0), A::B(1), A::I(56 * 80), A::F(0.7), A::F(0.0913)],
+    ));
+    for (dim, t) in [(256usize, 0.37f32), (255, 0.999), (16, 0.0)] {
+        c.push(case(
+            format!("elementwise.timestep_f16 dim{dim} t{t}"),
+            &elementwise::TIMESTEP_F16,
+            lin(dim / 2),
+            vec![f(15, dim)],
+            vec![A::B(0), A::I(dim), A::F(t), A::F(1000.0), A::F(10000.0)],
+        ));
+    }
     for (dim, t) in [(256usize, 0.37f32), (255, 0.999), (16, 0.0)] {
         c.push(case(
             format!("embed.timestep dim{dim} t{t}"),
