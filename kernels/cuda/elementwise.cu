@@ -37,14 +37,26 @@ __device__ __forceinline__ float dcc_rn16(float x) {
     return __uint_as_float(sign | a);
 }
 
-extern "C" __global__ void elementwise_round_f16(float* x, i64 n) {
-    DCC_GRID_STRIDE(i, n) x[i] = dcc_rn16(x[i]);
+// Over `rows` rows of `cols` elements, row r at x + r * ld (a packed tensor is one row).
+extern "C" __global__ void elementwise_round_f16(float* x, i64 rows, i64 cols, i64 ld) {
+    DCC_GRID_STRIDE(i, rows * cols) {
+        float* p = x + (i / cols) * ld + i % cols;
+        *p = dcc_rn16(*p);
+    }
 }
 
 // x = rn16(c + x) - c: an f16 sum with the constant c (the modulate's `1 + scale`), stored as its
-// offset from c so that c + x recomputes it exactly.
-extern "C" __global__ void elementwise_round_f16_shifted(float* x, i64 n, float c) {
-    DCC_GRID_STRIDE(i, n) x[i] = dcc_rn16(c + x[i]) - c;
+// offset from c so that c + x recomputes it exactly. Rows as elementwise_round_f16.
+extern "C" __global__ void elementwise_round_f16_shifted(float* x, i64 rows, i64 cols, i64 ld, float c) {
+    DCC_GRID_STRIDE(i, rows * cols) {
+        float* p = x + (i / cols) * ld + i % cols;
+        *p = dcc_rn16(c + *p) - c;
+    }
+}
+
+// The vendor's fp16 gated residual: x = rn16(x + rn16(gate[j] * y)), rows x dim packed.
+extern "C" __global__ void elementwise_gated_add_f16(float* x, const float* gate, const float* y, i64 rows, i64 dim) {
+    DCC_GRID_STRIDE(i, rows * dim) x[i] = dcc_rn16(x[i] + dcc_rn16(gate[i % dim] * y[i]));
 }
 
 // Guidance and the Euler step as the vendor's fp16 mode computes them, every op an f16 op

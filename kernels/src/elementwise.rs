@@ -51,17 +51,28 @@ kdef!(
     ROUND_F16,
     "elementwise",
     "round_f16",
-    [Ptr, I64],
+    [Ptr, I64, I64, I64],
     host_round_f16,
-    "`(x, n)`: `x = rn16(x)` in place, the nearest f16 value ([`round_f16`])."
+    "`(x, rows, cols, ld)`: `x = rn16(x)` in place over `rows` rows of `cols` elements, row `r` \
+     at `x + r·ld`: the nearest f16 value ([`round_f16`])."
 );
 kdef!(
     ROUND_F16_SHIFTED,
     "elementwise",
     "round_f16_shifted",
-    [Ptr, I64, F32],
+    [Ptr, I64, I64, I64, F32],
     host_round_f16_shifted,
-    "`(x, n, c)`: `x = rn16(c + x) − c` in place ([`round_f16_shifted`])."
+    "`(x, rows, cols, ld, c)`: `x = rn16(c + x) − c` in place, rows as [`ROUND_F16`] \
+     ([`round_f16_shifted`])."
+);
+kdef!(
+    GATED_ADD_F16,
+    "elementwise",
+    "gated_add_f16",
+    [Ptr, Ptr, Ptr, I64, I64],
+    host_gated_add_f16,
+    "`(x, gate, y, rows, dim)`: `x[r, j] = rn16(x[r, j] + rn16(gate[j] · y[r, j]))` in place \
+     ([`gated_add_f16`])."
 );
 kdef!(
     CFG_EULER_F16,
@@ -87,6 +98,7 @@ pub static KERNELS: &[&crate::KernelDef] = &[
     &CFG_EULER,
     &ROUND_F16,
     &ROUND_F16_SHIFTED,
+    &GATED_ADD_F16,
     &CFG_EULER_F16,
     &TIMESTEP_F16,
 ];
@@ -126,6 +138,18 @@ pub fn round_f16(x: &mut [f32]) {
 pub fn round_f16_shifted(x: &mut [f32], c: f32) {
     for v in x {
         *v = rn16(c + *v) - c;
+    }
+}
+
+/// [`gated_add`] as the vendor's fp16 mode computes it: the gate's product rounded to f16, then
+/// the residual sum (`x` holds f16 values before and after).
+pub fn gated_add_f16(rows: usize, dim: usize, x: &mut [f32], gate: &[f32], y: &[f32]) {
+    for r in 0..rows {
+        let xr = &mut x[r * dim..(r + 1) * dim];
+        let yr = &y[r * dim..(r + 1) * dim];
+        for j in 0..dim {
+            xr[j] = rn16(xr[j] + rn16(gate[j] * yr[j]));
+        }
     }
 }
 
@@ -219,17 +243,45 @@ unsafe fn host_cfg_euler(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> 
     Ok(())
 }
 
-unsafe fn host_round_f16(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
-    let n = a.usize(1)?;
-    // SAFETY: HostFn contract.
-    round_f16(unsafe { wr(a.ptr(0)?, n)? });
+/// The rows `(rows, cols, ld)` of a round kernel's launch, each as a mutable slice.
+///
+/// # Safety
+/// HostFn contract: argument 0 addresses `span(rows, cols, ld)` writable floats.
+unsafe fn round_rows(a: &[Arg], each: impl Fn(&mut [f32])) -> Result<(), KernelError> {
+    let (rows, cols, ld) = (a.usize(1)?, a.usize(2)?, a.usize(3)?);
+    if rows > 1 && ld < cols {
+        return Err(crate::twin::invalid("ld < cols: rows overlap"));
+    }
+    // SAFETY: HostFn contract (the caller's).
+    let x = unsafe { wr(a.ptr(0)?, crate::twin::span(rows, cols, ld))? };
+    for r in 0..rows {
+        each(&mut x[r * ld..r * ld + cols]);
+    }
     Ok(())
 }
 
-unsafe fn host_round_f16_shifted(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
-    let (n, c) = (a.usize(1)?, a.f32(2)?);
+unsafe fn host_round_f16(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
     // SAFETY: HostFn contract.
-    round_f16_shifted(unsafe { wr(a.ptr(0)?, n)? }, c);
+    unsafe { round_rows(a, round_f16) }
+}
+
+unsafe fn host_round_f16_shifted(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    let c = a.f32(4)?;
+    // SAFETY: HostFn contract.
+    unsafe { round_rows(a, |x| round_f16_shifted(x, c)) }
+}
+
+unsafe fn host_gated_add_f16(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    let (rows, dim) = (a.usize(3)?, a.usize(4)?);
+    // SAFETY: HostFn contract.
+    let (x, g, y) = unsafe {
+        (
+            wr(a.ptr(0)?, rows * dim)?,
+            rd(a.ptr(1)?, dim)?,
+            rd(a.ptr(2)?, rows * dim)?,
+        )
+    };
+    gated_add_f16(rows, dim, x, g, y);
     Ok(())
 }
 

@@ -1,5 +1,5 @@
-//! The half-precision ops (`ops::round_f16`, `round_f16_shifted`, `cfg_euler_f16`,
-//! `timestep_embedding_f16`) through a backend against the kernels' slice functions, bit for
+//! The half-precision ops (`ops::round_f16`, `round_f16_shifted`, `gated_add_f16`,
+//! `cfg_euler_f16`, `timestep_embedding_f16`) through a backend against the kernels' slice functions, bit for
 //! bit: on Host always, on CUDA where a GPU exists (`SKIP (cuda): ...` otherwise;
 //! `DCC_REQUIRE_GPU=1` makes that a failure). The kernels themselves are compared with their
 //! twins case by case in `kernels.rs`; this checks the ops' views and arguments, and overflow.
@@ -35,14 +35,43 @@ fn half_ops_match_slice_functions(be: Arc<dyn Backend>) {
         got.iter().any(|v| v.is_infinite()) && got.iter().any(|v| *v != 0.0 && v.abs() < 6.1e-5)
     );
 
-    let s: Vec<f32> = data(4, 2048).iter().map(|v| v * 0.3).collect();
+    // strided rows: every third row of 16 × 64 (the modulations' scale rows), the others kept
+    let s: Vec<f32> = data(4, 16 * 64).iter().map(|v| v * 0.3).collect();
     let buf = be.alloc_from(&s, AllocKind::Other).unwrap();
-    ops::round_f16_shifted(&cx, Tensor::of(&buf).unwrap(), 1.0).unwrap();
+    let every_third = Tensor::of(&buf).unwrap().view(&[16, 64]).unwrap();
+    let rows = every_third.narrow(0, 1, 15).unwrap();
+    let rows = rows.view(&[5, 3, 64]).unwrap().index(1, 0).unwrap();
+    ops::round_f16_shifted(&cx, rows, 1.0).unwrap();
     let mut want = s.clone();
-    ew::round_f16_shifted(&mut want, 1.0);
+    for r in (1..16).step_by(3) {
+        ew::round_f16_shifted(&mut want[r * 64..(r + 1) * 64], 1.0);
+    }
     be.synchronize().unwrap();
     let got: Vec<f32> = be.download(buf.ptr(), s.len()).unwrap();
     assert_eq!(bits(&got), bits(&want), "round_f16_shifted");
+    assert_ne!(bits(&got), bits(&s));
+    // a view that is neither packed nor rows with unit column stride is refused
+    let t = Tensor::of(&buf)
+        .unwrap()
+        .view(&[16, 64])
+        .unwrap()
+        .transpose(0, 1);
+    assert!(ops::round_f16(&cx, t.unwrap()).is_err());
+
+    let (x, g, y) = (data(7, 6 * 32), data(8, 32), data(9, 6 * 32));
+    let (xb, gb, yb) = (
+        be.alloc_from(&x, AllocKind::Other).unwrap(),
+        be.alloc_from(&g, AllocKind::Other).unwrap(),
+        be.alloc_from(&y, AllocKind::Other).unwrap(),
+    );
+    let v = |b| Tensor::of(b).unwrap();
+    let xv = v(&xb).view(&[6, 32]).unwrap();
+    ops::gated_add_f16(&cx, xv, v(&gb), v(&yb).view(&[6, 32]).unwrap()).unwrap();
+    let mut want = x.clone();
+    ew::gated_add_f16(6, 32, &mut want, &g, &y);
+    be.synchronize().unwrap();
+    let got: Vec<f32> = be.download(xb.ptr(), x.len()).unwrap();
+    assert_eq!(bits(&got), bits(&want), "gated_add_f16");
 
     let (n, xs, v) = (80 * 50, data(5, 80 * 50), data(6, 2 * 80 * 50));
     let (xb, vb) = (

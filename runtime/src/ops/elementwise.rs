@@ -116,28 +116,81 @@ fn euler_by(
     unsafe { cx.launch_linear(kernel, n, &args) }
 }
 
-/// `x = rn16(x)` in place over a packed view: every element the nearest f16 value (round to
-/// nearest even, overflow to ±inf, as `__float2half_rn`), kept in f32 (`ROUND_F16`). One of
-/// the vendor's fp16 cast points where no kernel of ours computes the value.
+/// The rows a round launch covers: a packed view of any rank is one row of all its elements;
+/// a 2-D view `[rows, cols]` with unit column stride is `rows` rows `ld` apart (`ld ≥ cols`).
+fn round_rows(op: &'static str, x: &Tensor<'_>) -> Result<(usize, usize, usize), OpError> {
+    if x.is_packed() {
+        return Ok((1, x.elems(), x.elems()));
+    }
+    match (x.dims(), x.strides()) {
+        (&[rows, cols], &[ld, 1]) if ld >= cols => Ok((rows, cols, ld)),
+        (d, _) => Err(OpError::shape(
+            op,
+            "x",
+            "packed, or [rows, cols] with unit column stride and rows apart",
+            d,
+        )),
+    }
+}
+
+/// `x = rn16(x)` in place: every element the nearest f16 value (round to nearest even, overflow
+/// to ±inf, as `__float2half_rn`), kept in f32 (`ROUND_F16`, one thread per element). `x` is
+/// packed, or `[rows, cols]` with unit column stride (rows of a cache's new frames). One of the
+/// vendor's fp16 cast points where no kernel of ours computes the value.
 pub fn round_f16(cx: &Ctx<'_>, x: Tensor<'_>) -> Result<(), OpError> {
-    packed("round_f16", "x", &x)?;
-    let n = x.elems();
-    let args = [ptr(&x), int(n)];
+    let (rows, cols, ld) = round_rows("round_f16", &x)?;
+    let n = rows * cols;
+    let args = [ptr(&x), int(rows), int(cols), int(ld)];
     cx.work(Work::f32(n, 2 * n));
-    // SAFETY: the kernel reads and writes x[0..n] in place, the checked packed view.
+    // SAFETY: the kernel reads and writes `rows` rows of `cols` elements `ld` apart from x's
+    // address: the checked view (packed, or 2-D with unit column stride and ld ≥ cols).
     unsafe { cx.launch_linear(&k::elementwise::ROUND_F16, n, &args) }
 }
 
-/// `x = rn16(c + x) − c` in place over a packed view (`ROUND_F16_SHIFTED`): the f16 sum of `x`
-/// and the constant `c`, stored as its offset from `c`, for a kernel that adds `c` itself (the
-/// modulate's `1 + scale`, which the vendor's fp16 mode rounds before the product).
+/// `x = rn16(c + x) − c` in place (`ROUND_F16_SHIFTED`), `x` as [`round_f16`]'s: the f16 sum of
+/// `x` and the constant `c`, stored as its offset from `c`, for a kernel that adds `c` itself
+/// (the modulate's `1 + scale`, which the vendor's fp16 mode rounds before the product).
 pub fn round_f16_shifted(cx: &Ctx<'_>, x: Tensor<'_>, c: f32) -> Result<(), OpError> {
-    packed("round_f16_shifted", "x", &x)?;
-    let n = x.elems();
-    let args = [ptr(&x), int(n), Arg::F32(c)];
+    let (rows, cols, ld) = round_rows("round_f16_shifted", &x)?;
+    let n = rows * cols;
+    let args = [ptr(&x), int(rows), int(cols), int(ld), Arg::F32(c)];
     cx.work(Work::f32(2 * n, 2 * n));
-    // SAFETY: the kernel reads and writes x[0..n] in place, the checked packed view.
+    // SAFETY: as round_f16: the checked rows of x, read and written in place.
     unsafe { cx.launch_linear(&k::elementwise::ROUND_F16_SHIFTED, n, &args) }
+}
+
+/// The vendor's fp16 gated residual, in place: `x[r, j] = rn16(x[r, j] + rn16(gate[j] · y[r,
+/// j]))`, `x` and `y` packed `[rows, dim]`, `gate` packed `[dim]` (`GATED_ADD_F16`).
+pub fn gated_add_f16(
+    cx: &Ctx<'_>,
+    x: Tensor<'_>,
+    gate: Tensor<'_>,
+    y: Tensor<'_>,
+) -> Result<(), OpError> {
+    let op = "gated_add_f16";
+    packed(op, "x", &x)?;
+    packed(op, "y", &y)?;
+    packed(op, "gate", &gate)?;
+    let (rows, dim) = match x.dims() {
+        &[r, d] => (r, d),
+        d => return Err(OpError::shape(op, "x", "[rows, dim]", d)),
+    };
+    super::dims(op, "y", &y, x.dims())?;
+    super::dims(op, "gate", &gate, &[dim])?;
+    disjoint(
+        op,
+        &[
+            operand("x", &x, true),
+            operand("gate", &gate, false),
+            operand("y", &y, false),
+        ],
+    )?;
+    let n = rows * dim;
+    let args = [ptr(&x), ptr(&gate), ptr(&y), int(rows), int(dim)];
+    cx.work(Work::f32(4 * n, 3 * n));
+    // SAFETY: the kernel writes x[0..n] and reads gate[0..dim] and y[0..n]: the checked packed
+    // views, which do not overlap.
+    unsafe { cx.launch_linear(&k::elementwise::GATED_ADD_F16, n, &args) }
 }
 
 /// Sinusoidal timestep features `[cos ‖ sin]` of `t · scale` into a packed `[dim]` view

@@ -42,8 +42,8 @@ pub use conv::{conv_im2col, layer_norm_act_im2col};
 pub use conv1d::{Conv, ConvElem, ConvGeom, Residual, conv1d, conv1d_group};
 pub use copy::{copy, copy_batched, embedding, memset, repeat_rows, transpose};
 pub use elementwise::{
-    Act, act, add, cfg_euler, cfg_euler_f16, round_f16, round_f16_shifted, timestep_embedding,
-    timestep_embedding_f16,
+    Act, act, add, cfg_euler, cfg_euler_f16, gated_add_f16, round_f16, round_f16_shifted,
+    timestep_embedding, timestep_embedding_f16,
 };
 pub use error::OpError;
 pub use linear::{GemmPath, linear, linear_act, linear_tf32x3, linear_with};

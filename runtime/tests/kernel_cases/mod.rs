@@ -228,14 +228,30 @@ pub fn cases() -> Vec<Case> {
         &elementwise::ROUND_F16,
         lin(3 * n),
         vec![wide],
-        vec![A::B(0), A::I(3 * n)],
+        vec![A::B(0), A::I(1), A::I(3 * n), A::I(3 * n)],
+    ));
+    // every third row of 49 (the modulations' scale rows), and new cache frames: 16 rows of
+    // 56·128 elements, 520·128 apart
+    c.push(case(
+        "elementwise.round_f16 rows16 cols7168 ld66560",
+        &elementwise::ROUND_F16,
+        lin(16 * 56 * 128),
+        vec![scaled(20, 16 * 520 * 128, 3.0, 0.0)],
+        vec![A::B(0), A::I(16), A::I(56 * 128), A::I(520 * 128)],
     ));
     c.push(case(
-        "elementwise.round_f16_shifted n57344 c1",
+        "elementwise.round_f16_shifted rows49 cols512 ld1536 c1",
         &elementwise::ROUND_F16_SHIFTED,
-        lin(n),
-        vec![scaled(19, n, 0.3, 0.0)],
-        vec![A::B(0), A::I(n), A::F(1.0)],
+        lin(49 * 512),
+        vec![scaled(19, 147 * 512, 0.3, 0.0)],
+        vec![A::B(0), A::I(49), A::I(512), A::I(1536), A::F(1.0)],
+    ));
+    c.push(case(
+        "elementwise.gated_add_f16 rows112 dim512",
+        &elementwise::GATED_ADD_F16,
+        lin(112 * 512),
+        vec![f(10, 112 * 512), f(11, 512), f(12, 112 * 512)],
+        vec![A::B(0), A::B(1), A::B(2), A::I(112), A::I(512)],
     ));
     c.push(case(
         "elementwise.cfg_euler_f16 n4480",
