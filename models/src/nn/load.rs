@@ -3,6 +3,7 @@
 use std::fmt;
 
 use dcc_runtime::backend::{AllocKind, Backend, DeviceBuffer};
+use dcc_runtime::ops::GemmPath;
 
 use super::weights::{WeightError, WeightStore};
 
@@ -37,16 +38,37 @@ impl From<dcc_runtime::Error> for LoadError {
     }
 }
 
-/// Reads named weights, checks their shapes and uploads them to a backend.
+/// Reads named weights, checks their shapes and uploads them to a backend, for layers whose
+/// linears run on one [`GemmPath`] (a [`super::Linear`] stores its weights in the path's
+/// element type, [`GemmPath::weight_dtype`]; every other layer's weights stay `f32`).
 #[derive(Copy, Clone)]
 pub struct Loader<'a> {
     be: &'a dyn Backend,
     ws: &'a WeightStore,
+    gemm: GemmPath,
 }
 
 impl<'a> Loader<'a> {
+    /// A loader for layers on [`GemmPath::Backend`] (`f32` weights, which every path but
+    /// [`GemmPath::Half`] reads).
     pub fn new(be: &'a dyn Backend, ws: &'a WeightStore) -> Loader<'a> {
-        Loader { be, ws }
+        Loader {
+            be,
+            ws,
+            gemm: GemmPath::default(),
+        }
+    }
+
+    /// The same loader for layers whose linears run on `gemm`: on [`GemmPath::Half`] a
+    /// [`super::Linear`] keeps its weight and bias only as binary16, rounded to nearest even at
+    /// load.
+    pub fn with_gemm(self, gemm: GemmPath) -> Loader<'a> {
+        Loader { gemm, ..self }
+    }
+
+    /// The GEMM path the loaded linears run on.
+    pub fn gemm_path(&self) -> GemmPath {
+        self.gemm
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -61,6 +83,13 @@ impl<'a> Loader<'a> {
     /// `v` in a fresh device buffer.
     pub fn upload(&self, v: &[f32]) -> Result<DeviceBuffer, LoadError> {
         Ok(self.be.alloc_from(v, AllocKind::Other)?)
+    }
+
+    /// `v` rounded to binary16 (to nearest, ties to even; beyond ±65,504 to ±inf, as PyTorch's
+    /// `Tensor.half()`) in a fresh device buffer of half the bytes.
+    pub fn upload_f16(&self, v: &[f32]) -> Result<DeviceBuffer, LoadError> {
+        let h: Vec<half::f16> = v.iter().map(|&x| half::f16::from_f32(x)).collect();
+        Ok(self.be.alloc_from(&h, AllocKind::Other)?)
     }
 
     /// The values of `name`, checked against `shape`, in a fresh device buffer.
