@@ -3,6 +3,7 @@
 use std::fmt;
 
 use dcc_runtime::backend::{AllocKind, Backend, DeviceBuffer};
+use dcc_runtime::kernels::elementwise::rn16;
 use dcc_runtime::ops::GemmPath;
 
 use super::weights::{WeightError, WeightStore};
@@ -75,9 +76,16 @@ impl<'a> Loader<'a> {
         self.ws.contains(name)
     }
 
-    /// The host values of `name`, checked against `shape`.
+    /// The host values of `name`, checked against `shape`. For layers on [`GemmPath::Half`]
+    /// every value is rounded to the nearest binary16 value (kept as `f32` where the layer
+    /// stores `f32`): the vendor's `flow.half()` rounds every parameter and buffer of the flow,
+    /// norm scales, position biases, the embedding table and the noise table included.
     pub fn host(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>, WeightError> {
-        self.ws.get(name, shape)
+        let mut v = self.ws.get(name, shape)?;
+        if crate::token2wav::half::rounds(self.gemm) {
+            v.iter_mut().for_each(|x| *x = rn16(*x));
+        }
+        Ok(v)
     }
 
     /// `v` in a fresh device buffer.

@@ -60,3 +60,55 @@
 //! | final layer: modulate (as above), linear → velocity | rn16 output |
 //! | **guidance + Euler** `(1 + cfg) · v_c`, `cfg · v_u`, their difference, `dt · d`, `x + …` | f16, each rounded |
 //! | output mel | f16 (the Euler state) |
+//!
+//! ## The half arm
+//!
+//! A flow on [`GemmPath::Half`] runs these cast points; every other path keeps its bits. The
+//! GEMM path gives f16 weights and `rn16(acc + bias)` outputs with the activations fused after
+//! a linear rounded again, and rounds a linear's f32 input to f16 as autocast does. The rest is
+//! here and in the layers, each behind [`rounds`], read from the path (one predicate, no second
+//! copy of the layers):
+//!
+//! - the solver's time grid, `t` and `dt` in f16 ([`cosine_t_span_f16`]); guidance and the
+//!   Euler step with every op rounded (`ops::cfg_euler_f16`);
+//! - the timestep features rounded op by op (`ops::timestep_embedding_f16`);
+//! - every modulation's `1 + scale` rounded (`ops::round_f16_shifted` over the scale rows, so the
+//!   fused LayerNorm + modulate kernels compute `n · rn16(1 + scale) + shift` in f32);
+//! - the DiT's gated residuals `x = rn16(x + rn16(gate · y))` (`ops::gated_add_f16`), then the
+//!   modulated norm: the residual stream holds f16 values;
+//! - the DiT's q/k after their LayerNorms rounded, and so the keys the cache keeps;
+//! - the encoder's leaky ReLU output rounded.
+//!
+//! Not reproduced: the rounding inside the encoder's relative-position attention (the biased
+//! queries, both score matmuls, their sum and scale, the probabilities) and inside the fused
+//! SDPA kernel: ours computes scores, softmax and the weighted sum in f32 over f16 inputs. The
+//! test `models/tests/half.rs` states the distance that leaves.
+
+use dcc_runtime::kernels::elementwise::rn16;
+use dcc_runtime::ops::{GemmPath, host};
+
+/// Whether a flow on `path` runs the vendor's fp16 cast points (the module docs).
+pub fn rounds(path: GemmPath) -> bool {
+    path == GemmPath::Half
+}
+
+/// The cosine time grid as the vendor's fp16 mode makes it (`torch.linspace(0, 1, n + 1,
+/// dtype=float16)`, then `· 0.5`, `· π`, `cos` and `1 −`, each an f16 op): the last point is
+/// `rn16(1 − rn16(cos(rn16(π/2))))` = 0.99951171875, not 1.
+pub fn cosine_t_span_f16(n_steps: usize) -> Vec<f32> {
+    let steps = n_steps + 1;
+    let step = 1.0f32 / n_steps as f32;
+    let halfway = steps / 2;
+    let pi = std::f64::consts::PI as f32;
+    (0..steps)
+        .map(|i| {
+            let lin = if i < halfway {
+                step * i as f32
+            } else {
+                1.0 - step * (steps - i - 1) as f32
+            };
+            let a = rn16(rn16(rn16(lin) * 0.5) * pi);
+            rn16(1.0 - rn16(host::cos_f32(a)))
+        })
+        .collect()
+}
