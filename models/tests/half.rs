@@ -7,6 +7,7 @@
 //!   distances are printed side by side.
 //! - Every arm (replay or not, state rule or stock) emits the half B0's mel bit for bit, and the
 //!   replay arms replay every call in steady state.
+//! - A batched half call (four sessions) gives each session the mel it gets alone.
 //!
 //! The weights are `weights.safetensors`, which a flow on the half path rounds to f16 as it
 //! loads them (what `flow.half()` does to them).
@@ -14,8 +15,12 @@
 use std::sync::Arc;
 
 use dcc_models::nn::WeightStore;
-use dcc_models::token2wav::serve::{Arm, ContractView, Session, Token2WavTiny};
-use dcc_models::token2wav::{DeviceFlow, DeviceLimits, FlowConfig, SolverParams};
+use dcc_models::token2wav::serve::{
+    Arm, Batcher, ContractView, Request, Session, StreamInputs, Token2WavTiny,
+};
+use dcc_models::token2wav::{
+    BatchSizes, BatchedFlow, DeviceFlow, DeviceLimits, FlowConfig, SolverParams,
+};
 use dcc_runtime::ops::GemmPath;
 use safetensors::SafeTensors;
 use safetensors::tensor::Dtype;
@@ -148,4 +153,67 @@ fn half_replay_is_bit_identical_to_half_eager() {
         }
         println!("{:>3}: half mel sha256 {h}", arm.name());
     }
+}
+
+/// A batched call on the half path: four sessions (own prompt, speaker and tokens) in one batch
+/// of four, eager, each emits exactly the mel it emits alone, chunk by chunk (the half GEMM and
+/// every rounding kernel compute each row alone).
+#[test]
+fn batch_invariant_half_batched_flow() {
+    const SESSIONS: usize = 4;
+    let g = golden();
+    let contract = ContractView::of::<Token2WavTiny>().unwrap();
+    let dev = half_flow(&contract, &g);
+    let base = StreamInputs {
+        prompt_tokens: g.prompt[..g.prompt.len() - 3].to_vec(),
+        prompt_mel: g.mel.clone(),
+        spk: g.spk.clone(),
+        stream: g.stream.clone(),
+    };
+    let vocab = dev.config().vocab;
+    let streams: Vec<StreamInputs> = (0..SESSIONS)
+        .map(|k| base.variant(k, vocab).unwrap())
+        .collect();
+    let session = || Session::new(dev.clone(), contract, Arm::S, SolverParams::default());
+    let mut alone = Vec::new();
+    for x in &streams {
+        let mut s = session().unwrap();
+        s.prime(&x.prompt_call(3), &x.prompt_mel, &x.spk).unwrap();
+        let mels: Vec<Vec<f32>> = (0..2)
+            .map(|i| s.chunk(x.chunk(i, 25, 3).unwrap(), &x.spk, false).unwrap())
+            .collect();
+        alone.push(mels);
+    }
+    assert_ne!(alone[1], alone[0], "stream 1 emits stream 0's mel");
+    let frames = dev.call_frames(28, false);
+    let sizes = BatchSizes::new(&[1, 2, 4]).unwrap();
+    let flow = BatchedFlow::new(dev.clone(), &contract.arena, sizes, frames).unwrap();
+    let mut batcher = Batcher::new(flow, None);
+    let mut ses: Vec<Session> = (0..SESSIONS).map(|_| session().unwrap()).collect();
+    for (s, x) in ses.iter_mut().zip(&streams) {
+        s.prime(&x.prompt_call(3), &x.prompt_mel, &x.spk).unwrap();
+    }
+    for i in 0..2 {
+        let reqs: Vec<Request<'_>> = streams
+            .iter()
+            .map(|x| Request {
+                tokens: x.chunk(i, 25, 3).unwrap(),
+                spk: &x.spk,
+                last_chunk: false,
+            })
+            .collect();
+        for (k, mel) in batcher.round(&mut ses, &reqs).into_iter().enumerate() {
+            assert_eq!(
+                mel.unwrap(),
+                alone[k][i],
+                "session {k}, chunk {i}: batched ≠ alone"
+            );
+        }
+    }
+    assert_eq!(
+        batcher.stats().batches.get(&4),
+        Some(&2),
+        "{:?}",
+        batcher.stats()
+    );
 }
