@@ -193,7 +193,10 @@ fn batch_invariant_half_batched_flow() {
     for (s, x) in ses.iter_mut().zip(&streams) {
         s.prime(&x.prompt_call(3), &x.prompt_mel, &x.spk).unwrap();
     }
-    for i in 0..2 {
+    let per_chunk: Vec<Vec<&Vec<f32>>> = (0..2)
+        .map(|i| alone.iter().map(|m| &m[i]).collect())
+        .collect();
+    for (i, want) in per_chunk.iter().enumerate() {
         let reqs: Vec<Request<'_>> = streams
             .iter()
             .map(|x| Request {
@@ -204,8 +207,8 @@ fn batch_invariant_half_batched_flow() {
             .collect();
         for (k, mel) in batcher.round(&mut ses, &reqs).into_iter().enumerate() {
             assert_eq!(
-                mel.unwrap(),
-                alone[k][i],
+                &mel.unwrap(),
+                want[k],
                 "session {k}, chunk {i}: batched ≠ alone"
             );
         }
