@@ -1,4 +1,4 @@
-// Elementwise arithmetic (residuals, the CFM solver step). Host twins: kernels/src/elementwise.rs.
+// Elementwise arithmetic (residuals, the CFM solver step, rounding to f16). Host twins: kernels/src/elementwise.rs.
 // Prepended with common.cuh.
 
 extern "C" __global__ void elementwise_add(float* x, const float* y, i64 n) {
@@ -15,4 +15,71 @@ extern "C" __global__ void elementwise_cfg_euler(float* x, const float* v, i64 n
         const float d = a * v[i] - cfg * v[n + i];
         x[i] = x[i] + dt * d;
     }
+}
+
+// ---- half precision: rounding to f16 values kept in f32 storage -----------------------------
+//
+// dcc_rn16(x): the f16 value nearest x (round to nearest even), as a float: what
+// __half2float(__float2half_rn(x)) gives, overflow (|x| >= 65520) to +-inf, NaN kept, subnormal
+// f16 values (multiples of 2^-24 below 2^-14) included. Integer and float operations only, no
+// cuda_fp16.h: the host twin (kernels/src/elementwise.rs: rn16) is the same lines.
+__device__ __forceinline__ float dcc_rn16(float x) {
+    const unsigned bits = __float_as_uint(x);
+    const unsigned sign = bits & 0x80000000u;
+    unsigned a = bits & 0x7fffffffu;
+    if (a >= 0x7f800000u) return x;                               // inf, NaN
+    if (a >= 0x477ff000u) return __uint_as_float(sign | 0x7f800000u); // >= 65520: inf
+    if (a < 0x38800000u) {                                        // below 2^-14: multiples of 2^-24
+        const float m = (0.5f + __uint_as_float(a)) - 0.5f;       // ulp of [0.5, 1) is 2^-24
+        return __uint_as_float(sign | __float_as_uint(m));
+    }
+    a = (a + 0xfffu + ((a >> 13) & 1u)) & ~0x1fffu;               // 23 -> 10 mantissa bits, RNE
+    return __uint_as_float(sign | a);
+}
+
+// Over `rows` rows of `cols` elements, row r at x + r * ld (a packed tensor is one row).
+extern "C" __global__ void elementwise_round_f16(float* x, i64 rows, i64 cols, i64 ld) {
+    DCC_GRID_STRIDE(i, rows * cols) {
+        float* p = x + (i / cols) * ld + i % cols;
+        *p = dcc_rn16(*p);
+    }
+}
+
+// x = rn16(c + x) - c: an f16 sum with the constant c (the modulate's `1 + scale`), stored as its
+// offset from c so that c + x recomputes it exactly. Rows as elementwise_round_f16.
+extern "C" __global__ void elementwise_round_f16_shifted(float* x, i64 rows, i64 cols, i64 ld, float c) {
+    DCC_GRID_STRIDE(i, rows * cols) {
+        float* p = x + (i / cols) * ld + i % cols;
+        *p = dcc_rn16(c + *p) - c;
+    }
+}
+
+// The vendor's fp16 gated residual: x = rn16(x + rn16(gate[j] * y)), rows x dim packed.
+extern "C" __global__ void elementwise_gated_add_f16(float* x, const float* gate, const float* y, i64 rows, i64 dim) {
+    DCC_GRID_STRIDE(i, rows * dim) x[i] = dcc_rn16(x[i] + dcc_rn16(gate[i % dim] * y[i]));
+}
+
+// Guidance and the Euler step as the vendor's fp16 mode computes them, every op an f16 op
+// (computed in float, rounded): x = rn16(x + rn16(dt * rn16(rn16((1 + cfg) * v) - rn16(cfg * u)))).
+extern "C" __global__ void elementwise_cfg_euler_f16(float* x, const float* v, i64 n, float cfg, float dt) {
+    const float a = 1.0f + cfg;
+    DCC_GRID_STRIDE(i, n) {
+        const float d = dcc_rn16(dcc_rn16(a * v[i]) - dcc_rn16(cfg * v[n + i]));
+        x[i] = dcc_rn16(x[i] + dcc_rn16(dt * d));
+    }
+}
+
+// embed_timestep in the vendor's fp16 mode: t * scale rounded, the float32 frequencies rounded,
+// their products rounded, cos and sin rounded.
+extern "C" __global__ void elementwise_timestep_f16(float* out, i64 dim, float t, float scale, float max_period) {
+    const i64 half = dim / 2;
+    const float c = -(float)dcc_ln64((double)max_period);
+    const float ts = dcc_rn16(t * scale);
+    DCC_GRID_STRIDE(i, half) {
+        const float f = dcc_rn16(dcc_expf(c * (float)i / (float)half));
+        const float a = dcc_rn16(ts * f);
+        out[i] = dcc_rn16(dcc_cosf(a));
+        out[half + i] = dcc_rn16(dcc_sinf(a));
+    }
+    if ((dim & 1) && blockIdx.x == 0 && threadIdx.x == 0) out[dim - 1] = 0.0f;
 }

@@ -2,7 +2,8 @@
 //! `y[rows, out] = x[rows, in] · Wᵀ + b`, `W` packed `[out, in]` (a `torch.nn.Linear` weight),
 //! `x` and `y` with unit column stride and their own leading dimensions (an "NT" GEMM: rows of
 //! `x` and of `W` are both contiguous along k). Its tensor-core sibling, the 3xTF32 linear with
-//! the same arguments (batch-invariant, not bit-equal to a twin), is [`tf32`].
+//! the same arguments (batch-invariant, not bit-equal to a twin), is [`tf32`]; the
+//! half-precision linear on tensor cores (binary16 weights, its own module), [`f16`].
 //!
 //! # The invariant: CUDA and Host are bit-identical
 //!
@@ -66,6 +67,7 @@ use crate::{CudaSource, KernelDef};
 
 use Param::{F32, I32, I64, Ptr};
 
+pub mod f16;
 pub mod tf32;
 
 /// The largest `in` (K) the kernels take (`GEMM_MAX_K`: their k offsets are 32-bit; the CUDA
@@ -304,7 +306,8 @@ variant!(
 /// Every variant, smallest CTA tile first (the single-row tile last).
 pub static VARIANTS: &[&Variant] = &[&V16X16, &V16X32, &V16X32N, &V32X32, &V32X64, &V1X128];
 
-/// Every kernel of the family: the fp32 variants, then the 3xTF32 linear ([`tf32::LINEAR`]).
+/// Every fp32-weight kernel of the family: the fp32 variants, then the 3xTF32 linear
+/// ([`tf32::LINEAR`]). The half linear's kernels are [`f16::KERNELS`] (another argument type).
 pub static KERNELS: &[&KernelDef] = &[
     &LINEAR_16X16,
     &LINEAR_16X32,

@@ -186,6 +186,7 @@ pub static MODULES: &[&[&KernelDef]] = &[
     copy::KERNELS,
     embed::KERNELS,
     gemm::KERNELS,
+    gemm::f16::KERNELS,
     carry::KERNELS,
     rng::KERNELS,
     conv::KERNELS,
@@ -277,17 +278,31 @@ mod tests {
         }
     }
 
-    /// Every CUDA file under `kernels/cuda` is a registered module (its kernels in [`MODULES`]),
-    /// and every `extern "C"` entry of every registered source is some kernel's entry.
+    /// Every CUDA file under `kernels/cuda` is a registered module (its kernels in [`MODULES`]):
+    /// `<family>.cu`, or `<family>_<part>.cu` for a part of a family kept in a file of its own
+    /// (`gemm_f16.cu`), whose text some registered source holds; and every `extern "C"` entry of
+    /// every registered source is some kernel's entry.
     #[test]
     fn every_module_and_entry_is_registered() {
         let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("cuda");
-        let mut files: Vec<String> = std::fs::read_dir(&dir)
+        let stems: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .filter_map(|f| f.strip_suffix(".cu").map(str::to_owned))
             .collect();
+        for f in &stems {
+            let text = std::fs::read_to_string(dir.join(format!("{f}.cu"))).unwrap();
+            assert!(
+                sources().iter().any(|s| s.code.contains(&text)),
+                "kernels/cuda/{f}.cu is in no registered module"
+            );
+        }
+        let mut files: Vec<String> = stems
+            .iter()
+            .map(|f| f.split('_').next().unwrap_or(f).to_owned())
+            .collect();
         files.sort();
+        files.dedup();
         let mut modules: Vec<&str> = sources().iter().map(|s| s.family()).collect();
         modules.sort_unstable();
         modules.dedup();
@@ -335,7 +350,7 @@ mod tests {
             );
         }
         assert_eq!(
-            fixed.len() + gemm::KERNELS.len() + synthetic::KERNELS.len(),
+            fixed.len() + gemm::KERNELS.len() + gemm::f16::KERNELS.len() + synthetic::KERNELS.len(),
             registry().count()
         );
     }

@@ -30,9 +30,7 @@ fn launched(path: GemmPath, arm: Arm) -> (BTreeSet<&'static str>, BTreeSet<&'sta
     let cfg = FlowConfig::from_weights(&ws).unwrap();
     let contract = ContractView::of::<Token2WavTiny>().unwrap();
     let limits = SpeechModel::flow_limits(&cfg, &contract).unwrap();
-    let flow = DeviceFlow::new(be.clone(), &ws, &cfg, limits)
-        .unwrap()
-        .with_gemm(path);
+    let flow = DeviceFlow::new_on_path(be.clone(), &ws, &cfg, limits, path).unwrap();
     let vw = VocoderWeights::load(dir().join("vocoder.safetensors")).unwrap();
     let voc = CausalHift::load(be.as_ref(), &vw).unwrap();
     let mut list = flow.kernels();
@@ -80,6 +78,7 @@ fn every_launched_kernel_is_preloaded_on_every_gemm_path() {
         GemmPath::Backend,
         GemmPath::Invariant,
         GemmPath::InvariantTf32x3,
+        GemmPath::Half,
     ] {
         for arm in [Arm::B0, Arm::S] {
             let (seen, list) = launched(path, arm);
@@ -92,9 +91,9 @@ fn every_launched_kernel_is_preloaded_on_every_gemm_path() {
             match path {
                 // cuBLAS carries every linear: nothing of the invariant linear is compiled.
                 GemmPath::Backend => assert_eq!((gemm(&seen), gemm(&list)), (0, 0), "{arm:?}"),
-                // The flow's linears run on the variants `pick` chooses (or the 3xTF32 kernel),
-                // all of them listed.
-                GemmPath::Invariant | GemmPath::InvariantTf32x3 => {
+                // The flow's linears run on the variants `pick` chooses (or the 3xTF32 kernel,
+                // or the half kernels), all of them listed.
+                GemmPath::Invariant | GemmPath::InvariantTf32x3 | GemmPath::Half => {
                     assert!(gemm(&seen) > 0, "{arm:?}: no variant launched")
                 }
             }

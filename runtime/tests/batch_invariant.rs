@@ -63,7 +63,7 @@ fn batch_invariant_linear(be: Arc<dyn Backend>) {
                 let r = units * ROWS;
                 let x = Tensor::of(&b[0])?.view(&[r, ldx])?.narrow(1, 0, i)?;
                 let y = Tensor::of(&b[1])?.view(&[r, o])?;
-                let w = Tensor::of(&s[0])?.view(&[o, i])?;
+                let w = Tensor::<f32>::of(&s[0])?.view(&[o, i])?;
                 let bt = if bias { Some(Tensor::of(&s[1])?) } else { None };
                 ops::linear(cx, w, bt, x, y)
             };
@@ -92,7 +92,7 @@ fn batch_invariant_linear_act(be: Arc<dyn Backend>) {
             Tensor::of(&b[0])?.view(&[r, i])?,
             Tensor::of(&b[1])?.view(&[r, o])?,
         );
-        let (w, bias) = (Tensor::of(&s[0])?.view(&[o, i])?, Tensor::of(&s[1])?);
+        let (w, bias) = (Tensor::<f32>::of(&s[0])?.view(&[o, i])?, Tensor::of(&s[1])?);
         ops::linear_act(cx, w, Some(bias), x, y, ops::Act::GeluTanh)
     };
     check(

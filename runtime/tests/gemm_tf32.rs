@@ -47,7 +47,7 @@ fn run(
     let (xb, wb, bb, yb) = (up(&x), up(&w), up(&b), up(&vec![f32::NAN; rows * ldy]));
     let xt = Tensor::of(&xb).unwrap().narrow(0, off, rows * ldx).unwrap();
     let xt = xt.view(&[rows, ldx]).unwrap().narrow(1, 0, k).unwrap();
-    let wt = Tensor::of(&wb).unwrap().view(&[out, k]).unwrap();
+    let wt = Tensor::<f32>::of(&wb).unwrap().view(&[out, k]).unwrap();
     let yt = Tensor::of(&yb).unwrap().view(&[rows, ldy]).unwrap();
     let yt = yt.narrow(1, 0, out).unwrap();
     let bt = bias.then(|| Tensor::of(&bb).unwrap());
@@ -155,7 +155,7 @@ fn batch_invariant_linear_tf32x3_row_windows() {
         let xb = up(&common::data(51, off + total * ldx));
         let wb = up(&common::data(52, out * k));
         let bb = up(&common::data(53, out));
-        let w = Tensor::of(&wb).unwrap().view(&[out, k]).unwrap();
+        let w = Tensor::<f32>::of(&wb).unwrap().view(&[out, k]).unwrap();
         let cx = Ctx::new(be.as_ref(), None).with_gemm(GemmPath::InvariantTf32x3);
         let rows = |start: usize, len: usize| -> Vec<u32> {
             let yb = up(&vec![f32::NAN; len * out]);

@@ -183,6 +183,13 @@ impl SelfAttention {
             self.k_norm.params()?,
             self.q_norm.eps(),
         )?;
+        if crate::token2wav::half::rounds(cx.gemm_path()) {
+            // the vendor's fp16 mode feeds SDPA (and its cache) f16 q and k: the LayerNorms'
+            // f32 outputs rounded (v, a linear's output, already is)
+            ops::round_f16(cx, qn)?;
+            let new = work.narrow(2, 0, t)?.flatten(0, 1)?.flatten(1, 2)?;
+            ops::round_f16(cx, new)?;
+        }
         // [new ‖ history] (prepend order), each group's history into its rows
         for (i, history) in histories.iter().enumerate() {
             let rows = work.narrow(0, i * group, group)?;

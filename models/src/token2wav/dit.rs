@@ -6,6 +6,7 @@ use dcc_runtime::ops::{self, Act, Ctx, Tensor};
 
 use super::FlowError;
 use super::config::DitConfig;
+use super::half;
 use super::work::{Work, v};
 use crate::nn::{AdaNorm, Conv1d, LayerNorm, Linear, LoadError, Loader, Mlp, SelfAttention};
 
@@ -133,6 +134,7 @@ impl Dit {
     ) -> Result<(), FlowError> {
         let c = &self.cfg;
         let (hid, fd, depth) = (c.hidden, c.freq_dim, c.depth);
+        let half = half::rounds(cx.gemm_path());
         let batch = CFG_BATCH * st.carries.len();
         let rows = batch * frames;
         // the time condition: SiLU(t_embedder(t)), every block's modulations in one GEMM
@@ -142,7 +144,11 @@ impl Dit {
             small.narrow(0, fd, hid)?,
             small.narrow(0, fd + hid, hid)?,
         );
-        ops::timestep_embedding(cx, freq, t, T_SCALE, MAX_PERIOD)?;
+        if half {
+            ops::timestep_embedding_f16(cx, freq, t, T_SCALE, MAX_PERIOD)?;
+        } else {
+            ops::timestep_embedding(cx, freq, t, T_SCALE, MAX_PERIOD)?;
+        }
         self.t_mlp0
             .forward_act(cx, freq.view(&[1, fd])?, th.view(&[1, hid])?, Act::Silu)?;
         self.t_mlp2
@@ -151,6 +157,14 @@ impl Dit {
         self.ada_all
             .forward(cx, cond.view(&[1, hid])?, v(&w.mods, &[1, n_mods * hid])?)?;
         let mods = v(&w.mods, &[n_mods, hid])?;
+        if half {
+            // every `1 + scale` rounded to f16: the blocks' scale rows (1, 4, 7 of each block's
+            // nine: every third row from 1), then the final layer's (its second row)
+            let blocks = mods.narrow(0, 1, depth * MODS)?;
+            let scales = blocks.view(&[depth * MODS / 3, 3, hid])?.index(1, 0)?;
+            ops::round_f16_shifted(cx, scales, 1.0)?;
+            ops::round_f16_shifted(cx, mods.index(0, depth * MODS + 1)?, 1.0)?;
+        }
         let m = |i: usize| mods.index(0, i);
         let mm = |li: usize, a: usize, b: usize| -> Result<_, ops::OpError> {
             Ok((m(li * MODS + a)?, m(li * MODS + b)?))
@@ -180,7 +194,7 @@ impl Dit {
             // x += gate_msa · o; xn = modulate(norm3(x), shift_conv, scale_conv)
             let gate = (m(li * MODS + GATE_MSA)?, o);
             let next = mm(li, SHIFT_CONV, SCALE_CONV)?;
-            self.norm.gated(cx, x, gate, next, xn)?;
+            self.gated(cx, half, x, gate, next, xn)?;
             // causal conv block; the contexts of both convs and both CFG rows in place
             let conv = st.conv.index(0, li)?;
             let xb = v(&w.xn, &[batch, frames, hid])?;
@@ -204,8 +218,7 @@ impl Dit {
             blk.conv2.linear().forward(cx, col2.flatten(0, 1)?, att)?;
             // x += gate_conv · conv; xn = modulate(norm2(x), shift_mlp, scale_mlp)
             let gate = (m(li * MODS + GATE_CONV)?, att);
-            self.norm
-                .gated(cx, x, gate, mm(li, SHIFT_MLP, SCALE_MLP)?, xn)?;
+            self.gated(cx, half, x, gate, mm(li, SHIFT_MLP, SCALE_MLP)?, xn)?;
             blk.mlp
                 .forward(cx, xn, v(&w.hidden, &[rows, c.mlp_hidden])?, o)?;
             // x += gate_mlp · mlp; xn = the next block's modulate(norm1(x)) (or the final
@@ -216,7 +229,28 @@ impl Dit {
                 (m(depth * MODS)?, m(depth * MODS + 1)?)
             };
             let gate = (m(li * MODS + GATE_MLP)?, o);
-            self.norm.gated(cx, x, gate, next, xn)?;
+            self.gated(cx, half, x, gate, next, xn)?;
+        }
+        Ok(())
+    }
+
+    /// The gated residual `x += gate · y`, then `xn` = the next modulated norm of `x`: one fused
+    /// launch in f32; in the vendor's fp16 mode (`half`) the residual rounded as it rounds it
+    /// (`x = rn16(x + rn16(gate · y))`), then the modulated norm.
+    fn gated(
+        &self,
+        cx: &Ctx<'_>,
+        half: bool,
+        x: Tensor<'_>,
+        (gate, y): (Tensor<'_>, Tensor<'_>),
+        next: (Tensor<'_>, Tensor<'_>),
+        xn: Tensor<'_>,
+    ) -> Result<(), FlowError> {
+        if half {
+            ops::gated_add_f16(cx, x, gate, y)?;
+            self.norm.forward(cx, x, next, xn)?;
+        } else {
+            self.norm.gated(cx, x, (gate, y), next, xn)?;
         }
         Ok(())
     }

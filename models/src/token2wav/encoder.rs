@@ -7,6 +7,7 @@ use dcc_runtime::ops::{self, Act, Ctx, Tensor};
 
 use super::FlowError;
 use super::config::EncoderConfig;
+use super::half;
 use super::work::{Caps, Work, v};
 use crate::nn::{
     CausalConv1d, Conv1d, LayerNorm, Linear, LoadError, Loader, Mlp, RelPosAttention, RelPosScratch,
@@ -215,6 +216,9 @@ impl Encoder {
         let h = cat.rows(ctx, tn)?;
         self.pre_conv1.forward(cx, v(&w.b, &[t, d])?, col, h)?;
         ops::act(cx, h, Act::LeakyRelu(0.01))?;
+        if half::rounds(cx.gemm_path()) {
+            ops::round_f16(cx, h)?;
+        }
         let x = v(&w.x, &[tn, d])?;
         self.pre_conv2.forward(cx, cat, st.pre_lookahead, col, x)?;
         ops::add(cx, x, v(&w.b, &[tn, d])?)?;

@@ -99,12 +99,24 @@ fn expect<T: ops::Elem>(
 
 impl DeviceFlow {
     /// Loads the flow's weights from `ws` (checked against `cfg`) to `be`, with buffers sized
-    /// by `limits`.
+    /// by `limits`, its linears on [`GemmPath::Backend`] ([`DeviceFlow::new_on_path`]).
     pub fn new(
         be: Arc<dyn Backend>,
         ws: &WeightStore,
         cfg: &FlowConfig,
         limits: DeviceLimits,
+    ) -> Result<Self, FlowError> {
+        Self::new_on_path(be, ws, cfg, limits, GemmPath::default())
+    }
+
+    /// [`DeviceFlow::new`] with every linear on `gemm`, its weights loaded in the path's element
+    /// type (binary16 on [`GemmPath::Half`]: `Loader::with_gemm`).
+    pub fn new_on_path(
+        be: Arc<dyn Backend>,
+        ws: &WeightStore,
+        cfg: &FlowConfig,
+        limits: DeviceLimits,
+        gemm: GemmPath,
     ) -> Result<Self, FlowError> {
         let (e, d) = (&cfg.encoder, &cfg.dit);
         if !limits.carry_frames.is_multiple_of(e.up_stride) {
@@ -127,7 +139,7 @@ impl DeviceFlow {
             }
         };
         let caps = Caps::new(cfg, &limits);
-        let ld = Loader::new(be.as_ref(), ws);
+        let ld = Loader::new(be.as_ref(), ws).with_gemm(gemm);
         let pe = ops::host::rel_pos_table(caps.pe_size, e.dim);
         Ok(DeviceFlow {
             embedding: Embedding::load(&ld, "input_embedding.weight", cfg.vocab, e.dim)?,
@@ -141,7 +153,7 @@ impl DeviceFlow {
             w: Work::new(be.as_ref(), cfg, &caps)?,
             process: Default::default(),
             prof: Profiler::new(),
-            gemm: GemmPath::default(),
+            gemm,
             id: NEXT_FLOW_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             be,
             cfg: cfg.clone(),
@@ -151,7 +163,10 @@ impl DeviceFlow {
     }
 
     /// The same flow with every linear on `gemm` (default [`GemmPath::Backend`]). The paths give
-    /// different bits, so sessions compared bit for bit must share it.
+    /// different bits, so sessions compared bit for bit must share it. The weights stay as
+    /// loaded: switch only between paths of one weight type ([`GemmPath::weight_dtype`]); a flow
+    /// for [`GemmPath::Half`] is built by [`DeviceFlow::new_on_path`] (a linear on a path that
+    /// reads the other type is refused, nothing queued).
     pub fn with_gemm(mut self, gemm: GemmPath) -> Self {
         self.gemm = gemm;
         self

@@ -31,6 +31,7 @@ mod config;
 mod dit;
 mod encoder;
 mod flow;
+pub mod half;
 mod io;
 pub mod serve;
 mod solver;

@@ -16,9 +16,12 @@ use std::ops::Range;
 use dcc_runtime::contract::Keep;
 use dcc_runtime::ops::{self, Act, Ctx, Tensor};
 
+use dcc_runtime::kernels::elementwise::rn16;
+
 use super::FlowError;
 use super::dit::{CFG_BATCH, StepState};
 use super::flow::{DeviceFlow, SolverParams};
+use super::half;
 use super::work::{Work, v};
 
 /// The cosine time grid `1 − cos(linspace(0, 1, n + 1) · π/2)` in float32, evaluated as torch
@@ -40,15 +43,21 @@ pub fn cosine_t_span(n_steps: usize) -> Vec<f32> {
         .collect()
 }
 
-/// `t` and `dt` of solver step `si` (0-based), accumulated exactly as the loop does.
-fn step_time(t_span: &[f32], si: usize) -> (f32, f32) {
+/// `t` and `dt` of solver step `si` (0-based), accumulated exactly as the loop does, each sum
+/// and difference through `round` (the identity in f32; rounding to f16 in the vendor's fp16
+/// mode, where `t` and `dt` are f16 tensors).
+fn step_time(t_span: &[f32], si: usize, round: fn(f32) -> f32) -> (f32, f32) {
     let mut t = t_span[0];
-    let mut dt = t_span[1] - t_span[0];
+    let mut dt = round(t_span[1] - t_span[0]);
     for step in 1..=si {
-        t += dt;
-        dt = t_span[step + 1] - t;
+        t = round(t + dt);
+        dt = round(t_span[step + 1] - t);
     }
     (t, dt)
+}
+
+fn exact(x: f32) -> f32 {
+    x
 }
 
 /// One solver call over `n = carries.len()` sessions of one class, every view checked by the
@@ -86,6 +95,7 @@ impl DeviceFlow {
         let mel = c.mel;
         let (w, n, frames) = (s.w, s.carries.len(), s.frames);
         let (sv, l_old) = (s.solver, s.l_old);
+        let half = half::rounds(self.gemm_path());
         let tk = l_old + frames;
         let cin = c.dit.in_channels;
         let xs = v(&w.xs, &[n, frames, mel])?;
@@ -99,6 +109,9 @@ impl DeviceFlow {
             let x0 = xs.index(0, 0)?;
             ops::transpose(cx, x0, noise)?;
             ops::act(cx, x0, Act::Scale(sv.temperature))?;
+            if half {
+                ops::round_f16(cx, x0)?;
+            }
             if n > 1 {
                 ops::copy_batched(cx, xs.narrow(0, 1, n - 1)?, x0.broadcast(0, n - 1)?)?;
             }
@@ -110,8 +123,12 @@ impl DeviceFlow {
             ops::copy_batched(cx, spk_rows, proj.broadcast(1, frames)?)?;
             ops::copy_batched(cx, first.narrow(2, 3 * mel, mel)?, s.cond)?;
         }
-        let t_span = cosine_t_span(sv.n_steps);
-        let (mut t, mut dt) = step_time(&t_span, s.steps.start);
+        let (t_span, round) = if half {
+            (half::cosine_t_span_f16(sv.n_steps), rn16 as fn(f32) -> f32)
+        } else {
+            (cosine_t_span(sv.n_steps), exact as fn(f32) -> f32)
+        };
+        let (mut t, mut dt) = step_time(&t_span, s.steps.start, round);
         let mut kept = ops::carry::kept(&s.keep, tk);
         let x_rows = xin.narrow(3, 0, mel)?;
         let vel = v(&w.vel, &[n, CFG_BATCH, frames, mel])?;
@@ -152,12 +169,17 @@ impl DeviceFlow {
             }
             // final layer (w.xn = modulate(norm_final(x))), guidance, Euler step
             self.dit().output(cx, w, frames, n)?;
+            let euler = if half {
+                ops::cfg_euler_f16
+            } else {
+                ops::cfg_euler
+            };
             for (i, x) in (0..n).map(|i| (i, xs.index(0, i))) {
-                ops::cfg_euler(cx, x?, vel.index(0, i)?, sv.cfg_rate, dt)?;
+                euler(cx, x?, vel.index(0, i)?, sv.cfg_rate, dt)?;
             }
-            t += dt;
+            t = round(t + dt);
             if step < sv.n_steps {
-                dt = t_span[step + 1] - t;
+                dt = round(t_span[step + 1] - t);
             }
         }
         if s.steps.end == sv.n_steps {

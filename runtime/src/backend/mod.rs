@@ -363,6 +363,8 @@ unsafe impl Pod for i64 {}
 unsafe impl Pod for f32 {}
 // SAFETY: as above.
 unsafe impl Pod for f64 {}
+// SAFETY: IEEE binary16 is a transparent u16: no padding, every bit pattern a value.
+unsafe impl Pod for half::f16 {}
 
 /// Views a Pod slice as bytes.
 pub fn as_bytes<T: Pod>(v: &[T]) -> &[u8] {

@@ -1,4 +1,6 @@
-//! Elementwise kernels: activations, residual adds, the guided Euler step, timestep features.
+//! Elementwise kernels: activations, residual adds, the guided Euler step, timestep features,
+//! and the half-precision casts: rounding to f16 values kept in f32 storage (`ROUND_F16`), the
+//! fp16 twins of the Euler step and of the timestep features.
 
 use dcc_kernels as k;
 
@@ -65,7 +67,36 @@ pub fn cfg_euler(
     cfg: f32,
     dt: f32,
 ) -> Result<(), OpError> {
-    let op = "cfg_euler";
+    euler_by(cx, "cfg_euler", &k::elementwise::CFG_EULER, x, v, (cfg, dt))
+}
+
+/// [`cfg_euler`] in the vendor's fp16 mode: every operation's result rounded to f16
+/// (`CFG_EULER_F16`); `x` holds f16 values before and after.
+pub fn cfg_euler_f16(
+    cx: &Ctx<'_>,
+    x: Tensor<'_>,
+    v: Tensor<'_>,
+    cfg: f32,
+    dt: f32,
+) -> Result<(), OpError> {
+    euler_by(
+        cx,
+        "cfg_euler_f16",
+        &k::elementwise::CFG_EULER_F16,
+        x,
+        v,
+        (cfg, dt),
+    )
+}
+
+fn euler_by(
+    cx: &Ctx<'_>,
+    op: &'static str,
+    kernel: &'static k::KernelDef,
+    x: Tensor<'_>,
+    v: Tensor<'_>,
+    (cfg, dt): (f32, f32),
+) -> Result<(), OpError> {
     packed(op, "x", &x)?;
     packed(op, "v", &v)?;
     if v.dims().split_first() != Some((&2, x.dims())) {
@@ -82,7 +113,84 @@ pub fn cfg_euler(
     cx.work(Work::f32(5 * n, 4 * n));
     // SAFETY: the kernel writes x[0..n] and reads v[0..2n]: the checked packed views, which do
     // not overlap.
-    unsafe { cx.launch_linear(&k::elementwise::CFG_EULER, n, &args) }
+    unsafe { cx.launch_linear(kernel, n, &args) }
+}
+
+/// The rows a round launch covers: a packed view of any rank is one row of all its elements;
+/// a 2-D view `[rows, cols]` with unit column stride is `rows` rows `ld` apart (`ld ≥ cols`).
+fn round_rows(op: &'static str, x: &Tensor<'_>) -> Result<(usize, usize, usize), OpError> {
+    if x.is_packed() {
+        return Ok((1, x.elems(), x.elems()));
+    }
+    match (x.dims(), x.strides()) {
+        (&[rows, cols], &[ld, 1]) if ld >= cols => Ok((rows, cols, ld)),
+        (d, _) => Err(OpError::shape(
+            op,
+            "x",
+            "packed, or [rows, cols] with unit column stride and rows apart",
+            d,
+        )),
+    }
+}
+
+/// `x = rn16(x)` in place: every element the nearest f16 value (round to nearest even, overflow
+/// to ±inf, as `__float2half_rn`), kept in f32 (`ROUND_F16`, one thread per element). `x` is
+/// packed, or `[rows, cols]` with unit column stride (rows of a cache's new frames). One of the
+/// vendor's fp16 cast points where no kernel of ours computes the value.
+pub fn round_f16(cx: &Ctx<'_>, x: Tensor<'_>) -> Result<(), OpError> {
+    let (rows, cols, ld) = round_rows("round_f16", &x)?;
+    let n = rows * cols;
+    let args = [ptr(&x), int(rows), int(cols), int(ld)];
+    cx.work(Work::f32(n, 2 * n));
+    // SAFETY: the kernel reads and writes `rows` rows of `cols` elements `ld` apart from x's
+    // address: the checked view (packed, or 2-D with unit column stride and ld ≥ cols).
+    unsafe { cx.launch_linear(&k::elementwise::ROUND_F16, n, &args) }
+}
+
+/// `x = rn16(c + x) − c` in place (`ROUND_F16_SHIFTED`), `x` as [`round_f16`]'s: the f16 sum of
+/// `x` and the constant `c`, stored as its offset from `c`, for a kernel that adds `c` itself
+/// (the modulate's `1 + scale`, which the vendor's fp16 mode rounds before the product).
+pub fn round_f16_shifted(cx: &Ctx<'_>, x: Tensor<'_>, c: f32) -> Result<(), OpError> {
+    let (rows, cols, ld) = round_rows("round_f16_shifted", &x)?;
+    let n = rows * cols;
+    let args = [ptr(&x), int(rows), int(cols), int(ld), Arg::F32(c)];
+    cx.work(Work::f32(2 * n, 2 * n));
+    // SAFETY: as round_f16: the checked rows of x, read and written in place.
+    unsafe { cx.launch_linear(&k::elementwise::ROUND_F16_SHIFTED, n, &args) }
+}
+
+/// The vendor's fp16 gated residual, in place: `x[r, j] = rn16(x[r, j] + rn16(gate[j] · y[r,
+/// j]))`, `x` and `y` packed `[rows, dim]`, `gate` packed `[dim]` (`GATED_ADD_F16`).
+pub fn gated_add_f16(
+    cx: &Ctx<'_>,
+    x: Tensor<'_>,
+    gate: Tensor<'_>,
+    y: Tensor<'_>,
+) -> Result<(), OpError> {
+    let op = "gated_add_f16";
+    packed(op, "x", &x)?;
+    packed(op, "y", &y)?;
+    packed(op, "gate", &gate)?;
+    let (rows, dim) = match x.dims() {
+        &[r, d] => (r, d),
+        d => return Err(OpError::shape(op, "x", "[rows, dim]", d)),
+    };
+    super::dims(op, "y", &y, x.dims())?;
+    super::dims(op, "gate", &gate, &[dim])?;
+    disjoint(
+        op,
+        &[
+            operand("x", &x, true),
+            operand("gate", &gate, false),
+            operand("y", &y, false),
+        ],
+    )?;
+    let n = rows * dim;
+    let args = [ptr(&x), ptr(&gate), ptr(&y), int(rows), int(dim)];
+    cx.work(Work::f32(4 * n, 3 * n));
+    // SAFETY: the kernel writes x[0..n] and reads gate[0..dim] and y[0..n]: the checked packed
+    // views, which do not overlap.
+    unsafe { cx.launch_linear(&k::elementwise::GATED_ADD_F16, n, &args) }
 }
 
 /// Sinusoidal timestep features `[cos ‖ sin]` of `t · scale` into a packed `[dim]` view
@@ -94,7 +202,41 @@ pub fn timestep_embedding(
     scale: f32,
     max_period: f32,
 ) -> Result<(), OpError> {
-    let op = "timestep_embedding";
+    timestep_by(
+        cx,
+        "timestep_embedding",
+        &k::embed::TIMESTEP,
+        out,
+        (t, scale, max_period),
+    )
+}
+
+/// [`timestep_embedding`] in the vendor's fp16 mode (`TIMESTEP_F16`): `t · scale`, the
+/// frequencies, their products, cos and sin each rounded to f16.
+pub fn timestep_embedding_f16(
+    cx: &Ctx<'_>,
+    out: Tensor<'_>,
+    t: f32,
+    scale: f32,
+    max_period: f32,
+) -> Result<(), OpError> {
+    let kernel = &k::elementwise::TIMESTEP_F16;
+    timestep_by(
+        cx,
+        "timestep_embedding_f16",
+        kernel,
+        out,
+        (t, scale, max_period),
+    )
+}
+
+fn timestep_by(
+    cx: &Ctx<'_>,
+    op: &'static str,
+    kernel: &'static k::KernelDef,
+    out: Tensor<'_>,
+    (t, scale, max_period): (f32, f32, f32),
+) -> Result<(), OpError> {
     let dim = match out.dims() {
         &[d] if d.is_multiple_of(2) => d,
         d => return Err(OpError::shape(op, "out", "[even dim]", d)),
@@ -109,5 +251,5 @@ pub fn timestep_embedding(
     ];
     cx.work(Work::f32(dim, dim));
     // SAFETY: the kernel writes out[0..dim], the checked packed view.
-    unsafe { cx.launch_linear(&k::embed::TIMESTEP, dim / 2, &args) }
+    unsafe { cx.launch_linear(kernel, dim / 2, &args) }
 }

@@ -1,15 +1,22 @@
-//! `y = x · Wᵀ + b` on one of three GEMM paths ([`GemmPath`], chosen per [`Ctx`]): the backend's
+//! `y = x · Wᵀ + b` on one of four GEMM paths ([`GemmPath`], chosen per [`Ctx`]): the backend's
 //! GEMM ([`crate::Backend::gemm`] / [`crate::Backend::gemm_bias`]: cuBLAS / cuBLASLt on a
 //! device, an ordered loop on the Host), the deterministic, batch-invariant fp32 `gemm.linear_*`
-//! kernels (`dcc_kernels::gemm`), or their 3xTF32 tensor-core sibling `gemm.linear_tf32x3`
-//! (`dcc_kernels::gemm::tf32`).
+//! kernels (`dcc_kernels::gemm`), their 3xTF32 tensor-core sibling `gemm.linear_tf32x3`
+//! (`dcc_kernels::gemm::tf32`), or the half-precision `gemm.linear_f16_*` over binary16 weights
+//! (`dcc_kernels::gemm::f16`). The weights' element type follows the path ([`WeightElem`]):
+//! `f32` on the first three, `half::f16` on [`GemmPath::Half`].
 
+use dcc_kernels::gemm::f16::{self as h16, F16Variant};
 use dcc_kernels::gemm::{self, Variant};
 use dcc_kernels::{Arg, KernelDef};
+use half::f16;
 
 use crate::backend::Gemm;
+use crate::contract::DType;
 
-use super::{Act, Ctx, OpError, Tensor, Work, dims, disjoint, int, matrix, operand, packed, ptr};
+use super::{
+    Act, Ctx, Elem, OpError, Tensor, Work, dims, disjoint, int, matrix, operand, packed, ptr,
+};
 
 /// Which GEMM a [`linear`] runs. Both are deterministic from run to run; they differ in what
 /// else they promise and in speed (`dcc-bench kernels` measures both at the model's shapes).
@@ -33,6 +40,14 @@ pub enum GemmPath {
     /// `mma`'s internal accumulation is unspecified): both stay within a derived bound of the
     /// fp32 twin (`dcc_kernels::gemm::tf32::bound`). Activations fuse into the epilogue.
     InvariantTf32x3,
+    /// `gemm.linear_f16_*` (`dcc_kernels::gemm::f16`): binary16 weights and bias (loaded so,
+    /// [`GemmPath::weight_dtype`]), `x` rounded to binary16, fp16 products accumulated in fp32
+    /// on tensor cores in an order fixed by K alone (batch invariant on CUDA), the bias added in
+    /// fp32 and every output rounded to a binary16 value (stored as f32): what a PyTorch linear
+    /// computes under `torch.autocast(dtype=float16)` on half weights. A fused activation runs
+    /// on that value and is rounded to binary16 again. Not bit-equal to its host twin (an
+    /// `mma`'s internal accumulation is unspecified): within `dcc_kernels::gemm::f16::bound`.
+    Half,
 }
 
 impl GemmPath {
@@ -52,6 +67,17 @@ impl GemmPath {
             GemmPath::Backend => Vec::new(),
             GemmPath::Invariant => gemm::PICKED.iter().map(|v| v.kernel).collect(),
             GemmPath::InvariantTf32x3 => vec![&gemm::tf32::LINEAR],
+            GemmPath::Half => h16::KERNELS.to_vec(),
+        }
+    }
+
+    /// The element type of the weights and biases a [`linear`] on this path reads: `F16` on
+    /// [`GemmPath::Half`], `F32` on every other path. A layer stores its weights in it (converted
+    /// once at load, rounding to nearest even), so a flow is built for its path.
+    pub fn weight_dtype(self) -> DType {
+        match self {
+            GemmPath::Half => DType::F16,
+            _ => DType::F32,
         }
     }
 
@@ -66,48 +92,119 @@ impl GemmPath {
     }
 }
 
+/// A linear's weight and optional bias in the element type of the path that reads them.
+#[derive(Copy, Clone, Debug)]
+pub enum LinearWeights<'a> {
+    /// `f32`: [`GemmPath::Backend`], [`GemmPath::Invariant`], [`GemmPath::InvariantTf32x3`].
+    F32 {
+        w: Tensor<'a>,
+        b: Option<Tensor<'a>>,
+    },
+    /// Binary16: [`GemmPath::Half`].
+    F16 {
+        w: Tensor<'a, f16>,
+        b: Option<Tensor<'a, f16>>,
+    },
+}
+
+/// The element types a linear's weights may have (`f32`, `half::f16`): [`linear`] takes either
+/// and refuses the one its context's path does not read ([`GemmPath::weight_dtype`]).
+pub trait WeightElem: Elem {
+    /// The weight and bias as [`LinearWeights`].
+    fn weights<'a>(w: Tensor<'a, Self>, b: Option<Tensor<'a, Self>>) -> LinearWeights<'a>;
+}
+
+impl WeightElem for f32 {
+    fn weights<'a>(w: Tensor<'a>, b: Option<Tensor<'a>>) -> LinearWeights<'a> {
+        LinearWeights::F32 { w, b }
+    }
+}
+
+impl WeightElem for f16 {
+    fn weights<'a>(w: Tensor<'a, f16>, b: Option<Tensor<'a, f16>>) -> LinearWeights<'a> {
+        LinearWeights::F16 { w, b }
+    }
+}
+
 /// `y[rows, out] = x[rows, in] · Wᵀ (+ b)`: `w` packed `[out, in]` (a `torch.nn.Linear`
 /// weight), `b` packed `[out]` added in the epilogue (as `addmm`, no separate broadcast), `x` and
 /// `y` with unit column stride and their own leading dimensions (rows of `y` must not overlap;
 /// rows of `x` may, as a convolution's rows over its input do), on the context's [`GemmPath`].
+/// `w` and `b` are `f32` on every path but [`GemmPath::Half`], which reads them as binary16
+/// (another element type is an [`OpError::Arg`] on `w`, nothing queued).
 /// [`GemmPath::Invariant`]: one launch of the variant [`gemm::pick`] chooses for `rows × out`
 /// (every variant computes the same bits, whatever the rows: `dcc_kernels::gemm`'s module docs
 /// give the order), bit-identical on CUDA and Host; nothing is queued when `rows` or `out` is 0
-/// (nothing to write). [`GemmPath::Backend`]: one backend GEMM (see there). Profile category
-/// `gemv (rows = 1)` for a single row or a projection more than 16× wider than its input, `gemm`
-/// otherwise.
-pub fn linear(
+/// (nothing to write). [`GemmPath::Half`]: one launch of the variant
+/// `dcc_kernels::gemm::f16::pick` chooses, every output a binary16 value ([`linear_f16`]).
+/// [`GemmPath::Backend`]: one backend GEMM (see there). Profile category `gemv (rows = 1)` for
+/// a single row or a projection more than 16× wider than its input, `gemm` otherwise.
+pub fn linear<'a, W: WeightElem>(
     cx: &Ctx<'_>,
-    w: Tensor<'_>,
-    b: Option<Tensor<'_>>,
+    w: Tensor<'a, W>,
+    b: Option<Tensor<'a, W>>,
     x: Tensor<'_>,
     y: Tensor<'_>,
 ) -> Result<(), OpError> {
-    match cx.gemm_path() {
-        GemmPath::Backend => cublas_linear(cx, w, b, x, y),
-        GemmPath::Invariant => linear_with(cx, picked(&w, &y), w, b, x, y, None),
-        GemmPath::InvariantTf32x3 => linear_tf32x3(cx, w, b, x, y, None),
-    }
+    on_path(cx, W::weights(w, b), x, y, None)
 }
 
 /// [`linear`] then the activation `f` of every output (`y` packed): on
 /// [`GemmPath::Invariant`] in one launch (the kernel's epilogue), the same bits as [`linear`]
-/// followed by [`super::act`] over `y`; on [`GemmPath::Backend`] as those two launches.
-pub fn linear_act(
+/// followed by [`super::act`] over `y`; on [`GemmPath::Backend`] as those two launches; on
+/// [`GemmPath::Half`] in one launch, the activation's result rounded to binary16.
+pub fn linear_act<'a, W: WeightElem>(
     cx: &Ctx<'_>,
-    w: Tensor<'_>,
-    b: Option<Tensor<'_>>,
+    w: Tensor<'a, W>,
+    b: Option<Tensor<'a, W>>,
     x: Tensor<'_>,
     y: Tensor<'_>,
     f: Act,
 ) -> Result<(), OpError> {
-    match cx.gemm_path() {
-        GemmPath::Backend => {
-            cublas_linear(cx, w, b, x, y)?;
-            super::act(cx, y, f)
+    on_path(cx, W::weights(w, b), x, y, Some(f))
+}
+
+/// [`linear`] (`f = None`) or [`linear_act`] on the context's path, refusing weights of the
+/// element type it does not read.
+fn on_path(
+    cx: &Ctx<'_>,
+    wb: LinearWeights<'_>,
+    x: Tensor<'_>,
+    y: Tensor<'_>,
+    f: Option<Act>,
+) -> Result<(), OpError> {
+    let path = cx.gemm_path();
+    match (path, wb) {
+        (GemmPath::Half, LinearWeights::F16 { w, b }) => linear_f16(cx, w, b, x, y, f),
+        (GemmPath::Half, LinearWeights::F32 { .. }) | (_, LinearWeights::F16 { .. }) => {
+            let found = match wb {
+                LinearWeights::F32 { .. } => DType::F32,
+                LinearWeights::F16 { .. } => DType::F16,
+            };
+            Err(OpError::arg(
+                "linear",
+                "w",
+                format!(
+                    "{} weights on GemmPath::{path:?}, which reads {} weights (a layer loads its \
+                     weights for the path it runs on)",
+                    found.name(),
+                    path.weight_dtype().name()
+                ),
+            ))
         }
-        GemmPath::Invariant => linear_with(cx, picked(&w, &y), w, b, x, y, Some(f)),
-        GemmPath::InvariantTf32x3 => linear_tf32x3(cx, w, b, x, y, Some(f)),
+        (GemmPath::Backend, LinearWeights::F32 { w, b }) => {
+            cublas_linear(cx, w, b, x, y)?;
+            match f {
+                Some(f) => super::act(cx, y, f),
+                None => Ok(()),
+            }
+        }
+        (GemmPath::Invariant, LinearWeights::F32 { w, b }) => {
+            linear_with(cx, picked(&w, &y), w, b, x, y, f)
+        }
+        (GemmPath::InvariantTf32x3, LinearWeights::F32 { w, b }) => {
+            linear_tf32x3(cx, w, b, x, y, f)
+        }
     }
 }
 
@@ -145,15 +242,46 @@ pub fn linear_tf32x3(
     launch_linear(cx, &gemm::tf32::LINEAR, gemm::tf32::dims, w, b, x, y, f)
 }
 
-/// One launch of an invariant linear kernel `k` (the `gemm` family's argument list) with the
-/// geometry `dims` gives for `rows × out` outputs.
+/// [`linear`] (`f = None`) or [`linear_act`] on [`GemmPath::Half`]: one launch of the
+/// `gemm.linear_f16_*` variant `dcc_kernels::gemm::f16::pick` chooses for `rows × out` (every
+/// variant computes the same bits; benchmarks call it directly, whatever the context's path).
+pub fn linear_f16(
+    cx: &Ctx<'_>,
+    w: Tensor<'_, f16>,
+    b: Option<Tensor<'_, f16>>,
+    x: Tensor<'_>,
+    y: Tensor<'_>,
+    f: Option<Act>,
+) -> Result<(), OpError> {
+    let (rows, out) = (y.dims().first().copied(), w.dims().first().copied());
+    let v = h16::pick(rows.unwrap_or(0), out.unwrap_or(0));
+    linear_f16_with(cx, v, w, b, x, y, f)
+}
+
+/// [`linear_f16`] with the tile variant chosen by the caller (benchmarks and the variant tests;
+/// the result is the same bits for every variant).
+pub fn linear_f16_with(
+    cx: &Ctx<'_>,
+    v: &'static F16Variant,
+    w: Tensor<'_, f16>,
+    b: Option<Tensor<'_, f16>>,
+    x: Tensor<'_>,
+    y: Tensor<'_>,
+    f: Option<Act>,
+) -> Result<(), OpError> {
+    launch_linear(cx, v.kernel, |rows, o| v.dims(rows, o), w, b, x, y, f)
+}
+
+/// One launch of an invariant linear kernel `k` (the `gemm` family's argument list; weights of
+/// `W`: `f32`, or binary16 for the half kernels) with the geometry `dims` gives for `rows × out`
+/// outputs.
 #[allow(clippy::too_many_arguments)]
-fn launch_linear(
+fn launch_linear<W: Elem>(
     cx: &Ctx<'_>,
     k: &'static KernelDef,
     dims: impl Fn(usize, usize) -> Option<dcc_kernels::LaunchDims>,
-    w: Tensor<'_>,
-    b: Option<Tensor<'_>>,
+    w: Tensor<'_, W>,
+    b: Option<Tensor<'_, W>>,
     x: Tensor<'_>,
     y: Tensor<'_>,
     f: Option<Act>,
@@ -196,11 +324,12 @@ fn launch_linear(
         int(i),
         int(o),
     ];
-    marked(cx, op, rows, i, o)?;
-    // SAFETY: the kernel reads `rows` rows of `in` floats at stride ldx of x, `out · in` floats
-    // of w and, with a bias, `out` of b, and writes `rows` rows of `out` floats at stride ldy of y (the launch
-    // covers exactly rows × out outputs, `Variant::dims` / `tf32::dims`): the checked views; y
-    // overlaps no input.
+    marked(cx, op, rows, i, o, std::mem::size_of::<W>())?;
+    // SAFETY: the kernel reads `rows` rows of `in` floats at stride ldx of x, `out · in` elements
+    // of w and, with a bias, `out` of b (of the kernel's weight type, `W`), and writes `rows`
+    // rows of `out` floats at stride ldy of y (the launch covers exactly rows × out outputs,
+    // `Variant::dims` / `tf32::dims` / `F16Variant::dims`): the checked views; y overlaps no
+    // input.
     unsafe { cx.be.launch(k, launch, &args) }.map_err(|error| OpError::Backend { op, error })
 }
 
@@ -242,7 +371,7 @@ fn cublas_linear(
         stride_c: 0,
         batch: 1,
     };
-    marked(cx, op, rows, i, o)?;
+    marked(cx, op, rows, i, o, 4)?;
     match b {
         Some(b) => cx.be.gemm_bias(&g, b.ptr()),
         None => cx.be.gemm(&g),
@@ -261,10 +390,10 @@ struct Shape {
 
 /// The checks every GEMM path makes: `w` packed `[out, in]`, `x` `[rows, in]` and `y` `[rows,
 /// out]` with unit column stride, `b` packed `[out]`, and `y` overlapping no input.
-fn checked(
+fn checked<W: Elem>(
     op: &'static str,
-    w: &Tensor<'_>,
-    b: Option<&Tensor<'_>>,
+    w: &Tensor<'_, W>,
+    b: Option<&Tensor<'_, W>>,
     x: &Tensor<'_>,
     y: &Tensor<'_>,
 ) -> Result<Shape, OpError> {
@@ -305,10 +434,21 @@ fn checked(
     })
 }
 
-/// Declares a linear's work and marks it under `gemv (rows = 1)` for a single row or a
-/// projection more than 16× wider than its input, `gemm` otherwise.
-fn marked(cx: &Ctx<'_>, op: &'static str, rows: usize, i: usize, o: usize) -> Result<(), OpError> {
-    cx.work(Work::f32(2 * rows * i * o, rows * i + o * i + rows * o + o));
+/// Declares a linear's work (`wbytes` per weight and bias element, 4 per activation element)
+/// and marks it under `gemv (rows = 1)` for a single row or a projection more than 16× wider than
+/// its input, `gemm` otherwise.
+fn marked(
+    cx: &Ctx<'_>,
+    op: &'static str,
+    rows: usize,
+    i: usize,
+    o: usize,
+    wbytes: usize,
+) -> Result<(), OpError> {
+    cx.work(Work {
+        flops: (2 * rows * i * o) as f64,
+        bytes: (4 * (rows * i + rows * o) + wbytes * (o * i + o)) as f64,
+    });
     cx.mark(
         op,
         if o > 16 * i || rows == 1 {

@@ -16,7 +16,8 @@
 //! the carry one block of [`THREADS`] per row. `linear` runs on the context's [`GemmPath`]: the
 //! backend's GEMM (cuBLAS picks its algorithm by shape and leading dimension), or the
 //! `gemm.linear_*` variant `dcc_kernels::gemm::pick` chooses (every variant computes the same
-//! bits), or the 3xTF32 `gemm.linear_tf32x3`.
+//! bits), or the 3xTF32 `gemm.linear_tf32x3`, or the half-precision `gemm.linear_f16_*` over
+//! binary16 weights.
 //!
 //! While a [`Profiler`] is open, every op records a stream marker for its category first (the
 //! kernel's name, `gemm`, `gemv (rows = 1)`, `memset`).
@@ -41,9 +42,15 @@ pub use attention::{attention, kv_pack, qk_norm_pack, rel_pos_attention};
 pub use conv::{conv_im2col, layer_norm_act_im2col};
 pub use conv1d::{Conv, ConvElem, ConvGeom, Residual, conv1d, conv1d_group};
 pub use copy::{copy, copy_batched, embedding, memset, repeat_rows, transpose};
-pub use elementwise::{Act, act, add, cfg_euler, timestep_embedding};
+pub use elementwise::{
+    Act, act, add, cfg_euler, cfg_euler_f16, gated_add_f16, round_f16, round_f16_shifted,
+    timestep_embedding, timestep_embedding_f16,
+};
 pub use error::OpError;
-pub use linear::{GemmPath, linear, linear_act, linear_tf32x3, linear_with};
+pub use linear::{
+    GemmPath, LinearWeights, WeightElem, linear, linear_act, linear_f16, linear_f16_with,
+    linear_tf32x3, linear_with,
+};
 pub use norm::{gated_norm_modulate, l2_normalize, layer_norm, layer_norm_modulate};
 pub use profile::{ProfileRow, Profiler, Work};
 pub use signal::{

@@ -24,8 +24,9 @@ use super::OpError;
 /// k‖v]`).
 pub const MAX_RANK: usize = 6;
 
-/// Element types of views: the 32-bit words most kernels move, and the doubles of the kernels
-/// that compute in float64 (the vocoder's F0 predictor and harmonic phase).
+/// Element types of views: the 32-bit words most kernels move, the doubles of the kernels
+/// that compute in float64 (the vocoder's F0 predictor and harmonic phase), and the binary16
+/// weights of the half-precision linear (`GemmPath::Half`).
 pub trait Elem: Copy + 'static {
     const DTYPE: DType;
 }
@@ -40,6 +41,11 @@ impl Elem for f64 {
 
 impl Elem for u32 {
     const DTYPE: DType = DType::I32;
+}
+
+/// IEEE binary16: the weights and biases of a linear on `GemmPath::Half`.
+impl Elem for half::f16 {
+    const DTYPE: DType = DType::F16;
 }
 
 /// The vocoder's int64 stream counters.

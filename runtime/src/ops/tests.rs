@@ -136,7 +136,7 @@ fn linear_norm_and_elementwise_match_plain_loops() {
         buf(&be, &[0.0; 6]),
     );
     let xt = Tensor::of(&x).unwrap().view(&[rows, i]).unwrap();
-    let wt = Tensor::of(&w).unwrap().view(&[o, i]).unwrap();
+    let wt = Tensor::<f32>::of(&w).unwrap().view(&[o, i]).unwrap();
     let yt = Tensor::of(&y).unwrap().view(&[rows, o]).unwrap();
     linear(&cx, wt, Some(Tensor::of(&b).unwrap()), xt, yt).unwrap();
     let got = read(&be, &y);

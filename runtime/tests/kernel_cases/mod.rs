@@ -219,6 +219,56 @@ pub fn cases() -> Vec<Case> {
         vec![f(13, 56 * 80), f(14, 2 * 56 * 80)],
         vec![A::B(0), A::B(1), A::I(56 * 80), A::F(0.7), A::F(0.0913)],
     ));
+    // rounding to f16: normal values up to ±6e4 (below the overflow at 65520), f16 subnormals
+    // (|x| < 2^-14) and plain data, 112 × 512 each
+    let n = 112 * 512;
+    let wide = [scaled(16, n, 2e4, 0.0), scaled(17, n, 2e-6, 0.0), f(18, n)].concat();
+    c.push(case(
+        "elementwise.round_f16 n172032",
+        &elementwise::ROUND_F16,
+        lin(3 * n),
+        vec![wide],
+        vec![A::B(0), A::I(1), A::I(3 * n), A::I(3 * n)],
+    ));
+    // every third row of 49 (the modulations' scale rows), and new cache frames: 16 rows of
+    // 56·128 elements, 520·128 apart
+    c.push(case(
+        "elementwise.round_f16 rows16 cols7168 ld66560",
+        &elementwise::ROUND_F16,
+        lin(16 * 56 * 128),
+        vec![scaled(20, 16 * 520 * 128, 3.0, 0.0)],
+        vec![A::B(0), A::I(16), A::I(56 * 128), A::I(520 * 128)],
+    ));
+    c.push(case(
+        "elementwise.round_f16_shifted rows49 cols512 ld1536 c1",
+        &elementwise::ROUND_F16_SHIFTED,
+        lin(49 * 512),
+        vec![scaled(19, 147 * 512, 0.3, 0.0)],
+        vec![A::B(0), A::I(49), A::I(512), A::I(1536), A::F(1.0)],
+    ));
+    c.push(case(
+        "elementwise.gated_add_f16 rows112 dim512",
+        &elementwise::GATED_ADD_F16,
+        lin(112 * 512),
+        vec![f(10, 112 * 512), f(11, 512), f(12, 112 * 512)],
+        vec![A::B(0), A::B(1), A::B(2), A::I(112), A::I(512)],
+    ));
+    c.push(case(
+        "elementwise.cfg_euler_f16 n4480",
+        &elementwise::CFG_EULER_F16,
+        lin(56 * 80),
+        vec![f(13, 56 * 80), f(14, 2 * 56 * 80)],
+        vec![A::B(0), A::B(1), A::I(56 * 80), A::F(0.7), A::F(0.0913)],
+    ));
+    for (dim, t) in [(256usize, 0.37f32), (255, 0.999), (16, 0.0)] {
+        c.push(case(
+            format!("elementwise.timestep_f16 dim{dim} t{t}"),
+            &elementwise::TIMESTEP_F16,
+            lin(dim / 2),
+            vec![f(15, dim)],
+            vec![A::B(0), A::I(dim), A::F(t), A::F(1000.0), A::F(10000.0)],
+        ));
+    }
     for (dim, t) in [(256usize, 0.37f32), (255, 0.999), (16, 0.0)] {
         c.push(case(
             format!("embed.timestep dim{dim} t{t}"),

@@ -34,6 +34,26 @@ fn defaults_are_the_documented_ones() {
     assert_eq!(o.io.as_deref(), Some(Path::new("i")));
 }
 
+/// `--gemm f16` is judged at --half-tol (default 1e-2), whatever --tol says; the other paths
+/// at --tol.
+#[test]
+fn the_half_path_is_checked_at_its_own_tolerance() {
+    let args = |gemm: &'static str, extra: &'static [&'static str]| {
+        let mut a = vec!["check", "--weights", "w", "--io", "i", "--tol", "1e-4"];
+        a.extend(["--gemm", gemm]);
+        a.extend(extra);
+        a
+    };
+    let o = parse(&args("f16", &[])).unwrap();
+    assert_eq!((o.gemm, o.check_tol), (GemmChoice::F16, Some(1e-2)));
+    assert_eq!(o.gemm.path(), dcc_runtime::ops::GemmPath::Half);
+    let o = parse(&args("f16", &["--half-tol", "3e-3"])).unwrap();
+    assert_eq!(o.check_tol, Some(3e-3));
+    let o = parse(&args("invariant", &["--half-tol", "3e-3"])).unwrap();
+    assert_eq!(o.check_tol, Some(1e-4));
+    assert!(err(&args("f16", &["--half-tol", "-1"])).contains("negative"));
+}
+
 #[test]
 fn the_scripts_invocations_parse() {
     let o = parse(&[

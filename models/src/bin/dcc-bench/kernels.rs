@@ -15,19 +15,23 @@
 //! checked against the twin (bit for bit; `tf32x3` within the bound) on small shapes with tails
 //! ([`TWIN_SHAPES`]), and with the
 //! DiT's shapes at 112 rows measured, the DiT's linears per chunk are summed per implementation
-//! ([`DIT_LAYER`]). The table comes last on stdout.
+//! ([`DIT_LAYER`]). The table comes last on stdout. The half-precision variants (`f16_*`,
+//! binary16 weights: [`super::kernels_f16`]) are checked against their own twin within its
+//! bound and against cuBLAS at `--half-tol`.
 
 use std::io::Write;
 use std::sync::Arc;
 
 use clap::Args;
 use dcc_runtime::backend::{AllocKind, Backend, BackendKind, DeviceBuffer, Gemm};
+use dcc_runtime::kernels::gemm::f16::{self as h16, F16Variant};
 use dcc_runtime::kernels::gemm::{self, Variant};
 use dcc_runtime::ops::{self, Ctx, Tensor};
 use serde_json::{Value, json};
 
 use super::cli::{BackendChoice, Format};
 use super::error::BenchError;
+use super::kernels_f16 as kf16;
 use super::{Res, spin};
 
 /// The full model's linear shapes `(in, out)`: DiT qkv (512 → 1536), attention out and the
@@ -59,7 +63,7 @@ pub const TWIN_SHAPES: [(usize, usize, usize); 4] =
 
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "Examples:\n  \
-dcc-bench kernels                                   # every variant, tf32x3 and cuBLAS, full shapes, 112 and 1792 rows\n  \
+dcc-bench kernels                                   # every variant, tf32x3, f16 and cuBLAS, full shapes, 112 and 1792 rows\n  \
 dcc-bench kernels --variants auto --rows 112 --samples 21\n  \
 dcc-bench kernels --shapes 512x2048 --variants 16x32,32x64 --cold-mib 0 --format json\n\n\
 To tune a tile size: edit or add a `variant!` line in kernels/src/gemm.rs (name, BM, BN, TM, TN,\n\
@@ -67,7 +71,7 @@ GW, STAGES, CH, blocks per SM, threads: it writes the variant's entry into its o
 its name in VARIANTS, rebuild, and compare the variants here; `gemm::pick` decides which one `ops::linear` launches. Every variant must stay\n\
 bit-equal to the twin (the `twin` column and the twin check): the k order is fixed by K alone,\n\
 whatever the tile.\n\n\
-Exit codes: 0 every kernel passes against its twin (where checked: bits, tf32x3 its bound) and within --tol of cuBLAS,\n\
+Exit codes: 0 every kernel passes against its twin (where checked: bits, tf32x3 and f16_* their bounds) and within --tol of cuBLAS (f16_*: --half-tol),\n\
 1 otherwise or on a run error, 2 usage.")]
 pub struct KernelsArgs {
     /// Where to run. On `host` the timings are the CPU twins' and the twin checks are skipped.
@@ -85,9 +89,11 @@ pub struct KernelsArgs {
     pub rows: Vec<usize>,
 
     /// Kernels, comma-separated: `auto` (what `ops::linear` picks for the shape), `all` (every
-    /// fp32 variant), tile names (`16x32`, `32x64`, ...: rows × outputs per CTA) and `tf32x3`
-    /// (the 3xTF32 tensor-core kernel).
-    #[arg(long, value_delimiter = ',', value_parser = variant, default_value = "auto,all,tf32x3")]
+    /// fp32 variant), tile names (`16x32`, `32x64`, ...: rows × outputs per CTA), `tf32x3`
+    /// (the 3xTF32 tensor-core kernel), `f16` (every half-precision variant) and their names
+    /// (`f16_16x32`, `f16_64x64`).
+    #[arg(long, value_delimiter = ',', value_parser = variant,
+          default_value = "auto,all,tf32x3,f16")]
     pub variants: Vec<Choice>,
 
     /// Launches per sample (queued back to back; a sample is their mean).
@@ -119,6 +125,11 @@ pub struct KernelsArgs {
     #[arg(long, value_name = "X", default_value_t = 1e-5, value_parser = tolerance)]
     pub tol: f64,
 
+    /// The --tol of the half-precision variants (binary16 weights and outputs: about 1e-3 from
+    /// cuBLAS's fp32 result on these shapes).
+    #[arg(long, value_name = "X", default_value_t = 1e-2, value_parser = tolerance)]
+    pub half_tol: f64,
+
     /// Output on stdout: the table, or one JSON object on one line.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -132,6 +143,8 @@ pub enum Choice {
     All,
     Fixed(&'static Variant),
     Tf32x3,
+    /// Every half-precision variant, or one.
+    F16(Option<&'static F16Variant>),
 }
 
 /// One linear implementation of the `gemm` family.
@@ -141,6 +154,8 @@ enum Kernel {
     Fp32(&'static Variant),
     /// `gemm.linear_tf32x3`: within `gemm::tf32::bound` of the fp32 twin.
     Tf32x3,
+    /// A `gemm.linear_f16_*` variant: within `gemm::f16::bound` of the half twin.
+    F16(&'static F16Variant),
 }
 
 fn shape(s: &str) -> Result<(usize, usize), String> {
@@ -168,14 +183,19 @@ fn variant(s: &str) -> Result<Choice, String> {
         "auto" => return Ok(Choice::Auto),
         "all" => return Ok(Choice::All),
         "tf32x3" => return Ok(Choice::Tf32x3),
-        _ => {}
+        "f16" => return Ok(Choice::F16(None)),
+        s => {
+            if let Some(v) = kf16::by_label(s) {
+                return Ok(Choice::F16(Some(v)));
+            }
+        }
     }
     gemm::variant(&format!("gemm.linear_{}", s.trim()))
         .map(Choice::Fixed)
         .ok_or_else(|| {
             let names: Vec<&str> = gemm::VARIANTS.iter().map(|v| short(v)).collect();
             format!(
-                "unknown variant `{s}` (auto, all, tf32x3, {})",
+                "unknown variant `{s}` (auto, all, tf32x3, f16, f16_16x32, f16_64x64, {})",
                 names.join(", ")
             )
         })
@@ -205,26 +225,36 @@ fn expand(rows: usize, out: usize, choices: &[Choice]) -> Vec<(String, Kernel)> 
                 .for_each(|k| push(short(k).into(), Kernel::Fp32(k))),
             Choice::Fixed(k) => push(short(k).into(), Kernel::Fp32(k)),
             Choice::Tf32x3 => push("tf32x3".into(), Kernel::Tf32x3),
+            Choice::F16(Some(k)) => push(kf16::label(k).into(), Kernel::F16(k)),
+            Choice::F16(None) => h16::VARIANTS
+                .iter()
+                .for_each(|k| push(kf16::label(k).into(), Kernel::F16(k))),
         }
     }
     v
 }
 
-/// The operands of one shape at one row count, on one backend.
+/// The operands of one shape at one row count, on one backend (`w16`, `b16`: `w` and `b`
+/// rounded to binary16, the half variants' weights).
 struct Operands {
     x: DeviceBuffer,
     w: DeviceBuffer,
     b: DeviceBuffer,
+    w16: DeviceBuffer,
+    b16: DeviceBuffer,
     y: DeviceBuffer,
 }
 
 impl Operands {
     fn new(be: &Arc<dyn Backend>, seed: u64, rows: usize, i: usize, o: usize) -> Res<Operands> {
         let up = |v: Vec<f32>| be.alloc_from(&v, AllocKind::Other);
+        let (w, b) = (data(4 * seed + 2, o * i), data(4 * seed + 3, o));
         Ok(Operands {
             x: up(data(4 * seed + 1, rows * i))?,
-            w: up(data(4 * seed + 2, o * i))?,
-            b: up(data(4 * seed + 3, o))?,
+            w16: be.alloc_from(&kf16::halves(&w), AllocKind::Other)?,
+            b16: be.alloc_from(&kf16::halves(&b), AllocKind::Other)?,
+            w: up(w)?,
+            b: up(b)?,
             y: up(vec![f32::NAN; rows * o])?,
         })
     }
@@ -237,6 +267,11 @@ impl Operands {
         match k {
             Kernel::Fp32(v) => ops::linear_with(cx, v, w, b, x, y, None)?,
             Kernel::Tf32x3 => ops::linear_tf32x3(cx, w, b, x, y, None)?,
+            Kernel::F16(v) => {
+                let t = |b, d: &[usize]| Tensor::of(b).and_then(|t| t.view(d));
+                let (w, b) = (t(&self.w16, &[o, i])?, Some(t(&self.b16, &[o])?));
+                ops::linear_f16_with(cx, v, w, b, x, y, None)?
+            }
         }
         Ok(())
     }
@@ -342,7 +377,8 @@ fn bits_equal(a: &[f32], b: &[f32]) -> bool {
 
 /// Whether kernel `k`'s output `got` passes against the fp32 twin's `want` for the operands of
 /// set `seed` ([`Operands::new`]) at `(rows, in, out)`: bit for bit for an fp32 variant, every
-/// output within `gemm::tf32::bound` for `tf32x3`.
+/// output within `gemm::tf32::bound` for `tf32x3`, within `gemm::f16::bound` of the half twin
+/// for an `f16` variant.
 fn twin_ok(
     k: Kernel,
     seed: u64,
@@ -354,6 +390,9 @@ fn twin_ok(
         return bits_equal(want, got);
     }
     let (x, w) = (data(4 * seed + 1, rows * i), data(4 * seed + 2, o * i));
+    if let Kernel::F16(_) = k {
+        return kf16::twin_ok((rows, i, o), &x, &w, &data(4 * seed + 3, o), got);
+    }
     want.len() == rows * o
         && got.len() == rows * o
         && (0..rows * o).all(|e| {
@@ -376,6 +415,7 @@ pub fn run(a: &KernelsArgs) -> Res<bool> {
     };
     let host = (be.kind() == BackendKind::Cuda && !a.skip_twin).then(dcc_runtime::backend::host);
     let mut preload: Vec<&'static dcc_runtime::KernelDef> = gemm::KERNELS.to_vec();
+    preload.extend(h16::KERNELS);
     preload.push(&dcc_runtime::kernels::synthetic::SPIN);
     be.preload(&preload)?;
     let cx = Ctx::new(be.as_ref(), None);
@@ -388,7 +428,7 @@ pub fn run(a: &KernelsArgs) -> Res<bool> {
     for &(i, o) in &a.shapes {
         for &rows in &a.rows {
             let flop = 2.0 * rows as f64 * i as f64 * o as f64;
-            let set_bytes = 4 * (rows * i + o * i + o + rows * o);
+            let set_bytes = 4 * (rows * i + o * i + o + rows * o) + 2 * (o * i + o);
             let n_sets = (a.cold_mib << 20).div_ceil(set_bytes).clamp(1, 256);
             let sets = (0..n_sets)
                 .map(|s| Operands::new(&be, s as u64, rows, i, o))
@@ -427,7 +467,11 @@ pub fn run(a: &KernelsArgs) -> Res<bool> {
                 let got = sets[0].read(be.as_ref(), rows * o)?;
                 let twin = want.as_ref().map(|w| twin_ok(k, 0, (rows, i, o), w, &got));
                 let err = rel_err(&got, &reference);
-                if twin == Some(false) || err.is_nan() || err > a.tol {
+                let tol = match k {
+                    Kernel::F16(_) => a.half_tol,
+                    _ => a.tol,
+                };
+                if twin == Some(false) || err.is_nan() || err > tol {
                     ok = false;
                 }
                 line(name, ms, twin, Some(err));
@@ -473,7 +517,12 @@ fn twin_check(be: &Arc<dyn Backend>, host: &Arc<dyn Backend>, cx: &Ctx<'_>) -> R
     let kernels = gemm::VARIANTS
         .iter()
         .map(|v| (short(v), Kernel::Fp32(v)))
-        .chain([("tf32x3", Kernel::Tf32x3)]);
+        .chain([("tf32x3", Kernel::Tf32x3)])
+        .chain(
+            h16::VARIANTS
+                .iter()
+                .map(|v| (kf16::label(v), Kernel::F16(v))),
+        );
     let kernels: Vec<_> = kernels.collect();
     for (m, i, o) in TWIN_SHAPES {
         let h = Operands::new(host, 7, m, i, o)?;
@@ -536,7 +585,7 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
         w,
         "dcc-bench kernels on {} (median of {} samples of {} launches, operands rotated over {} MiB; \
          ×cuBLAS: cuBLAS µs / µs; twin: bit-equal to the host twin (tf32x3: within its bound of the \
-         fp32 twin); err: max |y − cuBLAS| / max |cuBLAS|)",
+         fp32 twin; f16_*: within its bound of the half twin); err: max |y − cuBLAS| / max |cuBLAS|)",
         out["device"].as_str().unwrap_or("?"),
         out["samples"],
         out["reps"],
@@ -588,7 +637,7 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
             .collect();
         writeln!(
             w,
-            "twin check: {} of {} launches pass against the host twin (every variant bit-equal, tf32x3 within its bound, at {:?}, rows × in → out){}",
+            "twin check: {} of {} launches pass against the host twin (every variant bit-equal, tf32x3 and f16_* within their bounds, at {:?}, rows × in → out){}",
             t.len() - bad.len(),
             t.len(),
             TWIN_SHAPES,
@@ -617,7 +666,7 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
         w,
         "{}",
         if out["ok"] == Value::Bool(true) {
-            "ok: every kernel passes against its twin (where checked) and within --tol of cuBLAS"
+            "ok: every kernel passes against its twin (where checked) and within --tol of cuBLAS (f16_*: --half-tol)"
         } else {
             "FAILED: a kernel differs from its twin or from cuBLAS beyond --tol"
         }

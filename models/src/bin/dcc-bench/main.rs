@@ -40,6 +40,7 @@ mod contract;
 mod error;
 mod inputs;
 mod kernels;
+mod kernels_f16;
 mod pcm;
 mod plot;
 mod profile;
@@ -162,7 +163,7 @@ fn setup(o: &Opts) -> Res<Setup> {
     let mut prompt = io.prompt.clone();
     prompt.extend_from_slice(&io.prompt[..sizes.lookahead_tokens.min(io.prompt.len())]);
     let k = contract.keeps;
-    let dev = DeviceFlow::new(
+    let dev = DeviceFlow::new_on_path(
         be.clone(),
         &ws,
         &cfg,
@@ -172,8 +173,8 @@ fn setup(o: &Opts) -> Res<Setup> {
                 .max(sizes.chunk_tokens + sizes.lookahead_tokens),
             carry_frames: k.carry.bound().max(k.upsample.bound()),
         },
-    )?
-    .with_gemm(o.gemm.path());
+        o.gemm.path(),
+    )?;
     // What the flow launches, and the spin of the device-busy figure: nothing else compiles.
     let mut kernels = dev.kernels();
     kernels.push(&ks::SPIN);

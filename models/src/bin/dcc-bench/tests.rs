@@ -96,11 +96,19 @@ fn kernels_bench_runs_on_host() {
     };
     let k = parse(&[]);
     assert_eq!(k.shapes, vec![(64, 40), (37, 33)]);
-    // The defaults: auto, all, tf32x3.
-    assert_eq!((k.rows.clone(), k.variants.len()), (vec![5, 17], 3));
+    // The defaults: auto, all, tf32x3, f16.
+    assert_eq!((k.rows.clone(), k.variants.len()), (vec![5, 17], 4));
     assert!(super::kernels::run(&k).unwrap());
     // A tolerance no reordering meets fails the run.
     assert!(!super::kernels::run(&parse(&["--tol", "0", "--variants", "16x32"])).unwrap());
+    // The half variants are judged at --half-tol, not --tol.
+    let half = |tols: &[&'static str]| {
+        let mut a = vec!["--variants", "f16_16x32,f16_64x64"];
+        a.extend(tols);
+        super::kernels::run(&parse(&a)).unwrap()
+    };
+    assert!(half(&["--tol", "0"]));
+    assert!(!half(&["--half-tol", "0"]));
     for bad in [
         &["--shapes", "64"][..],
         &["--variants", "7x7"],

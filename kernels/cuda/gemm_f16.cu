@@ -1,0 +1,294 @@
+// Half-precision linear on tensor cores (gemm_linear_f16_*; kernels/src/gemm/f16.rs,
+// GemmPath::Half): y[rows, out] = rn16(rn16(x) · W16ᵀ + b16), stored as float, W16 and b16 IEEE
+// binary16 (packed [out, in] and [out]), x and y float with unit column stride and their own
+// leading dimensions. rn16 rounds a float to the nearest binary16 value, ties to even, overflow to
+// ±inf (cvt.rn.f16.f32, __float2half_rn). Not bit-equal to its host twin (an mma's internal
+// accumulation is not specified), but batch-invariant: the operations of one output depend on K
+// alone.
+//   * every x value is rounded to binary16 (a product of two binary16 values is exact in float);
+//   * k is padded with zeros to a multiple of 16; k step s (k in [16s, 16s + 16)) belongs to chain
+//     s mod 4; chain c accumulates, from 0, over its steps in ascending order, one
+//     mma.m16n8k16 (f16 inputs, f32 accumulator) per step; a step wholly past K is skipped;
+//   * the chains' partials are added as (p0 + p1) + (p2 + p3), then + b (float), then rounded to
+//     binary16; with a fused activation (dcc_act1, the op codes of act_apply), the activation of
+//     that value in float, rounded to binary16 again; y = the value as float.
+// An mma computes each output element from its own row of x, its own column of W16ᵀ and its own
+// accumulator, so neither the other rows of the tile nor the tile's position changes its bits,
+// and every tile shape below (H16_TILE<MT, NT, WM, WN>) computes the same bits.
+// CTA: WM × WN warp tiles of 16·MT rows × 8·NT outputs, each computed by H16_KW warps (one per
+// chain): BM = 16·MT·WM rows, BN = 8·NT·WN outputs, 32 · WM · WN · H16_KW threads. k tiles of
+// H16_BK (four k steps: step j of a tile belongs to chain j) are staged through a ring of H16_ST
+// buffers, x as float ([BM][H16_BK + 4]) and W as binary16 ([BN][H16_BK + 8]), with 16-byte
+// asynchronous copies (cp.async) when every row allows them (x: address and leading dimension
+// multiples of 4 floats, K a multiple of 4; W: address a multiple of 16 bytes, K a multiple of 8),
+// plain loads otherwise; rows past `rows`, outputs past `out` and k past K are staged as zeros
+// and never written. Then the partials meet in shared memory ([H16_KW][BM][BN] floats over the
+// staging buffers).
+// Compiled by NVRTC with --fmad=false. Launch: grid (ceil(out / BN), ceil(rows / BM), 1), block
+// (32 · WM · WN · H16_KW, 1, 1), max(H16_ST · stage, H16_KW · BM · BN · 4) bytes of dynamic shared
+// memory (kernels/src/gemm/f16.rs F16Variant::shared_bytes); another block shape, less shared
+// memory or K above H16_MAX_K traps.
+// Arguments of every entry: (y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out), as the fp32
+// linear's (gemm.cu) but w and b binary16; b is read only when bias != 0.
+// Prepended with common.cuh (i64, dcc_act1).
+
+#define H16_KW 4
+#define H16_BK 64
+#define H16_ST 4
+#define H16_LDX (H16_BK + 4)
+#define H16_LDW (H16_BK + 8)
+#define H16_MAX_K 0x7fffff00LL
+
+struct H16Args {
+    float* y;
+    i64 ldy;
+    const float* x;
+    i64 ldx;
+    const unsigned short* w;
+    const unsigned short* b;
+    int bias;
+    int act;
+    float alpha;
+    i64 rows;
+    i64 k;
+    i64 out;
+};
+
+__device__ __forceinline__ float h16_to_f32(unsigned short h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+// rn16: the nearest binary16 value (ties to even, overflow to ±inf), as float.
+__device__ __forceinline__ float h16_round(float v) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    return h16_to_f32(h);
+}
+
+// Two floats as one f16x2 register: lo in the low half, hi in the high half (cvt's first source
+// goes to the upper half).
+__device__ __forceinline__ unsigned h16_pack(float lo, float hi) {
+    unsigned d;
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+    return d;
+}
+
+__device__ __forceinline__ void h16_cp16(void* dst, const void* src, int n) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
+}
+__device__ __forceinline__ void h16_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void h16_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+__device__ __forceinline__ unsigned h16_dynamic_smem() {
+    unsigned n;
+    asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(n));
+    return n;
+}
+
+// d += a · b over one k step of 16 (a: 16 × 16 row-major f16 fragment, b: 16 × 8 column-major).
+__device__ __forceinline__ void h16_mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// One staging slot of a thread: E consecutive k of one row (16 bytes: 4 floats of x or 8 halves
+// of W) from `src` + the tile's k offset into the stage at element `dst`; `lim`: the k offsets
+// below it are inside the operand (K − the slot's k; 0 for a row past the operand's rows, whose
+// `src` is the operand's start, never read).
+template <typename T>
+struct H16Slot {
+    const T* src;
+    int lim;
+    int dst;
+};
+
+// Stages slot `sl` at tile offset kb into the stage `buf` (E elements of T; zeros past K).
+template <bool VEC, typename T, int E>
+__device__ __forceinline__ void h16_stage(T* buf, const H16Slot<T>& sl, int kb) {
+    if constexpr (VEC) {
+        const bool in = kb < sl.lim;
+        h16_cp16(buf + sl.dst, in ? sl.src + kb : sl.src, in ? 16 : 0);
+    } else {
+#pragma unroll
+        for (int e = 0; e < E; ++e) buf[sl.dst + e] = kb + e < sl.lim ? sl.src[kb + e] : (T)0;
+    }
+}
+
+template <int MT, int NT, int WM, int WN, bool VEC>
+__device__ __forceinline__ void h16_tile(const H16Args a) {
+    constexpr int BM = 16 * MT * WM;
+    constexpr int BN = 8 * NT * WN;
+    constexpr int NTH = 32 * WM * WN * H16_KW;
+    constexpr int XQ = H16_BK / 4;  // x slots per row of a tile (4 floats each)
+    constexpr int WQ = H16_BK / 8;  // W slots per row of a tile (8 halves each)
+    constexpr int XV = BM * XQ;
+    constexpr int WV = BN * WQ;
+    constexpr int XPT = (XV + NTH - 1) / NTH;
+    constexpr int WPT = (WV + NTH - 1) / NTH;
+    constexpr int XBYTES = BM * H16_LDX * 4;
+    constexpr int STAGE = XBYTES + BN * H16_LDW * 2;  // bytes
+    constexpr int RED = H16_KW * BM * BN * 4;
+    constexpr int SMEM = H16_ST * STAGE > RED ? H16_ST * STAGE : RED;
+    static_assert(H16_BK / 16 == H16_KW, "step j of a tile belongs to chain j");
+    static_assert(STAGE % 16 == 0 && XBYTES % 16 == 0, "16-byte aligned stages");
+
+    extern __shared__ float4 h16_smem[];
+    unsigned char* const smem = reinterpret_cast<unsigned char*>(h16_smem);
+    if (blockDim.x != NTH || blockDim.y != 1 || blockDim.z != 1) __trap();
+    if (h16_dynamic_smem() < (unsigned)SMEM || a.k > H16_MAX_K) __trap();
+    const int tid = threadIdx.x;
+    const int warp = tid / 32;
+    const int chain = warp / (WM * WN);
+    const int wm = (warp % (WM * WN)) / WN;
+    const int wn = warp % WN;
+    const int g = (tid % 32) / 4;
+    const int t = tid % 4;
+    const i64 m0 = (i64)blockIdx.y * BM;
+    const i64 n0 = (i64)blockIdx.x * BN;
+    const i64 K = a.k;
+
+    H16Slot<float> xsl[XPT];
+    H16Slot<unsigned short> wsl[WPT];
+#pragma unroll
+    for (int i = 0; i < XPT; ++i) {
+        const int q = tid + i * NTH;
+        const i64 r = m0 + q / XQ;
+        const bool in = q < XV && r < a.rows;
+        xsl[i].src = in ? a.x + r * a.ldx + 4 * (q % XQ) : a.x;
+        xsl[i].lim = in ? (int)K - 4 * (q % XQ) : 0;
+        xsl[i].dst = (q / XQ) * H16_LDX + 4 * (q % XQ);
+    }
+#pragma unroll
+    for (int i = 0; i < WPT; ++i) {
+        const int q = tid + i * NTH;
+        const i64 r = n0 + q / WQ;
+        const bool in = q < WV && r < a.out;
+        wsl[i].src = in ? a.w + r * K + 8 * (q % WQ) : a.w;
+        wsl[i].lim = in ? (int)K - 8 * (q % WQ) : 0;
+        wsl[i].dst = (q / WQ) * H16_LDW + 8 * (q % WQ);
+    }
+
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[m][n][i] = 0.0f;
+
+    const i64 tiles = (K + H16_BK - 1) / H16_BK;
+    const i64 steps = (K + 15) / 16;
+    auto issue = [&](i64 c, int buf) {
+        if (c < tiles) {
+            const int kb = (int)c * H16_BK;
+            float* const xs = reinterpret_cast<float*>(smem + buf * STAGE);
+            unsigned short* const ws = reinterpret_cast<unsigned short*>(smem + buf * STAGE + XBYTES);
+#pragma unroll
+            for (int i = 0; i < XPT; ++i)
+                if (tid + i * NTH < XV) h16_stage<VEC, float, 4>(xs, xsl[i], kb);
+#pragma unroll
+            for (int i = 0; i < WPT; ++i)
+                if (tid + i * NTH < WV) h16_stage<VEC, unsigned short, 8>(ws, wsl[i], kb);
+        }
+        h16_commit();
+    };
+    // This warp's k step of tile c (in buffer buf): local step `chain`.
+    auto multiply = [&](int buf, i64 c) {
+        if (c * H16_KW + chain >= steps) return;
+        const float* const xs = reinterpret_cast<const float*>(smem + buf * STAGE);
+        const unsigned short* const ws = reinterpret_cast<const unsigned short*>(smem + buf * STAGE + XBYTES);
+        const int k0 = 16 * chain;
+        unsigned af[MT][4];
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+            const float* const r0 = xs + (16 * (MT * wm + m) + g) * H16_LDX + k0 + 2 * t;
+            const float* const r1 = r0 + 8 * H16_LDX;
+            af[m][0] = h16_pack(r0[0], r0[1]);
+            af[m][1] = h16_pack(r1[0], r1[1]);
+            af[m][2] = h16_pack(r0[8], r0[9]);
+            af[m][3] = h16_pack(r1[8], r1[9]);
+        }
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+            const unsigned short* const col = ws + (8 * (NT * wn + n) + g) * H16_LDW + k0 + 2 * t;
+            const unsigned b0 = *reinterpret_cast<const unsigned*>(col);
+            const unsigned b1 = *reinterpret_cast<const unsigned*>(col + 8);
+#pragma unroll
+            for (int m = 0; m < MT; ++m) h16_mma(acc[m][n], af[m], b0, b1);
+        }
+    };
+
+    {
+#pragma unroll
+        for (int c = 0; c < H16_ST - 1; ++c) issue(c, c);
+        int rbuf = 0;
+        int wbuf = H16_ST - 1;
+        for (i64 c = 0; c < tiles; ++c) {
+            h16_wait<H16_ST - 2>();
+            __syncthreads();
+            issue(c + H16_ST - 1, wbuf);
+            multiply(rbuf, c);
+            rbuf = rbuf + 1 == H16_ST ? 0 : rbuf + 1;
+            wbuf = wbuf + 1 == H16_ST ? 0 : wbuf + 1;
+        }
+    }
+    h16_wait<0>();
+    __syncthreads();
+
+    // Accumulator element i of tile (m, n): row 16·(MT·wm + m) + g + 8·(i / 2), output
+    // 8·(NT·wn + n) + 2t + (i mod 2).
+    float* const red = reinterpret_cast<float*>(smem);
+    float* const mine = red + chain * BM * BN;
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i)
+                mine[(16 * (MT * wm + m) + g + 8 * (i / 2)) * BN + 8 * (NT * wn + n) + 2 * t + (i % 2)] = acc[m][n][i];
+    __syncthreads();
+    constexpr int P = BM * BN;
+    for (int e = tid; e < P; e += NTH) {
+        const i64 r = m0 + e / BN;
+        const i64 o = n0 + e % BN;
+        if (r >= a.rows || o >= a.out) continue;
+        float v = (red[e] + red[P + e]) + (red[2 * P + e] + red[3 * P + e]);
+        if (a.bias != 0) v = v + h16_to_f32(a.b[o]);
+        v = h16_round(v);
+        if (a.act >= 0) v = h16_round(dcc_act1(v, a.act, a.alpha));
+        a.y[r * a.ldy + o] = v;
+    }
+}
+
+// The 16-byte asynchronous staging when both operands allow it, else plain loads.
+template <int MT, int NT, int WM, int WN>
+__device__ __forceinline__ void h16_linear(const H16Args a) {
+    static_assert(H16_KW == 4, "the partials' tree is written for four chains");
+    if ((unsigned long long)a.x % 16 == 0 && a.ldx % 4 == 0 && a.k % 4 == 0 && (unsigned long long)a.w % 16 == 0 &&
+        a.k % 8 == 0)
+        h16_tile<MT, NT, WM, WN, true>(a);
+    else
+        h16_tile<MT, NT, WM, WN, false>(a);
+}
+
+// 64 rows × 64 outputs per CTA, 16 warps (many rows: sessions batched).
+extern "C" __global__ void __launch_bounds__(512, 1) gemm_linear_f16_64x64(float* y, i64 ldy, const float* x, i64 ldx,
+                                                                          const unsigned short* w,
+                                                                          const unsigned short* b, int bias, int act,
+                                                                          float alpha, i64 rows, i64 in, i64 out) {
+    h16_linear<2, 4, 2, 2>(H16Args{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
+}
+
+// 16 rows × 32 outputs per CTA, 4 warps (one session's rows: more CTAs).
+extern "C" __global__ void __launch_bounds__(128, 4) gemm_linear_f16_16x32(float* y, i64 ldy, const float* x, i64 ldx,
+                                                                          const unsigned short* w,
+                                                                          const unsigned short* b, int bias, int act,
+                                                                          float alpha, i64 rows, i64 in, i64 out) {
+    h16_linear<1, 4, 1, 1>(H16Args{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
+}
