@@ -13,6 +13,8 @@
 #   bash scripts/serve-gpu.sh batch      # exact cross-session batching: the CUDA twin of the Host
 #                                        # test, then dcc-bench sessions --batch (BATCH_N,
 #                                        # BATCH_GEMM, BATCH_MAX: the largest batch)
+#   bash scripts/serve-gpu.sh half       # the half operating point: vendor fp16 export, our half arm
+#                                        # checked against it, timed, profiled, batched (HALF_N)
 #   bash scripts/serve-gpu.sh gemm       # module compile cold/warm (PTX cache), process start per
 #                                        # GEMM path, the linear kernels, the full model per path
 #                                        # (needs e2e's export in /tmp/full for the last part)
@@ -132,6 +134,28 @@ batch)
     --json-out "$OUT/sessions_batch.json" >"$W/sessions_batch_table.txt" 2>&1
   echo "sessions --batch rc=$?"
   tail -n 30 "$W/sessions_batch_table.txt"
+  ;;
+half)
+  # the half operating point: the vendor's fp16 mode exported beside its fp32 mode (same seeded
+  # inputs), our half arm checked against it at the vendor's own fp16-vs-fp32 distance (the
+  # smallest over the chunks), timed and profiled, then batched sessions on the half path
+  H=/tmp/fullh
+  [[ -f $H/weights_half.safetensors ]] || python3 scripts/half_peer.py --peer "$D/token2wav_stock.py" \
+    --vendor "$D/vendor" --config full --device cuda --chunks 24 --export "$H" \
+    >"$H.json" 2>"$W/half_peer.err"
+  cp "$H.json" "$OUT/half_peer.json"
+  tol=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(min(d['rel_l2']))" "$H.json")
+  echo "vendor fp16 vs vendor fp32, rel-L2 per chunk: min $tol, max $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['rel_l2_max'])" "$H.json")"
+  hw=(--backend cuda --gemm f16 --weights $H/weights_half.safetensors --io $H/io_half.safetensors
+      --contract token2wav --no-vocoder)
+  "$B" check "${hw[@]}" --chunks 24 --half-tol "$tol" --arms B0,S,R,Rc,SR,SRc >"$W/check_f16.txt" 2>&1
+  echo "half check (every chunk within $tol of the vendor fp16) rc=$?"; tail -n 9 "$W/check_f16.txt"
+  "$B" token2wav "${hw[@]}" --chunks 24 --arms SRc --profile >"$W/half_srec.txt" 2>&1
+  echo "half SRc + profile rc=$?"; tail -n 30 "$W/half_srec.txt"
+  "$B" sessions "${hw[@]}" --sessions "${HALF_N:-32,64}" --chunks 6 --warmup 4 --arms SRc --batch \
+    ${BATCH_MAX:+--max-batch $BATCH_MAX} --json-out "$OUT/sessions_half.json" \
+    >"$W/sessions_half.txt" 2>&1
+  echo "half sessions --batch rc=$?"; tail -n 14 "$W/sessions_half.txt"
   ;;
 gemm)
   # NVRTC per module, cold then from the on-disk PTX cache (a fresh directory)
