@@ -419,11 +419,12 @@ extern "C" __global__ void attention_rel_pos(float* out, const float* q, const f
 // An mma computes each output element from its own row of A, its own column of B and its own
 // accumulator: neither the other rows of the tile (other queries, or the padding past tq) nor
 // the tile's position changes its bits.
-// CTA: one (batch, head, 16-row query tile), 4 warps. Keys, then values, stream through a ring of
-// DCC_T3_STAGES tiles of 64 frames (cp.async, 16-byte copies when kv and d allow it); warp w
-// scores the key n8 tiles w and w + 4 of each tile into the score rows in shared memory; after
-// the softmax (warp w: rows w, w + 4, w + 8, w + 12) warp w accumulates the output n8 tiles
-// w, w + 4, ... over every value tile.
+// CTA: one (batch, head, 16-row query tile), W = DCC_T3_WARPS = 8 warps. Keys, then values, stream
+// through a ring of DCC_T3_STAGES tiles of 64 frames (cp.async, 16-byte copies when kv and d allow
+// it); warp w scores the key n8 tile w of each tile (8 per tile) into the score rows in shared
+// memory; after the softmax (warp w: rows w, w + W) warp w accumulates the output n8 tiles w,
+// w + W, ... below DP over every value tile (at DP = 32 warps 4..7 have none). Each score and
+// each output is one warp's, so the warp count changes no order.
 // Dynamic shared memory (floats; DP = d rounded up to 32, 64 or 128, LS = tk rounded up to 64,
 // plus 4): [16·(DP + 4) big q | 16·(DP + 4) small q | 16·LS scores | STAGES·64·(DP + 8) ring |
 // 16 row sums] (attention::tf32::shared_bytes); less traps, as does a block of other than 128
@@ -431,7 +432,7 @@ extern "C" __global__ void attention_rel_pos(float* out, const float* q, const f
 
 #define DCC_T3_ROWS 16
 #define DCC_T3_KEYS 64
-#define DCC_T3_WARPS 4
+#define DCC_T3_WARPS 8
 #define DCC_T3_STAGES 3
 
 // gemm.cu's t3_tf32 and t3_mma (copied: each module is its own translation unit).
@@ -498,7 +499,9 @@ __device__ void dcc_sdpa_tf32x3_body(float* out, const float* q, const float* kv
     constexpr int LV = DP + 8;  // value rows: conflict-free B fragments (B[k][n] = key k, dim n)
     constexpr int Q4 = DP / 4;  // 16-byte slots per staged frame
     constexpr int SLOTS = DCC_T3_KEYS * Q4;
-    constexpr int NPW = DP / 8 / DCC_T3_WARPS;  // output n8 tiles per warp (1, 2 or 4)
+    constexpr int SPW = DCC_T3_KEYS / 8 / DCC_T3_WARPS;                  // key n8 tiles per warp (1)
+    constexpr int NPW = (DP / 8 + DCC_T3_WARPS - 1) / DCC_T3_WARPS;      // output n8 tiles per warp (1, 1, 2)
+    static_assert(SPW * 8 * DCC_T3_WARPS == DCC_T3_KEYS, "whole key n8 tiles per warp");
     constexpr int NT = 32 * DCC_T3_WARPS;
     const int ntiles = (tk + DCC_T3_KEYS - 1) / DCC_T3_KEYS;
     const int LS = ntiles * DCC_T3_KEYS + 4;    // score rows: conflict-free A fragments
@@ -567,11 +570,11 @@ __device__ void dcc_sdpa_tf32x3_body(float* out, const float* q, const float* kv
             issue(u + DCC_T3_STAGES - 1);
             const float* const tile = ring + (u % DCC_T3_STAGES) * DCC_T3_KEYS * LV;
             if (u < ntiles) {
-                // Scores of the key n8 tiles warp and warp + 4 of this tile.
+                // Scores of the key n8 tiles warp, warp + W, ... of this tile.
                 const int j0 = u * DCC_T3_KEYS;
-                float sacc[2][4][4];
+                float sacc[SPW][4][4];
 #pragma unroll
-                for (int n = 0; n < 2; ++n)
+                for (int n = 0; n < SPW; ++n)
 #pragma unroll
                     for (int ch = 0; ch < 4; ++ch)
 #pragma unroll
@@ -591,24 +594,24 @@ __device__ void dcc_sdpa_tf32x3_body(float* out, const float* q, const float* kv
                         asml[e] = __float_as_uint(as[e]);
                     }
 #pragma unroll
-                    for (int n = 0; n < 2; ++n) {
-                        const float* const kr = tile + (8 * (warp + 4 * n) + g) * LK + k0 + t;
+                    for (int n = 0; n < SPW; ++n) {
+                        const float* const kr = tile + (8 * (warp + DCC_T3_WARPS * n) + g) * LK + k0 + t;
                         dcc_mma3(sacc[n][ks % 4], abig, asml, kr[0], kr[4]);
                     }
                 }
                 // Accumulator element e of n-tile n: row g + 8·(e / 2), key 8·nt + 2t + (e mod 2).
 #pragma unroll
-                for (int n = 0; n < 2; ++n)
+                for (int n = 0; n < SPW; ++n)
 #pragma unroll
                     for (int e = 0; e < 4; ++e) {
-                        const int j = j0 + 8 * (warp + 4 * n) + 2 * t + (e % 2);
+                        const int j = j0 + 8 * (warp + DCC_T3_WARPS * n) + 2 * t + (e % 2);
                         const float v = (sacc[n][0][e] + sacc[n][1][e]) + (sacc[n][2][e] + sacc[n][3][e]);
                         if (j < tk) sc[(g + 8 * (e / 2)) * LS + j] = scale * v;
                     }
                 continue;
             }
             if (u == ntiles) {
-                // Every score is written: the softmax of rows warp, warp + 4, ..., numerators in
+                // Every score is written: the softmax of rows warp, warp + W, numerators in
                 // place, zeros past tk (to the end of the last tile) and the row sums.
                 for (int r = warp; r < DCC_T3_ROWS; r += DCC_T3_WARPS) {
                     float* const row = sc + r * LS;
@@ -631,6 +634,7 @@ __device__ void dcc_sdpa_tf32x3_body(float* out, const float* q, const float* kv
                 dcc_split4(av, abig, asml);
 #pragma unroll
                 for (int n = 0; n < NPW; ++n) {
+                    if (8 * (warp + DCC_T3_WARPS * n) >= DP) break;  // no such n8 tile (DP = 32)
                     const float* const vr = tile + (8 * ks + t) * LV + 8 * (warp + DCC_T3_WARPS * n) + g;
                     dcc_mma3(acc[n][ks % 4], abig, asml, vr[0], vr[4 * LV]);
                 }

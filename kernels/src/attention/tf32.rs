@@ -68,8 +68,8 @@ use crate::abi::Param::{F32, I64, Ptr};
 pub const ROWS: usize = 16;
 /// Frames per staged key (value) tile.
 pub const KEYS: usize = 64;
-/// Warps per CTA.
-pub const WARPS: usize = 4;
+/// Warps per CTA (each score and each output is one warp's: the count changes no order).
+pub const WARPS: usize = 8;
 /// Tiles in the staging ring.
 pub const STAGES: usize = 3;
 /// Threads per CTA.
@@ -81,7 +81,7 @@ kdef!(
     "sdpa_tf32x3",
     [Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, I64, F32],
     host_sdpa_tf32x3,
-    "`(out, q, kv, batch, heads, tq, tk, d, cap, scale)`: [`super::SDPA`]'s op with both products as 3xTF32 on tensor cores ([`attention`]: the order; [`bound`]: its distance from the fp32 twin), `d ≤ 128`; one CTA of 4 warps per (batch, head, 16 query rows), launch with [`dims`]."
+    "`(out, q, kv, batch, heads, tq, tk, d, cap, scale)`: [`super::SDPA`]'s op with both products as 3xTF32 on tensor cores ([`attention`]: the order; [`bound`]: its distance from the fp32 twin), `d ≤ 128`; one CTA of 8 warps per (batch, head, 16 query rows), launch with [`dims`]."
 );
 
 /// The kernels of this module (their own list: the twin is a model, so they are not among the

@@ -142,14 +142,14 @@ fn bound_refuses_a_single_tf32_product() {
 fn geometry_matches_the_kernel() {
     let code = SOURCE.code;
     assert!(code.contains(
-        "#define DCC_T3_ROWS 16\n#define DCC_T3_KEYS 64\n#define DCC_T3_WARPS 4\n#define DCC_T3_STAGES 3\n"
+        "#define DCC_T3_ROWS 16\n#define DCC_T3_KEYS 64\n#define DCC_T3_WARPS 8\n#define DCC_T3_STAGES 3\n"
     ));
     assert!(code.contains(" attention_sdpa_tf32x3("));
-    assert_eq!((ROWS, KEYS, WARPS, STAGES), (16, 64, 4, 3));
+    assert_eq!((ROWS, KEYS, WARPS, STAGES), (16, 64, 8, 3));
     // The DiT's slices: 56 queries over 458 keys of 64, about 60 KB (two CTAs per SM).
     let dims_ = dims(16, 56, 458, 64).unwrap();
     assert_eq!(dims_.grid, (64, 1, 1));
-    assert_eq!(dims_.block, (128, 1, 1));
+    assert_eq!(dims_.block, (256, 1, 1));
     assert_eq!(
         dims_.shared_bytes as usize,
         4 * (2 * 16 * 68 + 16 * 516 + 3 * 64 * 72 + 16)
@@ -186,8 +186,8 @@ fn twin_checks_the_launch() {
     let good = dims(1, tq, tk, d).unwrap();
     let mut small = good;
     small.shared_bytes -= 4;
-    let mut wide = good;
-    wide.block.0 = 256;
+    let mut narrow = good;
+    narrow.block.0 = 128;
     // SAFETY: q holds tq rows of d, kv cap frames of 2d, out tq rows of d: what these
     // arguments address.
     unsafe {
@@ -198,7 +198,7 @@ fn twin_checks_the_launch() {
         );
         assert!(
             SDPA_TF32X3
-                .run_host(&wide, &args(&mut out, tk as i64))
+                .run_host(&narrow, &args(&mut out, tk as i64))
                 .is_err()
         );
         assert!(SDPA_TF32X3.run_host(&good, &args(&mut out, 7)).is_err());
