@@ -4,7 +4,9 @@
 //! (several rows of one head per block, sharing key/value tiles in shared memory, see
 //! [`attention_dims`]); the warp computes the score row (each dot product ascending over the head
 //! dimension), its max, the exp-sum in the warp order ([`warp_sum`]), then the weighted value sum
-//! (ascending over keys). No atomics; the order is fixed.
+//! (ascending over keys). No atomics; the order is fixed. [`tf32`]: the same SDPA with both
+//! products as 3xTF32 on tensor cores (`GemmPath::InvariantTf32x3`), its twin a model within a
+//! derived bound of [`attention`].
 #![allow(clippy::too_many_arguments)]
 
 use crate::CudaSource;
@@ -13,6 +15,8 @@ use crate::math::{WARP, exp_f32, warp_sum};
 use crate::twin::{check_warp_block, invalid, kdef, rd, wr};
 
 use Param::{F32, I64, Ptr};
+
+pub mod tf32;
 
 pub static SOURCE: CudaSource = CudaSource {
     name: "attention",

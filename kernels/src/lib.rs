@@ -40,7 +40,8 @@
 //! (cuBLAS on a device, an ordered-loop twin on the Host backend; the default), [`gemm`]'s
 //! batch-invariant linear (one k order fixed by K alone, bit-identical on both backends), or its
 //! 3xTF32 tensor-core sibling ([`gemm::tf32`]: batch-invariant, its twin a model within a derived
-//! bound, the one kernel here whose twin is not bit-equal). [`conv`]
+//! bound); on that path the attention runs on tensor cores too ([`attention::tf32`]). Those two
+//! are the kernels here whose twins are not bit-equal. [`conv`]
 //! holds the vocoder's small direct convolutions (any padding side, dilation, stride, nearest
 //! upsampling, float64), one thread per output in a fixed tap order.
 //! [`math`] holds the twins of the shared `__device__` helpers (transcendentals, the warp reduction order) of `kernels/cuda/common.cuh`.
@@ -183,6 +184,7 @@ pub static MODULES: &[&[&KernelDef]] = &[
     act::KERNELS,
     elementwise::KERNELS,
     attention::KERNELS,
+    attention::tf32::KERNELS,
     copy::KERNELS,
     embed::KERNELS,
     gemm::KERNELS,
@@ -205,6 +207,7 @@ pub static FIXED_MODULES: &[&[&KernelDef]] = &[
     act::KERNELS,
     elementwise::KERNELS,
     attention::KERNELS,
+    attention::tf32::KERNELS,
     copy::KERNELS,
     embed::KERNELS,
     carry::KERNELS,

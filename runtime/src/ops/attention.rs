@@ -4,7 +4,9 @@
 use dcc_kernels as k;
 use dcc_kernels::Arg;
 
-use super::{Ctx, OpError, Tensor, Work, dims, disjoint, int, matrix, operand, packed, ptr};
+use super::{
+    Ctx, GemmPath, OpError, Tensor, Work, dims, disjoint, int, matrix, operand, packed, ptr,
+};
 
 /// `(batch, heads, cap, d)` of a packed cache view.
 fn cache(
@@ -171,8 +173,12 @@ pub fn qk_norm_pack(
     unsafe { cx.launch_linear(&k::norm::QK_PACK, k::norm::row_threads(2 * rows * h), &args) }
 }
 
-/// Unmasked scaled dot-product attention of `q` over frames `0..tk` of `kv` (`ATTENTION`,
-/// launched with `attention_dims`): `q`, `out` packed `[batch, tq, heads·d]`, `d <= 128`.
+/// Unmasked scaled dot-product attention of `q` over frames `0..tk` of `kv`: `q`, `out` packed
+/// `[batch, tq, heads·d]`, `d <= 128`, on the context's GEMM path as [`super::linear`] is:
+/// `attention.sdpa_tf32x3` (both products as 3xTF32 on tensor cores, launched with
+/// `attention::tf32::dims`) on [`GemmPath::InvariantTf32x3`], `attention.sdpa` (fp32, launched
+/// with `sdpa_dims`) on the other paths. Both are batch-invariant: a (batch, head)'s bits never
+/// depend on the batch rows sharing the launch.
 pub fn attention(
     cx: &Ctx<'_>,
     out: Tensor<'_>,
@@ -201,7 +207,16 @@ pub fn attention(
             operand("kv", &kv, false),
         ],
     )?;
-    let dims = launch_dims(op, b * h, tq, tk, d, true)?;
+    let (kernel, dims) = if cx.gemm_path() == GemmPath::InvariantTf32x3 {
+        let dims = k::attention::tf32::dims(b * h, tq, tk, d)
+            .map_err(|e| OpError::arg(op, "tk", e.to_string()))?;
+        (&k::attention::tf32::SDPA_TF32X3, dims)
+    } else {
+        (
+            &k::attention::SDPA,
+            launch_dims(op, b * h, tq, tk, d, true)?,
+        )
+    };
     let args = [
         ptr(&out),
         ptr(&q),
@@ -221,8 +236,9 @@ pub fn attention(
     ));
     // SAFETY: the kernel reads q[0..batch·tq·heads·d] and frames < tk <= cap of the packed
     // cache and writes out (q's extent): the checked views; out overlaps neither input; `dims`
-    // come from `attention_dims`, which the kernel's shared-memory layout assumes.
-    unsafe { cx.launch(&k::attention::SDPA, dims, &args) }
+    // come from the kernel's own launch function (`sdpa_dims`, `tf32::dims`), which its
+    // shared-memory layout assumes.
+    unsafe { cx.launch(kernel, dims, &args) }
 }
 
 /// The conformer's relative-position attention, batch 1 (`REL_POS_ATTENTION`, launched with

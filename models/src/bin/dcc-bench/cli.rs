@@ -12,6 +12,7 @@ use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use dcc_models::token2wav::serve::Arm;
 
+use super::attention::AttentionArgs;
 use super::audio::{VocoderArgs, VocoderFile, WavArgs, WavOut};
 use super::kernels::KernelsArgs;
 use super::sessions::SessionsArgs;
@@ -96,6 +97,12 @@ pub enum Cmd {
     /// the cuBLAS path, whether each variant's output equals its host twin bit for bit, and its
     /// normwise relative error against cuBLAS. No weights needed (random operands).
     Kernels(KernelsArgs),
+    /// Time the DiT's attention kernels, fp32 (`attention.sdpa`) and 3xTF32 on tensor cores
+    /// (`attention.sdpa_tf32x3`), at the estimator's shapes.
+    ///
+    /// Per batch: device µs and TFLOP/s of each, the speed-up, and each checked against the fp32
+    /// twin (sdpa bit for bit, sdpa_tf32x3 within its bound). No weights needed.
+    Attention(AttentionArgs),
     /// Run N sessions on one device, time-multiplexed: memory, latency, throughput, and each
     /// session's audio against the same session alone (the capacity harness).
     Sessions(SessionsArgs),
@@ -108,6 +115,8 @@ pub enum Command {
     Flow(Opts),
     /// `kernels`.
     Kernels(KernelsArgs),
+    /// `attention`.
+    Attention(AttentionArgs),
     /// `sessions`.
     Sessions(SessionsArgs),
 }
@@ -390,7 +399,7 @@ impl Command {
         let (wav, pcm_tol, e2e_pcm_tol) = match &cli.cmd {
             Cmd::Token2wav(a) => (a.wav.resolve(&a.arms), None, None),
             Cmd::Check(a) => (None, Some(a.pcm_tol), a.e2e_pcm_tol),
-            Cmd::Kernels(_) | Cmd::Sessions(_) => (None, None, None),
+            Cmd::Kernels(_) | Cmd::Attention(_) | Cmd::Sessions(_) => (None, None, None),
         };
         let (c, check_tol, io, arms, busy_reps, profile) = match cli.cmd {
             Cmd::Token2wav(a) => (a.common, None, a.io, a.arms, a.busy_reps, a.profile),
@@ -402,6 +411,7 @@ impl Command {
                 (a.common, Some(tol), Some(a.io), a.arms, 0, false)
             }
             Cmd::Kernels(a) => return Command::Kernels(a),
+            Cmd::Attention(a) => return Command::Attention(a),
             Cmd::Sessions(a) => return Command::Sessions(a),
         };
         Command::Flow(Opts {
@@ -434,7 +444,7 @@ where
 {
     let opts = match Command::from_cli(Cli::try_parse_from(args)?) {
         Command::Flow(o) => o,
-        k @ Command::Kernels(_) => return Ok(k),
+        k @ (Command::Kernels(_) | Command::Attention(_)) => return Ok(k),
         Command::Sessions(a) => {
             return match super::sessions::check(&a) {
                 Ok(()) => Ok(Command::Sessions(a)),

@@ -6,6 +6,7 @@ fn parse(args: &[&str]) -> Result<Opts, clap::Error> {
     match parse_from(std::iter::once("dcc-bench").chain(args.iter().copied()))? {
         Command::Flow(o) => Ok(o),
         Command::Kernels(k) => panic!("{args:?} parsed as kernels: {k:?}"),
+        Command::Attention(a) => panic!("{args:?} parsed as attention: {a:?}"),
         Command::Sessions(a) => panic!("{args:?} parsed as sessions: {a:?}"),
     }
 }

@@ -320,15 +320,15 @@ fn data(seed: u64, n: usize) -> Vec<f32> {
 
 /// How a timing is taken (`--reps`, `--samples`).
 #[derive(Clone, Copy)]
-struct Timing {
-    reps: usize,
-    samples: usize,
+pub(super) struct Timing {
+    pub(super) reps: usize,
+    pub(super) samples: usize,
 }
 
 /// Median device ms per launch: `samples` samples of `reps` launches queued by `f(n)` (`n` the
 /// launch's index), each behind a spin kernel long enough to cover their queueing, after one
 /// warm-up launch.
-fn time(be: &dyn Backend, t: Timing, f: &dyn Fn(usize) -> Res<()>) -> Res<f64> {
+pub(super) fn time(be: &dyn Backend, t: Timing, f: &dyn Fn(usize) -> Res<()>) -> Res<f64> {
     f(0)?;
     be.synchronize()?;
     let mut ms = Vec::with_capacity(t.samples);

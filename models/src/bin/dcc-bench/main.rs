@@ -27,6 +27,10 @@
 //! model's linear shapes (device µs, TFLOP/s, bit-equality to the host twin, error against
 //! cuBLAS), for tuning the tiles on the GPU.
 //!
+//! `attention` ([`attention`]): the DiT's attention, fp32 (`attention.sdpa`) against 3xTF32 on
+//! tensor cores (`attention.sdpa_tf32x3`), at the estimator's shapes (device µs, TFLOP/s, each
+//! checked against the fp32 twin).
+//!
 //! `check`: streams `--io`'s chunks and compares each chunk's mel with its `feat_i` (relative L2
 //! error ≤ `--tol`). With a `pcm.safetensors` beside `--io`, the vocoder on the vendor's own mel
 //! against the vendor's PCM (≤ `--pcm-tol`) and each arm's end-to-end PCM distance, reported and
@@ -34,6 +38,7 @@
 //!
 //! Progress on stderr; results on stdout (a table, or one JSON object with `--format json`).
 
+mod attention;
 mod audio;
 mod cli;
 mod contract;
@@ -394,6 +399,7 @@ fn main() -> ExitCode {
         Ok(cli::Command::Flow(o)) => o,
         Ok(cli::Command::Sessions(a)) => return exit(sessions::run(&a)),
         Ok(cli::Command::Kernels(k)) => return exit(kernels::run(&k)),
+        Ok(cli::Command::Attention(a)) => return exit(attention::run(&a)),
         Err(e) => {
             let _ = e.print();
             return if e.use_stderr() {

@@ -1,0 +1,404 @@
+//! `dcc-bench attention`: the DiT's attention kernels, `attention.sdpa` (fp32, one warp per query
+//! row, what `ops::attention` launches on the fp32 GEMM paths) and `attention.sdpa_tf32x3`
+//! (3xTF32 on tensor cores, launched on `GemmPath::InvariantTf32x3`), at the estimator's shapes:
+//! CFG 2 × sessions batch entries (`--batch`, default one session and eight), 8 heads of 64, 56
+//! queries over 458 keys (402 carried frames and the chunk's 56).
+//!
+//! Per batch and kernel: device µs per launch (median of `--samples` samples of `--reps` launches
+//! queued behind a spin kernel, after one warm-up launch, as `dcc-bench kernels` times them) and
+//! TFLOP/s (`4 · batch · heads · tq · tk · d` per launch: both products), the speed-up of the
+//! tensor-core kernel, and its check against the fp32 twin (`dcc_kernels::attention::attention`
+//! on the host): `attention.sdpa` bit for bit, `attention.sdpa_tf32x3` every output within
+//! `attention::tf32::bound`, with its largest distance from the fp32 kernel relative to the
+//! largest output. `--cold-mib 0` (the default) reuses one operand set: in the model the cache
+//! was written by the launches just before, so the attention reads it from L2.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use clap::Args;
+use dcc_runtime::backend::{AllocKind, Backend, DeviceBuffer};
+use dcc_runtime::kernels::attention::{self, AttnLayout, tf32};
+use dcc_runtime::kernels::synthetic::SPIN;
+use dcc_runtime::ops::{self, Ctx, GemmPath, Tensor};
+use serde_json::{Value, json};
+
+use super::Res;
+use super::cli::{BackendChoice, Format};
+use super::error::BenchError;
+use super::kernels::{Timing, time};
+
+#[derive(Args, Debug, Clone)]
+#[command(after_help = "Examples:\n  \
+dcc-bench attention                          # batch 2 and 16, the DiT's shapes\n  \
+dcc-bench attention --batch 2,4,8,16,32 --samples 21 --format json\n\n\
+Exit codes: 0 both kernels pass against the fp32 twin (sdpa bit for bit, sdpa_tf32x3 within its\n\
+bound), 1 otherwise or on a run error, 2 usage.")]
+pub struct AttentionArgs {
+    /// Where to run. On `host` the timings are the CPU twins'.
+    #[arg(long, value_enum, default_value_t = BackendChoice::Cuda)]
+    pub backend: BackendChoice,
+
+    /// Batch entries, comma-separated: 2 is one session's CFG pair, 16 eight sessions batched.
+    #[arg(long, value_delimiter = ',', default_value = "2,16",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256))]
+    pub batch: Vec<usize>,
+
+    /// Heads.
+    #[arg(long, default_value_t = 8,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=64))]
+    pub heads: usize,
+
+    /// Head dimension (at most 128).
+    #[arg(long, default_value_t = 64,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=128))]
+    pub head_dim: usize,
+
+    /// Query frames.
+    #[arg(long, default_value_t = 56,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=4096))]
+    pub tq: usize,
+
+    /// Key frames.
+    #[arg(long, default_value_t = 458,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=2048))]
+    pub tk: usize,
+
+    /// Launches per sample (queued back to back; a sample is their mean).
+    #[arg(long, value_name = "N", default_value_t = 20,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=10_000))]
+    pub reps: usize,
+
+    /// Samples per timing (the reported µs is their median).
+    #[arg(long, value_name = "N", default_value_t = 11,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000))]
+    pub samples: usize,
+
+    /// MiB of operands the launches of one timing rotate over (0: one operand set).
+    #[arg(long, value_name = "MIB", default_value_t = 0,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=16_384))]
+    pub cold_mib: usize,
+
+    /// Output on stdout: the table, or one JSON object on one line.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+}
+
+/// One operand set: `q`, `out` `[batch, tq, heads·d]`, the cache `[batch, heads, tk, 2d]`.
+struct Operands {
+    q: DeviceBuffer,
+    kv: DeviceBuffer,
+    out: DeviceBuffer,
+}
+
+/// `(batch, heads, tq, tk, d)`.
+type Shape = (usize, usize, usize, usize, usize);
+
+fn host_data(seed: u64, (b, h, tq, tk, d): Shape) -> (Vec<f32>, Vec<f32>) {
+    (
+        data(2 * seed + 1, b * tq * h * d),
+        data(2 * seed + 2, b * h * tk * 2 * d),
+    )
+}
+
+impl Operands {
+    fn new(be: &Arc<dyn Backend>, seed: u64, s: Shape) -> Res<Operands> {
+        let (q, kv) = host_data(seed, s);
+        let up = |v: &[f32]| be.alloc_from(v, AllocKind::Other);
+        Ok(Operands {
+            q: up(&q)?,
+            kv: up(&kv)?,
+            out: up(&vec![f32::NAN; q.len()])?,
+        })
+    }
+
+    /// Queues `ops::attention` on `path` (the tensor-core kernel on `InvariantTf32x3`).
+    fn launch(&self, be: &dyn Backend, path: GemmPath, (b, h, tq, tk, d): Shape) -> Res<()> {
+        let cx = Ctx::new(be, None).with_gemm(path);
+        let t = |x, dims: &[usize]| Tensor::of(x).and_then(|t| t.view(dims));
+        let (q, out) = (t(&self.q, &[b, tq, h * d])?, t(&self.out, &[b, tq, h * d])?);
+        let kv = t(&self.kv, &[b, h, tk, 2 * d])?;
+        ops::attention(&cx, out, q, kv, tk, scale(d))?;
+        Ok(())
+    }
+}
+
+fn scale(d: usize) -> f32 {
+    (1.0 / (d as f64).sqrt()) as f32
+}
+
+/// Deterministic pseudo-random floats in [-2, 2) (the DiT's normalized q and k are of that
+/// order).
+fn data(seed: u64, n: usize) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            2.0 * (((s >> 40) as f32 / (1u64 << 23) as f32) - 1.0)
+        })
+        .collect()
+}
+
+/// Checks the outputs of operand set 0 against the fp32 twin: `(sdpa bit-equal, sdpa_tf32x3
+/// within the bound, its largest |Δ| from sdpa over the largest |sdpa|)`.
+fn check(s: Shape, fp32: &[f32], tc: &[f32]) -> (bool, bool, f64) {
+    let (b, h, tq, tk, d) = s;
+    let (q, kv) = host_data(0, s);
+    let rows = AttnLayout::rows(tq, h, d);
+    let (kl, vl) = (
+        AttnLayout::kv_cache(h, tk, d, false),
+        AttnLayout::kv_cache(h, tk, d, true),
+    );
+    let mut want = vec![0.0f32; q.len()];
+    attention::attention(
+        b,
+        h,
+        tq,
+        tk,
+        d,
+        scale(d),
+        &q,
+        rows,
+        &kv,
+        kl,
+        &kv,
+        vl,
+        &mut want,
+        rows,
+    );
+    let bits = fp32.len() == want.len()
+        && fp32
+            .iter()
+            .zip(&want)
+            .all(|(x, y)| x.to_bits() == y.to_bits());
+    let mut within = tc.len() == want.len();
+    let (mut num, mut den) = (0.0f64, 0.0f64);
+    for bb in 0..b {
+        for hh in 0..h {
+            let vmax: Vec<f64> = (0..d)
+                .map(|c| {
+                    (0..tk)
+                        .map(|j| f64::from(kv[vl.at(bb, hh, j) + c]).abs())
+                        .fold(0.0, f64::max)
+                })
+                .collect();
+            for i in 0..tq {
+                let qi = &q[rows.at(bb, hh, i)..][..d];
+                let t = (0..tk)
+                    .map(|j| {
+                        qi.iter()
+                            .zip(&kv[kl.at(bb, hh, j)..][..d])
+                            .map(|(x, y)| (f64::from(*x) * f64::from(*y)).abs())
+                            .sum::<f64>()
+                    })
+                    .fold(0.0, f64::max);
+                for (c, vm) in vmax.iter().enumerate() {
+                    let e = rows.at(bb, hh, i) + c;
+                    let (Some(&a), Some(&f)) = (tc.get(e), want.get(e)) else {
+                        continue;
+                    };
+                    let dist = (f64::from(a) - f64::from(f)).abs();
+                    within &= dist <= tf32::bound(d, tk, scale(d), t, *vm, a, f);
+                    num = num.max(dist);
+                    den = den.max(f64::from(f).abs());
+                }
+            }
+        }
+    }
+    (bits, within, num / den.max(f64::MIN_POSITIVE))
+}
+
+/// Runs the attention benchmark; returns whether every check passed.
+pub fn run(a: &AttentionArgs) -> Res<bool> {
+    let be: Arc<dyn Backend> = match a.backend {
+        BackendChoice::Cuda => dcc_runtime::backend::cuda(0).map_err(BenchError::Cuda)?,
+        BackendChoice::Host => dcc_runtime::backend::host(),
+    };
+    be.preload(&[&attention::SDPA, &tf32::SDPA_TF32X3, &SPIN])?;
+    let timing = Timing {
+        reps: a.reps,
+        samples: a.samples,
+    };
+    let mut rows = Vec::new();
+    let mut ok = true;
+    for &b in &a.batch {
+        let s = (b, a.heads, a.tq, a.tk, a.head_dim);
+        let (h, tq, tk, d) = (a.heads, a.tq, a.tk, a.head_dim);
+        let flop = 4.0 * (b * h * tq * tk * d) as f64;
+        let set_bytes = 4 * (2 * b * tq * h * d + b * h * tk * 2 * d);
+        let n_sets = (a.cold_mib << 20).div_ceil(set_bytes).clamp(1, 64);
+        let sets = (0..n_sets)
+            .map(|n| Operands::new(&be, n as u64, s))
+            .collect::<Res<Vec<_>>>()?;
+        let mut us = [0.0f64; 2];
+        let mut outs: [Vec<f32>; 2] = Default::default();
+        for (k, path) in [GemmPath::Invariant, GemmPath::InvariantTf32x3]
+            .into_iter()
+            .enumerate()
+        {
+            let ms = time(be.as_ref(), timing, &|n| {
+                sets[n % n_sets].launch(be.as_ref(), path, s)
+            })?;
+            us[k] = ms * 1e3;
+            sets[0].launch(be.as_ref(), path, s)?;
+            be.synchronize()?;
+            outs[k] = be.download(sets[0].out.ptr(), b * tq * h * d)?;
+        }
+        let (bits, within, err) = check(s, &outs[0], &outs[1]);
+        ok &= bits && within;
+        for (k, name) in ["attention.sdpa", "attention.sdpa_tf32x3"]
+            .into_iter()
+            .enumerate()
+        {
+            eprintln!(
+                "batch {b:>3}  {name:<22} {:>9.2} µs {:>7.2} TFLOP/s",
+                us[k],
+                flop / (us[k] * 1e-6) / 1e12
+            );
+        }
+        rows.push(json!({
+            "batch": b, "heads": h, "tq": tq, "tk": tk, "head_dim": d,
+            "sdpa_us": us[0], "sdpa_tf32x3_us": us[1],
+            "sdpa_tflops": flop / (us[0] * 1e-6) / 1e12,
+            "sdpa_tf32x3_tflops": flop / (us[1] * 1e-6) / 1e12,
+            "speedup": us[0] / us[1],
+            "sdpa_bit_equal_twin": bits, "sdpa_tf32x3_within_bound": within,
+            "sdpa_tf32x3_rel_err_vs_sdpa": err,
+        }));
+    }
+    let out = json!({
+        "bench": "dcc-bench attention",
+        "device": be.device_name(),
+        "backend": a.backend.name(),
+        "reps": a.reps,
+        "samples": a.samples,
+        "cold_mib": a.cold_mib,
+        "rows": rows,
+        "ok": ok,
+    });
+    let mut stdout = std::io::stdout().lock();
+    match a.format {
+        Format::Json => writeln!(stdout, "{out}"),
+        Format::Table => table(&mut stdout, &out),
+    }
+    .and_then(|()| stdout.flush())
+    .map_err(BenchError::Stdout)?;
+    Ok(ok)
+}
+
+fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
+    writeln!(
+        w,
+        "dcc-bench attention on {} (median of {} samples of {} launches; twin: sdpa bit-equal to \
+         the fp32 twin, tf32x3 within its bound; err: max |tf32x3 − sdpa| / max |sdpa|)",
+        out["device"].as_str().unwrap_or("?"),
+        out["samples"],
+        out["reps"]
+    )?;
+    writeln!(
+        w,
+        "{:>5} {:>5} {:>5} {:>4}  {:>9} {:>8}  {:>9} {:>8}  {:>7}  {:>5} {:>5} {:>9}",
+        "batch",
+        "tq",
+        "tk",
+        "d",
+        "sdpa µs",
+        "TFLOP/s",
+        "tf32x3 µs",
+        "TFLOP/s",
+        "speedup",
+        "twin",
+        "bound",
+        "err"
+    )?;
+    let yes = |v: &Value| {
+        if v.as_bool() == Some(true) {
+            "yes"
+        } else {
+            "NO"
+        }
+    };
+    for r in out["rows"].as_array().map_or(&[][..], |v| v.as_slice()) {
+        let f = |k: &str| r[k].as_f64().unwrap_or(f64::NAN);
+        let n = |k: &str| r[k].as_u64().unwrap_or(0);
+        writeln!(
+            w,
+            "{:>5} {:>5} {:>5} {:>4}  {:>9.2} {:>8.2}  {:>9.2} {:>8.2}  {:>6.2}×  {:>5} {:>5} {:>9.1e}",
+            n("batch"),
+            n("tq"),
+            n("tk"),
+            n("head_dim"),
+            f("sdpa_us"),
+            f("sdpa_tflops"),
+            f("sdpa_tf32x3_us"),
+            f("sdpa_tf32x3_tflops"),
+            f("speedup"),
+            yes(&r["sdpa_bit_equal_twin"]),
+            yes(&r["sdpa_tf32x3_within_bound"]),
+            f("sdpa_tf32x3_rel_err_vs_sdpa")
+        )?;
+    }
+    writeln!(
+        w,
+        "{}",
+        if out["ok"] == Value::Bool(true) {
+            "ok: sdpa equals its twin, sdpa_tf32x3 within its bound"
+        } else {
+            "FAILED: a kernel is off its twin"
+        }
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::cli::{Command, parse_from};
+    use super::*;
+
+    fn parse(extra: &[&str]) -> Result<AttentionArgs, clap::Error> {
+        let base = ["dcc-bench", "attention", "--backend", "host"];
+        match parse_from(base.iter().chain(extra))? {
+            Command::Attention(a) => Ok(a),
+            other => panic!("parsed as {other:?}"),
+        }
+    }
+
+    /// On the Host both kernels are their twins: sdpa equals the fp32 twin, the 3xTF32 model is
+    /// within its bound, and the run passes; the flags are range-checked.
+    #[test]
+    fn host_run_passes_and_flags_are_checked() {
+        let a = parse(&[
+            "--batch",
+            "1,2",
+            "--tq",
+            "5",
+            "--tk",
+            "37",
+            "--head-dim",
+            "13",
+            "--heads",
+            "2",
+            "--reps",
+            "1",
+            "--samples",
+            "1",
+        ])
+        .unwrap();
+        assert_eq!(a.batch, vec![1, 2]);
+        assert!(run(&a).unwrap());
+        let d = parse(&[]).unwrap();
+        assert_eq!(
+            (d.batch, d.heads, d.head_dim, d.tq, d.tk),
+            (vec![2, 16], 8, 64, 56, 458)
+        );
+        for bad in [
+            &["--batch", "0"][..],
+            &["--head-dim", "129"],
+            &["--tk", "0"],
+            &["--reps", "0"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}
