@@ -35,13 +35,14 @@
 //! `<family>_<op>`. Each family's host twins live beside its kernels in `kernels/src/<family>.rs`;
 //! a twin rebuilds slices from the raw addresses and calls the family's public slice function that
 //! performs the kernel's arithmetic: that function *is* the twin's body, so there is one copy of
-//! every row body. A `Linear` (and the flow decoder's im2col convolutions) runs on one of three
+//! every row body. A `Linear` (and the flow decoder's im2col convolutions) runs on one of four
 //! GEMM paths the caller picks (`dcc_runtime::ops::GemmPath`): the runtime's `Backend::gemm`
 //! (cuBLAS on a device, an ordered-loop twin on the Host backend; the default), [`gemm`]'s
-//! batch-invariant linear (one k order fixed by K alone, bit-identical on both backends), or its
+//! batch-invariant linear (one k order fixed by K alone, bit-identical on both backends), its
 //! 3xTF32 tensor-core sibling ([`gemm::tf32`]: batch-invariant, its twin a model within a derived
-//! bound); on that path the attention runs on tensor cores too ([`attention::tf32`]). Those two
-//! are the kernels here whose twins are not bit-equal. [`conv`]
+//! bound; on that path the attention runs on tensor cores too, [`attention::tf32`]), or the
+//! half-precision linear over binary16 weights ([`gemm::f16`]: batch-invariant, its twin a model
+//! within a derived bound); those three are the kernels here whose twins are not bit-equal. [`conv`]
 //! holds the vocoder's small direct convolutions (any padding side, dilation, stride, nearest
 //! upsampling, float64), one thread per output in a fixed tap order.
 //! [`math`] holds the twins of the shared `__device__` helpers (transcendentals, the warp reduction order) of `kernels/cuda/common.cuh`.

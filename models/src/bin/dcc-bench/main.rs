@@ -46,6 +46,7 @@ mod error;
 mod inputs;
 mod kernels;
 mod kernels_f16;
+mod kernels_table;
 mod pcm;
 mod plot;
 mod profile;

@@ -1,0 +1,140 @@
+//! The output of `dcc-bench kernels` ([`super::kernels`]): the DiT's linears summed per chunk
+//! per implementation, and the table.
+
+use std::io::Write;
+
+use serde_json::{Value, json};
+
+use super::kernels::{DIT_LAYER, DIT_LAYERS_PER_CHUNK, SESSION_ROWS, TWIN_SHAPES};
+
+/// The DiT's linears per chunk (`DIT_LAYER` × `DIT_LAYERS_PER_CHUNK` at `SESSION_ROWS` rows) in
+/// ms, per implementation measured at every one of those shapes (`cublas`, `auto`, and each
+/// variant): `{name: ms}`.
+pub fn per_chunk(rows: &[Value]) -> Value {
+    let mut out = serde_json::Map::new();
+    let names: Vec<String> = rows
+        .iter()
+        .filter_map(|r| r["kernel"].as_str())
+        .map(|n| n.split(' ').next().unwrap_or(n).to_string())
+        .fold(Vec::new(), |mut v, n| {
+            if !v.contains(&n) {
+                v.push(n);
+            }
+            v
+        });
+    for name in names {
+        let mut us = 0.0;
+        let all = DIT_LAYER.iter().all(|&(i, o, count)| {
+            let hit = rows.iter().find(|r| {
+                r["in"] == i
+                    && r["out"] == o
+                    && r["rows"] == SESSION_ROWS
+                    && r["kernel"].as_str().and_then(|k| k.split(' ').next()) == Some(&name)
+            });
+            match hit.and_then(|r| r["us"].as_f64()) {
+                Some(t) => {
+                    us += t * count as f64;
+                    true
+                }
+                None => false,
+            }
+        });
+        if all {
+            out.insert(name, json!(us * DIT_LAYERS_PER_CHUNK as f64 / 1e3));
+        }
+    }
+    Value::Object(out)
+}
+
+pub fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
+    writeln!(
+        w,
+        "dcc-bench kernels on {} (median of {} samples of {} launches, operands rotated over {} MiB; \
+         ×cuBLAS: cuBLAS µs / µs; twin: bit-equal to the host twin (tf32x3: within its bound of the \
+         fp32 twin; f16_*: within its bound of the half twin); err: max |y − cuBLAS| / max |cuBLAS|)",
+        out["device"].as_str().unwrap_or("?"),
+        out["samples"],
+        out["reps"],
+        out["cold_mib"]
+    )?;
+    writeln!(
+        w,
+        "{:>11} {:>5}  {:<18} {:>9} {:>8} {:>7} {:>5} {:>9}",
+        "in → out", "rows", "kernel", "µs", "TFLOP/s", "×cuBLAS", "twin", "err"
+    )?;
+    let rows = out["rows"].as_array().map_or(&[][..], |v| v.as_slice());
+    let mut cublas_us = f64::NAN;
+    for r in rows {
+        let us = r["us"].as_f64().unwrap_or(f64::NAN);
+        if r["kernel"] == "cublas" {
+            cublas_us = us;
+        }
+        let twin = match r["twin_ok"].as_bool() {
+            Some(true) => "yes",
+            Some(false) => "NO",
+            None => "-",
+        };
+        let err = r["rel_err_vs_cublas"]
+            .as_f64()
+            .map_or_else(|| "-".into(), |e| format!("{e:.1e}"));
+        writeln!(
+            w,
+            "{:>11} {:>5}  {:<18} {:>9.2} {:>8.2} {:>7.2} {:>5} {:>9}",
+            format!("{} → {}", r["in"], r["out"]),
+            r["rows"].as_u64().unwrap_or(0),
+            r["kernel"].as_str().unwrap_or("?"),
+            us,
+            r["tflops"].as_f64().unwrap_or(f64::NAN),
+            cublas_us / us,
+            twin,
+            err
+        )?;
+    }
+    if let Some(t) = out["twin_check"].as_array() {
+        let bad: Vec<String> = t
+            .iter()
+            .filter(|r| r["ok"] != Value::Bool(true))
+            .map(|r| {
+                format!(
+                    "{} at {} × {} → {}",
+                    r["kernel"], r["rows"], r["in"], r["out"]
+                )
+            })
+            .collect();
+        writeln!(
+            w,
+            "twin check: {} of {} launches pass against the host twin (every variant bit-equal, tf32x3 and f16_* within their bounds, at {:?}, rows × in → out){}",
+            t.len() - bad.len(),
+            t.len(),
+            TWIN_SHAPES,
+            if bad.is_empty() {
+                String::new()
+            } else {
+                format!("; DIFFER: {}", bad.join(", "))
+            }
+        )?;
+    }
+    if let Some(m) = out["dit_per_chunk_ms"]
+        .as_object()
+        .filter(|m| !m.is_empty())
+    {
+        let parts: Vec<String> = m
+            .iter()
+            .map(|(k, v)| format!("{k} {:.2}", v.as_f64().unwrap_or(f64::NAN)))
+            .collect();
+        writeln!(
+            w,
+            "DiT linears per chunk at {SESSION_ROWS} rows ({DIT_LAYERS_PER_CHUNK} layer-steps × qkv, out, 2 convs, MLP up, down), ms: {}",
+            parts.join(", ")
+        )?;
+    }
+    writeln!(
+        w,
+        "{}",
+        if out["ok"] == Value::Bool(true) {
+            "ok: every kernel passes against its twin (where checked) and within --tol of cuBLAS (f16_*: --half-tol)"
+        } else {
+            "FAILED: a kernel differs from its twin or from cuBLAS beyond --tol"
+        }
+    )
+}
