@@ -67,6 +67,7 @@ use crate::{CudaSource, KernelDef};
 use Param::{F32, I32, I64, Ptr};
 
 pub mod tf32;
+pub mod tf32_tiles;
 
 /// The largest `in` (K) the kernels take (`GEMM_MAX_K`: their k offsets are 32-bit; the CUDA
 /// entries trap above it, the twins refuse it).
@@ -304,7 +305,8 @@ variant!(
 /// Every variant, smallest CTA tile first (the single-row tile last).
 pub static VARIANTS: &[&Variant] = &[&V16X16, &V16X32, &V16X32N, &V32X32, &V32X64, &V1X128];
 
-/// Every kernel of the family: the fp32 variants, then the 3xTF32 linear ([`tf32::LINEAR`]).
+/// Every kernel of the family: the fp32 variants, then the 3xTF32 linear ([`tf32::LINEAR`]),
+/// then its tile variants ([`tf32_tiles::KERNELS`]).
 pub static KERNELS: &[&KernelDef] = &[
     &LINEAR_16X16,
     &LINEAR_16X32,
@@ -313,6 +315,10 @@ pub static KERNELS: &[&KernelDef] = &[
     &LINEAR_32X64,
     &LINEAR_1X128,
     &tf32::LINEAR,
+    &tf32_tiles::LINEAR_C32X64,
+    &tf32_tiles::LINEAR_C32X32,
+    &tf32_tiles::LINEAR_T64X64,
+    &tf32_tiles::LINEAR_T64X64R,
 ];
 
 /// Rows from which [`pick`] takes the widest tile whatever the outputs (sessions batched: the

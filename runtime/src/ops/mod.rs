@@ -43,7 +43,7 @@ pub use conv1d::{Conv, ConvElem, ConvGeom, Residual, conv1d, conv1d_group};
 pub use copy::{copy, copy_batched, embedding, memset, repeat_rows, transpose};
 pub use elementwise::{Act, act, add, cfg_euler, timestep_embedding};
 pub use error::OpError;
-pub use linear::{GemmPath, linear, linear_act, linear_tf32x3, linear_with};
+pub use linear::{GemmPath, linear, linear_act, linear_tf32x3, linear_tf32x3_with, linear_with};
 pub use norm::{gated_norm_modulate, l2_normalize, layer_norm, layer_norm_modulate};
 pub use profile::{ProfileRow, Profiler, Work};
 pub use signal::{

@@ -1,5 +1,5 @@
 //! `dcc-bench kernels`: the linear kernels (`gemm.linear_*`, `dcc_kernels::gemm`, and the 3xTF32
-//! `gemm.linear_tf32x3`) against the cuBLAS path (`Backend::gemm_bias`, what `ops::linear` launches on `GemmPath::Backend`) at the
+//! `gemm.linear_tf32x3` and its tile variants, `gemm::tf32_tiles`) against the cuBLAS path (`Backend::gemm_bias`, what `ops::linear` launches on `GemmPath::Backend`) at the
 //! full model's linear shapes, for tuning the tile variants on the GPU.
 //!
 //! Per shape (`in → out`), row count and implementation: device µs per launch and TFLOP/s
@@ -10,7 +10,8 @@
 //! layer's weights come from device memory), so the timings are not the cache's. Per launch
 //! also: whether the kernel's output equals its host twin bit for bit (the Host backend's run of
 //! the same launch, up to `--twin-rows` rows; for `tf32x3`: whether every output is within
-//! `gemm::tf32::bound` of the fp32 twin), and the normwise relative error against cuBLAS,
+//! `gemm::tf32::bound` of the fp32 twin; for a 3xTF32 tile variant also whether it equals
+//! `gemm.linear_tf32x3` bit for bit, `base`), and the normwise relative error against cuBLAS,
 //! `max |y − y_cublas| / max |y_cublas|`. Then every kernel, whatever `--variants` names, is
 //! checked against the twin (bit for bit; `tf32x3` within the bound) on small shapes with tails
 //! ([`TWIN_SHAPES`]), and with the
@@ -22,6 +23,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use dcc_runtime::backend::{AllocKind, Backend, BackendKind, DeviceBuffer, Gemm};
+use dcc_runtime::kernels::gemm::tf32_tiles::{self, BASE, Tf32Variant};
 use dcc_runtime::kernels::gemm::{self, Variant};
 use dcc_runtime::ops::{self, Ctx, Tensor};
 use serde_json::{Value, json};
@@ -59,7 +61,8 @@ pub const TWIN_SHAPES: [(usize, usize, usize); 4] =
 
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "Examples:\n  \
-dcc-bench kernels                                   # every variant, tf32x3 and cuBLAS, full shapes, 112 and 1792 rows\n  \
+dcc-bench kernels                                   # every variant, tf32x3, its tiles and cuBLAS, full shapes, 112 and 1792 rows\n  \
+dcc-bench kernels --variants tf32x3,tf32tiles,tf32auto --rows 112,1792\n  \
 dcc-bench kernels --variants auto --rows 112 --samples 21\n  \
 dcc-bench kernels --shapes 512x2048 --variants 16x32,32x64 --cold-mib 0 --format json\n\n\
 To tune a tile size: edit or add a `variant!` line in kernels/src/gemm.rs (name, BM, BN, TM, TN,\n\
@@ -85,9 +88,10 @@ pub struct KernelsArgs {
     pub rows: Vec<usize>,
 
     /// Kernels, comma-separated: `auto` (what `ops::linear` picks for the shape), `all` (every
-    /// fp32 variant), tile names (`16x32`, `32x64`, ...: rows × outputs per CTA) and `tf32x3`
-    /// (the 3xTF32 tensor-core kernel).
-    #[arg(long, value_delimiter = ',', value_parser = variant, default_value = "auto,all,tf32x3")]
+    /// fp32 variant), tile names (`16x32`, `32x64`, ...: rows × outputs per CTA), `tf32x3`
+    /// (the 3xTF32 tensor-core kernel), its tile variants by name (`tf32x3_c32x64`, ...) or all
+    /// (`tf32tiles`), and `tf32auto` (what `ops::linear_tf32x3` picks for the shape).
+    #[arg(long, value_delimiter = ',', value_parser = variant, default_value = "auto,all,tf32x3,tf32tiles,tf32auto")]
     pub variants: Vec<Choice>,
 
     /// Launches per sample (queued back to back; a sample is their mean).
@@ -124,14 +128,16 @@ pub struct KernelsArgs {
     pub format: Format,
 }
 
-/// A kernel to time: the variant `gemm::pick` chooses, every variant, a fixed one, or the
-/// 3xTF32 kernel.
+/// A kernel to time: the variant `gemm::pick` chooses, every variant, a fixed one, a 3xTF32
+/// variant, every 3xTF32 tile variant, or the one `tf32_tiles::pick` chooses.
 #[derive(Copy, Clone, Debug)]
 pub enum Choice {
     Auto,
     All,
     Fixed(&'static Variant),
-    Tf32x3,
+    Tf32(&'static Tf32Variant),
+    Tf32Tiles,
+    Tf32Auto,
 }
 
 /// One linear implementation of the `gemm` family.
@@ -139,8 +145,9 @@ pub enum Choice {
 enum Kernel {
     /// An fp32 variant: bit-equal to the twin.
     Fp32(&'static Variant),
-    /// `gemm.linear_tf32x3`: within `gemm::tf32::bound` of the fp32 twin.
-    Tf32x3,
+    /// `gemm.linear_tf32x3` or a tile variant: within `gemm::tf32::bound` of the fp32 twin
+    /// (a tile variant also bit-equal to `gemm.linear_tf32x3`).
+    Tf32(&'static Tf32Variant),
 }
 
 fn shape(s: &str) -> Result<(usize, usize), String> {
@@ -167,16 +174,22 @@ fn variant(s: &str) -> Result<Choice, String> {
     match s.trim() {
         "auto" => return Ok(Choice::Auto),
         "all" => return Ok(Choice::All),
-        "tf32x3" => return Ok(Choice::Tf32x3),
+        "tf32tiles" => return Ok(Choice::Tf32Tiles),
+        "tf32auto" => return Ok(Choice::Tf32Auto),
         _ => {}
+    }
+    if let Some(v) = tf32_tiles::variant(&format!("gemm.linear_{}", s.trim())) {
+        return Ok(Choice::Tf32(v));
     }
     gemm::variant(&format!("gemm.linear_{}", s.trim()))
         .map(Choice::Fixed)
         .ok_or_else(|| {
             let names: Vec<&str> = gemm::VARIANTS.iter().map(|v| short(v)).collect();
+            let tiles: Vec<&str> = tf32_tiles::TILES.iter().map(|v| tf32_short(v)).collect();
             format!(
-                "unknown variant `{s}` (auto, all, tf32x3, {})",
-                names.join(", ")
+                "unknown variant `{s}` (auto, all, tf32x3, tf32tiles, tf32auto, {}, {})",
+                names.join(", "),
+                tiles.join(", ")
             )
         })
 }
@@ -186,8 +199,13 @@ fn short(v: &Variant) -> &'static str {
     v.kernel.name.trim_start_matches("gemm.linear_")
 }
 
+/// `tf32x3_c32x64` for `gemm.linear_tf32x3_c32x64` (`tf32x3` for the base).
+fn tf32_short(v: &Tf32Variant) -> &'static str {
+    v.kernel.name.trim_start_matches("gemm.linear_")
+}
+
 /// The kernels `--variants` names, in order, without repeats: `(label, kernel)`.
-fn expand(rows: usize, out: usize, choices: &[Choice]) -> Vec<(String, Kernel)> {
+fn expand(rows: usize, i: usize, out: usize, choices: &[Choice]) -> Vec<(String, Kernel)> {
     let mut v: Vec<(String, Kernel)> = Vec::new();
     let mut push = |label: String, k: Kernel| {
         if !v.iter().any(|(l, _)| *l == label) {
@@ -204,7 +222,14 @@ fn expand(rows: usize, out: usize, choices: &[Choice]) -> Vec<(String, Kernel)> 
                 .iter()
                 .for_each(|k| push(short(k).into(), Kernel::Fp32(k))),
             Choice::Fixed(k) => push(short(k).into(), Kernel::Fp32(k)),
-            Choice::Tf32x3 => push("tf32x3".into(), Kernel::Tf32x3),
+            Choice::Tf32(k) => push(tf32_short(k).into(), Kernel::Tf32(k)),
+            Choice::Tf32Tiles => tf32_tiles::TILES
+                .iter()
+                .for_each(|k| push(tf32_short(k).into(), Kernel::Tf32(k))),
+            Choice::Tf32Auto => {
+                let k = tf32_tiles::pick(rows, out, i);
+                push(format!("tf32auto ({})", tf32_short(k)), Kernel::Tf32(k));
+            }
         }
     }
     v
@@ -236,7 +261,7 @@ impl Operands {
         let (x, y) = (t(&self.x, &[rows, i])?, t(&self.y, &[rows, o])?);
         match k {
             Kernel::Fp32(v) => ops::linear_with(cx, v, w, b, x, y, None)?,
-            Kernel::Tf32x3 => ops::linear_tf32x3(cx, w, b, x, y, None)?,
+            Kernel::Tf32(v) => ops::linear_tf32x3_with(cx, v, w, b, x, y, None)?,
         }
         Ok(())
     }
@@ -340,6 +365,11 @@ fn bits_equal(a: &[f32], b: &[f32]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(p, q)| p.to_bits() == q.to_bits())
 }
 
+/// Whether `k` is a 3xTF32 tile variant (bound to `gemm.linear_tf32x3`'s bits).
+fn is_tile(k: Kernel) -> bool {
+    matches!(k, Kernel::Tf32(v) if !std::ptr::eq(v, &BASE))
+}
+
 /// Whether kernel `k`'s output `got` passes against the fp32 twin's `want` for the operands of
 /// set `seed` ([`Operands::new`]) at `(rows, in, out)`: bit for bit for an fp32 variant, every
 /// output within `gemm::tf32::bound` for `tf32x3`.
@@ -394,16 +424,20 @@ pub fn run(a: &KernelsArgs) -> Res<bool> {
                 .map(|s| Operands::new(&be, s as u64, rows, i, o))
                 .collect::<Res<Vec<_>>>()?;
             let set = |n: usize| &sets[n % n_sets];
-            let mut line = |name: String, ms: f64, twin: Option<bool>, err: Option<f64>| {
+            let mut line = |name: String,
+                            ms: f64,
+                            twin: Option<bool>,
+                            err: Option<f64>,
+                            base: Option<bool>| {
                 eprintln!(
-                    "{i:>5} → {o:<5} rows {rows:>5}  {name:<18} {:>9.2} µs {:>7.2} TFLOP/s",
+                    "{i:>5} → {o:<5} rows {rows:>5}  {name:<24} {:>9.2} µs {:>7.2} TFLOP/s",
                     ms * 1e3,
                     flop / (ms * 1e-3) / 1e12
                 );
                 rows_json.push(json!({
                     "in": i, "out": o, "rows": rows, "kernel": name,
                     "us": ms * 1e3, "tflops": flop / (ms * 1e-3) / 1e12,
-                    "twin_ok": twin, "rel_err_vs_cublas": err,
+                    "twin_ok": twin, "rel_err_vs_cublas": err, "eq_tf32x3": base,
                 }));
             };
             let ms = time(be.as_ref(), timing, &|n| {
@@ -411,7 +445,7 @@ pub fn run(a: &KernelsArgs) -> Res<bool> {
             })?;
             sets[0].cublas(be.as_ref(), rows, i, o)?;
             let reference = sets[0].read(be.as_ref(), rows * o)?;
-            line("cublas".into(), ms, None, None);
+            line("cublas".into(), ms, None, None, None);
             let want = match &host {
                 Some(h) if rows <= a.twin_rows => {
                     let t = Operands::new(h, 0, rows, i, o)?;
@@ -421,16 +455,28 @@ pub fn run(a: &KernelsArgs) -> Res<bool> {
                 }
                 _ => None,
             };
-            for (name, k) in expand(rows, o, &a.variants) {
+            let kernels = expand(rows, i, o, &a.variants);
+            // The bits every 3xTF32 tile variant must give: gemm.linear_tf32x3's.
+            let tf32x3 = if kernels.iter().any(|(_, k)| is_tile(*k)) {
+                sets[0].linear(&cx, Kernel::Tf32(&BASE), rows, i, o)?;
+                Some(sets[0].read(be.as_ref(), rows * o)?)
+            } else {
+                None
+            };
+            for (name, k) in kernels {
                 let ms = time(be.as_ref(), timing, &|n| set(n).linear(&cx, k, rows, i, o))?;
                 sets[0].linear(&cx, k, rows, i, o)?;
                 let got = sets[0].read(be.as_ref(), rows * o)?;
                 let twin = want.as_ref().map(|w| twin_ok(k, 0, (rows, i, o), w, &got));
                 let err = rel_err(&got, &reference);
-                if twin == Some(false) || err.is_nan() || err > a.tol {
+                let base = tf32x3
+                    .as_ref()
+                    .filter(|_| is_tile(k))
+                    .map(|b| bits_equal(b, &got));
+                if twin == Some(false) || base == Some(false) || err.is_nan() || err > a.tol {
                     ok = false;
                 }
-                line(name, ms, twin, Some(err));
+                line(name, ms, twin, Some(err), base);
             }
         }
     }
@@ -473,19 +519,28 @@ fn twin_check(be: &Arc<dyn Backend>, host: &Arc<dyn Backend>, cx: &Ctx<'_>) -> R
     let kernels = gemm::VARIANTS
         .iter()
         .map(|v| (short(v), Kernel::Fp32(v)))
-        .chain([("tf32x3", Kernel::Tf32x3)]);
+        .chain([("tf32x3", Kernel::Tf32(&BASE))])
+        .chain(
+            tf32_tiles::TILES
+                .iter()
+                .map(|v| (tf32_short(v), Kernel::Tf32(v))),
+        );
     let kernels: Vec<_> = kernels.collect();
     for (m, i, o) in TWIN_SHAPES {
         let h = Operands::new(host, 7, m, i, o)?;
         h.linear(&hcx, Kernel::Fp32(gemm::pick(m, o)), m, i, o)?;
         let want = h.read(host.as_ref(), m * o)?;
         let d = Operands::new(be, 7, m, i, o)?;
+        d.linear(cx, Kernel::Tf32(&BASE), m, i, o)?;
+        let tf32x3 = d.read(be.as_ref(), m * o)?;
         for &(name, k) in &kernels {
             d.linear(cx, k, m, i, o)?;
             let got = d.read(be.as_ref(), m * o)?;
+            // A 3xTF32 tile variant: also the bits of gemm.linear_tf32x3.
+            let base = !is_tile(k) || bits_equal(&tf32x3, &got);
             rows.push(json!({
                 "kernel": name, "rows": m, "in": i, "out": o,
-                "ok": twin_ok(k, 7, (m, i, o), &want, &got),
+                "ok": base && twin_ok(k, 7, (m, i, o), &want, &got),
             }));
         }
     }
@@ -536,7 +591,7 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
         w,
         "dcc-bench kernels on {} (median of {} samples of {} launches, operands rotated over {} MiB; \
          ×cuBLAS: cuBLAS µs / µs; twin: bit-equal to the host twin (tf32x3: within its bound of the \
-         fp32 twin); err: max |y − cuBLAS| / max |cuBLAS|)",
+         fp32 twin); base: a tf32x3 tile bit-equal to tf32x3; err: max |y − cuBLAS| / max |cuBLAS|)",
         out["device"].as_str().unwrap_or("?"),
         out["samples"],
         out["reps"],
@@ -544,8 +599,8 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
     )?;
     writeln!(
         w,
-        "{:>11} {:>5}  {:<18} {:>9} {:>8} {:>7} {:>5} {:>9}",
-        "in → out", "rows", "kernel", "µs", "TFLOP/s", "×cuBLAS", "twin", "err"
+        "{:>11} {:>5}  {:<24} {:>9} {:>8} {:>7} {:>5} {:>5} {:>9}",
+        "in → out", "rows", "kernel", "µs", "TFLOP/s", "×cuBLAS", "twin", "base", "err"
     )?;
     let rows = out["rows"].as_array().map_or(&[][..], |v| v.as_slice());
     let mut cublas_us = f64::NAN;
@@ -554,17 +609,18 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
         if r["kernel"] == "cublas" {
             cublas_us = us;
         }
-        let twin = match r["twin_ok"].as_bool() {
+        let yes = |v: &Value| match v.as_bool() {
             Some(true) => "yes",
             Some(false) => "NO",
             None => "-",
         };
+        let (twin, base) = (yes(&r["twin_ok"]), yes(&r["eq_tf32x3"]));
         let err = r["rel_err_vs_cublas"]
             .as_f64()
             .map_or_else(|| "-".into(), |e| format!("{e:.1e}"));
         writeln!(
             w,
-            "{:>11} {:>5}  {:<18} {:>9.2} {:>8.2} {:>7.2} {:>5} {:>9}",
+            "{:>11} {:>5}  {:<24} {:>9.2} {:>8.2} {:>7.2} {:>5} {:>5} {:>9}",
             format!("{} → {}", r["in"], r["out"]),
             r["rows"].as_u64().unwrap_or(0),
             r["kernel"].as_str().unwrap_or("?"),
@@ -572,6 +628,7 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
             r["tflops"].as_f64().unwrap_or(f64::NAN),
             cublas_us / us,
             twin,
+            base,
             err
         )?;
     }
@@ -588,7 +645,7 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
             .collect();
         writeln!(
             w,
-            "twin check: {} of {} launches pass against the host twin (every variant bit-equal, tf32x3 within its bound, at {:?}, rows × in → out){}",
+            "twin check: {} of {} launches pass against the host twin (every variant bit-equal, tf32x3 within its bound and its tiles bit-equal to it, at {:?}, rows × in → out){}",
             t.len() - bad.len(),
             t.len(),
             TWIN_SHAPES,
