@@ -317,6 +317,7 @@ pub static KERNELS: &[&KernelDef] = &[
     &tf32::LINEAR,
     &tf32_tiles::LINEAR_C32X64,
     &tf32_tiles::LINEAR_C32X32,
+    &tf32_tiles::LINEAR_C64X64,
     &tf32_tiles::LINEAR_T64X64,
     &tf32_tiles::LINEAR_T64X64R,
 ];

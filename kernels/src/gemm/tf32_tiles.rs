@@ -29,7 +29,11 @@
 //! The Host twin is [`tf32`]'s model ([`tf32::dot`]) for every variant: the Host cannot repeat
 //! an `mma`'s bits, so bit-equality with the base is a CUDA test (`runtime/tests/
 //! gemm_tf32_tiles.rs`: every variant against the base, bit for bit, over the model's shapes and
-//! tails in rows, outputs and K, and row windows of one launch).
+//! tails in rows, outputs and K, and row windows of one launch). Without a GPU,
+//! `scripts/tf32_tiles_emu/run.sh` runs the CUDA source of the base and of every variant on a
+//! CPU emulation (a thread per CUDA thread, each `mma` one fixed per-element model) and checks
+//! each output bit for bit against the spec evaluated on the same model: the indexing
+//! (fragments, staging, chains, the exchange of partials, the cluster split) is the spec's.
 //!
 //! # The variants (H100: 132 SMs, 228 KB shared memory and 64K registers per SM)
 //!
@@ -45,6 +49,9 @@
 //!   large M; 64-k tiles, four stages.
 //! * [`T64X64R`]: the same tile on 4 warps, each running the four chains in registers (128
 //!   accumulators a thread, two CTAs an SM): no exchange at the end, fewer warps to hide latency.
+//! * [`C64X64`]: the same 32 × 32 warp tiles, four warps a CTA, the chains on a cluster (a 64 ×
+//!   64 tile on four SMs): `t64x64`'s reuse per staged value with four times its CTAs, for the
+//!   row counts between one session and many.
 //!
 //! The weights are not pre-split: storing big and small parts would double the weights' memory
 //! (and the stream a chunk reads, about 3 GB) to save the integer work of the split, which the
@@ -232,6 +239,24 @@ tile!(
     128
 );
 tile!(
+    LINEAR_C64X64,
+    C64X64,
+    SOURCE_C64X64,
+    host_c64x64,
+    "c64x64",
+    "T3V_CLUSTER4 ",
+    2,
+    4,
+    2,
+    2,
+    1,
+    4,
+    128,
+    4,
+    3,
+    128
+);
+tile!(
     LINEAR_T64X64,
     T64X64,
     SOURCE_T64X64,
@@ -269,12 +294,13 @@ tile!(
 );
 
 /// The tile variants (not [`BASE`]), in the order `dcc-bench kernels` lists them.
-pub static TILES: &[&Tf32Variant] = &[&C32X64, &C32X32, &T64X64, &T64X64R];
+pub static TILES: &[&Tf32Variant] = &[&C32X64, &C32X32, &C64X64, &T64X64, &T64X64R];
 
 /// The kernels of [`TILES`].
 pub static KERNELS: &[&KernelDef] = &[
     &LINEAR_C32X64,
     &LINEAR_C32X32,
+    &LINEAR_C64X64,
     &LINEAR_T64X64,
     &LINEAR_T64X64R,
 ];
@@ -305,7 +331,7 @@ pub fn pick(rows: usize, out: usize, k: usize) -> &'static Tf32Variant {
 }
 
 /// Every variant [`pick`] can choose: what a process on the 3xTF32 path compiles
-/// ([`T64X64R`] serves the benchmark only).
+/// ([`C64X64`] and [`T64X64R`] serve the benchmark only).
 pub static PICKED: &[&Tf32Variant] = &[&BASE, &C32X64, &C32X32, &T64X64];
 
 /// The variant whose kernel is `name` (`gemm.linear_tf32x3`, `gemm.linear_tf32x3_c32x64`, ...).
