@@ -1,8 +1,8 @@
-// Tile variants of the 3xTF32 linear (kernels/src/gemm/tf32_tiles.rs): THE SAME BITS as
-// gemm_linear_tf32x3 (gemm.cu) for every shape, with more outputs per warp and per CTA, deeper
-// staging, and (the cluster variants) the four chains of one output tile on four CTAs.
+// The 3xTF32 tile variant of the linear (kernels/src/gemm/tf32_tiles.rs): THE SAME BITS as
+// gemm_linear_tf32x3 (gemm.cu) for every shape, with more outputs per warp and per CTA and every
+// warp running the four chains in registers.
 // Prepended with common.cuh and gemm.cu (GemmArgs, GemmSlot, gemm_stage4, the cp.async helpers,
-// t3_tf32, t3_mma); followed by one variant's entry.
+// t3_tf32, t3_mma); followed by the variant's entry.
 //
 // Why the bits are the same. gemm_tf32x3's spec fixes, per output element y[r, o]:
 //   (1) the operand values of every mma: for k step s (k in [8s, 8s + 8)) the fragments hold
@@ -16,130 +16,57 @@
 // alone (the batch-invariance property gemm_linear_tf32x3 already rests on: its tests shift a
 // row to every position of an m16 tile), so the bits of y[r, o] are a function of (1)–(3) only.
 // The kernel below keeps (1)–(3) and changes only who computes what:
-//   * a warp owns MT × NTL mma tiles (16·MT rows × 8·NTL outputs), fragments loaded exactly as
-//     gemm_tf32x3 loads them (row g / g + 8, k positions t / t + 4, output g of each n8 tile),
-//     staged zeros past K and past the operand's rows as there;
-//   * the chains: CG = 4, CL = 1: warp group cg (of WM × WN warps over the CTA tile) runs chain
-//     cg, as gemm_tf32x3's warp cg does; CG = 1, CL = 1: every warp runs all four chains in four
-//     accumulator sets, tile-local step j into set j mod 4 (a tile is BK = a multiple of 32
-//     k, so j mod 4 = s mod 4); CG = 1, CL = 4: the four CTAs of a thread-block cluster
-//     (__cluster_dims__(1, 1, 4), sm_90) share one output tile, CTA rank c stages and runs only
-//     the steps of chain c (k in [32i + 8c, 32i + 8c + 8) for every i);
-//   * each chain still takes its steps in ascending order (tiles ascending, steps ascending
-//     within a tile), three mma per step in the spec's order, into its own accumulator; a step
-//     at or past ceil(K / 8) is skipped (break: steps only grow);
-//   * the end: chain 0's holder gathers p1, p2, p3 (registers, shared memory, or the cluster's
-//     distributed shared memory) and computes (p0 + p1) + (p2 + p3), + b, act: the same fp32
-//     operations on the same values (--fmad=false, no reassociation).
+//   * a warp owns MT × NTL mma tiles (16·MT rows × 8·NTL outputs) of a CTA tile of WM × WN
+//     warps, fragments loaded exactly as gemm_tf32x3 loads them (row g / g + 8, k positions
+//     t / t + 4, output g of each n8 tile), staged zeros past K and past the operand's rows as
+//     there;
+//   * the chains: every warp runs all four in four accumulator sets, tile-local step j into set
+//     j mod 4 (a tile is BK = a multiple of 32 k, so j mod 4 = s mod 4), each taking its steps
+//     in ascending order (tiles ascending, steps ascending within a tile), three mma per step in
+//     the spec's order; a step at or past ceil(K / 8) is skipped (break: steps only grow);
+//   * the end: each thread computes (p0 + p1) + (p2 + p3) from its own four sets, + b, act: the
+//     same fp32 operations on the same values (--fmad=false, no reassociation).
 // So every output element sees the identical sequence of mma instructions on identical operand
 // values into its accumulators, and the identical final combination.
 //
-// Launch: grid (ceil(out / BN), ceil(rows / BM), CL), block (32 · WM · WN · CG, 1, 1),
-// max(ST · (BM + BN) · (BK / CL + 4), R · BM · BN) floats of dynamic shared memory (R = 3 for
-// CG = 4, 1 for CL = 4, 0 for CG = CL = 1; kernels/src/gemm/tf32_tiles.rs shared_bytes);
-// another shape, less shared memory, another cluster or K above GEMM_MAX_K traps.
+// Launch: grid (ceil(out / BN), ceil(rows / BM), 1), block (32 · WM · WN, 1, 1),
+// ST · (BM + BN) · (BK + 4) floats of dynamic shared memory (kernels/src/gemm/tf32_tiles.rs
+// shared_bytes); another shape, less shared memory or K above GEMM_MAX_K traps.
 
-// The cluster attribute of a CL = 4 entry (sm_90 and later; on an earlier device the entry
-// traps: its cluster is one CTA).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-#define T3V_CLUSTER4
-#else
-#define T3V_CLUSTER4 __cluster_dims__(1, 1, 4)
-#endif
-
-// This CTA's rank in its cluster and the cluster's size (1 and 1 before sm_90).
-__device__ __forceinline__ unsigned t3v_cluster_rank() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-    return r;
-#else
-    return 0;
-#endif
-}
-__device__ __forceinline__ unsigned t3v_cluster_size() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    unsigned n;
-    asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
-    return n;
-#else
-    return 1;
-#endif
-}
-// Every thread of the cluster arrives; the shared-memory writes before it are visible to every
-// CTA of the cluster after it (release / acquire).
-__device__ __forceinline__ void t3v_cluster_sync() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    asm volatile("barrier.cluster.arrive.aligned;\n" ::: "memory");
-    asm volatile("barrier.cluster.wait.aligned;\n" ::: "memory");
-#else
-    __trap();
-#endif
-}
-// The float at `p` (this CTA's shared memory) in the shared memory of cluster CTA `rank`.
-__device__ __forceinline__ float t3v_ld_cluster(const float* p, unsigned rank) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    unsigned r;
-    float v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
-    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(r) : "memory");
-    return v;
-#else
-    __trap();
-    return 0.0f;
-#endif
-}
-
-template <int MT, int NTL, int WM, int WN, int CG, int CL, int BK, int ST, bool VEC>
+template <int MT, int NTL, int WM, int WN, int BK, int ST, bool VEC>
 __device__ __forceinline__ void gemm_t3v_tile(const GemmArgs a) {
     constexpr int BM = 16 * MT * WM;      // rows per CTA
     constexpr int BN = 8 * NTL * WN;      // outputs per CTA
-    constexpr int WMN = WM * WN;          // warps per chain group
-    constexpr int NT = 32 * WMN * CG;     // threads per CTA
-    constexpr int SK = BK / CL;           // staged k per row and tile (this CTA's chains)
-    constexpr int LDS = SK + 4;           // staged row stride: ≡ 4, 12, 20 or 28 mod 32, so a
+    constexpr int NT = 32 * WM * WN;      // threads per CTA
+    constexpr int LDS = BK + 4;           // staged row stride: ≡ 4, 12, 20 or 28 mod 32, so a
                                           // fragment load (row g, column t) is conflict-free
-    constexpr int SJ = SK / 8;            // staged steps per tile
-    constexpr int JW = SJ / CG;           // of them, one warp's
-    constexpr int CPW = 4 / (CG * CL);    // chains per warp
-    constexpr int Q = SK / 4;             // 4-float slots per staged row
+    constexpr int SJ = BK / 8;            // steps per tile
+    constexpr int Q = BK / 4;             // 4-float slots per staged row
     constexpr int XV = BM * Q;
     constexpr int WV = BN * Q;
     constexpr int XPT = (XV + NT - 1) / NT;
     constexpr int WPT = (WV + NT - 1) / NT;
     constexpr int STAGE = (BM + BN) * LDS;
-    constexpr int P = BM * BN;            // one partial tile
-    constexpr int RED = (CL == 4 ? 1 : CG - 1) * P;
-    constexpr int SMEM = ST * STAGE > RED ? ST * STAGE : RED;
-    static_assert((CG == 4 && CL == 1) || (CG == 1 && CL == 1) || (CG == 1 && CL == 4),
-                  "one chain per warp group, four chains per warp, or one chain per cluster CTA");
-    static_assert(BK % 32 == 0 && SK % 8 == 0 && SJ % CG == 0, "whole groups of four k steps per tile");
+    constexpr int SMEM = ST * STAGE;
+    static_assert(BK % 32 == 0, "whole groups of four k steps per tile");
     static_assert(ST >= 2 && MT >= 1 && NTL >= 1, "at least two staging buffers");
 
     extern __shared__ float4 gemm_smem[];
     float* const smem = reinterpret_cast<float*>(gemm_smem);
-    if (blockDim.x != NT || blockDim.y != 1 || blockDim.z != 1 || gridDim.z != CL) __trap();
+    if (blockDim.x != NT || blockDim.y != 1 || blockDim.z != 1 || gridDim.z != 1) __trap();
     if (gemm_dynamic_smem() < SMEM * sizeof(float) || a.k > GEMM_MAX_K) __trap();
-    if (CL != 1 && (t3v_cluster_size() != CL || t3v_cluster_rank() != blockIdx.z)) __trap();
     const int tid = threadIdx.x;
     const int lane = tid % 32;
     const int warp = tid / 32;
-    const int cg = warp / WMN;
-    const int wmn = warp - cg * WMN;
-    const int wm = wmn / WN;
-    const int wn = wmn - wm * WN;
+    const int wm = warp / WN;
+    const int wn = warp - wm * WN;
     const int g = lane / 4;
     const int t = lane % 4;
-    const int rank = CL == 1 ? 0 : (int)blockIdx.z;  // the chain of this CTA (CL = 4)
     const i64 m0 = (i64)blockIdx.y * BM;
     const i64 n0 = (i64)blockIdx.x * BN;
     const i64 K = a.k;
 
-    // Staged element e of a row (e < SK) holds k = (tile start) + koff(e): every k (CL = 1), or
-    // the chain's 8 of every 32 (CL = 4). koff of a slot is a multiple of 4, so its four k are
-    // consecutive.
-    auto koff = [&](int e) { return CL == 1 ? e : (e / 8) * 32 + 8 * rank + e % 8; };
+    // Staged element e of a row holds k = (tile start) + e.
     GemmSlot xsl[XPT];
     GemmSlot wsl[WPT];
 #pragma unroll
@@ -148,8 +75,8 @@ __device__ __forceinline__ void gemm_t3v_tile(const GemmArgs a) {
         const int e = 4 * (q % Q);
         const i64 r = m0 + q / Q;
         const bool in = q < XV && r < a.rows;
-        xsl[i].src = in ? a.x + r * a.ldx + koff(e) : a.x;
-        xsl[i].lim = in ? (int)K - koff(e) : 0;
+        xsl[i].src = in ? a.x + r * a.ldx + e : a.x;
+        xsl[i].lim = in ? (int)K - e : 0;
         xsl[i].dst = (q / Q) * LDS + e;
     }
 #pragma unroll
@@ -158,14 +85,14 @@ __device__ __forceinline__ void gemm_t3v_tile(const GemmArgs a) {
         const int e = 4 * (q % Q);
         const i64 r = n0 + q / Q;
         const bool in = q < WV && r < a.out;
-        wsl[i].src = in ? a.w + r * K + koff(e) : a.w;
-        wsl[i].lim = in ? (int)K - koff(e) : 0;
+        wsl[i].src = in ? a.w + r * K + e : a.w;
+        wsl[i].lim = in ? (int)K - e : 0;
         wsl[i].dst = BM * LDS + (q / Q) * LDS + e;
     }
 
-    float acc[CPW][MT][NTL][4];
+    float acc[4][MT][NTL][4];
 #pragma unroll
-    for (int c = 0; c < CPW; ++c)
+    for (int c = 0; c < 4; ++c)
 #pragma unroll
         for (int m = 0; m < MT; ++m)
 #pragma unroll
@@ -188,17 +115,15 @@ __device__ __forceinline__ void gemm_t3v_tile(const GemmArgs a) {
         }
         gemm_commit();
     };
-    // This warp's steps of tile c (in buffer buf), ascending: staged step j (k at staged offset
-    // 8j) is global step c·BK/8 + j (CL = 1) or c·BK/8 + 4j + rank (CL = 4).
+    // The steps of tile c (in buffer buf), ascending: staged step j (k at staged offset 8j) is
+    // global step c·BK/8 + j.
     auto multiply = [&](int buf, i64 c) {
         const float* const xs = smem + buf * STAGE + (wm * 16 * MT + g) * LDS + t;
         const float* const ws = smem + buf * STAGE + BM * LDS + (wn * 8 * NTL + g) * LDS + t;
 #pragma unroll
-        for (int jj = 0; jj < JW; ++jj) {
-            const int j = CG == 1 ? jj : cg + CG * jj;
-            if (c * (BK / 8) + (CL == 1 ? j : 4 * j + rank) >= steps) break;
-            // The step's chain among this warp's: j mod 4 when the warp runs all four chains.
-            const int ci = CPW == 4 ? jj % 4 : 0;
+        for (int j = 0; j < SJ; ++j) {
+            if (c * (BK / 8) + j >= steps) break;
+            const int ci = j % 4;  // the step's chain
             const int k0 = 8 * j;
             unsigned abig[MT][4];
             unsigned asml[MT][4];
@@ -250,69 +175,16 @@ __device__ __forceinline__ void gemm_t3v_tile(const GemmArgs a) {
     gemm_wait<0>();
     __syncthreads();
 
-    // The partials: element i of mma tile (m, n) of lane (g, t) is row g + 8·(i / 2), output
-    // 2t + (i mod 2) of the tile. Exchanged lane-major (conflict-free), [slot][wmn][m][n][i][lane].
-    auto at = [&](int m, int n, int i) { return (((wmn * MT + m) * NTL + n) * 4 + i) * 32 + lane; };
+    // The end: element i of mma tile (m, n) of lane (g, t) is row g + 8·(i / 2), output
+    // 2t + (i mod 2) of the tile.
     float v[MT][NTL][4];
-    if constexpr (CPW == 4) {
 #pragma unroll
-        for (int m = 0; m < MT; ++m)
+    for (int m = 0; m < MT; ++m)
 #pragma unroll
-            for (int n = 0; n < NTL; ++n)
+        for (int n = 0; n < NTL; ++n)
 #pragma unroll
-                for (int i = 0; i < 4; ++i)
-                    v[m][n][i] = (acc[0][m][n][i] + acc[1][m][n][i]) + (acc[2][m][n][i] + acc[3][m][n][i]);
-    } else if constexpr (CL == 1) {
-        // Warp group cg (chain cg) hands its partial to group 0 through slot cg − 1.
-        if (cg != 0) {
-#pragma unroll
-            for (int m = 0; m < MT; ++m)
-#pragma unroll
-                for (int n = 0; n < NTL; ++n)
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) smem[(cg - 1) * P + at(m, n, i)] = acc[0][m][n][i];
-        }
-        __syncthreads();
-        if (cg != 0) return;
-#pragma unroll
-        for (int m = 0; m < MT; ++m)
-#pragma unroll
-            for (int n = 0; n < NTL; ++n)
-#pragma unroll
-                for (int i = 0; i < 4; ++i) {
-                    const int e = at(m, n, i);
-                    v[m][n][i] = (acc[0][m][n][i] + smem[e]) + (smem[P + e] + smem[2 * P + e]);
-                }
-    } else {
-        // CTA rank c (chain c) leaves its partial in its own shared memory; rank 0 reads ranks
-        // 1, 2, 3 there. The second barrier keeps every CTA (and its shared memory) alive until
-        // rank 0 has read it.
-        if (rank != 0) {
-#pragma unroll
-            for (int m = 0; m < MT; ++m)
-#pragma unroll
-                for (int n = 0; n < NTL; ++n)
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) smem[at(m, n, i)] = acc[0][m][n][i];
-        }
-        t3v_cluster_sync();
-        if (rank == 0) {
-#pragma unroll
-            for (int m = 0; m < MT; ++m)
-#pragma unroll
-                for (int n = 0; n < NTL; ++n)
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        const float* const e = smem + at(m, n, i);
-                        const float p1 = t3v_ld_cluster(e, 1);
-                        const float p2 = t3v_ld_cluster(e, 2);
-                        const float p3 = t3v_ld_cluster(e, 3);
-                        v[m][n][i] = (acc[0][m][n][i] + p1) + (p2 + p3);
-                    }
-        }
-        t3v_cluster_sync();
-        if (rank != 0) return;
-    }
+            for (int i = 0; i < 4; ++i)
+                v[m][n][i] = (acc[0][m][n][i] + acc[1][m][n][i]) + (acc[2][m][n][i] + acc[3][m][n][i]);
 
 #pragma unroll
     for (int m = 0; m < MT; ++m)
@@ -331,15 +203,15 @@ __device__ __forceinline__ void gemm_t3v_tile(const GemmArgs a) {
 }
 
 // The 16-byte staging when both operands allow it (as gemm_linear), else the 4-byte one.
-template <int MT, int NTL, int WM, int WN, int CG, int CL, int BK, int ST, int NT>
+template <int MT, int NTL, int WM, int WN, int BK, int ST, int NT>
 __device__ __forceinline__ void gemm_t3v(const GemmArgs a) {
-    static_assert(32 * WM * WN * CG == NT, "the entry's thread count");
+    static_assert(32 * WM * WN == NT, "the entry's thread count");
     if ((unsigned long long)a.x % 16 == 0 && a.ldx % 4 == 0 && (unsigned long long)a.w % 16 == 0 && a.k % 4 == 0)
-        gemm_t3v_tile<MT, NTL, WM, WN, CG, CL, BK, ST, true>(a);
+        gemm_t3v_tile<MT, NTL, WM, WN, BK, ST, true>(a);
     else
-        gemm_t3v_tile<MT, NTL, WM, WN, CG, CL, BK, ST, false>(a);
+        gemm_t3v_tile<MT, NTL, WM, WN, BK, ST, false>(a);
 }
 
-// No entry here: kernels/src/gemm/tf32_tiles.rs writes one per variant, gemm_linear_tf32x3_<name>
-// (the arguments of gemm.cu's entries, __launch_bounds__(NT, MINB), T3V_CLUSTER4 when CL = 4),
-// whose body is gemm_t3v<MT, NTL, WM, WN, CG, CL, BK, ST, NT>(GemmArgs{...}).
+// No entry here: kernels/src/gemm/tf32_tiles.rs writes the variant's, gemm_linear_tf32x3_<name>
+// (the arguments of gemm.cu's entries, __launch_bounds__(NT, MINB)), whose body is
+// gemm_t3v<MT, NTL, WM, WN, BK, ST, NT>(GemmArgs{...}).

@@ -315,10 +315,6 @@ pub static KERNELS: &[&KernelDef] = &[
     &LINEAR_32X64,
     &LINEAR_1X128,
     &tf32::LINEAR,
-    &tf32_tiles::LINEAR_C32X64,
-    &tf32_tiles::LINEAR_C32X32,
-    &tf32_tiles::LINEAR_C64X64,
-    &tf32_tiles::LINEAR_T64X64,
     &tf32_tiles::LINEAR_T64X64R,
 ];
 

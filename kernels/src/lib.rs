@@ -302,8 +302,6 @@ mod tests {
                 if let Some(bounds) = rest.strip_prefix("__launch_bounds__(") {
                     rest = bounds[bounds.find(')').unwrap() + 1..].trim_start();
                 }
-                // A 3xTF32 cluster variant's attribute (`gemm_tiles.cuh`).
-                rest = rest.strip_prefix("T3V_CLUSTER4 ").unwrap_or(rest);
                 let entry = &rest[..rest.find('(').unwrap()];
                 assert!(
                     registry().any(|k| k.entry == entry && std::ptr::eq(k.source, s)),

@@ -137,8 +137,8 @@ pub fn linear_with(
 }
 
 /// [`linear`] (`f = None`) or [`linear_act`] on [`GemmPath::InvariantTf32x3`]: one launch of
-/// the 3xTF32 variant `gemm::tf32_tiles::pick` chooses for `y`'s rows, `w`'s outputs and
-/// inputs (every variant computes the bits of `gemm.linear_tf32x3`; benchmarks call it
+/// the 3xTF32 variant `gemm::tf32_tiles::pick` chooses for `y`'s rows and `w`'s outputs
+/// (every variant computes the bits of `gemm.linear_tf32x3`; benchmarks call it
 /// directly, whatever the context's path).
 pub fn linear_tf32x3(
     cx: &Ctx<'_>,
@@ -148,9 +148,9 @@ pub fn linear_tf32x3(
     y: Tensor<'_>,
     f: Option<Act>,
 ) -> Result<(), OpError> {
-    let (rows, wd) = (y.dims().first().copied(), w.dims());
-    let (out, k) = (wd.first().copied(), wd.get(1).copied());
-    let v = gemm::tf32_tiles::pick(rows.unwrap_or(0), out.unwrap_or(0), k.unwrap_or(0));
+    let rows = y.dims().first().copied().unwrap_or(0);
+    let out = w.dims().first().copied().unwrap_or(0);
+    let v = gemm::tf32_tiles::pick(rows, out);
     linear_tf32x3_with(cx, v, w, b, x, y, f)
 }
 

@@ -230,7 +230,7 @@ fn expand(rows: usize, i: usize, out: usize, choices: &[Choice]) -> Vec<(String,
                 .iter()
                 .for_each(|k| push(tf32_short(k).into(), Kernel::Tf32(k))),
             Choice::Tf32Auto => {
-                let k = tf32_tiles::pick(rows, out, i);
+                let k = tf32_tiles::pick(rows, out);
                 push(format!("tf32auto ({})", tf32_short(k)), Kernel::Tf32(k));
             }
         }
