@@ -1,6 +1,6 @@
-//! The 3xTF32 tile variants (`dcc_kernels::gemm::tf32_tiles`): every variant gives the bits of
-//! `gemm.linear_tf32x3` (`tf32_tiles::BASE`) for every output, at the full model's shapes at
-//! 1, 7, 112 and 1,600 rows and at odd shapes (outputs not a multiple of any tile, K not a
+//! The 3xTF32 tile variants (`dcc_kernels::gemm::tf32_tiles::TILES`, `t64x64r`): every variant
+//! gives the bits of `gemm.linear_tf32x3` (`tf32_tiles::BASE`) for every output, at the full
+//! model's shapes at 1, 7, 112 and 1,600 rows and at odd shapes (outputs not a multiple of any tile, K not a
 //! multiple of a k tile nor of 4, unaligned and strided operands, a fused activation), writes
 //! nothing but its outputs, and the rows of any window of x equal the same rows of one launch
 //! over 8 × 112 rows (batch invariance across variants: the window and the whole may run on

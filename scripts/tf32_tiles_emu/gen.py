@@ -1,6 +1,6 @@
 # Writes emu.cpp: kernels/cuda/gemm.cu and gemm_tiles.cuh with the device intrinsics replaced by
-# shim.h's emulation, one entry per 3xTF32 variant of kernels/src/gemm/tf32_tiles.rs, and the
-# driver. Usage: python3 gen.py REPO_ROOT OUT_DIR (run.sh does it all).
+# shim.h's emulation, the base entry and one per 3xTF32 tile variant of
+# kernels/src/gemm/tf32_tiles.rs (read from its CUDA entries), and the driver. Usage: python3 gen.py REPO_ROOT OUT_DIR (run.sh does it all).
 import re, sys
 root=sys.argv[1].rstrip('/')+'/'
 out_dir=sys.argv[2].rstrip('/')+'/'
@@ -17,7 +17,7 @@ def remove(s, name, template=False):
             if depth==0: break
         j+=1
     return s[:m.start()]+s[j+1:]
-for n in ['gemm_cp16','gemm_cp4','gemm_commit','gemm_wait','gemm_dynamic_smem','t3_mma','t3v_cluster_rank','t3v_cluster_size','t3v_cluster_sync','t3v_ld_cluster']:
+for n in ['gemm_cp16','gemm_cp4','gemm_commit','gemm_wait','gemm_dynamic_smem','t3_mma']:
     src=remove(src,n)
 assert src.count('extern __shared__ float4 gemm_smem[];')==3
 src=src.replace('extern __shared__ float4 gemm_smem[];','float4* gemm_smem = emu_smem();')
@@ -26,14 +26,16 @@ ents=[]; table=[]
 sig='(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out)'
 args='GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out}'
 ents.append(f'extern "C" __global__ void gemm_linear_tf32x3{sig} {{ gemm_tf32x3({args}); }}\n')
-table.append('{"tf32x3", gemm_linear_tf32x3, 16, 32, 128, 1, 39168}')
-for m in re.finditer(r'tile!\(\s*(\w+),\s*(\w+),\s*(\w+),\s*(\w+),\s*"(\w+)",\s*"([^"]*)",((?:\s*\d+,?)+)\s*\)',rs):
-    mt,ntl,wm,wn,cg,cl,bk,st,mb,nt=[int(x) for x in m.group(7).split(',') if x.strip()]
-    name=m.group(5)
-    ents.append(f'extern "C" __global__ void __launch_bounds__({nt}, {mb}) {m.group(6)}gemm_linear_tf32x3_{name}{sig} {{ gemm_t3v<{mt}, {ntl}, {wm}, {wn}, {cg}, {cl}, {bk}, {st}, {nt}>({args}); }}\n')
+table.append('{"tf32x3", gemm_linear_tf32x3, 16, 32, 128, 39168}')
+entries=re.findall(r'__launch_bounds__\((\d+), (\d+)\) gemm_linear_tf32x3_(\w+)\(',rs)
+insts=re.findall(r'gemm_t3v<(\d+), (\d+), (\d+), (\d+), (\d+), (\d+), (\d+)>',rs)
+assert entries and len(entries)==len(insts), (entries, insts)
+for (nt0,mb,name),inst in zip(entries,insts):
+    mt,ntl,wm,wn,bk,st,nt=[int(x) for x in inst]
+    assert nt==int(nt0)
+    ents.append(f'extern "C" __global__ void __launch_bounds__({nt}, {mb}) gemm_linear_tf32x3_{name}{sig} {{ gemm_t3v<{mt}, {ntl}, {wm}, {wn}, {bk}, {st}, {nt}>({args}); }}\n')
     bm=16*mt*wm; bn=8*ntl*wn
-    stage=st*(bm+bn)*(bk//cl+4); red=(1 if cl==4 else cg-1)*bm*bn
-    table.append(f'{{"{name}", gemm_linear_tf32x3_{name}, {bm}, {bn}, {32*wm*wn*cg}, {cl}, {4*max(stage,red)}}}')
+    table.append(f'{{"{name}", gemm_linear_tf32x3_{name}, {bm}, {bn}, {nt}, {4*st*(bm+bn)*(bk+4)}}}')
 out='#include "shim.h"\n'+src+''.join(ents)+'#include "driver.h"\nstatic const VariantEmu VARIANTS[] = {'+',\n'.join(table)+'};\n#include "main.h"\n'
 open(out_dir+'emu.cpp','w').write(out)
 print(len(table))

@@ -1,5 +1,5 @@
 // CPU emulation of the CUDA subset gemm.cu / gemm_tiles.cuh use: one std::thread per CUDA
-// thread, std::barrier for __syncthreads / warps / clusters, mma.m16n8k8 emulated per warp.
+// thread, std::barrier for __syncthreads and warps, mma.m16n8k8 emulated per warp.
 #include <barrier>
 #include <cmath>
 #include <cstdio>
@@ -15,7 +15,6 @@
 #define __forceinline__ inline
 #define __shared__
 #define __launch_bounds__(a, b)
-#define __cluster_dims__(a, b, c)
 #define __CUDA_ARCH__ 900
 typedef long long i64;
 struct float4 { float x, y, z, w; };
@@ -24,13 +23,10 @@ struct Warp {
     std::barrier<> bar{32};
     unsigned A[32][4]; unsigned B[32][2]; float C[32][4];
 };
-struct Cta;
-struct Cluster { std::vector<Cta*> ctas; std::unique_ptr<std::barrier<>> bar; };
 struct Cta {
     std::vector<float4> smem; unsigned smem_bytes;
     std::unique_ptr<std::barrier<>> bar;
     std::vector<std::unique_ptr<Warp>> warps;
-    Cluster* cluster; unsigned rank;
 };
 struct Tls { U3 tid, bid; Cta* cta; };
 thread_local Tls emu;
@@ -84,13 +80,5 @@ inline void t3_mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned 
     }
     w.bar.arrive_and_wait();
     for (int i = 0; i < 4; ++i) d[i] = out[i];
-}
-inline unsigned t3v_cluster_rank() { return emu.cta->rank; }
-inline unsigned t3v_cluster_size() { return emu.cta->cluster ? emu.cta->cluster->ctas.size() : 1; }
-inline void t3v_cluster_sync() { emu.cta->cluster->bar->arrive_and_wait(); }
-inline float t3v_ld_cluster(const float* p, unsigned rank) {
-    const float* base = reinterpret_cast<const float*>(emu.cta->smem.data());
-    const float* other = reinterpret_cast<const float*>(emu.cta->cluster->ctas[rank]->smem.data());
-    return other[p - base];
 }
 inline float dcc_act1(float v, int act, float alpha) { return act == 1 ? v * alpha + 1.0f : v - alpha; }

@@ -1,5 +1,5 @@
 //! `dcc-bench kernels`: the linear kernels (`gemm.linear_*`, `dcc_kernels::gemm`, and the 3xTF32
-//! `gemm.linear_tf32x3` and its tile variants, `gemm::tf32_tiles`) against the cuBLAS path (`Backend::gemm_bias`, what `ops::linear` launches on `GemmPath::Backend`) at the
+//! `gemm.linear_tf32x3` and its tile variant, `gemm::tf32_tiles`) against the cuBLAS path (`Backend::gemm_bias`, what `ops::linear` launches on `GemmPath::Backend`) at the
 //! full model's linear shapes, for tuning the tile variants on the GPU.
 //!
 //! Per shape (`in → out`), row count and implementation: device µs per launch and TFLOP/s
@@ -92,7 +92,7 @@ pub struct KernelsArgs {
 
     /// Kernels, comma-separated: `auto` (what `ops::linear` picks for the shape), `all` (every
     /// fp32 variant), tile names (`16x32`, `32x64`, ...: rows × outputs per CTA), `tf32x3`
-    /// (the 3xTF32 tensor-core kernel), its tile variants by name (`tf32x3_c32x64`, ...) or all
+    /// (the 3xTF32 tensor-core kernel), its tile variants by name (`tf32x3_t64x64r`) or all
     /// (`tf32tiles`), and `tf32auto` (what `ops::linear_tf32x3` picks for the shape).
     #[arg(long, value_delimiter = ',', value_parser = variant, default_value = "auto,all,tf32x3,tf32tiles,tf32auto")]
     pub variants: Vec<Choice>,
@@ -202,13 +202,13 @@ fn short(v: &Variant) -> &'static str {
     v.kernel.name.trim_start_matches("gemm.linear_")
 }
 
-/// `tf32x3_c32x64` for `gemm.linear_tf32x3_c32x64` (`tf32x3` for the base).
+/// `tf32x3_t64x64r` for `gemm.linear_tf32x3_t64x64r` (`tf32x3` for the base).
 fn tf32_short(v: &Tf32Variant) -> &'static str {
     v.kernel.name.trim_start_matches("gemm.linear_")
 }
 
 /// The kernels `--variants` names, in order, without repeats: `(label, kernel)`.
-fn expand(rows: usize, i: usize, out: usize, choices: &[Choice]) -> Vec<(String, Kernel)> {
+fn expand(rows: usize, out: usize, choices: &[Choice]) -> Vec<(String, Kernel)> {
     let mut v: Vec<(String, Kernel)> = Vec::new();
     let mut push = |label: String, k: Kernel| {
         if !v.iter().any(|(l, _)| *l == label) {
@@ -458,7 +458,7 @@ pub fn run(a: &KernelsArgs) -> Res<bool> {
                 }
                 _ => None,
             };
-            let kernels = expand(rows, i, o, &a.variants);
+            let kernels = expand(rows, o, &a.variants);
             // The bits every 3xTF32 tile variant must give: gemm.linear_tf32x3's.
             let tf32x3 = if kernels.iter().any(|(_, k)| is_tile(*k)) {
                 sets[0].linear(&cx, Kernel::Tf32(&BASE), rows, i, o)?;
