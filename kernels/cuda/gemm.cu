@@ -327,6 +327,8 @@ __device__ __forceinline__ void gemm_linear(const GemmArgs a) {
 //   * the warps' partials are added as (p0 + p1) + (p2 + p3), then + b, then act.
 // An mma computes each output element from its own row of x, its own column of Wᵀ and its own
 // accumulator, so neither the other rows of the tile nor the tile's position changes its bits.
+// A tile variant with the same bits per output (larger warp and CTA tiles, every warp running
+// the four chains): gemm_tiles.cuh (kernels/src/gemm/tf32_tiles.rs); this kernel is its spec.
 // CTA: T3_BM rows × T3_BN outputs, T3_KW warps; k tiles of T3_BK staged through a ring of T3_ST
 // buffers ([T3_BM + T3_BN][T3_BK + 4] floats each, cp.async as above), then the partials
 // through shared memory ([T3_KW][T3_BM][T3_BN] over the staging buffers).

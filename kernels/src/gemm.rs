@@ -69,6 +69,7 @@ use Param::{F32, I32, I64, Ptr};
 
 pub mod f16;
 pub mod tf32;
+pub mod tf32_tiles;
 
 /// The largest `in` (K) the kernels take (`GEMM_MAX_K`: their k offsets are 32-bit; the CUDA
 /// entries trap above it, the twins refuse it).
@@ -307,7 +308,8 @@ variant!(
 pub static VARIANTS: &[&Variant] = &[&V16X16, &V16X32, &V16X32N, &V32X32, &V32X64, &V1X128];
 
 /// Every fp32-weight kernel of the family: the fp32 variants, then the 3xTF32 linear
-/// ([`tf32::LINEAR`]). The half linear's kernels are [`f16::KERNELS`] (another argument type).
+/// ([`tf32::LINEAR`]), then its tile variants ([`tf32_tiles::KERNELS`]). The half linear's
+/// kernels are [`f16::KERNELS`] (another argument type).
 pub static KERNELS: &[&KernelDef] = &[
     &LINEAR_16X16,
     &LINEAR_16X32,
@@ -316,6 +318,7 @@ pub static KERNELS: &[&KernelDef] = &[
     &LINEAR_32X64,
     &LINEAR_1X128,
     &tf32::LINEAR,
+    &tf32_tiles::LINEAR_T64X64R,
 ];
 
 /// Rows from which [`pick`] takes the widest tile whatever the outputs (sessions batched: the

@@ -134,9 +134,10 @@ both!(
     tf32x3_fused_activation_equals_linear_then_act
 );
 
-/// M-slicing invariance of the tensor-core kernel: the rows of a window of x (any start, any
-/// length, so the 16-row CTA tiles fall elsewhere) give the bits of the same rows of one launch
-/// over all 8 × 112 rows, at the full model's shapes and a tail, with aligned and unaligned
+/// M-slicing invariance of the tensor-core path: the rows of a window of x (any start, any
+/// length, so the CTA tiles fall elsewhere, and `tf32_tiles::pick` may choose another variant
+/// for the window than for the whole) give the bits of the same rows of one launch over all
+/// 8 × 112 rows, at the full model's shapes and a tail, with aligned and unaligned
 /// operands. Only the GPU runs the kernel; the Host runs the twin's model, whose rows are
 /// computed one by one, so the test is a CUDA test only.
 #[test]

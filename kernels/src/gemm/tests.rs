@@ -124,8 +124,17 @@ fn variants_match_the_cuda_source() {
             v.kernel.name
         );
     }
-    assert_eq!(KERNELS.len(), VARIANTS.len() + 1);
+    assert_eq!(
+        KERNELS.len(),
+        VARIANTS.len() + 1 + tf32_tiles::KERNELS.len()
+    );
     assert!(std::ptr::eq(KERNELS[VARIANTS.len()], &tf32::LINEAR));
+    for (k, t) in KERNELS[VARIANTS.len() + 1..]
+        .iter()
+        .zip(tf32_tiles::KERNELS)
+    {
+        assert!(std::ptr::eq(*k, *t));
+    }
     for (k, v) in KERNELS.iter().zip(VARIANTS) {
         assert!(std::ptr::eq(*k, v.kernel));
     }

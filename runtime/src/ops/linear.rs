@@ -7,6 +7,7 @@
 //! `f32` on the first three, `half::f16` on [`GemmPath::Half`].
 
 use dcc_kernels::gemm::f16::{self as h16, F16Variant};
+use dcc_kernels::gemm::tf32_tiles::Tf32Variant;
 use dcc_kernels::gemm::{self, Variant};
 use dcc_kernels::{Arg, KernelDef};
 use half::f16;
@@ -60,13 +61,16 @@ impl GemmPath {
     /// The kernels [`linear`] and [`linear_act`] may launch on this path: none on
     /// [`GemmPath::Backend`] (its GEMMs are the backend's; `linear_act`'s activation is an
     /// `act.apply` launch, one of [`dcc_kernels::fixed`]), every variant [`gemm::pick`] can
-    /// choose ([`gemm::PICKED`]) on [`GemmPath::Invariant`], `gemm.linear_tf32x3` on
+    /// choose ([`gemm::PICKED`]) on [`GemmPath::Invariant`], every 3xTF32 variant
+    /// `gemm::tf32_tiles::pick` can choose ([`gemm::tf32_tiles::PICKED`]) on
     /// [`GemmPath::InvariantTf32x3`].
     pub fn linear_kernels(self) -> Vec<&'static KernelDef> {
         match self {
             GemmPath::Backend => Vec::new(),
             GemmPath::Invariant => gemm::PICKED.iter().map(|v| v.kernel).collect(),
-            GemmPath::InvariantTf32x3 => vec![&gemm::tf32::LINEAR],
+            GemmPath::InvariantTf32x3 => {
+                gemm::tf32_tiles::PICKED.iter().map(|v| v.kernel).collect()
+            }
             GemmPath::Half => h16::KERNELS.to_vec(),
         }
     }
@@ -230,7 +234,9 @@ pub fn linear_with(
 }
 
 /// [`linear`] (`f = None`) or [`linear_act`] on [`GemmPath::InvariantTf32x3`]: one launch of
-/// `gemm.linear_tf32x3` (benchmarks call it directly, whatever the context's path).
+/// the 3xTF32 variant `gemm::tf32_tiles::pick` chooses for `y`'s rows and `w`'s outputs
+/// (every variant computes the bits of `gemm.linear_tf32x3`; benchmarks call it
+/// directly, whatever the context's path).
 pub fn linear_tf32x3(
     cx: &Ctx<'_>,
     w: Tensor<'_>,
@@ -239,7 +245,24 @@ pub fn linear_tf32x3(
     y: Tensor<'_>,
     f: Option<Act>,
 ) -> Result<(), OpError> {
-    launch_linear(cx, &gemm::tf32::LINEAR, gemm::tf32::dims, w, b, x, y, f)
+    let rows = y.dims().first().copied().unwrap_or(0);
+    let out = w.dims().first().copied().unwrap_or(0);
+    let v = gemm::tf32_tiles::pick(rows, out);
+    linear_tf32x3_with(cx, v, w, b, x, y, f)
+}
+
+/// [`linear_tf32x3`] with the 3xTF32 variant chosen by the caller (benchmarks and the variant
+/// tests; `gemm::tf32_tiles::BASE` is `gemm.linear_tf32x3` itself).
+pub fn linear_tf32x3_with(
+    cx: &Ctx<'_>,
+    v: &'static Tf32Variant,
+    w: Tensor<'_>,
+    b: Option<Tensor<'_>>,
+    x: Tensor<'_>,
+    y: Tensor<'_>,
+    f: Option<Act>,
+) -> Result<(), OpError> {
+    launch_linear(cx, v.kernel, |rows, o| v.dims(rows, o), w, b, x, y, f)
 }
 
 /// [`linear`] (`f = None`) or [`linear_act`] on [`GemmPath::Half`]: one launch of the
@@ -328,8 +351,8 @@ fn launch_linear<W: Elem>(
     // SAFETY: the kernel reads `rows` rows of `in` floats at stride ldx of x, `out · in` elements
     // of w and, with a bias, `out` of b (of the kernel's weight type, `W`), and writes `rows`
     // rows of `out` floats at stride ldy of y (the launch covers exactly rows × out outputs,
-    // `Variant::dims` / `tf32::dims` / `F16Variant::dims`): the checked views; y overlaps no
-    // input.
+    // `Variant::dims` / `Tf32Variant::dims` / `F16Variant::dims`): the checked views; y overlaps
+    // no input.
     unsafe { cx.be.launch(k, launch, &args) }.map_err(|error| OpError::Backend { op, error })
 }
 

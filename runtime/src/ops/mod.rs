@@ -49,7 +49,7 @@ pub use elementwise::{
 pub use error::OpError;
 pub use linear::{
     GemmPath, LinearWeights, WeightElem, linear, linear_act, linear_f16, linear_f16_with,
-    linear_tf32x3, linear_with,
+    linear_tf32x3, linear_tf32x3_with, linear_with,
 };
 pub use norm::{gated_norm_modulate, l2_normalize, layer_norm, layer_norm_modulate};
 pub use profile::{ProfileRow, Profiler, Work};

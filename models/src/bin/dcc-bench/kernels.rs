@@ -1,5 +1,5 @@
 //! `dcc-bench kernels`: the linear kernels (`gemm.linear_*`, `dcc_kernels::gemm`, and the 3xTF32
-//! `gemm.linear_tf32x3`) against the cuBLAS path (`Backend::gemm_bias`, what `ops::linear` launches on `GemmPath::Backend`) at the
+//! `gemm.linear_tf32x3` and its tile variant, `gemm::tf32_tiles`) against the cuBLAS path (`Backend::gemm_bias`, what `ops::linear` launches on `GemmPath::Backend`) at the
 //! full model's linear shapes, for tuning the tile variants on the GPU.
 //!
 //! Per shape (`in → out`), row count and implementation: device µs per launch and TFLOP/s
@@ -10,7 +10,8 @@
 //! layer's weights come from device memory), so the timings are not the cache's. Per launch
 //! also: whether the kernel's output equals its host twin bit for bit (the Host backend's run of
 //! the same launch, up to `--twin-rows` rows; for `tf32x3`: whether every output is within
-//! `gemm::tf32::bound` of the fp32 twin), and the normwise relative error against cuBLAS,
+//! `gemm::tf32::bound` of the fp32 twin; for a 3xTF32 tile variant also whether it equals
+//! `gemm.linear_tf32x3` bit for bit, `base`), and the normwise relative error against cuBLAS,
 //! `max |y − y_cublas| / max |y_cublas|`. Then every kernel, whatever `--variants` names, is
 //! checked against the twin (bit for bit; `tf32x3` within the bound) on small shapes with tails
 //! ([`TWIN_SHAPES`]), and with the
@@ -25,6 +26,7 @@ use std::sync::Arc;
 use clap::Args;
 use dcc_runtime::backend::{AllocKind, Backend, BackendKind, DeviceBuffer, Gemm};
 use dcc_runtime::kernels::gemm::f16::{self as h16, F16Variant};
+use dcc_runtime::kernels::gemm::tf32_tiles::{self, BASE, Tf32Variant};
 use dcc_runtime::kernels::gemm::{self, Variant};
 use dcc_runtime::ops::{self, Ctx, Tensor};
 use serde_json::{Value, json};
@@ -64,7 +66,8 @@ pub const TWIN_SHAPES: [(usize, usize, usize); 4] =
 
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "Examples:\n  \
-dcc-bench kernels                                   # every variant, tf32x3, f16 and cuBLAS, full shapes, 112 and 1792 rows\n  \
+dcc-bench kernels                                   # every variant, tf32x3, its tiles, f16 and cuBLAS, full shapes, 112 and 1792 rows\n  \
+dcc-bench kernels --variants tf32x3,tf32tiles,tf32auto --rows 112,1792\n  \
 dcc-bench kernels --variants auto --rows 112 --samples 21\n  \
 dcc-bench kernels --shapes 512x2048 --variants 16x32,32x64 --cold-mib 0 --format json\n\n\
 To tune a tile size: edit or add a `variant!` line in kernels/src/gemm.rs (name, BM, BN, TM, TN,\n\
@@ -91,10 +94,11 @@ pub struct KernelsArgs {
 
     /// Kernels, comma-separated: `auto` (what `ops::linear` picks for the shape), `all` (every
     /// fp32 variant), tile names (`16x32`, `32x64`, ...: rows × outputs per CTA), `tf32x3`
-    /// (the 3xTF32 tensor-core kernel), `f16` (every half-precision variant) and their names
-    /// (`f16_16x32`, `f16_64x64`).
+    /// (the 3xTF32 tensor-core kernel), its tile variants by name (`tf32x3_t64x64r`) or all
+    /// (`tf32tiles`), `tf32auto` (what `ops::linear_tf32x3` picks for the shape), `f16` (every
+    /// half-precision variant) and their names (`f16_16x32`, `f16_64x64`).
     #[arg(long, value_delimiter = ',', value_parser = variant,
-          default_value = "auto,all,tf32x3,f16")]
+          default_value = "auto,all,tf32x3,tf32tiles,tf32auto,f16")]
     pub variants: Vec<Choice>,
 
     /// Launches per sample (queued back to back; a sample is their mean).
@@ -136,14 +140,16 @@ pub struct KernelsArgs {
     pub format: Format,
 }
 
-/// A kernel to time: the variant `gemm::pick` chooses, every variant, a fixed one, or the
-/// 3xTF32 kernel.
+/// A kernel to time: the variant `gemm::pick` chooses, every variant, a fixed one, a 3xTF32
+/// variant, every 3xTF32 tile variant, or the one `tf32_tiles::pick` chooses.
 #[derive(Copy, Clone, Debug)]
 pub enum Choice {
     Auto,
     All,
     Fixed(&'static Variant),
-    Tf32x3,
+    Tf32(&'static Tf32Variant),
+    Tf32Tiles,
+    Tf32Auto,
     /// Every half-precision variant, or one.
     F16(Option<&'static F16Variant>),
 }
@@ -153,8 +159,9 @@ pub enum Choice {
 enum Kernel {
     /// An fp32 variant: bit-equal to the twin.
     Fp32(&'static Variant),
-    /// `gemm.linear_tf32x3`: within `gemm::tf32::bound` of the fp32 twin.
-    Tf32x3,
+    /// `gemm.linear_tf32x3` or a tile variant: within `gemm::tf32::bound` of the fp32 twin
+    /// (a tile variant also bit-equal to `gemm.linear_tf32x3`).
+    Tf32(&'static Tf32Variant),
     /// A `gemm.linear_f16_*` variant: within `gemm::f16::bound` of the half twin.
     F16(&'static F16Variant),
 }
@@ -183,7 +190,8 @@ fn variant(s: &str) -> Result<Choice, String> {
     match s.trim() {
         "auto" => return Ok(Choice::Auto),
         "all" => return Ok(Choice::All),
-        "tf32x3" => return Ok(Choice::Tf32x3),
+        "tf32tiles" => return Ok(Choice::Tf32Tiles),
+        "tf32auto" => return Ok(Choice::Tf32Auto),
         "f16" => return Ok(Choice::F16(None)),
         s => {
             if let Some(v) = kf16::by_label(s) {
@@ -191,19 +199,29 @@ fn variant(s: &str) -> Result<Choice, String> {
             }
         }
     }
+    if let Some(v) = tf32_tiles::variant(&format!("gemm.linear_{}", s.trim())) {
+        return Ok(Choice::Tf32(v));
+    }
     gemm::variant(&format!("gemm.linear_{}", s.trim()))
         .map(Choice::Fixed)
         .ok_or_else(|| {
             let names: Vec<&str> = gemm::VARIANTS.iter().map(|v| short(v)).collect();
+            let tiles: Vec<&str> = tf32_tiles::TILES.iter().map(|v| tf32_short(v)).collect();
             format!(
-                "unknown variant `{s}` (auto, all, tf32x3, f16, f16_16x32, f16_64x64, {})",
-                names.join(", ")
+                "unknown variant `{s}` (auto, all, tf32x3, tf32tiles, tf32auto, f16, f16_16x32, f16_64x64, {}, {})",
+                names.join(", "),
+                tiles.join(", ")
             )
         })
 }
 
 /// `16x32` for `gemm.linear_16x32`.
 fn short(v: &Variant) -> &'static str {
+    v.kernel.name.trim_start_matches("gemm.linear_")
+}
+
+/// `tf32x3_t64x64r` for `gemm.linear_tf32x3_t64x64r` (`tf32x3` for the base).
+fn tf32_short(v: &Tf32Variant) -> &'static str {
     v.kernel.name.trim_start_matches("gemm.linear_")
 }
 
@@ -225,7 +243,14 @@ fn expand(rows: usize, out: usize, choices: &[Choice]) -> Vec<(String, Kernel)> 
                 .iter()
                 .for_each(|k| push(short(k).into(), Kernel::Fp32(k))),
             Choice::Fixed(k) => push(short(k).into(), Kernel::Fp32(k)),
-            Choice::Tf32x3 => push("tf32x3".into(), Kernel::Tf32x3),
+            Choice::Tf32(k) => push(tf32_short(k).into(), Kernel::Tf32(k)),
+            Choice::Tf32Tiles => tf32_tiles::TILES
+                .iter()
+                .for_each(|k| push(tf32_short(k).into(), Kernel::Tf32(k))),
+            Choice::Tf32Auto => {
+                let k = tf32_tiles::pick(rows, out);
+                push(format!("tf32auto ({})", tf32_short(k)), Kernel::Tf32(k));
+            }
             Choice::F16(Some(k)) => push(kf16::label(k).into(), Kernel::F16(k)),
             Choice::F16(None) => h16::VARIANTS
                 .iter()
@@ -267,7 +292,7 @@ impl Operands {
         let (x, y) = (t(&self.x, &[rows, i])?, t(&self.y, &[rows, o])?);
         match k {
             Kernel::Fp32(v) => ops::linear_with(cx, v, w, b, x, y, None)?,
-            Kernel::Tf32x3 => ops::linear_tf32x3(cx, w, b, x, y, None)?,
+            Kernel::Tf32(v) => ops::linear_tf32x3_with(cx, v, w, b, x, y, None)?,
             Kernel::F16(v) => {
                 let t = |b, d: &[usize]| Tensor::of(b).and_then(|t| t.view(d));
                 let (w, b) = (t(&self.w16, &[o, i])?, Some(t(&self.b16, &[o])?));
@@ -376,6 +401,11 @@ fn bits_equal(a: &[f32], b: &[f32]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(p, q)| p.to_bits() == q.to_bits())
 }
 
+/// Whether `k` is a 3xTF32 tile variant (bound to `gemm.linear_tf32x3`'s bits).
+fn is_tile(k: Kernel) -> bool {
+    matches!(k, Kernel::Tf32(v) if !std::ptr::eq(v, &BASE))
+}
+
 /// Whether kernel `k`'s output `got` passes against the fp32 twin's `want` for the operands of
 /// set `seed` ([`Operands::new`]) at `(rows, in, out)`: bit for bit for an fp32 variant, every
 /// output within `gemm::tf32::bound` for `tf32x3`, within `gemm::f16::bound` of the half twin
@@ -435,16 +465,20 @@ pub fn run(a: &KernelsArgs) -> Res<bool> {
                 .map(|s| Operands::new(&be, s as u64, rows, i, o))
                 .collect::<Res<Vec<_>>>()?;
             let set = |n: usize| &sets[n % n_sets];
-            let mut line = |name: String, ms: f64, twin: Option<bool>, err: Option<f64>| {
+            let mut line = |name: String,
+                            ms: f64,
+                            twin: Option<bool>,
+                            err: Option<f64>,
+                            base: Option<bool>| {
                 eprintln!(
-                    "{i:>5} → {o:<5} rows {rows:>5}  {name:<18} {:>9.2} µs {:>7.2} TFLOP/s",
+                    "{i:>5} → {o:<5} rows {rows:>5}  {name:<24} {:>9.2} µs {:>7.2} TFLOP/s",
                     ms * 1e3,
                     flop / (ms * 1e-3) / 1e12
                 );
                 rows_json.push(json!({
                     "in": i, "out": o, "rows": rows, "kernel": name,
                     "us": ms * 1e3, "tflops": flop / (ms * 1e-3) / 1e12,
-                    "twin_ok": twin, "rel_err_vs_cublas": err,
+                    "twin_ok": twin, "rel_err_vs_cublas": err, "eq_tf32x3": base,
                 }));
             };
             let ms = time(be.as_ref(), timing, &|n| {
@@ -452,7 +486,7 @@ pub fn run(a: &KernelsArgs) -> Res<bool> {
             })?;
             sets[0].cublas(be.as_ref(), rows, i, o)?;
             let reference = sets[0].read(be.as_ref(), rows * o)?;
-            line("cublas".into(), ms, None, None);
+            line("cublas".into(), ms, None, None, None);
             let want = match &host {
                 Some(h) if rows <= a.twin_rows => {
                     let t = Operands::new(h, 0, rows, i, o)?;
@@ -462,7 +496,15 @@ pub fn run(a: &KernelsArgs) -> Res<bool> {
                 }
                 _ => None,
             };
-            for (name, k) in expand(rows, o, &a.variants) {
+            let kernels = expand(rows, o, &a.variants);
+            // The bits every 3xTF32 tile variant must give: gemm.linear_tf32x3's.
+            let tf32x3 = if kernels.iter().any(|(_, k)| is_tile(*k)) {
+                sets[0].linear(&cx, Kernel::Tf32(&BASE), rows, i, o)?;
+                Some(sets[0].read(be.as_ref(), rows * o)?)
+            } else {
+                None
+            };
+            for (name, k) in kernels {
                 let ms = time(be.as_ref(), timing, &|n| set(n).linear(&cx, k, rows, i, o))?;
                 sets[0].linear(&cx, k, rows, i, o)?;
                 let got = sets[0].read(be.as_ref(), rows * o)?;
@@ -472,10 +514,14 @@ pub fn run(a: &KernelsArgs) -> Res<bool> {
                     Kernel::F16(_) => a.half_tol,
                     _ => a.tol,
                 };
-                if twin == Some(false) || err.is_nan() || err > tol {
+                let base = tf32x3
+                    .as_ref()
+                    .filter(|_| is_tile(k))
+                    .map(|b| bits_equal(b, &got));
+                if twin == Some(false) || base == Some(false) || err.is_nan() || err > tol {
                     ok = false;
                 }
-                line(name, ms, twin, Some(err));
+                line(name, ms, twin, Some(err), base);
             }
         }
     }
@@ -518,7 +564,12 @@ fn twin_check(be: &Arc<dyn Backend>, host: &Arc<dyn Backend>, cx: &Ctx<'_>) -> R
     let kernels = gemm::VARIANTS
         .iter()
         .map(|v| (short(v), Kernel::Fp32(v)))
-        .chain([("tf32x3", Kernel::Tf32x3)])
+        .chain([("tf32x3", Kernel::Tf32(&BASE))])
+        .chain(
+            tf32_tiles::TILES
+                .iter()
+                .map(|v| (tf32_short(v), Kernel::Tf32(v))),
+        )
         .chain(
             h16::VARIANTS
                 .iter()
@@ -530,12 +581,16 @@ fn twin_check(be: &Arc<dyn Backend>, host: &Arc<dyn Backend>, cx: &Ctx<'_>) -> R
         h.linear(&hcx, Kernel::Fp32(gemm::pick(m, o)), m, i, o)?;
         let want = h.read(host.as_ref(), m * o)?;
         let d = Operands::new(be, 7, m, i, o)?;
+        d.linear(cx, Kernel::Tf32(&BASE), m, i, o)?;
+        let tf32x3 = d.read(be.as_ref(), m * o)?;
         for &(name, k) in &kernels {
             d.linear(cx, k, m, i, o)?;
             let got = d.read(be.as_ref(), m * o)?;
+            // A 3xTF32 tile variant: also the bits of gemm.linear_tf32x3.
+            let base = !is_tile(k) || bits_equal(&tf32x3, &got);
             rows.push(json!({
                 "kernel": name, "rows": m, "in": i, "out": o,
-                "ok": twin_ok(k, 7, (m, i, o), &want, &got),
+                "ok": base && twin_ok(k, 7, (m, i, o), &want, &got),
             }));
         }
     }

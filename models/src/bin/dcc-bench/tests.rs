@@ -96,8 +96,8 @@ fn kernels_bench_runs_on_host() {
     };
     let k = parse(&[]);
     assert_eq!(k.shapes, vec![(64, 40), (37, 33)]);
-    // The defaults: auto, all, tf32x3, f16.
-    assert_eq!((k.rows.clone(), k.variants.len()), (vec![5, 17], 4));
+    // The defaults: auto, all, tf32x3, tf32tiles, tf32auto, f16.
+    assert_eq!((k.rows.clone(), k.variants.len()), (vec![5, 17], 6));
     assert!(super::kernels::run(&k).unwrap());
     // A tolerance no reordering meets fails the run.
     assert!(!super::kernels::run(&parse(&["--tol", "0", "--variants", "16x32"])).unwrap());

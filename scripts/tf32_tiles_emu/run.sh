@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# CPU emulation of the 3xTF32 linear kernels: runs gemm.linear_tf32x3 and the tile variant of
+# kernels/src/gemm/tf32_tiles.rs (the real CUDA source, one std::thread per CUDA thread, mma
+# emulated per warp by one fixed per-element model) on small shapes with tails, and compares
+# each output bit for bit with the spec (gemm.cu's 3xTF32 comment) evaluated directly on the
+# same model. It checks the kernels' indexing (fragments, staging, chains, the partials'
+# exchange), not PTX or speed: a GPU run of
+# runtime/tests/gemm_tf32_tiles.rs checks those. Needs g++ (C++20) and python3.
+# Usage: scripts/tf32_tiles_emu/run.sh [VARIANT]   (e.g. t64x64r; default: every variant)
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+out="$(mktemp -d)"
+trap 'rm -rf "$out"' EXIT
+cp "$here"/shim.h "$here"/driver.h "$here"/main.h "$out"/
+python3 "$here/gen.py" "$root" "$out" >/dev/null
+g++ -std=c++20 -O1 -pthread -w "$out/emu.cpp" -o "$out/emu"
+"$out/emu" "$@"
