@@ -51,7 +51,8 @@ pub fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
         w,
         "dcc-bench kernels on {} (median of {} samples of {} launches, operands rotated over {} MiB; \
          ×cuBLAS: cuBLAS µs / µs; twin: bit-equal to the host twin (tf32x3: within its bound of the \
-         fp32 twin; f16_*: within its bound of the half twin); err: max |y − cuBLAS| / max |cuBLAS|)",
+         fp32 twin; f16_*: within its bound of the half twin); base: a tf32x3 tile bit-equal to tf32x3; \
+         err: max |y − cuBLAS| / max |cuBLAS|)",
         out["device"].as_str().unwrap_or("?"),
         out["samples"],
         out["reps"],
@@ -59,8 +60,8 @@ pub fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
     )?;
     writeln!(
         w,
-        "{:>11} {:>5}  {:<18} {:>9} {:>8} {:>7} {:>5} {:>9}",
-        "in → out", "rows", "kernel", "µs", "TFLOP/s", "×cuBLAS", "twin", "err"
+        "{:>11} {:>5}  {:<24} {:>9} {:>8} {:>7} {:>5} {:>5} {:>9}",
+        "in → out", "rows", "kernel", "µs", "TFLOP/s", "×cuBLAS", "twin", "base", "err"
     )?;
     let rows = out["rows"].as_array().map_or(&[][..], |v| v.as_slice());
     let mut cublas_us = f64::NAN;
@@ -69,17 +70,18 @@ pub fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
         if r["kernel"] == "cublas" {
             cublas_us = us;
         }
-        let twin = match r["twin_ok"].as_bool() {
+        let yes = |v: &Value| match v.as_bool() {
             Some(true) => "yes",
             Some(false) => "NO",
             None => "-",
         };
+        let (twin, base) = (yes(&r["twin_ok"]), yes(&r["eq_tf32x3"]));
         let err = r["rel_err_vs_cublas"]
             .as_f64()
             .map_or_else(|| "-".into(), |e| format!("{e:.1e}"));
         writeln!(
             w,
-            "{:>11} {:>5}  {:<18} {:>9.2} {:>8.2} {:>7.2} {:>5} {:>9}",
+            "{:>11} {:>5}  {:<24} {:>9.2} {:>8.2} {:>7.2} {:>5} {:>5} {:>9}",
             format!("{} → {}", r["in"], r["out"]),
             r["rows"].as_u64().unwrap_or(0),
             r["kernel"].as_str().unwrap_or("?"),
@@ -87,6 +89,7 @@ pub fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
             r["tflops"].as_f64().unwrap_or(f64::NAN),
             cublas_us / us,
             twin,
+            base,
             err
         )?;
     }
@@ -103,7 +106,7 @@ pub fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
             .collect();
         writeln!(
             w,
-            "twin check: {} of {} launches pass against the host twin (every variant bit-equal, tf32x3 and f16_* within their bounds, at {:?}, rows × in → out){}",
+            "twin check: {} of {} launches pass against the host twin (every variant bit-equal, tf32x3 and f16_* within their bounds, the tf32x3 tiles bit-equal to tf32x3, at {:?}, rows × in → out){}",
             t.len() - bad.len(),
             t.len(),
             TWIN_SHAPES,
