@@ -163,9 +163,10 @@ pub struct Common {
 
     /// The GEMM every linear of the flow runs on: `backend` (cuBLAS / cuBLASLt, TF32 off; the
     /// faster one at a single session's 112 rows today), `invariant` (the `gemm.linear_*`
-    /// kernels: batch-invariant, bit-identical to the Host twin) or `tf32x3` (the 3xTF32
-    /// tensor-core kernel: batch-invariant on CUDA, within a derived bound of fp32). Each gives
-    /// different bits.
+    /// kernels: batch-invariant, bit-identical to the Host twin), `tf32x3` (the 3xTF32
+    /// tensor-core kernels, and the DiT's attention on tensor cores: batch-invariant on CUDA,
+    /// within a derived bound of fp32) or `f16` (the half operating point: binary16 weights,
+    /// fp16 tensor-core GEMMs and the vendor's fp16 cast points). Each gives different bits.
     #[arg(long, value_enum, default_value_t = GemmChoice::Backend)]
     pub gemm: GemmChoice,
 

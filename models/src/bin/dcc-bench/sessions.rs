@@ -84,7 +84,7 @@ pub struct SessionsArgs {
     /// Also run every state-rule arm (S, SR, SRc) batched: each round, the sessions of one
     /// catalog class run their flow as batched calls of the contract's batch sizes (the flow's
     /// `batch:`), largest first, the rest alone, counted by reason. Exact only on the
-    /// batch-invariant GEMMs: needs `--gemm invariant` (or `tf32x3`).
+    /// batch-invariant GEMMs: needs `--gemm invariant`, `tf32x3` or `f16`.
     #[arg(long)]
     pub batch: bool,
 
