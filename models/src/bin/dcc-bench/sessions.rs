@@ -161,7 +161,7 @@ pub fn check(a: &SessionsArgs) -> Result<(), String> {
     }
     if a.batch && !a.common.gemm.path().batch_invariant() {
         return Err(
-            "--batch needs --gemm invariant (or tf32x3): batched sessions equal alone only on \
+            "--batch needs --gemm invariant, tf32x3 or f16: batched sessions equal alone only on \
              the batch-invariant GEMMs (cuBLAS picks its kernels by the row count)"
                 .into(),
         );
