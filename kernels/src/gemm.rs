@@ -461,19 +461,26 @@ unsafe fn host_linear(v: &Variant, dims: &LaunchDims, a: &[Arg]) -> Result<(), K
     unsafe { host_linear_by(v.kernel.name, |r, o| v.dims(r, o), dot, dims, a) }
 }
 
-/// A linear kernel's twin (an fp32 variant's or [`tf32::LINEAR`]'s, which share their
-/// arguments): checks that the launch is `expected(rows, out)` and the sizes the kernel
-/// assumes, then runs [`linear_by`] over `dot`.
-///
-/// # Safety
-/// As [`crate::HostFn`].
-pub(crate) unsafe fn host_linear_by(
+/// A linear launch's integer arguments (the `gemm` family's argument list, every linear
+/// kernel's: fp32, 3xTF32 and half), checked: the launch geometry `expected` gives, y's leading
+/// dimension, `in · out` without overflow, `in` at most [`MAX_K`].
+pub(crate) struct LinearArgs {
+    pub rows: usize,
+    pub k: usize,
+    pub out: usize,
+    pub ldx: usize,
+    pub ldy: usize,
+    pub bias: bool,
+    pub act: Option<(i32, f32)>,
+}
+
+/// Reads and checks [`LinearArgs`] from `a` for kernel `name` launched with `dims`.
+pub(crate) fn linear_args(
     name: &str,
     expected: impl Fn(usize, usize) -> Option<LaunchDims>,
-    dot: fn(&[f32], &[f32], usize) -> f32,
     dims: &LaunchDims,
     a: &[Arg],
-) -> Result<(), KernelError> {
+) -> Result<LinearArgs, KernelError> {
     let (ldy, ldx) = (a.usize(1)?, a.usize(3)?);
     let (rows, k, out) = (a.usize(9)?, a.usize(10)?, a.usize(11)?);
     let act = match a.i32(7)? {
@@ -496,7 +503,39 @@ pub(crate) unsafe fn host_linear_by(
     if k > MAX_K {
         return Err(invalid(format!("{name}: in {k} above {MAX_K}")));
     }
-    let bias = a.i32(6)? != 0;
+    Ok(LinearArgs {
+        rows,
+        k,
+        out,
+        ldx,
+        ldy,
+        bias: a.i32(6)? != 0,
+        act,
+    })
+}
+
+/// A linear kernel's twin (an fp32 variant's or [`tf32::LINEAR`]'s, which share their
+/// arguments): checks that the launch is `expected(rows, out)` and the sizes the kernel
+/// assumes, then runs [`linear_by`] over `dot`.
+///
+/// # Safety
+/// As [`crate::HostFn`].
+pub(crate) unsafe fn host_linear_by(
+    name: &str,
+    expected: impl Fn(usize, usize) -> Option<LaunchDims>,
+    dot: fn(&[f32], &[f32], usize) -> f32,
+    dims: &LaunchDims,
+    a: &[Arg],
+) -> Result<(), KernelError> {
+    let LinearArgs {
+        rows,
+        k,
+        out,
+        ldx,
+        ldy,
+        bias,
+        act,
+    } = linear_args(name, expected, dims, a)?;
     // SAFETY: HostFn contract: x spans rows of `k` at stride ldx, w `out · k`, b `out`, y rows
     // of `out` at stride ldy, y aliasing no input.
     unsafe {

@@ -68,7 +68,7 @@ use crate::abi::{Arg, Args, KernelError, LaunchDims};
 use crate::twin::{invalid, span, wr};
 use crate::{CudaSource, KernelDef};
 
-use super::{MAX_K, NO_ACT, PARAMS};
+use super::{LinearArgs, PARAMS};
 
 /// k per `mma` step.
 pub const STEP: usize = 16;
@@ -313,27 +313,15 @@ unsafe fn rd16<'a>(p: crate::DevPtr, n: usize) -> Result<&'a [f16], KernelError>
 /// As [`crate::HostFn`].
 unsafe fn host_f16(v: &F16Variant, dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
     let name = v.kernel.name;
-    let (ldy, ldx) = (a.usize(1)?, a.usize(3)?);
-    let (rows, k, out) = (a.usize(9)?, a.usize(10)?, a.usize(11)?);
-    let act = match a.i32(7)? {
-        NO_ACT => None,
-        op => Some((op, a.f32(8)?)),
-    };
-    if v.dims(rows, out) != Some(*dims) {
-        return Err(invalid(format!(
-            "{name}: launch {dims:?} for {rows} × {out} outputs, expected {:?}",
-            v.dims(rows, out)
-        )));
-    }
-    if (rows > 1 && ldy < out) || k.checked_mul(out).is_none() {
-        return Err(invalid(format!(
-            "{name}: y's leading dimension {ldy} below out {out}, or in {k} · out {out} overflows"
-        )));
-    }
-    if k > MAX_K {
-        return Err(invalid(format!("{name}: in {k} above {MAX_K}")));
-    }
-    let bias = a.i32(6)? != 0;
+    let LinearArgs {
+        rows,
+        k,
+        out,
+        ldx,
+        ldy,
+        bias,
+        act,
+    } = super::linear_args(name, |r, o| v.dims(r, o), dims, a)?;
     // SAFETY: HostFn contract: x spans rows of `k` floats at stride ldx, w `out · k` halves, b
     // `out` halves, y rows of `out` floats at stride ldy, y aliasing no input.
     unsafe {

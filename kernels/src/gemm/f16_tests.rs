@@ -4,6 +4,7 @@
 use super::*;
 use crate::DevPtr;
 use crate::gemm::tests::data;
+use crate::gemm::{MAX_K, NO_ACT};
 
 #[test]
 fn rn16_rounds_to_nearest_even_and_overflows_to_inf() {
