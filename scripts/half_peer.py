@@ -34,6 +34,7 @@ import argparse
 import contextlib
 import hashlib
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -139,6 +140,10 @@ def main():
                   rel_l2=[float(f'{d:.4e}') for d in dists], rel_l2_max=float(f'{max(dists):.4e}'),
                   mel_sha256_fp32=h32.hexdigest()[:16], mel_sha256_fp16=h16.hexdigest()[:16],
                   finite=bool(all(torch.isfinite(f).all() for f in feats16)))
+
+    if not result['finite'] or not all(math.isfinite(d) for d in dists):
+        print(json.dumps(result))
+        raise SystemExit('the fp16 mel or its distance to fp32 is not finite: nothing exported')
 
     if args.export:
         out = Path(args.export)
