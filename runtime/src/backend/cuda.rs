@@ -992,4 +992,21 @@ impl Backend for CudaBackend {
     fn reset_peak(&self) {
         self.counter.reset_peak();
     }
+
+    fn profiler_window(&self, on: bool) -> Result<()> {
+        let _pass = self.host_work("profiler window")?;
+        self.stream.synchronize()?;
+        self.stream.context().bind_to_thread()?;
+        // SAFETY: no arguments; the context is current on this thread (bound above) and the
+        // stream idle, so the window's edge falls between the work issued before and after.
+        let r = unsafe {
+            if on {
+                cudarc::driver::sys::cuProfilerStart()
+            } else {
+                cudarc::driver::sys::cuProfilerStop()
+            }
+        };
+        r.result()?;
+        Ok(())
+    }
 }

@@ -511,4 +511,9 @@ impl Backend for HostBackend {
     fn reset_peak(&self) {
         self.counter.reset_peak();
     }
+
+    fn profiler_window(&self, _on: bool) -> Result<()> {
+        let _pass = self.host_work("profiler window")?;
+        Ok(())
+    }
 }

@@ -486,6 +486,12 @@ pub trait Backend: Send + Sync {
     /// Starts a new peak window of the memory ledger (peaks := live bytes now), so a benchmark
     /// can report the peak of one phase.
     fn reset_peak(&self);
+    /// Opens (`true`) or closes (`false`) the window an external profiler records when it is
+    /// started with collection off (Nsight Compute's `--profile-from-start off`):
+    /// `cuProfilerStart`/`cuProfilerStop` on CUDA, after the stream work issued so far has
+    /// finished, so the window holds exactly the work issued inside it. Without such a profiler
+    /// attached the calls do nothing. A no-op on Host. Fails during capture.
+    fn profiler_window(&self, on: bool) -> Result<()>;
 }
 
 impl dyn Backend + '_ {

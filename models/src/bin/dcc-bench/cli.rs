@@ -170,6 +170,15 @@ pub struct Common {
     #[arg(long, value_enum, default_value_t = GemmChoice::Backend)]
     pub gemm: GemmChoice,
 
+    /// Bracket steady-state work for an external profiler started with collection off
+    /// (`ncu --profile-from-start off --graph-profiling node ...`; `cuProfilerStart`/`Stop`):
+    /// `token2wav`/`check`, each arm's last measured chunk; `sessions --batch`, each batched run's
+    /// last round.
+    /// Replayed graphs are recorded node by node, so the profile is the replayed chunk's, with
+    /// no host gaps (`scripts/ncu_table.py` sums it per kernel). Does nothing on Host.
+    #[arg(long)]
+    pub profiler_window: bool,
+
     #[command(flatten)]
     pub vocoder: VocoderArgs,
 }
@@ -378,6 +387,8 @@ pub struct Opts {
     pub json: bool,
     pub json_out: Option<PathBuf>,
     pub profile: bool,
+    /// `--profiler-window`.
+    pub profiler_window: bool,
     pub gemm: GemmChoice,
     /// The vocoder's weights; `None` with `--no-vocoder`.
     pub vocoder: Option<VocoderFile>,
@@ -431,6 +442,7 @@ impl Command {
             contract: c.contract,
             json: c.format == Format::Json,
             json_out: c.json_out,
+            profiler_window: c.profiler_window,
             profile,
             gemm: c.gemm,
         })

@@ -279,7 +279,14 @@ fn run_arm(s: &Setup, o: &Opts, arm: Arm, pb: &ProgressBar) -> Res<ArmResult> {
     for i in 0..o.chunks {
         let toks = tokens_of(io, &s.sizes, i)?;
         let since_first = ms(first.elapsed());
+        let window = o.profiler_window && i + 1 == o.chunks;
+        if window {
+            be.profiler_window(true)?;
+        }
         let c = stream.chunk(arm, toks)?;
+        if window {
+            be.profiler_window(false)?;
+        }
         let m = &c.mel;
         r.wall.push(ms(c.timing.flow));
         if let Some(a) = &mut r.audio {

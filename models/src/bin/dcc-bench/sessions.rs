@@ -137,6 +137,7 @@ fn opts(a: &SessionsArgs) -> Opts {
         json: c.format == super::cli::Format::Json,
         json_out: c.json_out.clone(),
         profile: false,
+        profiler_window: c.profiler_window,
         gemm: c.gemm,
     }
 }

@@ -88,7 +88,14 @@ pub(super) fn rounds(
         if realtime && let Some(wait) = arrival.checked_sub(t0.elapsed()) {
             std::thread::sleep(wait);
         }
+        let window = a.common.profiler_window && i + 1 == a.common.chunks;
+        if window {
+            s.be.profiler_window(true)?;
+        }
         let mels = round(&mut batcher, &mut ses, i)?;
+        if window {
+            s.be.profiler_window(false)?;
+        }
         let done = t0.elapsed();
         for (k, m) in mels.iter().enumerate() {
             // at --cadence max, the wall time of the call that produced the chunk (its batch's),
