@@ -13,6 +13,8 @@
 #   bash scripts/serve-gpu.sh batch      # exact cross-session batching: the CUDA twin of the Host
 #                                        # test, then dcc-bench sessions --batch (BATCH_N,
 #                                        # BATCH_GEMM, BATCH_MAX: the largest batch)
+#   bash scripts/serve-gpu.sh profile    # ncu over one replayed SRc chunk per PROF_GEMM and one
+#                                        # batched round of PROF_N: device µs per kernel
 #   bash scripts/serve-gpu.sh half       # the half operating point: vendor fp16 export, our half arm
 #                                        # checked against it, timed, profiled, batched (HALF_N)
 #   bash scripts/serve-gpu.sh gemm       # module compile cold/warm (PTX cache), process start per
@@ -134,6 +136,29 @@ batch)
     --json-out "$OUT/sessions_batch.json" >"$W/sessions_batch_table.txt" 2>&1
   echo "sessions --batch rc=$?"
   tail -n 30 "$W/sessions_batch_table.txt"
+  ;;
+profile)
+  # per-kernel device time of replayed work, no host gaps: ncu records only the window
+  # dcc-bench --profiler-window brackets (the last measured chunk of SRc; the last batched
+  # round of PROF_N sessions), graph nodes one by one; scripts/ncu_table.py sums them per kernel
+  [[ -f $F/weights.safetensors ]] || python3 scripts/e2e_peer.py --peer "$D/token2wav_stock.py" \
+    --vendor "$D/vendor" --config full --device cuda --chunks 12 --export "$F" >"$W/peer.json" 2>&1
+  ncu_run() { ncu --profile-from-start off --graph-profiling node --clock-control none \
+    --cache-control none --csv --print-units base --metrics gpu__time_duration.sum "$@"; }
+  fw=(--backend cuda --weights $F/weights.safetensors --io $F/io.safetensors --contract token2wav)
+  for g in ${PROF_GEMM:-tf32x3 backend}; do
+    ncu_run "$B" token2wav "${fw[@]}" --gemm "$g" --chunks 6 --warmup 4 --arms SRc --busy-reps 0 \
+      --no-vocoder --profiler-window >"$W/ncu_srec_$g.csv" 2>"$W/ncu_srec_$g.err"
+    echo "ncu SRc --gemm $g rc=$?"; grep -E '^SRc ' "$W/ncu_srec_$g.csv" | head -2
+    python3 scripts/ncu_table.py "$W/ncu_srec_$g.csv" --title "SRc, one chunk, --gemm $g" |
+      tee "$OUT/ncu_srec_$g.txt" | head -n 28
+  done
+  n=${PROF_N:-16}
+  ncu_run "$B" sessions "${fw[@]}" --gemm "${BATCH_GEMM:-tf32x3}" --sessions "$n" --chunks 2 \
+    --warmup 4 --arms SRc --batch --profiler-window >"$W/ncu_batch.csv" 2>"$W/ncu_batch.err"
+  echo "ncu batched round of $n rc=$?"; grep -E 'batched|SRc' "$W/ncu_batch.csv" | grep -v '^"' | tail -4
+  python3 scripts/ncu_table.py "$W/ncu_batch.csv" --title "SRc, a batched round of $n" |
+    tee "$OUT/ncu_batch_$n.txt" | head -n 40
   ;;
 half)
   # the half operating point: the vendor's fp16 mode exported beside its fp32 mode (same seeded
