@@ -255,10 +255,87 @@ fn typed_write_back_goes_through_the_rows(b: Arc<dyn Backend>) {
     ));
 }
 
+/// `write_back_layers` over one session's rows of a batched workspace (two sessions' rows per
+/// layer, so the session's rows repeat at a stride from layer to layer) equals `write_back` layer
+/// by layer, word for word: one `copy.batched` launch while the rows are copied as they are
+/// (ℓ ≤ L), one `carry.retain` per layer above. Rows of 4 words (CUDA's 16-byte path) and of 3.
+fn layered_write_back_equals_per_layer(b: Arc<dyn Backend>) {
+    const LAYERS: usize = 3;
+    const SESSIONS: usize = 2;
+    const DCAP: usize = 12;
+    let keep = Keep::natural(CacheOrder::Prepend, 7, 5);
+    for inner in [INNER, 3] {
+        let n = LAYERS * SESSIONS * OUTER * CAP * inner;
+        let h = words(inner as u32, n);
+        let src = b.alloc_from(&h, AllocKind::Arena).unwrap();
+        let ws = Tensor::of(&src)
+            .unwrap()
+            .view(&[LAYERS, SESSIONS * OUTER, CAP, inner])
+            .unwrap();
+        let session = ws.narrow(1, OUTER, OUTER).unwrap();
+        for (extent, launches) in [
+            (9, ("copy.batched", 1)),
+            (12, ("copy.batched", 1)),
+            (20, ("carry.retain", LAYERS)),
+        ] {
+            let what = format!("inner {inner} extent {extent}");
+            let bytes = LAYERS * OUTER * DCAP * inner * 4;
+            let (one, each) = (
+                b.alloc(bytes, AllocKind::Arena).unwrap(),
+                b.alloc(bytes, AllocKind::Arena).unwrap(),
+            );
+            let carry = |buf| {
+                Tensor::of(buf)
+                    .unwrap()
+                    .view(&[LAYERS, OUTER, DCAP, inner])
+                    .unwrap()
+            };
+            let prof = Profiler::new();
+            let cx = Ctx::new(&*b, Some(&prof));
+            prof.begin();
+            let kept = carry::write_back_layers(&cx, carry(&one), session, extent, &keep);
+            let cats: Vec<_> = prof
+                .end(&*b)
+                .unwrap()
+                .iter()
+                .map(|r| (r.category, r.launches))
+                .collect();
+            assert_eq!(kept, Ok(extent.min(keep.bound())), "{what}");
+            assert_eq!(cats, [launches], "{what}");
+            let cx = Ctx::new(&*b, None);
+            for li in 0..LAYERS {
+                let (d, s) = (
+                    carry(&each).index(0, li).unwrap(),
+                    session.index(0, li).unwrap(),
+                );
+                carry::write_back(&cx, d, s, extent, &keep).unwrap();
+            }
+            let got: Vec<u32> = b.download(one.ptr(), bytes / 4).unwrap();
+            let want: Vec<u32> = b.download(each.ptr(), bytes / 4).unwrap();
+            assert_eq!(got, want, "{what}");
+            assert!(got.iter().any(|&w| w != 0), "{what}: nothing moved");
+        }
+        // a carry of other rows than the session's is refused before anything runs
+        let bad = b
+            .alloc(LAYERS * 2 * OUTER * DCAP * inner * 4, AllocKind::Arena)
+            .unwrap();
+        let bad = Tensor::of(&bad)
+            .unwrap()
+            .view(&[LAYERS, 2 * OUTER, DCAP, inner])
+            .unwrap();
+        let cx = Ctx::new(&*b, None);
+        assert!(matches!(
+            carry::write_back_layers(&cx, bad, session, 9, &keep),
+            Err(OpError::Shape { .. })
+        ));
+    }
+}
+
 both!(
     write_back_equals_naive,
     write_back_refuses_bad_geometry,
-    typed_write_back_goes_through_the_rows
+    typed_write_back_goes_through_the_rows,
+    layered_write_back_equals_per_layer
 );
 
 /// One launch of `carry.retain` over `buf` (a buffer of `OUTER` rows of `CAP` frames).

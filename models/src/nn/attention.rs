@@ -133,43 +133,35 @@ impl SelfAttention {
     }
 
     /// Attention of the `batch · t` rows of `xn` (`[batch·t, hidden]`, modulated) over
-    /// themselves and the cached frames `histories`, into `out` (`[batch·t, hidden]`). Keys and
-    /// values land in `work` (`[batch, heads, cap, 2·head_dim]`, frames `0..t + l`: the new
-    /// frames, then the history); `(qkv, qn, att)` are packed scratch of at least `batch·t ·
-    /// 3·inner`, `batch·t · inner` and `batch·t · inner`.
-    ///
-    /// `histories` are `n` groups of `batch / n` consecutive batch rows (`[batch / n, heads, l,
-    /// 2·head_dim]` each, one extent `l`), wherever each lies: one per session of a batched
-    /// call. Each is copied into its rows of `work` by its own copy; every other launch covers
-    /// all rows at once, and each row's arithmetic is the same whatever rows share the launch.
+    /// themselves and `l` cached frames, into `out` (`[batch·t, hidden]`). Keys and values lie in
+    /// `work` (`[batch, heads, cap, 2·head_dim]`, frames `0..t + l`: the new frames, which this
+    /// call writes, then the history, which the caller staged at frames `t..t + l` of every row
+    /// before the call: one copy per session for every layer of a solver step, see
+    /// `token2wav::dit`); `(qkv, qn, att)` are packed scratch of at least `batch·t · 3·inner`,
+    /// `batch·t · inner` and `batch·t · inner`. Every launch covers all rows at once, and each
+    /// row's arithmetic is the same whatever rows share the launch.
     #[allow(clippy::too_many_arguments)]
     pub fn forward(
         &self,
         cx: &Ctx<'_>,
         xn: Tensor<'_>,
-        histories: &[Tensor<'_>],
+        l: usize,
         work: Tensor<'_>,
         (qkv, qn, att): (Tensor<'_>, Tensor<'_>, Tensor<'_>),
         out: Tensor<'_>,
     ) -> Result<(), OpError> {
         let inner = self.heads * self.head_dim;
-        let bad = |d: &[usize]| OpError::Shape {
-            op: "self_attention",
-            view: "history",
-            expected: "[batch / sessions, heads, frames, 2·head_dim], one extent".into(),
-            actual: d.to_vec(),
-        };
         let batch = work.dims().first().copied().unwrap_or(0);
-        let first = histories.first().ok_or_else(|| bad(&[]))?;
-        let (group, l) = match first.dims() {
-            &[g, _, l, _] if g > 0 && g * histories.len() == batch => (g, l),
-            d => return Err(bad(d)),
-        };
-        if let Some(h) = histories.iter().find(|h| h.dims() != first.dims()) {
-            return Err(bad(h.dims()));
-        }
         let rows = xn.dims()[0];
-        let t = rows / batch;
+        let t = rows.checked_div(batch).unwrap_or(0);
+        if batch == 0 || t * batch != rows || work.dims().get(2).is_none_or(|&cap| t + l > cap) {
+            return Err(OpError::Shape {
+                op: "self_attention",
+                view: "work",
+                expected: format!("[batch | {rows}, heads, >= {rows} / batch + {l}, 2·head_dim]"),
+                actual: work.dims().to_vec(),
+            });
+        }
         let qkv = qkv.view(&[rows, 3 * inner])?;
         self.qkv.forward(cx, xn, qkv)?;
         let qn = qn.view(&[rows, inner])?;
@@ -189,12 +181,6 @@ impl SelfAttention {
             ops::round_f16(cx, qn)?;
             let new = work.narrow(2, 0, t)?.flatten(0, 1)?.flatten(1, 2)?;
             ops::round_f16(cx, new)?;
-        }
-        // [new ‖ history] (prepend order), each group's history into its rows
-        for (i, history) in histories.iter().enumerate() {
-            let rows = work.narrow(0, i * group, group)?;
-            let dst = rows.narrow(2, t, l)?.flatten(0, 1)?.flatten(1, 2)?;
-            ops::copy(cx, dst, history.flatten(0, 1)?.flatten(1, 2)?)?;
         }
         let att3 = att.view(&[batch, t, inner])?;
         ops::attention(

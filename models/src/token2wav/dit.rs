@@ -90,6 +90,32 @@ pub(super) struct StepState<'a, 'b> {
     pub conv: Tensor<'a>,
 }
 
+/// Copies each session's history (its carry's frames `0..extent`, every layer) behind the
+/// `frames` new frames of its rows of the workspace (`[new ‖ history]`, the prepend order the
+/// attention reads): one `copy.batched` launch per session covering all `depth` layers, since a
+/// session's rows repeat at one stride from layer to layer on both sides. Nothing in a step
+/// writes those frames before the attention of the last layer reads them (each layer writes only
+/// its new frames `0..frames`), so staging them once per step equals copying them layer by layer
+/// before each attention, as moves, bit for bit.
+fn stage_histories(cx: &Ctx<'_>, st: &StepState<'_, '_>, frames: usize) -> Result<(), FlowError> {
+    let l = st.extent;
+    if l == 0 {
+        return Ok(());
+    }
+    // [depth, cfg, heads, l, 2·hd] → [depth, cfg·heads, l·2·hd]
+    fn rows(t: Tensor<'_>) -> Result<Tensor<'_>, ops::OpError> {
+        t.flatten(1, 2)?.flatten(2, 3)
+    }
+    for (i, carry) in st.carries.iter().enumerate() {
+        let dst = st
+            .work
+            .narrow(1, i * CFG_BATCH, CFG_BATCH)?
+            .narrow(3, frames, l)?;
+        ops::copy_batched(cx, rows(dst)?, rows(carry.narrow(3, 0, l)?)?)?;
+    }
+    Ok(())
+}
+
 impl Dit {
     pub fn load(ld: &Loader<'_>, c: &DitConfig) -> Result<Self, LoadError> {
         let p = "decoder.estimator";
@@ -182,15 +208,11 @@ impl Dit {
         let (col1, col2) = (ccol.index(0, 0)?, ccol.index(0, 1)?);
         let (o, att) = (v(&w.o, &[rows, hid])?, v(&w.att, &[rows, hid])?);
         let scratch = (Tensor::of(&w.qkv)?, Tensor::of(&w.qn)?, Tensor::of(&w.att)?);
+        stage_histories(cx, &st, frames)?;
         for (li, blk) in self.blocks.iter().enumerate() {
             // attention over [new ‖ history]; xn holds modulate(norm1(x)) here
-            let histories = st
-                .carries
-                .iter()
-                .map(|carry| carry.index(0, li)?.narrow(2, 0, st.extent))
-                .collect::<Result<Vec<_>, _>>()?;
             let work = st.work.index(0, li)?;
-            blk.attn.forward(cx, xn, &histories, work, scratch, o)?;
+            blk.attn.forward(cx, xn, st.extent, work, scratch, o)?;
             // x += gate_msa · o; xn = modulate(norm3(x), shift_conv, scale_conv)
             let gate = (m(li * MODS + GATE_MSA)?, o);
             let next = mm(li, SHIFT_CONV, SCALE_CONV)?;

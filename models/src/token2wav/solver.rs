@@ -192,9 +192,10 @@ impl DeviceFlow {
     }
 
     /// Writes one step's workspace back into each session's carry step slice (`[depth, cfg,
-    /// heads, cap, 2·hd]`): one launch over every layer's rows for a session alone; for a batch
-    /// one per session and layer, since a session's rows of the batched workspace `[depth,
-    /// n·cfg, heads, work, 2·hd]` are not evenly spaced across layers.
+    /// heads, cap, 2·hd]`): one launch over every layer's rows for a session alone; for a batch,
+    /// per session, one launch over its rows of every layer of the batched workspace `[depth,
+    /// n·cfg, heads, work, 2·hd]` while the rows are copied as they are, and one per layer when
+    /// retention moves them (`ops::carry::write_back_layers`).
     fn write_back(
         &self,
         cx: &Ctx<'_>,
@@ -209,11 +210,10 @@ impl DeviceFlow {
             return Ok(ops::carry::write_back(cx, dst, src, tk, keep)?);
         }
         for (i, carry) in carries.iter().enumerate() {
-            for li in 0..carry.dims()[0] {
-                let dst = carry.index(0, li)?.flatten(0, 1)?;
-                let src = ws.index(0, li)?.narrow(0, i * CFG_BATCH, CFG_BATCH)?;
-                kept = ops::carry::write_back(cx, dst, src.flatten(0, 1)?, tk, keep)?;
-            }
+            // [depth, cfg·heads, frames, 2·hd] on both sides
+            let dst = carry.flatten(1, 2)?;
+            let src = ws.narrow(1, i * CFG_BATCH, CFG_BATCH)?.flatten(1, 2)?;
+            kept = ops::carry::write_back_layers(cx, dst, src, tk, keep)?;
         }
         Ok(kept)
     }

@@ -41,7 +41,7 @@ use crate::ops::Ctx;
 
 mod write_back;
 
-pub use write_back::{kept, write_back, write_back_rows};
+pub use write_back::{kept, write_back, write_back_layers, write_back_rows};
 
 /// Geometry and policy of one carried cache.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

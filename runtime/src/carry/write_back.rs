@@ -242,3 +242,64 @@ pub fn write_back(
     )
     .map_err(|error| OpError::Backend { op, error })
 }
+
+/// The model's write-back of one session's rows of several layers: `dst` and `src` are
+/// `[layers, outer, frames, inner]` views whose layers each are a packed `[outer, frames,
+/// inner]` block (the layers themselves at any stride: a session's rows of a batched
+/// workspace repeat from layer to layer), one layer as [`write_back`] takes it. Below retention
+/// (`extent ≤ head + tail`, where [`write_back`] copies the rows as they are) one
+/// `copy.batched` launch moves every layer; above, one [`write_back`] per layer
+/// (`carry.retain`). Either way each layer's frames land exactly as [`write_back`] puts them,
+/// word for word. Returns the extent after retention ([`kept`]).
+pub fn write_back_layers(
+    cx: &Ctx<'_>,
+    dst: Tensor<'_>,
+    src: Tensor<'_>,
+    extent: usize,
+    keep: &Keep,
+) -> Result<usize, OpError> {
+    let op = "write_back";
+    let layered = |view: &'static str, t: &Tensor<'_>| match (t.dims(), t.strides()) {
+        (&[l, o, c, i], &[_, os, cs, 1]) if cs == i && os == c * i => Ok((l, o, c, i)),
+        (&[_, _, _, _], st) => Err(OpError::layout(op, view, "[any, packed layer]", st)),
+        (d, _) => Err(OpError::shape(
+            op,
+            view,
+            "[layers, outer, frames, inner]",
+            d,
+        )),
+    };
+    let (layers, outer, dst_cap, inner) = layered("dst", &dst)?;
+    let (src_layers, src_outer, src_cap, src_inner) = layered("src", &src)?;
+    if (src_layers, src_outer, src_inner) != (layers, outer, inner) || extent > src_cap {
+        return Err(OpError::shape(
+            op,
+            "src",
+            format!("[{layers}, {outer}, >= {extent}, {inner}]"),
+            src.dims(),
+        ));
+    }
+    let after = kept(keep, extent);
+    if Retention::new(keep.head, keep.tail, extent).is_some() || layers < 2 {
+        for li in 0..layers {
+            write_back(cx, dst.index(0, li)?, src.index(0, li)?, extent, keep)?;
+        }
+        return Ok(after);
+    }
+    if after > dst_cap {
+        return Err(OpError::shape(
+            op,
+            "dst",
+            format!("[{layers}, {outer}, >= {after}, {inner}]"),
+            dst.dims(),
+        ));
+    }
+    if extent == 0 || outer == 0 || inner == 0 {
+        return Ok(after);
+    }
+    // [layers, outer, extent·inner] on both sides; copy_batched checks the views and that they
+    // do not overlap
+    let (d, s) = (dst.narrow(2, 0, extent)?, src.narrow(2, 0, extent)?);
+    ops::copy_batched(cx, d.flatten(2, 3)?, s.flatten(2, 3)?)?;
+    Ok(after)
+}

@@ -4,4 +4,4 @@
 //! the cache the next call reads. Defined in [`crate::carry`], beside the one function that
 //! launches `carry.retain`.
 
-pub use crate::carry::{kept, write_back};
+pub use crate::carry::{kept, write_back, write_back_layers};
