@@ -38,21 +38,24 @@ extern "C" __global__ void copy_im2col(float* col, const float* src, i64 src_b, 
     }
 }
 
+// One (batch, row) pair per grid row (grid-strided along y), its columns across x (grid-strided):
+// no index division per element. 16-byte moves where every row of both sides starts 16-byte
+// aligned (the solver's staged histories and write-backs: ~50 MB per launch). Any geometry
+// covers every element once (kernels/src/copy.rs: batched_dims); the same words land either way.
 extern "C" __global__ void copy_batched(float* dst, i64 dst_b, i64 ldd, const float* src, i64 src_b, i64 lds,
                                         i64 batch, i64 rows, i64 cols) {
-    // 16-byte moves where every row of both sides starts 16-byte aligned (the staged histories
-    // and write-backs of the solver: tens of MB per launch); the same words land either way
-    if (((cols | ldd | lds | dst_b | src_b) & 3) == 0 && (((unsigned long long)dst | (unsigned long long)src) & 15) == 0) {
-        const i64 c4 = cols >> 2;
-        DCC_GRID_STRIDE(i, batch * rows * c4) {
-            const i64 j = i % c4, r = (i / c4) % rows, b = i / (c4 * rows);
-            reinterpret_cast<float4*>(dst + b * dst_b + r * ldd)[j] =
-                reinterpret_cast<const float4*>(src + b * src_b + r * lds)[j];
+    const bool vec = ((cols | ldd | lds | dst_b | src_b) & 3) == 0 &&
+                     (((unsigned long long)dst | (unsigned long long)src) & 15) == 0;
+    const i64 n = vec ? cols / 4 : cols;
+    const i64 x0 = blockIdx.x * (i64)blockDim.x + threadIdx.x, xs = (i64)gridDim.x * blockDim.x;
+    for (i64 br = blockIdx.y; br < batch * rows; br += gridDim.y) {
+        const i64 b = br / rows, r = br % rows;
+        float* const d = dst + b * dst_b + r * ldd;
+        const float* const s = src + b * src_b + r * lds;
+        if (vec) {
+            for (i64 j = x0; j < n; j += xs) reinterpret_cast<float4*>(d)[j] = reinterpret_cast<const float4*>(s)[j];
+        } else {
+            for (i64 j = x0; j < n; j += xs) d[j] = s[j];
         }
-        return;
-    }
-    DCC_GRID_STRIDE(i, batch * rows * cols) {
-        const i64 j = i % cols, r = (i / cols) % rows, b = i / (cols * rows);
-        dst[b * dst_b + r * ldd + j] = src[b * src_b + r * lds + j];
     }
 }

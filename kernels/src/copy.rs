@@ -63,6 +63,21 @@ kdef!(
 
 pub static KERNELS: &[&crate::KernelDef] = &[&BLOCK, &TRANSPOSE, &KV_PACK, &IM2COL, &BATCHED];
 
+/// Launch geometry of `copy.batched` over `[batch, rows, cols]`: one grid row per (batch, row)
+/// pair (at most 65,535; the kernel strides over the rest), and across x enough blocks of
+/// `threads` for the row's columns moved four at a time (the kernel strides over the rest, and
+/// moves one at a time where the rows are not 16-byte aligned). The kernel covers every element
+/// once at any geometry, so the geometry changes only its speed.
+pub fn batched_dims(batch: usize, rows: usize, cols: usize, threads: u32) -> LaunchDims {
+    let pairs = batch.saturating_mul(rows).clamp(1, 65_535);
+    let across = cols.div_ceil(4).div_ceil(threads as usize).clamp(1, 65_535);
+    LaunchDims {
+        grid: (across as u32, pairs as u32, 1),
+        block: (threads, 1, 1),
+        shared_bytes: 0,
+    }
+}
+
 /// `out[c, r] = x[r, c]` for an `rows × cols` input (`x` with leading dimension `ldx`,
 /// `out` with leading dimension `ldo`).
 pub fn transpose(rows: usize, cols: usize, x: &[f32], ldx: usize, out: &mut [f32], ldo: usize) {

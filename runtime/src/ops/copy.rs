@@ -96,9 +96,11 @@ pub fn copy_batched(cx: &Ctx<'_>, dst: Tensor<'_>, src: Tensor<'_>) -> Result<()
         int(cols),
     ];
     cx.work(Work::f32(0, 2 * batch * rows * cols));
+    let dims = k::copy::batched_dims(batch, rows, cols, super::THREADS);
     // SAFETY: the kernel touches `dst[b·dst_b + r·ldd + j]` and `src[b·src_b + r·lds + j]` for
-    // b < batch, r < rows, j < cols: the two checked views, which do not overlap.
-    unsafe { cx.launch_linear(&k::copy::BATCHED, batch * rows * cols, &args) }
+    // b < batch, r < rows, j < cols (at any geometry): the two checked views, which do not
+    // overlap.
+    unsafe { cx.launch(&k::copy::BATCHED, dims, &args) }
 }
 
 /// `out[c, r] = x[r, c]`: `out` `[cols, rows]`, `x` `[rows, cols]`, unit column strides

@@ -504,6 +504,33 @@ pub fn cases() -> Vec<Case> {
             A::I(1024),
         ],
     ));
+    // 16-byte rows on both sides (the kernel's vector path), at the ops' geometry and at a
+    // linear one: the kernel covers every element once at any geometry
+    for (what, dims) in [
+        ("its geometry", copy::batched_dims(3, 5, 1028, 128)),
+        ("linear geometry", lin(3 * 5 * 1028)),
+    ] {
+        c.push(case(
+            &format!("copy.batched b3 rows5 cols1028, 16-byte rows, {what}"),
+            &copy::BATCHED,
+            dims,
+            vec![
+                f(113, 2 * 5160 + 4 * 1032 + 1028),
+                f(114, 2 * 6000 + 4 * 1100 + 1028),
+            ],
+            vec![
+                A::B(0),
+                A::I(5160),
+                A::I(1032),
+                A::B(1),
+                A::I(6000),
+                A::I(1100),
+                A::I(3),
+                A::I(5),
+                A::I(1028),
+            ],
+        ));
+    }
     c.extend(vocoder::cases());
     c
 }
