@@ -511,7 +511,7 @@ pub fn cases() -> Vec<Case> {
         ("linear geometry", lin(3 * 5 * 1028)),
     ] {
         c.push(case(
-            &format!("copy.batched b3 rows5 cols1028, 16-byte rows, {what}"),
+            format!("copy.batched b3 rows5 cols1028, 16-byte rows, {what}"),
             &copy::BATCHED,
             dims,
             vec![
