@@ -26,6 +26,14 @@ use common::{dir, floats, tokens};
 /// sha256 of the half B0 mel of chunks 0 and 1 (f32 little-endian): the bits the half path gave
 /// before its launches were fused.
 const HALF_SHA: &str = "d5183614aca683f35d5d370aa368cf0372d392bf02e17c1f4322821d48de78c2";
+/// The same of the fp32 mel on [`GemmPath::Invariant`] (its encoder and solver launches were
+/// fused too).
+const FP32_SHA: &str = "7fbd9f221435f942b6388aad47055b1f1503dd446e318927a8a33fd8a683bbf9";
+
+fn sha(mel: &[f32]) -> String {
+    let bytes: Vec<u8> = mel.iter().flat_map(|x| x.to_le_bytes()).collect();
+    dcc_runtime::sha256_hex(&bytes)
+}
 
 /// The rounding launches a half chunk still runs that the fp32 chunk does not: per solver step
 /// and DiT block, `nn::SelfAttention`'s two `elementwise.round_f16` (q after its LayerNorm, the
@@ -65,16 +73,17 @@ fn chunk(path: GemmPath) -> (u64, Vec<f32>, FlowConfig) {
 #[test]
 fn a_half_chunk_launches_at_most_the_fp32_chunk_and_its_rounds() {
     let (backend, _, _) = chunk(GemmPath::Backend);
-    let (fp32, _, cfg) = chunk(GemmPath::Invariant);
+    let (fp32, fp32_mel, cfg) = chunk(GemmPath::Invariant);
     let (half, mel, _) = chunk(GemmPath::Half);
     let rounds = half_rounds(&cfg, SolverParams::default().n_steps);
-    let bytes: Vec<u8> = mel.iter().flat_map(|x| x.to_le_bytes()).collect();
-    let sha = dcc_runtime::sha256_hex(&bytes);
+    let (sha16, sha32) = (sha(&mel), sha(&fp32_mel));
     println!(
         "launches per chunk (tiny, Host): fp32 {fp32} (GemmPath::Backend: {backend}), half \
-         {half}; rounding launches left on the half path {rounds}; half mel sha256 {sha}"
+         {half}; rounding launches left on the half path {rounds}; mel sha256 half {sha16}, \
+         fp32 {sha32}"
     );
-    assert_eq!(sha, HALF_SHA, "the half mel changed bits");
+    assert_eq!(sha16, HALF_SHA, "the half mel changed bits");
+    assert_eq!(sha32, FP32_SHA, "the fp32 mel changed bits");
     assert!(
         half <= fp32 + rounds,
         "half {half} > fp32 {fp32} + {rounds} rounding launches"
