@@ -1,4 +1,6 @@
-// Row normalisations (LayerNorm, modulated LayerNorm, L2) and the fused launches built on them.
+// Row normalisations (LayerNorm, modulated LayerNorm, L2) and the fused launches built on them; the
+// _f16 entries are the vendor's fp16 mode (the modulate's 1 + scale rounded to f16, the gated
+// residual rounded as elementwise_gated_add_f16 rounds it).
 // Host twins: kernels/src/norm.rs. Prepended with common.cuh. One warp per row, rows grid-strided
 // over warps; the row statistics use the warp reduction of common.cuh.
 
@@ -67,6 +69,29 @@ __device__ __forceinline__ void dcc_load_vec(float (&v)[DCC_ROW_REGS], const flo
     }
 }
 
+// elementwise.cu's dcc_rn16, the same lines (each module is its own translation unit): the f16
+// value nearest x (round to nearest even), as a float, overflow (|x| >= 65520) to +-inf, NaN kept,
+// f16 subnormals included. Host twin: kernels/src/elementwise.rs: rn16.
+__device__ __forceinline__ float dcc_rn16(float x) {
+    const unsigned bits = __float_as_uint(x);
+    const unsigned sign = bits & 0x80000000u;
+    unsigned a = bits & 0x7fffffffu;
+    if (a >= 0x7f800000u) return x;                               // inf, NaN
+    if (a >= 0x477ff000u) return __uint_as_float(sign | 0x7f800000u); // >= 65520: inf
+    if (a < 0x38800000u) {                                        // below 2^-14: multiples of 2^-24
+        const float m = (0.5f + __uint_as_float(a)) - 0.5f;       // ulp of [0.5, 1) is 2^-24
+        return __uint_as_float(sign | __float_as_uint(m));
+    }
+    a = (a + 0xfffu + ((a >> 13) & 1u)) & ~0x1fffu;               // 23 -> 10 mantissa bits, RNE
+    return __uint_as_float(sign | a);
+}
+
+// The modulation's factor 1 + scale: in f32, or in the vendor's fp16 mode (f16) the f16 sum
+// rn16(1 + scale), the product and the shift still in f32 (n · rn16(1 + scale) + shift).
+__device__ __forceinline__ float dcc_one_plus(float scale, bool f16) {
+    return f16 ? dcc_rn16(1.0f + scale) : 1.0f + scale;
+}
+
 extern "C" __global__ void norm_layer_norm(float* y, i64 ldy, const float* x, i64 ldx, const float* gamma,
                                            const float* beta, i64 rows, i64 dim, float eps) {
     dcc_require_warps();
@@ -105,8 +130,11 @@ extern "C" __global__ void norm_layer_norm(float* y, i64 ldy, const float* x, i6
     }
 }
 
-extern "C" __global__ void norm_layer_norm_modulate(float* y, const float* x, const float* shift, const float* scale,
-                                                    i64 rows, i64 dim, float eps) {
+// The row body of both modulated LayerNorms: y = LN(x) · (1 + scale) + shift, the factor as
+// dcc_one_plus gives it.
+__device__ __forceinline__ void dcc_layer_norm_modulate(float* y, const float* x, const float* shift,
+                                                        const float* scale, i64 rows, i64 dim, float eps,
+                                                        bool f16) {
     dcc_require_warps();
     const int lane = threadIdx.x % DCC_WARP;
     DCC_WARP_ROWS(r, rows) {
@@ -125,7 +153,7 @@ extern "C" __global__ void norm_layer_norm_modulate(float* y, const float* x, co
                 const i64 j = lane + k * DCC_WARP;
                 if (j < dim) {
                     const float n = v[k] * rstd + bias;
-                    yr[j] = n * (1.0f + sc[k]) + sh[k];
+                    yr[j] = n * dcc_one_plus(sc[k], f16) + sh[k];
                 }
             }
             continue;
@@ -134,9 +162,21 @@ extern "C" __global__ void norm_layer_norm_modulate(float* y, const float* x, co
         const float bias = -mean * rstd;
         for (i64 j = lane; j < dim; j += DCC_WARP) {
             const float n = xr[j] * rstd + bias;
-            yr[j] = n * (1.0f + scale[j]) + shift[j];
+            yr[j] = n * dcc_one_plus(scale[j], f16) + shift[j];
         }
     }
+}
+
+extern "C" __global__ void norm_layer_norm_modulate(float* y, const float* x, const float* shift, const float* scale,
+                                                    i64 rows, i64 dim, float eps) {
+    dcc_layer_norm_modulate(y, x, shift, scale, rows, dim, eps, false);
+}
+
+// The vendor's fp16 modulate: y = LN(x) · rn16(1 + scale) + shift (LayerNorm, product and shift in
+// f32, the f16 sum 1 + scale rounded).
+extern "C" __global__ void norm_layer_norm_modulate_f16(float* y, const float* x, const float* shift,
+                                                        const float* scale, i64 rows, i64 dim, float eps) {
+    dcc_layer_norm_modulate(y, x, shift, scale, rows, dim, eps, true);
 }
 
 extern "C" __global__ void norm_l2_normalize(float* y, const float* x, i64 rows, i64 dim, float eps) {
@@ -210,9 +250,20 @@ extern "C" __global__ void norm_qk_pack(float* qn, float* cache, i64 cap, i64 t0
     }
 }
 
-extern "C" __global__ void norm_gated_add_modulate(float* x, const float* gate, const float* y, float* xn,
-                                                   const float* shift, const float* scale, i64 rows, i64 dim,
-                                                   float eps) {
+// The gated residual of one element: x + g·y (elementwise_gated_add), or in the vendor's fp16
+// mode rn16(x + rn16(g·y)) (elementwise_gated_add_f16).
+__device__ __forceinline__ float dcc_gate_sum(float x, float g, float y, bool f16) {
+    return f16 ? dcc_rn16(x + dcc_rn16(g * y)) : x + g * y;
+}
+
+// x = gated residual in place, then xn = the modulated LayerNorm of x: the row body of
+// dcc_layer_norm_modulate (same loads, same moments, same modulate) after the residual of
+// elementwise_gated_add (f16 = false: norm_layer_norm_modulate's modulate) or
+// elementwise_gated_add_f16 (f16 = true: norm_layer_norm_modulate_f16's), so one launch gives the
+// bits of the two.
+__device__ __forceinline__ void dcc_gated_add_modulate(float* x, const float* gate, const float* y, float* xn,
+                                                       const float* shift, const float* scale, i64 rows,
+                                                       i64 dim, float eps, bool f16) {
     dcc_require_warps();
     const int lane = threadIdx.x % DCC_WARP;
     DCC_WARP_ROWS(r, rows) {
@@ -231,7 +282,7 @@ extern "C" __global__ void norm_gated_add_modulate(float* x, const float* gate, 
 #pragma unroll
             for (int k = 0; k < DCC_ROW_REGS; ++k) {
                 const i64 j = lane + k * DCC_WARP;
-                v[k] = j < dim ? v[k] + g[k] * yv[k] : 0.0f;
+                v[k] = j < dim ? dcc_gate_sum(v[k], g[k], yv[k], f16) : 0.0f;
             }
 #pragma unroll
             for (int k = 0; k < DCC_ROW_REGS; ++k) {
@@ -245,23 +296,39 @@ extern "C" __global__ void norm_gated_add_modulate(float* x, const float* gate, 
                 const i64 j = lane + k * DCC_WARP;
                 if (j < dim) {
                     const float n = v[k] * rstd + bias;
-                    nr[j] = n * (1.0f + sc[k]) + sh[k];
+                    nr[j] = n * dcc_one_plus(sc[k], f16) + sh[k];
                 }
             }
             continue;
         }
-        for (i64 j = lane; j < dim; j += DCC_WARP) xr[j] = xr[j] + gate[j] * yr[j];
+        for (i64 j = lane; j < dim; j += DCC_WARP) xr[j] = dcc_gate_sum(xr[j], gate[j], yr[j], f16);
         __syncwarp();
         dcc_moments(xr, dim, eps, lane, &mean, &rstd);
         const float bias = -mean * rstd;
         for (i64 j = lane; j < dim; j += DCC_WARP) {
             const float n = xr[j] * rstd + bias;
-            nr[j] = n * (1.0f + scale[j]) + shift[j];
+            nr[j] = n * dcc_one_plus(scale[j], f16) + shift[j];
         }
         __syncwarp();
     }
 }
 
+extern "C" __global__ void norm_gated_add_modulate(float* x, const float* gate, const float* y, float* xn,
+                                                   const float* shift, const float* scale, i64 rows, i64 dim,
+                                                   float eps) {
+    dcc_gated_add_modulate(x, gate, y, xn, shift, scale, rows, dim, eps, false);
+}
+
+// The vendor's fp16 gated residual x = rn16(x + rn16(gate·y)), then its modulated norm
+// LN(x) · rn16(1 + scale) + shift: elementwise_gated_add_f16 followed by
+// norm_layer_norm_modulate_f16.
+extern "C" __global__ void norm_gated_add_modulate_f16(float* x, const float* gate, const float* y, float* xn,
+                                                       const float* shift, const float* scale, i64 rows,
+                                                       i64 dim, float eps) {
+    dcc_gated_add_modulate(x, gate, y, xn, shift, scale, rows, dim, eps, true);
+}
+
+// One block per row r of cat_b = ctx_b ‖ act(LN(x_b)) (frames + k − 1 rows per batch, blocks
 // grid-strided over rows): the row is written to every im2col slot that reads it,
 // col[(b·frames + f)·k + s] with f + s = r. Every warp of the block reduces the whole row (the
 // same warp-order sums, so the same statistics), then applies LayerNorm + activation to its

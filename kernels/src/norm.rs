@@ -1,6 +1,8 @@
 //! Row normalisations (`kernels/cuda/norm.cu`): LayerNorm, modulated LayerNorm, L2, and the
 //! fused launches built on them (q/k norm + cache pack, gated residual + modulated norm,
-//! LayerNorm + activation + im2col). Each kernel's host twin's body is the slice function below.
+//! LayerNorm + activation + im2col), and the vendor's fp16-mode variants of the modulated ones
+//! (`*_f16`: the modulate's `1 + scale` rounded to f16, the gated residual rounded as
+//! `elementwise.gated_add_f16` rounds it). Each kernel's host twin's body is the slice function below.
 //! Launch: one warp per row ([`row_threads`]); the row statistics are reduced in the kernels'
 //! warp order ([`warp_sum`]: 32 lane-strided partial sums, then a fixed tree), no atomics.
 
@@ -41,6 +43,14 @@ kdef!(
     "`(y, x, shift, scale, rows, dim, eps)`: non-affine LayerNorm then `· (1 + scale) + shift` ([`layer_norm_modulate`]; one warp per row, as [`LAYER_NORM`])."
 );
 kdef!(
+    LAYER_NORM_MODULATE_F16,
+    "norm",
+    "layer_norm_modulate_f16",
+    [Ptr, Ptr, Ptr, Ptr, I64, I64, F32],
+    host_layer_norm_modulate_f16,
+    "`(y, x, shift, scale, rows, dim, eps)`: [`LAYER_NORM_MODULATE`] in the vendor's fp16 mode, `· rn16(1 + scale) + shift` ([`layer_norm_modulate_f16`]; one warp per row)."
+);
+kdef!(
     L2_NORMALIZE,
     "norm",
     "l2_normalize",
@@ -67,6 +77,14 @@ kdef!(
     "`(x, gate, y, xn, shift, scale, rows, dim, eps)`: `elementwise.gated_add` in place then [`LAYER_NORM_MODULATE`] of the result into `xn` ([`gated_norm_modulate`]; one warp per row)."
 );
 kdef!(
+    GATED_ADD_MODULATE_F16,
+    "norm",
+    "gated_add_modulate_f16",
+    [Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, I64, I64, F32],
+    host_gated_add_modulate_f16,
+    "`(x, gate, y, xn, shift, scale, rows, dim, eps)`: `elementwise.gated_add_f16` in place then [`LAYER_NORM_MODULATE_F16`] of the result into `xn` ([`gated_norm_modulate_f16`]; one warp per row, the arithmetic of those two kernels, so their bits)."
+);
+kdef!(
     LAYER_NORM_ACT_IM2COL,
     "norm",
     "layer_norm_act_im2col",
@@ -80,9 +98,11 @@ kdef!(
 pub static KERNELS: &[&crate::KernelDef] = &[
     &LAYER_NORM,
     &LAYER_NORM_MODULATE,
+    &LAYER_NORM_MODULATE_F16,
     &L2_NORMALIZE,
     &QK_PACK,
     &GATED_ADD_MODULATE,
+    &GATED_ADD_MODULATE_F16,
     &LAYER_NORM_ACT_IM2COL,
 ];
 
@@ -152,6 +172,39 @@ pub fn layer_norm_modulate(
     scale: &[f32],
     y: &mut [f32],
 ) {
+    modulate_by(rows, dim, x, eps, shift, scale, y, |s| 1.0 + s);
+}
+
+/// [`layer_norm_modulate`] in the vendor's fp16 mode: `1 + scale` is an f16 sum (the scale an
+/// f16 linear's output), rounded; the LayerNorm, the product and the shift stay f32 (autocast
+/// runs `layer_norm` in f32 and the products promote): `y = n · rn16(1 + scale) + shift`.
+/// The same bits as [`layer_norm_modulate`] over `scale' = rn16(1 + scale) − 1`
+/// ([`ew::round_f16_shifted`]): `rn16(1 + scale) − 1` is exact in f32 (a multiple of 2⁻²⁴
+/// below 2¹⁶), and so is `1 + scale'`.
+pub fn layer_norm_modulate_f16(
+    rows: usize,
+    dim: usize,
+    x: &[f32],
+    eps: f32,
+    shift: &[f32],
+    scale: &[f32],
+    y: &mut [f32],
+) {
+    modulate_by(rows, dim, x, eps, shift, scale, y, |s| ew::rn16(1.0 + s));
+}
+
+/// `y = LN(x) · factor(scale) + shift` per row: the body of both modulated LayerNorms.
+#[inline]
+fn modulate_by(
+    rows: usize,
+    dim: usize,
+    x: &[f32],
+    eps: f32,
+    shift: &[f32],
+    scale: &[f32],
+    y: &mut [f32],
+    factor: impl Fn(f32) -> f32,
+) {
     for r in 0..rows {
         let xr = &x[r * dim..(r + 1) * dim];
         let (mean, rstd) = moments(xr, eps);
@@ -159,7 +212,7 @@ pub fn layer_norm_modulate(
         let yr = &mut y[r * dim..(r + 1) * dim];
         for j in 0..dim {
             let n = xr[j] * rstd + bias;
-            yr[j] = n * (1.0 + scale[j]) + shift[j];
+            yr[j] = n * factor(scale[j]) + shift[j];
         }
     }
 }
@@ -258,6 +311,24 @@ pub fn gated_norm_modulate(
     layer_norm_modulate(rows, dim, x, eps, shift, scale, xn);
 }
 
+/// [`gated_norm_modulate`] in the vendor's fp16 mode: the residual rounded as
+/// [`ew::gated_add_f16`] rounds it (`x = rn16(x + rn16(gate · y))`, the residual stream holds
+/// f16 values), then [`layer_norm_modulate_f16`] of that `x`. Launch: one warp per row.
+pub fn gated_norm_modulate_f16(
+    rows: usize,
+    dim: usize,
+    x: &mut [f32],
+    gate: &[f32],
+    y: &[f32],
+    xn: &mut [f32],
+    shift: &[f32],
+    scale: &[f32],
+    eps: f32,
+) {
+    ew::gated_add_f16(rows, dim, x, gate, y);
+    layer_norm_modulate_f16(rows, dim, x, eps, shift, scale, xn);
+}
+
 /// LayerNorm (affine) then an activation (`op`, as `act.apply`) of `batch · frames` rows of `x`
 /// (`[batch·frames, dim]`), written straight into the im2col rows of the next causal
 /// convolution: as [`conv_im2col`] with `src` = the activated rows.
@@ -322,10 +393,23 @@ unsafe fn host_layer_norm(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelErro
     Ok(())
 }
 
-unsafe fn host_layer_norm_modulate(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
-    check_warp_block("norm.layer_norm_modulate", dims)?;
+/// The slice function of a modulated LayerNorm kernel: [`layer_norm_modulate`] or
+/// [`layer_norm_modulate_f16`].
+type ModulateFn = fn(usize, usize, &[f32], f32, &[f32], &[f32], &mut [f32]);
+
+/// The twin of a `(y, x, shift, scale, rows, dim, eps)` launch running `body`.
+///
+/// # Safety
+/// HostFn contract: the arguments address the extents below.
+unsafe fn host_modulate(
+    name: &str,
+    dims: &LaunchDims,
+    a: &[Arg],
+    body: ModulateFn,
+) -> Result<(), KernelError> {
+    check_warp_block(name, dims)?;
     let (rows, dim, eps) = (a.usize(4)?, a.usize(5)?, a.f32(6)?);
-    // SAFETY: HostFn contract.
+    // SAFETY: HostFn contract (the caller's).
     let (y, x, shift, scale) = unsafe {
         (
             wr(a.ptr(0)?, rows * dim)?,
@@ -334,8 +418,19 @@ unsafe fn host_layer_norm_modulate(dims: &LaunchDims, a: &[Arg]) -> Result<(), K
             rd(a.ptr(3)?, dim)?,
         )
     };
-    layer_norm_modulate(rows, dim, x, eps, shift, scale, y);
+    body(rows, dim, x, eps, shift, scale, y);
     Ok(())
+}
+
+unsafe fn host_layer_norm_modulate(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    // SAFETY: HostFn contract.
+    unsafe { host_modulate("norm.layer_norm_modulate", dims, a, layer_norm_modulate) }
+}
+
+unsafe fn host_layer_norm_modulate_f16(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    let name = "norm.layer_norm_modulate_f16";
+    // SAFETY: HostFn contract.
+    unsafe { host_modulate(name, dims, a, layer_norm_modulate_f16) }
 }
 
 unsafe fn host_l2_normalize(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
@@ -393,10 +488,23 @@ unsafe fn host_qk_pack(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> 
     Ok(())
 }
 
-unsafe fn host_gated_add_modulate(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
-    check_warp_block("norm.gated_add_modulate", dims)?;
+/// The slice function of a gated residual + modulated norm kernel: [`gated_norm_modulate`] or
+/// [`gated_norm_modulate_f16`].
+type GatedFn = fn(usize, usize, &mut [f32], &[f32], &[f32], &mut [f32], &[f32], &[f32], f32);
+
+/// The twin of a `(x, gate, y, xn, shift, scale, rows, dim, eps)` launch running `body`.
+///
+/// # Safety
+/// HostFn contract: the arguments address the extents below.
+unsafe fn host_gated(
+    name: &str,
+    dims: &LaunchDims,
+    a: &[Arg],
+    body: GatedFn,
+) -> Result<(), KernelError> {
+    check_warp_block(name, dims)?;
     let (rows, dim, eps) = (a.usize(6)?, a.usize(7)?, a.f32(8)?);
-    // SAFETY: HostFn contract (x, y and xn do not overlap).
+    // SAFETY: HostFn contract (the caller's; x, y and xn do not overlap).
     let (x, gate, y, xn, shift, scale) = unsafe {
         (
             wr(a.ptr(0)?, rows * dim)?,
@@ -407,8 +515,25 @@ unsafe fn host_gated_add_modulate(dims: &LaunchDims, a: &[Arg]) -> Result<(), Ke
             rd(a.ptr(5)?, dim)?,
         )
     };
-    gated_norm_modulate(rows, dim, x, gate, y, xn, shift, scale, eps);
+    body(rows, dim, x, gate, y, xn, shift, scale, eps);
     Ok(())
+}
+
+unsafe fn host_gated_add_modulate(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    // SAFETY: HostFn contract.
+    unsafe { host_gated("norm.gated_add_modulate", dims, a, gated_norm_modulate) }
+}
+
+unsafe fn host_gated_add_modulate_f16(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    // SAFETY: HostFn contract.
+    unsafe {
+        host_gated(
+            "norm.gated_add_modulate_f16",
+            dims,
+            a,
+            gated_norm_modulate_f16,
+        )
+    }
 }
 
 unsafe fn host_layer_norm_act_im2col(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
@@ -447,55 +572,5 @@ unsafe fn host_layer_norm_act_im2col(dims: &LaunchDims, a: &[Arg]) -> Result<(),
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn layer_norm_basic() {
-        let x = [1.0, 2.0, 3.0, 4.0, -1.0, -1.0, -1.0, -1.0];
-        let mut y = [0.0; 8];
-        layer_norm(2, 4, &x, 4, None, None, 0.0, &mut y, 4);
-        let s = 1.0 / 1.25f32.sqrt();
-        let want = [-1.5 * s, -0.5 * s, 0.5 * s, 1.5 * s];
-        for j in 0..4 {
-            assert!((y[j] - want[j]).abs() < 1e-6);
-        }
-        // constant row with eps: zero output
-        let mut y2 = [9.0; 8];
-        layer_norm(
-            2,
-            4,
-            &x,
-            4,
-            Some(&[2.0; 4]),
-            Some(&[0.5; 4]),
-            1e-5,
-            &mut y2,
-            4,
-        );
-        assert!(y2[4..].iter().all(|v| (*v - 0.5).abs() < 1e-6));
-    }
-
-    #[test]
-    fn modulate_matches_layer_norm() {
-        let x = [0.3, -1.2, 2.5, 0.1, 0.7, 0.0];
-        let shift = [0.1, 0.2, 0.3];
-        let scale = [-0.5, 0.0, 1.0];
-        let mut a = [0.0; 6];
-        let mut b = [0.0; 6];
-        layer_norm(2, 3, &x, 3, None, None, 1e-6, &mut a, 3);
-        layer_norm_modulate(2, 3, &x, 1e-6, &shift, &scale, &mut b);
-        for i in 0..6 {
-            assert_eq!(b[i], a[i] * (1.0 + scale[i % 3]) + shift[i % 3]);
-        }
-    }
-
-    #[test]
-    fn l2_normalize_unit() {
-        let mut y = [0.0; 2];
-        l2_normalize(1, 2, &[3.0, 4.0], 1e-12, &mut y);
-        assert_eq!(y, [0.6, 0.8]);
-        l2_normalize(1, 2, &[0.0, 0.0], 1e-12, &mut y);
-        assert_eq!(y, [0.0, 0.0]);
-    }
-}
+#[path = "norm_tests.rs"]
+mod tests;

@@ -8,7 +8,8 @@
 //! variant prints `SKIP (cuda): ...`; `DCC_REQUIRE_GPU=1` makes that a failure).
 //!
 //! Covered: `linear` (the `gemm.linear_*` kernels; 112 and 896 rows pick different tile
-//! variants, which must not matter) and `linear_act`, `layer_norm`, `layer_norm_modulate`, `gated_norm_modulate`,
+//! variants, which must not matter) and `linear_act`, `layer_norm`, `layer_norm_modulate`,
+//! `layer_norm_modulate_f16`, `gated_norm_modulate`, `gated_norm_modulate_f16`,
 //! `l2_normalize`, `qk_norm_pack`, `act` (every activation), `add`, `cfg_euler`, `attention`,
 //! `kv_pack`, `conv_im2col`, `layer_norm_act_im2col`, `copy`, `repeat_rows`, `copy_batched`,
 //! `transpose`, `embedding` and the carry's `write_back` (both of its paths). Not covered, for

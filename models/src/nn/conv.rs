@@ -59,10 +59,36 @@ impl Conv1d {
         col: Tensor<'_>,
         y: Tensor<'_>,
     ) -> Result<(), OpError> {
+        let col = self.im2col(cx, x, col)?;
+        self.lin.forward(cx, col, y)
+    }
+
+    /// [`Conv1d::forward`] then the activation `f` of `y`, the activation in the GEMM's launch
+    /// ([`Linear::forward_act`]: the bits of the convolution followed by `ops::act`, and on
+    /// `GemmPath::Half` its value rounded to binary16).
+    pub fn forward_act(
+        &self,
+        cx: &Ctx<'_>,
+        x: Tensor<'_>,
+        col: Tensor<'_>,
+        y: Tensor<'_>,
+        f: ops::Act,
+    ) -> Result<(), OpError> {
+        let col = self.im2col(cx, x, col)?;
+        self.lin.forward_act(cx, col, y, f)
+    }
+
+    /// The `k`-row windows of `x` copied into `col`, viewed as the GEMM's `[t_out, k·c_in]` rows.
+    fn im2col<'c>(
+        &self,
+        cx: &Ctx<'_>,
+        x: Tensor<'_>,
+        col: Tensor<'c>,
+    ) -> Result<Tensor<'c>, OpError> {
         let rows = x.windows(self.k)?;
         let col = col.view(&[rows.dims()[0], self.k * self.c_in])?;
         ops::copy(cx, col, rows)?;
-        self.lin.forward(cx, col, y)
+        Ok(col)
     }
 }
 

@@ -62,6 +62,18 @@ impl AdaNorm {
         ops::layer_norm_modulate(cx, y, x, shift, scale, self.eps)
     }
 
+    /// [`AdaNorm::forward`] in the vendor's fp16 mode: `y = LN(x) · rn16(1 + scale) + shift`
+    /// ([`ops::layer_norm_modulate_f16`]; `scale` as the linear left it).
+    pub fn forward_f16(
+        &self,
+        cx: &Ctx<'_>,
+        x: Tensor<'_>,
+        (shift, scale): (Tensor<'_>, Tensor<'_>),
+        y: Tensor<'_>,
+    ) -> Result<(), OpError> {
+        ops::layer_norm_modulate_f16(cx, y, x, shift, scale, self.eps)
+    }
+
     /// The gated residual then the next modulated norm: `x += gate · y`, `xn = LN(x) · (1 +
     /// scale) + shift` ([`ops::gated_norm_modulate`]).
     pub fn gated(
@@ -73,5 +85,19 @@ impl AdaNorm {
         xn: Tensor<'_>,
     ) -> Result<(), OpError> {
         ops::gated_norm_modulate(cx, x, gate, y, xn, shift, scale, self.eps)
+    }
+
+    /// [`AdaNorm::gated`] in the vendor's fp16 mode, one launch: `x = rn16(x + rn16(gate · y))`,
+    /// then `xn = LN(x) · rn16(1 + scale) + shift` ([`ops::gated_norm_modulate_f16`]: the bits
+    /// of [`ops::gated_add_f16`] followed by [`AdaNorm::forward_f16`]).
+    pub fn gated_f16(
+        &self,
+        cx: &Ctx<'_>,
+        x: Tensor<'_>,
+        (gate, y): (Tensor<'_>, Tensor<'_>),
+        (shift, scale): (Tensor<'_>, Tensor<'_>),
+        xn: Tensor<'_>,
+    ) -> Result<(), OpError> {
+        ops::gated_norm_modulate_f16(cx, x, gate, y, xn, shift, scale, self.eps)
     }
 }

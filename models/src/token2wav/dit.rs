@@ -182,15 +182,9 @@ impl Dit {
         let n_mods = depth * MODS + 2;
         self.ada_all
             .forward(cx, cond.view(&[1, hid])?, v(&w.mods, &[1, n_mods * hid])?)?;
+        // in the vendor's fp16 mode every modulation's `1 + scale` is an f16 sum: the modulated
+        // norms below round it themselves (`*_f16`), the scale rows stay as the linear wrote them
         let mods = v(&w.mods, &[n_mods, hid])?;
-        if half {
-            // every `1 + scale` rounded to f16: the blocks' scale rows (1, 4, 7 of each block's
-            // nine: every third row from 1), then the final layer's (its second row)
-            let blocks = mods.narrow(0, 1, depth * MODS)?;
-            let scales = blocks.view(&[depth * MODS / 3, 3, hid])?.index(1, 0)?;
-            ops::round_f16_shifted(cx, scales, 1.0)?;
-            ops::round_f16_shifted(cx, mods.index(0, depth * MODS + 1)?, 1.0)?;
-        }
         let m = |i: usize| mods.index(0, i);
         let mm = |li: usize, a: usize, b: usize| -> Result<_, ops::OpError> {
             Ok((m(li * MODS + a)?, m(li * MODS + b)?))
@@ -199,7 +193,12 @@ impl Dit {
         let (x, xn) = (v(&w.x, &[rows, hid])?, v(&w.xn, &[rows, hid])?);
         self.in_proj
             .forward(cx, v(&w.xin, &[rows, c.in_channels])?, x)?;
-        self.norm.forward(cx, x, mm(0, SHIFT_MSA, SCALE_MSA)?, xn)?;
+        if half {
+            self.norm
+                .forward_f16(cx, x, mm(0, SHIFT_MSA, SCALE_MSA)?, xn)?;
+        } else {
+            self.norm.forward(cx, x, mm(0, SHIFT_MSA, SCALE_MSA)?, xn)?;
+        }
         let ctx = CONV_K - 1;
         let last = frames
             .checked_sub(1)
@@ -257,8 +256,8 @@ impl Dit {
     }
 
     /// The gated residual `x += gate · y`, then `xn` = the next modulated norm of `x`: one fused
-    /// launch in f32; in the vendor's fp16 mode (`half`) the residual rounded as it rounds it
-    /// (`x = rn16(x + rn16(gate · y))`), then the modulated norm.
+    /// launch; in the vendor's fp16 mode (`half`) also one, the residual rounded as it rounds it
+    /// (`x = rn16(x + rn16(gate · y))`) and the norm modulated by `rn16(1 + scale)`.
     fn gated(
         &self,
         cx: &Ctx<'_>,
@@ -269,8 +268,7 @@ impl Dit {
         xn: Tensor<'_>,
     ) -> Result<(), FlowError> {
         if half {
-            ops::gated_add_f16(cx, x, gate, y)?;
-            self.norm.forward(cx, x, next, xn)?;
+            self.norm.gated_f16(cx, x, (gate, y), next, xn)?;
         } else {
             self.norm.gated(cx, x, (gate, y), next, xn)?;
         }

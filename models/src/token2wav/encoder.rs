@@ -7,7 +7,6 @@ use dcc_runtime::ops::{self, Act, Ctx, Tensor};
 
 use super::FlowError;
 use super::config::EncoderConfig;
-use super::half;
 use super::work::{Caps, Work, v};
 use crate::nn::{
     CausalConv1d, Conv1d, LayerNorm, Linear, LoadError, Loader, Mlp, RelPosAttention, RelPosScratch,
@@ -214,11 +213,11 @@ impl Encoder {
         let cat = v(&w.cat, &[ctx + tn, d])?;
         self.pre_conv2.load_context(cx, st.pre_lookahead, cat)?;
         let h = cat.rows(ctx, tn)?;
-        self.pre_conv1.forward(cx, v(&w.b, &[t, d])?, col, h)?;
-        ops::act(cx, h, Act::LeakyRelu(0.01))?;
-        if half::rounds(cx.gemm_path()) {
-            ops::round_f16(cx, h)?;
-        }
+        // the leaky ReLU in the GEMM's launch (on the half path rounded there, as the vendor's
+        // fp16 mode computes it in f16)
+        let x = v(&w.b, &[t, d])?;
+        self.pre_conv1
+            .forward_act(cx, x, col, h, Act::LeakyRelu(0.01))?;
         let x = v(&w.x, &[tn, d])?;
         self.pre_conv2.forward(cx, cat, st.pre_lookahead, col, x)?;
         ops::add(cx, x, v(&w.b, &[tn, d])?)?;

@@ -73,14 +73,18 @@
 //!   `flow.half()` on norm scales and biases, position biases, the embedding and noise tables;
 //!   the linears keep binary16 weights);
 //! - the solver's time grid, `t` and `dt` in f16 ([`cosine_t_span_f16`]); guidance and the
-//!   Euler step with every op rounded (`ops::cfg_euler_f16`);
+//!   Euler step with every op rounded (`ops::cfg_euler_f16`); the scaled noise rounded
+//!   (`ops::round_f16`), except at temperature 1, where the noise table's f16 values are the
+//!   Euler state as they are (no scale, no rounding launched);
 //! - the timestep features rounded op by op (`ops::timestep_embedding_f16`);
-//! - every modulation's `1 + scale` rounded (`ops::round_f16_shifted` over the scale rows, so the
-//!   fused LayerNorm + modulate kernels compute `n · rn16(1 + scale) + shift` in f32);
-//! - the DiT's gated residuals `x = rn16(x + rn16(gate · y))` (`ops::gated_add_f16`), then the
-//!   modulated norm: the residual stream holds f16 values;
+//! - every modulation's `1 + scale` rounded, and the DiT's gated residuals `x = rn16(x +
+//!   rn16(gate · y))` (the residual stream holds f16 values): the modulated norms compute `n ·
+//!   rn16(1 + scale) + shift` in f32, each in one launch with the residual before it
+//!   (`ops::gated_norm_modulate_f16`) or alone (`ops::layer_norm_modulate_f16`, a step's first);
+//!   the bits of `ops::round_f16_shifted` over the scale rows, `ops::gated_add_f16` and
+//!   `ops::layer_norm_modulate`, in as many launches as the fp32 path;
 //! - the DiT's q/k after their LayerNorms rounded, and so the keys the cache keeps;
-//! - the encoder's leaky ReLU output rounded.
+//! - the encoder's leaky ReLU output rounded (the pre-lookahead conv's GEMM epilogue).
 //!
 //! Not reproduced: the rounding inside the encoder's relative-position attention (the biased
 //! queries, both score matmuls, their sum and scale, the probabilities) and inside the fused

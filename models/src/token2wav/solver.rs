@@ -108,9 +108,13 @@ impl DeviceFlow {
             let noise = self.noise()?.narrow(1, l_old, frames)?;
             let x0 = xs.index(0, 0)?;
             ops::transpose(cx, x0, noise)?;
-            ops::act(cx, x0, Act::Scale(sv.temperature))?;
-            if half {
-                ops::round_f16(cx, x0)?;
+            // at temperature 1 the product is the noise itself (exact), and on the half path
+            // the noise table already holds f16 values: no scale and no rounding to launch
+            if sv.temperature != 1.0 {
+                ops::act(cx, x0, Act::Scale(sv.temperature))?;
+                if half {
+                    ops::round_f16(cx, x0)?;
+                }
             }
             if n > 1 {
                 ops::copy_batched(cx, xs.narrow(0, 1, n - 1)?, x0.broadcast(0, n - 1)?)?;

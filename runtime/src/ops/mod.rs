@@ -51,7 +51,10 @@ pub use linear::{
     GemmPath, LinearWeights, WeightElem, linear, linear_act, linear_f16, linear_f16_with,
     linear_tf32x3, linear_tf32x3_with, linear_with,
 };
-pub use norm::{gated_norm_modulate, l2_normalize, layer_norm, layer_norm_modulate};
+pub use norm::{
+    gated_norm_modulate, gated_norm_modulate_f16, l2_normalize, layer_norm, layer_norm_modulate,
+    layer_norm_modulate_f16,
+};
 pub use profile::{ProfileRow, Profiler, Work};
 pub use signal::{
     SourceArgs, abs_narrow, counters_add, div, elu_f64, harmonic_phase, harmonic_source, istft,

@@ -74,7 +74,42 @@ pub fn layer_norm_modulate(
     scale: Tensor<'_>,
     eps: f32,
 ) -> Result<(), OpError> {
-    let op = "layer_norm_modulate";
+    let kernel = &k::norm::LAYER_NORM_MODULATE;
+    modulate_by(
+        cx,
+        "layer_norm_modulate",
+        kernel,
+        (y, x),
+        (shift, scale),
+        eps,
+    )
+}
+
+/// [`layer_norm_modulate`] as the vendor's fp16 mode computes it (`LAYER_NORM_MODULATE_F16`):
+/// `y = LN(x) · rn16(1 + scale) + shift`, the LayerNorm, product and shift in f32. Views as
+/// [`layer_norm_modulate`]'s; `scale` is read as it is (the kernel rounds `1 + scale`).
+pub fn layer_norm_modulate_f16(
+    cx: &Ctx<'_>,
+    y: Tensor<'_>,
+    x: Tensor<'_>,
+    shift: Tensor<'_>,
+    scale: Tensor<'_>,
+    eps: f32,
+) -> Result<(), OpError> {
+    let kernel = &k::norm::LAYER_NORM_MODULATE_F16;
+    let op = "layer_norm_modulate_f16";
+    modulate_by(cx, op, kernel, (y, x), (shift, scale), eps)
+}
+
+/// Checks and launches a `(y, x, shift, scale, rows, dim, eps)` kernel.
+fn modulate_by(
+    cx: &Ctx<'_>,
+    op: &'static str,
+    kernel: &'static k::KernelDef,
+    (y, x): (Tensor<'_>, Tensor<'_>),
+    (shift, scale): (Tensor<'_>, Tensor<'_>),
+    eps: f32,
+) -> Result<(), OpError> {
     let (r, dim) = rows(op, "x", &x)?;
     rows(op, "y", &y)?;
     dims(op, "y", &y, x.dims())?;
@@ -99,18 +134,12 @@ pub fn layer_norm_modulate(
         Arg::F32(eps),
     ];
     cx.work(Work::f32(10 * r * dim, 2 * r * dim + 2 * dim));
-    // SAFETY: the kernel reads x[0..rows·dim], shift and scale [0..dim] and writes
+    // SAFETY: both kernels read x[0..rows·dim], shift and scale [0..dim] and write
     // y[0..rows·dim]: the checked packed views; y overlaps no input.
-    unsafe {
-        cx.launch_linear(
-            &k::norm::LAYER_NORM_MODULATE,
-            k::norm::row_threads(r),
-            &args,
-        )
-    }
+    unsafe { cx.launch_linear(kernel, k::norm::row_threads(r), &args) }
 }
 
-/// The DiT's residual and next modulated norm in one launch (`GATED_NORM_MODULATE`): `x += gate
+/// The DiT's residual and next modulated norm in one launch (`GATED_ADD_MODULATE`): `x += gate
 /// · y` in place, then `xn = LN(x) · (1 + scale) + shift`; `x`, `y`, `xn` packed `[rows, dim]`,
 /// `gate`, `shift`, `scale` `[dim]`.
 #[allow(clippy::too_many_arguments)]
@@ -124,7 +153,47 @@ pub fn gated_norm_modulate(
     scale: Tensor<'_>,
     eps: f32,
 ) -> Result<(), OpError> {
-    let op = "gated_norm_modulate";
+    let kernel = &k::norm::GATED_ADD_MODULATE;
+    gated_by(
+        cx,
+        "gated_norm_modulate",
+        kernel,
+        (x, gate, y, xn),
+        (shift, scale),
+        eps,
+    )
+}
+
+/// [`gated_norm_modulate`] as the vendor's fp16 mode computes it, in one launch
+/// (`GATED_ADD_MODULATE_F16`): `x = rn16(x + rn16(gate · y))` in place (the bits of
+/// [`super::gated_add_f16`]), then `xn = LN(x) · rn16(1 + scale) + shift` (the bits of
+/// [`layer_norm_modulate_f16`] over that `x`). Views as [`gated_norm_modulate`]'s.
+#[allow(clippy::too_many_arguments)]
+pub fn gated_norm_modulate_f16(
+    cx: &Ctx<'_>,
+    x: Tensor<'_>,
+    gate: Tensor<'_>,
+    y: Tensor<'_>,
+    xn: Tensor<'_>,
+    shift: Tensor<'_>,
+    scale: Tensor<'_>,
+    eps: f32,
+) -> Result<(), OpError> {
+    let kernel = &k::norm::GATED_ADD_MODULATE_F16;
+    let op = "gated_norm_modulate_f16";
+    gated_by(cx, op, kernel, (x, gate, y, xn), (shift, scale), eps)
+}
+
+/// Checks and launches a `(x, gate, y, xn, shift, scale, rows, dim, eps)` kernel: the gated
+/// residual in place, then the modulated norm of the result.
+fn gated_by(
+    cx: &Ctx<'_>,
+    op: &'static str,
+    kernel: &'static k::KernelDef,
+    (x, gate, y, xn): (Tensor<'_>, Tensor<'_>, Tensor<'_>, Tensor<'_>),
+    (shift, scale): (Tensor<'_>, Tensor<'_>),
+    eps: f32,
+) -> Result<(), OpError> {
     let (r, dim) = rows(op, "x", &x)?;
     for (view, t) in [("y", &y), ("xn", &xn)] {
         rows(op, view, t)?;
@@ -158,10 +227,10 @@ pub fn gated_norm_modulate(
     // x += gate · y, then a modulated LayerNorm of x (≈ 12 flops per element); reads x, y,
     // writes x and xn
     cx.work(Work::f32(12 * r * dim, 4 * r * dim + 3 * dim));
-    // SAFETY: the kernel reads and writes x[0..rows·dim] in place, reads y (same extent) and
-    // the three [dim] vectors, and writes xn[0..rows·dim]: the checked packed views; x and xn
-    // overlap no other operand.
-    unsafe { cx.launch_linear(&k::norm::GATED_ADD_MODULATE, k::norm::row_threads(r), &args) }
+    // SAFETY: both kernels read and write x[0..rows·dim] in place, read y (same extent) and the
+    // three [dim] vectors, and write xn[0..rows·dim]: the checked packed views; x and xn overlap
+    // no other operand.
+    unsafe { cx.launch_linear(kernel, k::norm::row_threads(r), &args) }
 }
 
 /// `y = x / max(‖x‖₂, eps)` per row (`L2_NORMALIZE`): `x`, `y` packed `[rows, dim]`.

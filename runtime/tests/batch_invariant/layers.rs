@@ -55,16 +55,24 @@ pub fn batch_invariant_norms(be: Arc<dyn Backend>) {
             ops::layer_norm(cx, y, x, t(&s[0], &[d])?, t(&s[1], &[d])?, 1e-5)
         },
     );
-    lay(
-        &be,
-        format!("layer_norm_modulate {d}"),
-        two.clone(),
-        vecs(2),
-        |cx, b, s, u| {
-            let (y, x) = (t(&b[1], &[rows(u), d])?, t(&b[0], &[rows(u), d])?);
-            ops::layer_norm_modulate(cx, y, x, t(&s[0], &[d])?, t(&s[1], &[d])?, 1e-6)
-        },
-    );
+    for f16 in [false, true] {
+        let modulate = if f16 {
+            ops::layer_norm_modulate_f16
+        } else {
+            ops::layer_norm_modulate
+        };
+        let f16 = if f16 { "_f16" } else { "" };
+        lay(
+            &be,
+            format!("layer_norm_modulate{f16} {d}"),
+            two.clone(),
+            vecs(2),
+            |cx, b, s, u| {
+                let (y, x) = (t(&b[1], &[rows(u), d])?, t(&b[0], &[rows(u), d])?);
+                modulate(cx, y, x, t(&s[0], &[d])?, t(&s[1], &[d])?, 1e-6)
+            },
+        );
+    }
     lay(
         &be,
         format!("l2_normalize {d}"),
@@ -76,17 +84,25 @@ pub fn batch_invariant_norms(be: Arc<dyn Backend>) {
         },
     );
     let three = vec![per_unit(ROWS * d); 3];
-    lay(
-        &be,
-        format!("gated_norm_modulate {d}"),
-        three,
-        vecs(3),
-        |cx, b, s, u| {
-            let v = |i: usize| t(&b[i], &[rows(u), d]);
-            let p = |i: usize| t(&s[i], &[d]);
-            ops::gated_norm_modulate(cx, v(0)?, p(0)?, v(1)?, v(2)?, p(1)?, p(2)?, 1e-6)
-        },
-    );
+    for f16 in [false, true] {
+        let gated = if f16 {
+            ops::gated_norm_modulate_f16
+        } else {
+            ops::gated_norm_modulate
+        };
+        let f16 = if f16 { "_f16" } else { "" };
+        lay(
+            &be,
+            format!("gated_norm_modulate{f16} {d}"),
+            three.clone(),
+            vecs(3),
+            |cx, b, s, u| {
+                let v = |i: usize| t(&b[i], &[rows(u), d]);
+                let p = |i: usize| t(&s[i], &[d]);
+                gated(cx, v(0)?, p(0)?, v(1)?, v(2)?, p(1)?, p(2)?, 1e-6)
+            },
+        );
+    }
 }
 
 pub fn batch_invariant_elementwise(be: Arc<dyn Backend>) {

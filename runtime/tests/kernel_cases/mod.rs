@@ -170,6 +170,13 @@ pub fn cases() -> Vec<Case> {
     c.push(layer_norm_modulate("odd", 3, 33));
     c.push(layer_norm("wide", 5, 1030, 1030, 1031, 1e-5, 0.1));
     c.push(layer_norm_modulate("wide", 3, 700));
+    // the fp16 modulate: the same shapes, its own entry
+    for (tag, r, dim) in [("full", 112, 512), ("odd", 3, 33), ("wide", 3, 700)] {
+        let mut m = layer_norm_modulate(tag, r, dim);
+        m.kernel = &norm::LAYER_NORM_MODULATE_F16;
+        m.name = m.name.replacen("modulate", "modulate_f16", 1);
+        c.push(m);
+    }
     c.push(l2(1, 192));
     c.push(l2(5, 80));
     // elementwise
@@ -346,10 +353,14 @@ pub fn cases() -> Vec<Case> {
             ],
         ));
     }
-    for (r, dim) in [(112usize, 512usize), (100, 64), (3, 700)] {
+    let gated = [&norm::GATED_ADD_MODULATE, &norm::GATED_ADD_MODULATE_F16];
+    for ((r, dim), kernel) in [(112usize, 512usize), (100, 64), (3, 700)]
+        .into_iter()
+        .flat_map(|s| gated.map(|k| (s, k)))
+    {
         c.push(case(
-            format!("norm.gated_add_modulate rows{r} dim{dim}"),
-            &norm::GATED_ADD_MODULATE,
+            format!("{} rows{r} dim{dim}", kernel.name),
+            kernel,
             rows(r),
             vec![
                 scaled(91, r * dim, 3.0, 0.2),

@@ -1,0 +1,91 @@
+//! What a half chunk costs in launches against an fp32 chunk, and its bits (tiny model, Host
+//! backend, one B0 session each; the second chunk after the prompt, a steady-state chunk, is
+//! counted).
+//!
+//! The half path adds roundings to the fp32 arithmetic. Where a rounding can ride in the launch
+//! that produces or consumes its value, it does: the gated residuals and the modulated norms
+//! (`norm.gated_add_modulate_f16`, `norm.layer_norm_modulate_f16`: the residual rounded, `1 +
+//! scale` rounded), the encoder's pre-lookahead conv (its leaky ReLU in the GEMM's epilogue,
+//! which rounds on the half path), the solver's noise at temperature 1 (already f16 values: no
+//! scale, no rounding). The rounding launches left are [`half_rounds`]; the half chunk launches
+//! no more than the fp32 chunk on [`GemmPath::Invariant`] (whose GEMMs fuse activations as the
+//! half GEMMs do) plus those, and its mel keeps its bits ([`HALF_SHA`]).
+
+use std::sync::Arc;
+
+use dcc_models::nn::WeightStore;
+use dcc_models::token2wav::serve::{Arm, ContractView, Session, Token2WavTiny};
+use dcc_models::token2wav::{DeviceFlow, DeviceLimits, FlowConfig, SolverParams};
+use dcc_runtime::backend::Backend;
+use dcc_runtime::ops::GemmPath;
+use safetensors::SafeTensors;
+
+mod common;
+use common::{dir, floats, tokens};
+
+/// sha256 of the half B0 mel of chunks 0 and 1 (f32 little-endian): the bits the half path gave
+/// before its launches were fused.
+const HALF_SHA: &str = "d5183614aca683f35d5d370aa368cf0372d392bf02e17c1f4322821d48de78c2";
+/// The same of the fp32 mel on [`GemmPath::Invariant`] (its encoder and solver launches were
+/// fused too).
+const FP32_SHA: &str = "7fbd9f221435f942b6388aad47055b1f1503dd446e318927a8a33fd8a683bbf9";
+
+fn sha(mel: &[f32]) -> String {
+    let bytes: Vec<u8> = mel.iter().flat_map(|x| x.to_le_bytes()).collect();
+    dcc_runtime::sha256_hex(&bytes)
+}
+
+/// The rounding launches a half chunk still runs that the fp32 chunk does not: per solver step
+/// and DiT block, `nn::SelfAttention`'s two `elementwise.round_f16` (q after its LayerNorm, the
+/// new key frames).
+fn half_rounds(cfg: &FlowConfig, steps: usize) -> u64 {
+    (2 * cfg.dit.depth * steps) as u64
+}
+
+/// `(launches of chunk 1, mel of chunks 0 and 1)` of a B0 session on `path`.
+fn chunk(path: GemmPath) -> (u64, Vec<f32>, FlowConfig) {
+    let io = std::fs::read(dir().join("io.safetensors")).unwrap();
+    let io = SafeTensors::deserialize(&io).unwrap();
+    let mut prompt = tokens(&io, "prompt_tokens");
+    prompt.extend_from_within(..3);
+    let (mel, spk, stream) = (
+        floats(&io, "prompt_mel"),
+        floats(&io, "spk"),
+        tokens(&io, "stream_tokens"),
+    );
+    let ws = WeightStore::load(dir().join("weights.safetensors")).unwrap();
+    let cfg = FlowConfig::from_weights(&ws).unwrap();
+    let contract = ContractView::of::<Token2WavTiny>().unwrap();
+    let limits = DeviceLimits {
+        max_call_tokens: prompt.len(),
+        carry_frames: contract.keeps.carry.bound(),
+    };
+    let be: Arc<dyn Backend> = dcc_runtime::backend::host();
+    let dev = DeviceFlow::new_on_path(be.clone(), &ws, &cfg, limits, path).unwrap();
+    let mut s = Session::new(Arc::new(dev), contract, Arm::B0, SolverParams::default()).unwrap();
+    s.prime(&prompt, &mel, &spk).unwrap();
+    let mut mels = s.chunk(&stream[..28], &spk, false).unwrap();
+    let before = be.eager_launches();
+    mels.extend(s.chunk(&stream[25..53], &spk, false).unwrap());
+    (be.eager_launches() - before, mels, cfg)
+}
+
+#[test]
+fn a_half_chunk_launches_at_most_the_fp32_chunk_and_its_rounds() {
+    let (backend, _, _) = chunk(GemmPath::Backend);
+    let (fp32, fp32_mel, cfg) = chunk(GemmPath::Invariant);
+    let (half, mel, _) = chunk(GemmPath::Half);
+    let rounds = half_rounds(&cfg, SolverParams::default().n_steps);
+    let (sha16, sha32) = (sha(&mel), sha(&fp32_mel));
+    println!(
+        "launches per chunk (tiny, Host): fp32 {fp32} (GemmPath::Backend: {backend}), half \
+         {half}; rounding launches left on the half path {rounds}; mel sha256 half {sha16}, \
+         fp32 {sha32}"
+    );
+    assert_eq!(sha16, HALF_SHA, "the half mel changed bits");
+    assert_eq!(sha32, FP32_SHA, "the fp32 mel changed bits");
+    assert!(
+        half <= fp32 + rounds,
+        "half {half} > fp32 {fp32} + {rounds} rounding launches"
+    );
+}
