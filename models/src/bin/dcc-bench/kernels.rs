@@ -1,6 +1,7 @@
 //! `dcc-bench kernels`: the linear kernels (`gemm.linear_*`, `dcc_kernels::gemm`, and the 3xTF32
-//! `gemm.linear_tf32x3` and its tile variant, `gemm::tf32_tiles`) against the cuBLAS path (`Backend::gemm_bias`, what `ops::linear` launches on `GemmPath::Backend`) at the
-//! full model's linear shapes, for tuning the tile variants on the GPU.
+//! `gemm.linear_tf32x3` and its tile variants, `gemm::tf32_tiles`, whose pick table it prints)
+//! against the cuBLAS path (`Backend::gemm_bias`, what `ops::linear` launches on
+//! `GemmPath::Backend`) at the full model's linear shapes, for tuning the tile variants on the GPU.
 //!
 //! Per shape (`in → out`), row count and implementation: device µs per launch and TFLOP/s
 //! (`2 · rows · in · out` per launch). A timing is the median over `--samples` samples; a sample
@@ -34,7 +35,7 @@ use serde_json::{Value, json};
 use super::cli::{BackendChoice, Format};
 use super::error::BenchError;
 use super::kernels_f16 as kf16;
-use super::kernels_table::{per_chunk, table};
+use super::kernels_table::{per_chunk, table, tf32_pick};
 use super::{Res, spin};
 
 /// The full model's linear shapes `(in, out)`: DiT qkv (512 → 1536), attention out and the
@@ -66,8 +67,8 @@ pub const TWIN_SHAPES: [(usize, usize, usize); 4] =
 
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "Examples:\n  \
-dcc-bench kernels                                   # every variant, tf32x3, its tiles, f16 and cuBLAS, full shapes, 112 and 1792 rows\n  \
-dcc-bench kernels --variants tf32x3,tf32tiles,tf32auto --rows 112,1792\n  \
+dcc-bench kernels                                   # every variant, tf32x3, its tiles, f16 and cuBLAS, full shapes, 1 to 32 sessions' rows\n  \
+dcc-bench kernels --variants tf32x3,tf32tiles,tf32auto --rows 112,896,1792,3584\n  \
 dcc-bench kernels --variants auto --rows 112 --samples 21\n  \
 dcc-bench kernels --shapes 512x2048 --variants 16x32,32x64 --cold-mib 0 --format json\n\n\
 To tune a tile size: edit or add a `variant!` line in kernels/src/gemm.rs (name, BM, BN, TM, TN,\n\
@@ -86,15 +87,15 @@ pub struct KernelsArgs {
     #[arg(long, value_delimiter = ',', value_parser = shape, default_value = FULL_SHAPES)]
     pub shapes: Vec<(usize, usize)>,
 
-    /// Row counts, comma-separated: 112 is one session's CFG pair of 56 frames, 1792 sixteen
-    /// sessions batched.
-    #[arg(long, value_delimiter = ',', default_value = "112,1792",
+    /// Row counts, comma-separated: 112 is one session's CFG pair of 56 frames, 896, 1792 and
+    /// 3584 eight, sixteen and thirty-two sessions batched.
+    #[arg(long, value_delimiter = ',', default_value = "112,896,1792,3584",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub rows: Vec<usize>,
 
     /// Kernels, comma-separated: `auto` (what `ops::linear` picks for the shape), `all` (every
     /// fp32 variant), tile names (`16x32`, `32x64`, ...: rows × outputs per CTA), `tf32x3`
-    /// (the 3xTF32 tensor-core kernel), its tile variants by name (`tf32x3_t64x64r`) or all
+    /// (the 3xTF32 tensor-core kernel), its tile variants by name (`tf32x3_t64x128w`) or all
     /// (`tf32tiles`), `tf32auto` (what `ops::linear_tf32x3` picks for the shape), `f16` (every
     /// half-precision variant) and their names (`f16_16x32`, `f16_64x64`).
     #[arg(long, value_delimiter = ',', value_parser = variant,
@@ -543,6 +544,7 @@ pub fn run(a: &KernelsArgs) -> Res<bool> {
         "rows": rows_json,
         "twin_check": twin_check,
         "dit_per_chunk_ms": per_chunk(&rows_json),
+        "tf32_pick": tf32_pick(),
         "ok": ok,
     });
     let mut stdout = std::io::stdout().lock();

@@ -1,8 +1,9 @@
 //! The output of `dcc-bench kernels` ([`super::kernels`]): the DiT's linears summed per chunk
-//! per implementation, and the table.
+//! per implementation, the 3xTF32 pick table, and the table.
 
 use std::io::Write;
 
+use dcc_runtime::kernels::gemm::tf32_tiles::{self, BASE};
 use serde_json::{Value, json};
 
 use super::kernels::{DIT_LAYER, DIT_LAYERS_PER_CHUNK, SESSION_ROWS, TWIN_SHAPES};
@@ -44,6 +45,19 @@ pub fn per_chunk(rows: &[Value]) -> Value {
         }
     }
     Value::Object(out)
+}
+
+/// `tf32_tiles::PICK`, what `tf32auto` (and `ops::linear_tf32x3`) launches, top down: one
+/// `{rows, out, kernel}` per row (from `rows` rows and `out` outputs on), then the base
+/// (`rows` and `out` 0).
+pub fn tf32_pick() -> Value {
+    let name = |k: &str| k.trim_start_matches("gemm.linear_").to_string();
+    let mut v: Vec<Value> = tf32_tiles::PICK
+        .iter()
+        .map(|p| json!({"rows": p.rows, "out": p.out, "kernel": name(p.variant.kernel.name)}))
+        .collect();
+    v.push(json!({"rows": 0, "out": 0, "kernel": name(BASE.kernel.name)}));
+    Value::Array(v)
 }
 
 pub fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
@@ -131,6 +145,21 @@ pub fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
             parts.join(", ")
         )?;
     }
+    if let Some(p) = out["tf32_pick"].as_array() {
+        let rows: Vec<String> = p
+            .iter()
+            .map(|r| match (r["rows"].as_u64(), r["out"].as_u64()) {
+                (Some(0), Some(0)) => format!("else {}", r["kernel"].as_str().unwrap_or("?")),
+                (m, o) => format!(
+                    "{} from {} rows and {} outputs",
+                    r["kernel"].as_str().unwrap_or("?"),
+                    m.unwrap_or(0),
+                    o.unwrap_or(0)
+                ),
+            })
+            .collect();
+        writeln!(w, "tf32auto picks (first match): {}", rows.join("; "))?;
+    }
     writeln!(
         w,
         "{}",
@@ -140,4 +169,39 @@ pub fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
             "FAILED: a kernel differs from its twin or from cuBLAS beyond --tol"
         }
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The printed pick table is `tf32_tiles::PICK` top down, then the base, and the table's
+    /// line names every row; each row's shape picks its variant.
+    #[test]
+    fn pick_table_is_the_rule() {
+        let p = tf32_pick();
+        let rows = p.as_array().unwrap();
+        assert_eq!(rows.len(), tf32_tiles::PICK.len() + 1);
+        for (r, want) in rows.iter().zip(tf32_tiles::PICK) {
+            let (m, o) = (want.rows, want.out);
+            assert_eq!(
+                (r["rows"].as_u64(), r["out"].as_u64()),
+                (Some(m as u64), Some(o as u64))
+            );
+            let picked = tf32_tiles::pick(m, o).kernel.name;
+            assert_eq!(picked.trim_start_matches("gemm.linear_"), r["kernel"]);
+        }
+        assert_eq!(rows.last().unwrap()["kernel"], "tf32x3");
+        assert_eq!(rows[0]["kernel"], "tf32x3_t64x128w");
+        let mut out = Vec::new();
+        table(&mut out, &json!({"rows": [], "tf32_pick": p, "ok": true})).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains(
+                "tf32auto picks (first match): tf32x3_t64x128w from 896 rows and 512 outputs; \
+                 tf32x3_t64x64r from 512 rows and 512 outputs; else tf32x3"
+            ),
+            "{text}"
+        );
+    }
 }
