@@ -22,12 +22,13 @@
 // asynchronous copies (cp.async) when every row allows them (x: address and leading dimension
 // multiples of 4 floats, K a multiple of 4; W: address a multiple of 16 bytes, K a multiple of 8),
 // plain loads otherwise; rows past `rows`, outputs past `out` and k past K are staged as zeros
-// and never written. Then the partials meet in shared memory ([H16_KW][BM][BN] floats over the
-// staging buffers).
+// and never written. Then the partials meet in shared memory ([H16_KW][BM][BN + 8] floats over
+// the staging buffers: the padded rows make a warp's 64-bit stores of its accumulator pairs
+// conflict-free, where [BM][BN] put the eight rows of an m16 tile in one bank).
 // Compiled by NVRTC with --fmad=false. Launch: grid (ceil(out / BN), ceil(rows / BM), 1), block
-// (32 · WM · WN · H16_KW, 1, 1), max(H16_ST · stage, H16_KW · BM · BN · 4) bytes of dynamic shared
-// memory (kernels/src/gemm/f16.rs F16Variant::shared_bytes); another block shape, less shared
-// memory or K above H16_MAX_K traps.
+// (32 · WM · WN · H16_KW, 1, 1), max(H16_ST · stage, H16_KW · BM · (BN + 8) · 4) bytes of dynamic
+// shared memory (kernels/src/gemm/f16.rs F16Variant::shared_bytes); another block shape, less
+// shared memory or K above H16_MAX_K traps.
 // Arguments of every entry: (y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out), as the fp32
 // linear's (gemm.cu) but w and b binary16; b is read only when bias != 0.
 // Prepended with common.cuh (i64, dcc_act1).
@@ -133,7 +134,8 @@ __device__ __forceinline__ void h16_tile(const H16Args a) {
     constexpr int WPT = (WV + NTH - 1) / NTH;
     constexpr int XBYTES = BM * H16_LDX * 4;
     constexpr int STAGE = XBYTES + BN * H16_LDW * 2;  // bytes
-    constexpr int RED = H16_KW * BM * BN * 4;
+    constexpr int RLD = BN + 8;  // row stride of a partial tile, floats
+    constexpr int RED = H16_KW * BM * RLD * 4;
     constexpr int SMEM = H16_ST * STAGE > RED ? H16_ST * STAGE : RED;
     static_assert(H16_BK / 16 == H16_KW, "step j of a tile belongs to chain j");
     static_assert(STAGE % 16 == 0 && XBYTES % 16 == 0, "16-byte aligned stages");
@@ -242,23 +244,27 @@ __device__ __forceinline__ void h16_tile(const H16Args a) {
     __syncthreads();
 
     // Accumulator element i of tile (m, n): row 16·(MT·wm + m) + g + 8·(i / 2), output
-    // 8·(NT·wn + n) + 2t + (i mod 2).
+    // 8·(NT·wn + n) + 2t + (i mod 2); elements 0, 1 (and 2, 3) are one 64-bit store.
     float* const red = reinterpret_cast<float*>(smem);
-    float* const mine = red + chain * BM * BN;
+    float* const mine = red + chain * BM * RLD;
 #pragma unroll
     for (int m = 0; m < MT; ++m)
 #pragma unroll
-        for (int n = 0; n < NT; ++n)
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-                mine[(16 * (MT * wm + m) + g + 8 * (i / 2)) * BN + 8 * (NT * wn + n) + 2 * t + (i % 2)] = acc[m][n][i];
+        for (int n = 0; n < NT; ++n) {
+            float* const p = mine + (16 * (MT * wm + m) + g) * RLD + 8 * (NT * wn + n) + 2 * t;
+            *reinterpret_cast<float2*>(p) = make_float2(acc[m][n][0], acc[m][n][1]);
+            *reinterpret_cast<float2*>(p + 8 * RLD) = make_float2(acc[m][n][2], acc[m][n][3]);
+        }
     __syncthreads();
-    constexpr int P = BM * BN;
-    for (int e = tid; e < P; e += NTH) {
-        const i64 r = m0 + e / BN;
-        const i64 o = n0 + e % BN;
+    constexpr int P = BM * RLD;
+    for (int e = tid; e < BM * BN; e += NTH) {
+        const int er = e / BN;
+        const int eo = e - er * BN;
+        const i64 r = m0 + er;
+        const i64 o = n0 + eo;
         if (r >= a.rows || o >= a.out) continue;
-        float v = (red[e] + red[P + e]) + (red[2 * P + e] + red[3 * P + e]);
+        const int q = er * RLD + eo;
+        float v = (red[q] + red[P + q]) + (red[2 * P + q] + red[3 * P + q]);
         if (a.bias != 0) v = v + h16_to_f32(a.b[o]);
         v = h16_round(v);
         if (a.act >= 0) v = h16_round(dcc_act1(v, a.act, a.alpha));
@@ -275,6 +281,16 @@ __device__ __forceinline__ void h16_linear(const H16Args a) {
         h16_tile<MT, NT, WM, WN, true>(a);
     else
         h16_tile<MT, NT, WM, WN, false>(a);
+}
+
+// 64 rows × 128 outputs per CTA, 8 warps of 64 × 64 (eight sessions batched and more: a warp
+// converts 16 x and loads 16 W values a step for 32 mma, where a 32 × 32 warp tile takes 8 and 8
+// for 8; its 128 accumulators leave room for one CTA of 8 warps an SM, so no 128 × 128).
+extern "C" __global__ void __launch_bounds__(256, 1) gemm_linear_f16_64x128(float* y, i64 ldy, const float* x, i64 ldx,
+                                                                           const unsigned short* w,
+                                                                           const unsigned short* b, int bias, int act,
+                                                                           float alpha, i64 rows, i64 in, i64 out) {
+    h16_linear<4, 8, 1, 2>(H16Args{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
 }
 
 // 64 rows × 64 outputs per CTA, 16 warps (many rows: sessions batched).

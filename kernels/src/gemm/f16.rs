@@ -24,9 +24,9 @@
 //!
 //! Nothing there depends on the rows of the launch, the tile or the grid, and an `mma` computes
 //! each output element from its own row of `x`, its own column of `W16ᵀ` and its own
-//! accumulator: a row's bits never depend on the rows sharing the launch, and both tile
-//! variants ([`VARIANTS`]) give the same bits (on CUDA; `runtime/tests/gemm_f16.rs` checks
-//! both on the GPU).
+//! accumulator: a row's bits never depend on the rows sharing the launch, and every tile
+//! variant ([`VARIANTS`]) gives the same bits (on CUDA; `runtime/tests/gemm_f16.rs` checks
+//! them on the GPU).
 //!
 //! # The host twin is a model, not the kernel's bits
 //!
@@ -80,7 +80,7 @@ pub const BK: usize = STEP * CHAINS;
 pub const STAGES: usize = 4;
 
 /// The NVRTC module of every `gemm.linear_f16_*` kernel: `common.cuh`, then `gemm_f16.cu` (its
-/// template and the entries; two instantiations, so one module).
+/// template and the entries; three instantiations, so one module).
 pub static SOURCE: CudaSource = CudaSource {
     name: "gemm/linear_f16",
     code: concat!(
@@ -121,11 +121,12 @@ impl F16Variant {
     }
 
     /// Bytes of dynamic shared memory: the staging ring, [`STAGES`] stages of `bm · (BK + 4)`
-    /// floats and `bn · (BK + 8)` halves, or the chains' partials, `CHAINS · bm · bn` floats,
-    /// whichever is larger (the kernel traps on less).
+    /// floats and `bn · (BK + 8)` halves, or the chains' partials, `CHAINS · bm · (bn + 8)`
+    /// floats (rows padded for conflict-free stores), whichever is larger (the kernel traps on
+    /// less).
     pub const fn shared_bytes(&self) -> usize {
         let stage = self.bm() * (BK + 4) * 4 + self.bn() * (BK + 8) * 2;
-        let red = CHAINS * self.bm() * self.bn() * 4;
+        let red = CHAINS * self.bm() * (self.bn() + 8) * 4;
         if STAGES * stage > red {
             STAGES * stage
         } else {
@@ -174,24 +175,40 @@ macro_rules! f16_variant {
     };
 }
 
+f16_variant!(LINEAR_64X128, V64X128, host_64x128, "64x128", 4, 8, 1, 2);
 f16_variant!(LINEAR_64X64, V64X64, host_64x64, "64x64", 2, 4, 2, 2);
 f16_variant!(LINEAR_16X32, V16X32, host_16x32, "16x32", 1, 4, 1, 1);
 
-/// Every tile shape, the many-rows one first.
-pub static VARIANTS: &[&F16Variant] = &[&V64X64, &V16X32];
+/// Every tile shape, the most rows × outputs first.
+pub static VARIANTS: &[&F16Variant] = &[&V64X128, &V64X64, &V16X32];
 
 /// Every kernel of the half linear (one module): what a process on `GemmPath::Half` preloads.
-pub static KERNELS: &[&KernelDef] = &[&LINEAR_64X64, &LINEAR_16X32];
+pub static KERNELS: &[&KernelDef] = &[&LINEAR_64X128, &LINEAR_64X64, &LINEAR_16X32];
 
 /// Rows from which [`pick`] takes the 64 × 64 tile.
 pub const LARGE_ROWS: usize = 256;
 
+/// Rows from which [`pick`] takes the 64 × 128 tile for [`WIDE_OUT`] outputs and more.
+pub const BATCH_ROWS: usize = 896;
+
+/// Outputs from which [`pick`] takes the 64 × 128 tile (the 80-output linear keeps 64 × 64:
+/// one partial 128-output tile would halve its CTAs).
+pub const WIDE_OUT: usize = 512;
+
 /// The variant the `linear` op launches for `rows × out` outputs (speed only: every variant
-/// gives the same bits): from [`LARGE_ROWS`] rows the 64 × 64 tile (sessions batched: the most
-/// reuse per staged tile, and enough CTAs), below it 16 × 32 (one session's 112 rows: the most
-/// CTAs).
-pub fn pick(rows: usize, _out: usize) -> &'static F16Variant {
-    if rows >= LARGE_ROWS { &V64X64 } else { &V16X32 }
+/// gives the same bits): from [`BATCH_ROWS`] rows and [`WIDE_OUT`] outputs the 64 × 128 tile
+/// (eight sessions batched and more: 64 × 64 warp tiles, a third of the other instructions
+/// per `mma` of 32 × 32 ones; expected faster there, not yet measured), from [`LARGE_ROWS`]
+/// rows the 64 × 64 tile (sessions batched: the most reuse per staged tile, and enough CTAs),
+/// below it 16 × 32 (one session's 112 rows: the most CTAs).
+pub fn pick(rows: usize, out: usize) -> &'static F16Variant {
+    if rows >= BATCH_ROWS && out >= WIDE_OUT {
+        &V64X128
+    } else if rows >= LARGE_ROWS {
+        &V64X64
+    } else {
+        &V16X32
+    }
 }
 
 /// The variant whose kernel is `name` (`gemm.linear_f16_64x64`, ...).

@@ -205,6 +205,13 @@ fn variants_match_the_cuda_source() {
     assert_eq!(V16X32.bm(), 16);
     assert_eq!(V16X32.bn(), 32);
     assert_eq!(V64X64.shared_bytes(), 4 * (64 * 68 * 4 + 64 * 72 * 2));
+    assert_eq!(
+        (V64X128.bm(), V64X128.bn(), V64X128.threads()),
+        (64, 128, 256)
+    );
+    // The ring (4 stages) holds the four padded partial tiles (4 · 64 · 136 floats).
+    assert_eq!(V64X128.shared_bytes(), 4 * (64 * 68 * 4 + 128 * 72 * 2));
+    assert!(4 * 64 * 136 * 4 <= V64X128.shared_bytes());
 }
 
 #[test]
@@ -244,7 +251,22 @@ fn the_twin_refuses_a_wrong_geometry() {
 #[test]
 fn pick_stays_in_the_table() {
     assert!(std::ptr::eq(pick(112, 512), &V16X32));
-    assert!(std::ptr::eq(pick(1792, 512), &V64X64));
+    assert!(std::ptr::eq(pick(448, 512), &V64X64));
+    assert!(std::ptr::eq(pick(895, 2048), &V64X64));
+    assert!(std::ptr::eq(pick(1792, 80), &V64X64));
+    for rows in [896, 1792, 3584] {
+        for out in [512, 1536, 2048] {
+            assert!(std::ptr::eq(pick(rows, out), &V64X128), "{rows} × {out}");
+        }
+    }
+    let mut seen = [false; 3];
+    for rows in [1, 7, 112, 255, 256, 895, 896, 1600, 1792, 3584] {
+        for out in [1, 80, 511, 512, 2048] {
+            let v = pick(rows, out);
+            seen[VARIANTS.iter().position(|p| std::ptr::eq(*p, v)).unwrap()] = true;
+        }
+    }
+    assert_eq!(seen, [true; 3]);
     for rows in [1, 7, 112, 255, 256, 1600, 1792] {
         for out in [1, 80, 512, 2048] {
             let v = pick(rows, out);

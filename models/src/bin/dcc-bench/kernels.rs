@@ -97,7 +97,7 @@ pub struct KernelsArgs {
     /// fp32 variant), tile names (`16x32`, `32x64`, ...: rows × outputs per CTA), `tf32x3`
     /// (the 3xTF32 tensor-core kernel), its tile variants by name (`tf32x3_t64x128w`) or all
     /// (`tf32tiles`), `tf32auto` (what `ops::linear_tf32x3` picks for the shape), `f16` (every
-    /// half-precision variant) and their names (`f16_16x32`, `f16_64x64`).
+    /// half-precision variant) and their names (`f16_16x32`, `f16_64x64`, `f16_64x128`).
     #[arg(long, value_delimiter = ',', value_parser = variant,
           default_value = "auto,all,tf32x3,tf32tiles,tf32auto,f16")]
     pub variants: Vec<Choice>,
@@ -209,7 +209,12 @@ fn variant(s: &str) -> Result<Choice, String> {
             let names: Vec<&str> = gemm::VARIANTS.iter().map(|v| short(v)).collect();
             let tiles: Vec<&str> = tf32_tiles::TILES.iter().map(|v| tf32_short(v)).collect();
             format!(
-                "unknown variant `{s}` (auto, all, tf32x3, tf32tiles, tf32auto, f16, f16_16x32, f16_64x64, {}, {})",
+                "unknown variant `{s}` (auto, all, tf32x3, tf32tiles, tf32auto, f16, {}, {}, {})",
+                h16::VARIANTS
+                    .iter()
+                    .map(|v| kf16::label(v))
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 names.join(", "),
                 tiles.join(", ")
             )
