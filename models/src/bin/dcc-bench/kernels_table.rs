@@ -65,7 +65,8 @@ pub fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
         w,
         "dcc-bench kernels on {} (median of {} samples of {} launches, operands rotated over {} MiB; \
          ×cuBLAS: cuBLAS µs / µs; twin: bit-equal to the host twin (tf32x3: within its bound of the \
-         fp32 twin; f16_*: within its bound of the half twin); base: a tf32x3 tile bit-equal to tf32x3; \
+         fp32 twin; f16_*: within its bound of the half twin); base: a tile bit-equal to its path's base, \
+         tf32x3 or f16_64x64; \
          err: max |y − cuBLAS| / max |cuBLAS|)",
         out["device"].as_str().unwrap_or("?"),
         out["samples"],
@@ -89,7 +90,7 @@ pub fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
             Some(false) => "NO",
             None => "-",
         };
-        let (twin, base) = (yes(&r["twin_ok"]), yes(&r["eq_tf32x3"]));
+        let (twin, base) = (yes(&r["twin_ok"]), yes(&r["eq_base"]));
         let err = r["rel_err_vs_cublas"]
             .as_f64()
             .map_or_else(|| "-".into(), |e| format!("{e:.1e}"));
@@ -120,7 +121,7 @@ pub fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
             .collect();
         writeln!(
             w,
-            "twin check: {} of {} launches pass against the host twin (every variant bit-equal, tf32x3 and f16_* within their bounds, the tf32x3 tiles bit-equal to tf32x3, at {:?}, rows × in → out){}",
+            "twin check: {} of {} launches pass against the host twin (every variant bit-equal, tf32x3 and f16_* within their bounds, the tiles bit-equal to tf32x3 or f16_64x64, at {:?}, rows × in → out){}",
             t.len() - bad.len(),
             t.len(),
             TWIN_SHAPES,
