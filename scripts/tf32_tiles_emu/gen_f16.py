@@ -1,6 +1,6 @@
 # Writes emu_f16.cpp: kernels/cuda/gemm_f16.cu with its device intrinsics replaced by shim.h and
 # shim_f16.h's emulation, its entries as they are, a table of them (read from the file: the
-# h16_linear<MT, NT, WM, WN> of each entry), and the f16 driver. Usage: python3 gen_f16.py
+# h16_linear<MT, NT, WM, WN, BK, ST> of each entry), and the f16 driver. Usage: python3 gen_f16.py
 # REPO_ROOT OUT_DIR (run_f16.sh does it all).
 import re, sys
 root=sys.argv[1].rstrip('/')+'/'
@@ -26,10 +26,12 @@ chains=int(re.search(r'#define H16_KW (\d+)',src).group(1))
 bk=int(re.search(r'#define H16_BK (\d+)',src).group(1))
 st=int(re.search(r'#define H16_ST (\d+)',src).group(1))
 table=[]
-for name,mt,nt,wm,wn in re.findall(r'gemm_linear_f16_(\w+)\(.*?h16_linear<(\d+), (\d+), (\d+), (\d+)>',src,re.S):
+defs={'H16_BK':bk,'H16_ST':st}
+for name,mt,nt,wm,wn,vbk,vst in re.findall(r'gemm_linear_f16_(\w+)\(.*?h16_linear<(\d+), (\d+), (\d+), (\d+), (\w+), (\w+)>',src,re.S):
     mt,nt,wm,wn=int(mt),int(nt),int(wm),int(wn)
+    vbk=int(defs.get(vbk,vbk)); vst=int(defs.get(vst,vst))
     bm=16*mt*wm; bn=8*nt*wn; nth=32*wm*wn*chains
-    smem=max(st*(bm*(bk+4)*4+bn*(bk+8)*2), chains*bm*(bn+8)*4)
+    smem=max(vst*(bm*(vbk+4)*4+bn*(vbk+8)*2), chains*bm*(bn+8)*4)
     table.append(f'{{"f16_{name}", gemm_linear_f16_{name}, {bm}, {bn}, {nth}, {smem}}}')
 assert table, 'no entry in gemm_f16.cu'
 out='#include "shim.h"\n#include "shim_f16.h"\n'+src+'#include "driver.h"\nstatic const VariantEmu16 VARIANTS[] = {'+',\n'.join(table)+'};\n#include "main_f16.h"\n'

@@ -192,9 +192,14 @@ fn variants_match_the_cuda_source() {
         assert!(line.starts_with(&head), "{}: {line}", v.kernel.name);
         let body = &src[at..];
         let body = &body[..body.find("\n}\n").unwrap()];
-        let inst = format!("h16_linear<{}, {}, {}, {}>(", v.mt, v.nt, v.wm, v.wn);
+        let inst = format!("{}(", v.template());
         assert!(body.contains(&inst), "{}: no {inst}", v.kernel.name);
         assert!(v.threads() <= 1024 && v.shared_bytes() <= 227 * 1024);
+        assert!(
+            v.bk % (STEP * CHAINS) == 0 && v.stages >= 2,
+            "{}",
+            v.kernel.name
+        );
     }
     assert_eq!(KERNELS.len(), VARIANTS.len());
     for (k, v) in KERNELS.iter().zip(VARIANTS) {
@@ -209,9 +214,11 @@ fn variants_match_the_cuda_source() {
         (V64X128.bm(), V64X128.bn(), V64X128.threads()),
         (64, 128, 256)
     );
-    // The ring (4 stages) holds the four padded partial tiles (4 · 64 · 136 floats).
-    assert_eq!(V64X128.shared_bytes(), 4 * (64 * 68 * 4 + 128 * 72 * 2));
+    // The ring (3 stages of 128 k) holds the four padded partial tiles (4 · 64 · 136 floats).
+    assert_eq!(V64X128.shared_bytes(), 3 * (64 * 132 * 4 + 128 * 136 * 2));
     assert!(4 * 64 * 136 * 4 <= V64X128.shared_bytes());
+    assert_eq!(V64X128.template(), "h16_linear<4, 8, 1, 2, 128, 3>");
+    assert_eq!(V64X64.template(), "h16_linear<2, 4, 2, 2, H16_BK, H16_ST>");
 }
 
 #[test]
