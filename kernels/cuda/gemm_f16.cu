@@ -17,17 +17,20 @@
 // and every tile shape below (H16_TILE<MT, NT, WM, WN>) computes the same bits.
 // CTA: WM × WN warp tiles of 16·MT rows × 8·NT outputs, each computed by H16_KW warps (one per
 // chain): BM = 16·MT·WM rows, BN = 8·NT·WN outputs, 32 · WM · WN · H16_KW threads. k tiles of
-// H16_BK (four k steps: step j of a tile belongs to chain j) are staged through a ring of H16_ST
-// buffers, x as float ([BM][H16_BK + 4]) and W as binary16 ([BN][H16_BK + 8]), with 16-byte
+// BK (a multiple of 64: BK / 16 k steps, step j of a tile belongs to chain j mod 4, its warp
+// taking them in ascending order; H16_BK = 64 for all but the 64 × 128 tile) are staged through
+// a ring of ST buffers (H16_ST = 4 likewise), x as float ([BM][BK + 4]) and W as binary16
+// ([BN][BK + 8]), with 16-byte
 // asynchronous copies (cp.async) when every row allows them (x: address and leading dimension
 // multiples of 4 floats, K a multiple of 4; W: address a multiple of 16 bytes, K a multiple of 8),
 // plain loads otherwise; rows past `rows`, outputs past `out` and k past K are staged as zeros
-// and never written. Then the partials meet in shared memory ([H16_KW][BM][BN] floats over the
-// staging buffers).
+// and never written. Then the partials meet in shared memory ([H16_KW][BM][BN + 8] floats over
+// the staging buffers: the padded rows make a warp's 64-bit stores of its accumulator pairs
+// conflict-free, where [BM][BN] put the eight rows of an m16 tile in one bank).
 // Compiled by NVRTC with --fmad=false. Launch: grid (ceil(out / BN), ceil(rows / BM), 1), block
-// (32 · WM · WN · H16_KW, 1, 1), max(H16_ST · stage, H16_KW · BM · BN · 4) bytes of dynamic shared
-// memory (kernels/src/gemm/f16.rs F16Variant::shared_bytes); another block shape, less shared
-// memory or K above H16_MAX_K traps.
+// (32 · WM · WN · H16_KW, 1, 1), max(ST · stage, H16_KW · BM · (BN + 8) · 4) bytes of dynamic
+// shared memory (kernels/src/gemm/f16.rs F16Variant::shared_bytes); another block shape, less
+// shared memory or K above H16_MAX_K traps.
 // Arguments of every entry: (y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out), as the fp32
 // linear's (gemm.cu) but w and b binary16; b is read only when bias != 0.
 // Prepended with common.cuh (i64, dcc_act1).
@@ -35,8 +38,6 @@
 #define H16_KW 4
 #define H16_BK 64
 #define H16_ST 4
-#define H16_LDX (H16_BK + 4)
-#define H16_LDW (H16_BK + 8)
 #define H16_MAX_K 0x7fffff00LL
 
 struct H16Args {
@@ -120,22 +121,27 @@ __device__ __forceinline__ void h16_stage(T* buf, const H16Slot<T>& sl, int kb) 
     }
 }
 
-template <int MT, int NT, int WM, int WN, bool VEC>
+template <int MT, int NT, int WM, int WN, int BK, int ST, bool VEC>
 __device__ __forceinline__ void h16_tile(const H16Args a) {
     constexpr int BM = 16 * MT * WM;
     constexpr int BN = 8 * NT * WN;
     constexpr int NTH = 32 * WM * WN * H16_KW;
-    constexpr int XQ = H16_BK / 4;  // x slots per row of a tile (4 floats each)
-    constexpr int WQ = H16_BK / 8;  // W slots per row of a tile (8 halves each)
+    constexpr int LDX = BK + 4;  // staged x row stride, floats
+    constexpr int LDW = BK + 8;  // staged W row stride, halves
+    constexpr int SJ = BK / 16;  // k steps per tile
+    constexpr int XQ = BK / 4;   // x slots per row of a tile (4 floats each)
+    constexpr int WQ = BK / 8;   // W slots per row of a tile (8 halves each)
     constexpr int XV = BM * XQ;
     constexpr int WV = BN * WQ;
     constexpr int XPT = (XV + NTH - 1) / NTH;
     constexpr int WPT = (WV + NTH - 1) / NTH;
-    constexpr int XBYTES = BM * H16_LDX * 4;
-    constexpr int STAGE = XBYTES + BN * H16_LDW * 2;  // bytes
-    constexpr int RED = H16_KW * BM * BN * 4;
-    constexpr int SMEM = H16_ST * STAGE > RED ? H16_ST * STAGE : RED;
-    static_assert(H16_BK / 16 == H16_KW, "step j of a tile belongs to chain j");
+    constexpr int XBYTES = BM * LDX * 4;
+    constexpr int STAGE = XBYTES + BN * LDW * 2;  // bytes
+    constexpr int RLD = BN + 8;  // row stride of a partial tile, floats
+    constexpr int RED = H16_KW * BM * RLD * 4;
+    constexpr int SMEM = ST * STAGE > RED ? ST * STAGE : RED;
+    static_assert(BK % (16 * H16_KW) == 0, "step j of a tile belongs to chain j mod H16_KW");
+    static_assert(ST >= 2, "at least two staging buffers");
     static_assert(STAGE % 16 == 0 && XBYTES % 16 == 0, "16-byte aligned stages");
 
     extern __shared__ float4 h16_smem[];
@@ -162,7 +168,7 @@ __device__ __forceinline__ void h16_tile(const H16Args a) {
         const bool in = q < XV && r < a.rows;
         xsl[i].src = in ? a.x + r * a.ldx + 4 * (q % XQ) : a.x;
         xsl[i].lim = in ? (int)K - 4 * (q % XQ) : 0;
-        xsl[i].dst = (q / XQ) * H16_LDX + 4 * (q % XQ);
+        xsl[i].dst = (q / XQ) * LDX + 4 * (q % XQ);
     }
 #pragma unroll
     for (int i = 0; i < WPT; ++i) {
@@ -171,7 +177,7 @@ __device__ __forceinline__ void h16_tile(const H16Args a) {
         const bool in = q < WV && r < a.out;
         wsl[i].src = in ? a.w + r * K + 8 * (q % WQ) : a.w;
         wsl[i].lim = in ? (int)K - 8 * (q % WQ) : 0;
-        wsl[i].dst = (q / WQ) * H16_LDW + 8 * (q % WQ);
+        wsl[i].dst = (q / WQ) * LDW + 8 * (q % WQ);
     }
 
     float acc[MT][NT][4];
@@ -182,11 +188,11 @@ __device__ __forceinline__ void h16_tile(const H16Args a) {
 #pragma unroll
             for (int i = 0; i < 4; ++i) acc[m][n][i] = 0.0f;
 
-    const i64 tiles = (K + H16_BK - 1) / H16_BK;
+    const i64 tiles = (K + BK - 1) / BK;
     const i64 steps = (K + 15) / 16;
     auto issue = [&](i64 c, int buf) {
         if (c < tiles) {
-            const int kb = (int)c * H16_BK;
+            const int kb = (int)c * BK;
             float* const xs = reinterpret_cast<float*>(smem + buf * STAGE);
             unsigned short* const ws = reinterpret_cast<unsigned short*>(smem + buf * STAGE + XBYTES);
 #pragma unroll
@@ -198,67 +204,76 @@ __device__ __forceinline__ void h16_tile(const H16Args a) {
         }
         h16_commit();
     };
-    // This warp's k step of tile c (in buffer buf): local step `chain`.
+    // This warp's k steps of tile c (in buffer buf), ascending: local steps chain, chain + 4, ...
+    // (global step c·SJ + j); a step at or past ceil(K / 16) ends them (steps only grow).
     auto multiply = [&](int buf, i64 c) {
-        if (c * H16_KW + chain >= steps) return;
         const float* const xs = reinterpret_cast<const float*>(smem + buf * STAGE);
         const unsigned short* const ws = reinterpret_cast<const unsigned short*>(smem + buf * STAGE + XBYTES);
-        const int k0 = 16 * chain;
-        unsigned af[MT][4];
 #pragma unroll
-        for (int m = 0; m < MT; ++m) {
-            const float* const r0 = xs + (16 * (MT * wm + m) + g) * H16_LDX + k0 + 2 * t;
-            const float* const r1 = r0 + 8 * H16_LDX;
-            af[m][0] = h16_pack(r0[0], r0[1]);
-            af[m][1] = h16_pack(r1[0], r1[1]);
-            af[m][2] = h16_pack(r0[8], r0[9]);
-            af[m][3] = h16_pack(r1[8], r1[9]);
-        }
+        for (int jj = 0; jj < SJ / H16_KW; ++jj) {
+            const int j = H16_KW * jj + chain;
+            if (c * SJ + j >= steps) return;
+            const int k0 = 16 * j;
+            unsigned af[MT][4];
 #pragma unroll
-        for (int n = 0; n < NT; ++n) {
-            const unsigned short* const col = ws + (8 * (NT * wn + n) + g) * H16_LDW + k0 + 2 * t;
-            const unsigned b0 = *reinterpret_cast<const unsigned*>(col);
-            const unsigned b1 = *reinterpret_cast<const unsigned*>(col + 8);
+            for (int m = 0; m < MT; ++m) {
+                const float* const r0 = xs + (16 * (MT * wm + m) + g) * LDX + k0 + 2 * t;
+                const float* const r1 = r0 + 8 * LDX;
+                af[m][0] = h16_pack(r0[0], r0[1]);
+                af[m][1] = h16_pack(r1[0], r1[1]);
+                af[m][2] = h16_pack(r0[8], r0[9]);
+                af[m][3] = h16_pack(r1[8], r1[9]);
+            }
 #pragma unroll
-            for (int m = 0; m < MT; ++m) h16_mma(acc[m][n], af[m], b0, b1);
+            for (int n = 0; n < NT; ++n) {
+                const unsigned short* const col = ws + (8 * (NT * wn + n) + g) * LDW + k0 + 2 * t;
+                const unsigned b0 = *reinterpret_cast<const unsigned*>(col);
+                const unsigned b1 = *reinterpret_cast<const unsigned*>(col + 8);
+#pragma unroll
+                for (int m = 0; m < MT; ++m) h16_mma(acc[m][n], af[m], b0, b1);
+            }
         }
     };
 
     {
 #pragma unroll
-        for (int c = 0; c < H16_ST - 1; ++c) issue(c, c);
+        for (int c = 0; c < ST - 1; ++c) issue(c, c);
         int rbuf = 0;
-        int wbuf = H16_ST - 1;
+        int wbuf = ST - 1;
         for (i64 c = 0; c < tiles; ++c) {
-            h16_wait<H16_ST - 2>();
+            h16_wait<ST - 2>();
             __syncthreads();
-            issue(c + H16_ST - 1, wbuf);
+            issue(c + ST - 1, wbuf);
             multiply(rbuf, c);
-            rbuf = rbuf + 1 == H16_ST ? 0 : rbuf + 1;
-            wbuf = wbuf + 1 == H16_ST ? 0 : wbuf + 1;
+            rbuf = rbuf + 1 == ST ? 0 : rbuf + 1;
+            wbuf = wbuf + 1 == ST ? 0 : wbuf + 1;
         }
     }
     h16_wait<0>();
     __syncthreads();
 
     // Accumulator element i of tile (m, n): row 16·(MT·wm + m) + g + 8·(i / 2), output
-    // 8·(NT·wn + n) + 2t + (i mod 2).
+    // 8·(NT·wn + n) + 2t + (i mod 2); elements 0, 1 (and 2, 3) are one 64-bit store.
     float* const red = reinterpret_cast<float*>(smem);
-    float* const mine = red + chain * BM * BN;
+    float* const mine = red + chain * BM * RLD;
 #pragma unroll
     for (int m = 0; m < MT; ++m)
 #pragma unroll
-        for (int n = 0; n < NT; ++n)
-#pragma unroll
-            for (int i = 0; i < 4; ++i)
-                mine[(16 * (MT * wm + m) + g + 8 * (i / 2)) * BN + 8 * (NT * wn + n) + 2 * t + (i % 2)] = acc[m][n][i];
+        for (int n = 0; n < NT; ++n) {
+            float* const p = mine + (16 * (MT * wm + m) + g) * RLD + 8 * (NT * wn + n) + 2 * t;
+            *reinterpret_cast<float2*>(p) = make_float2(acc[m][n][0], acc[m][n][1]);
+            *reinterpret_cast<float2*>(p + 8 * RLD) = make_float2(acc[m][n][2], acc[m][n][3]);
+        }
     __syncthreads();
-    constexpr int P = BM * BN;
-    for (int e = tid; e < P; e += NTH) {
-        const i64 r = m0 + e / BN;
-        const i64 o = n0 + e % BN;
+    constexpr int P = BM * RLD;
+    for (int e = tid; e < BM * BN; e += NTH) {
+        const int er = e / BN;
+        const int eo = e - er * BN;
+        const i64 r = m0 + er;
+        const i64 o = n0 + eo;
         if (r >= a.rows || o >= a.out) continue;
-        float v = (red[e] + red[P + e]) + (red[2 * P + e] + red[3 * P + e]);
+        const int q = er * RLD + eo;
+        float v = (red[q] + red[P + q]) + (red[2 * P + q] + red[3 * P + q]);
         if (a.bias != 0) v = v + h16_to_f32(a.b[o]);
         v = h16_round(v);
         if (a.act >= 0) v = h16_round(dcc_act1(v, a.act, a.alpha));
@@ -267,14 +282,25 @@ __device__ __forceinline__ void h16_tile(const H16Args a) {
 }
 
 // The 16-byte asynchronous staging when both operands allow it, else plain loads.
-template <int MT, int NT, int WM, int WN>
+template <int MT, int NT, int WM, int WN, int BK, int ST>
 __device__ __forceinline__ void h16_linear(const H16Args a) {
     static_assert(H16_KW == 4, "the partials' tree is written for four chains");
     if ((unsigned long long)a.x % 16 == 0 && a.ldx % 4 == 0 && a.k % 4 == 0 && (unsigned long long)a.w % 16 == 0 &&
         a.k % 8 == 0)
-        h16_tile<MT, NT, WM, WN, true>(a);
+        h16_tile<MT, NT, WM, WN, BK, ST, true>(a);
     else
-        h16_tile<MT, NT, WM, WN, false>(a);
+        h16_tile<MT, NT, WM, WN, BK, ST, false>(a);
+}
+
+// 64 rows × 128 outputs per CTA, 8 warps of 64 × 64 (eight sessions batched and more: a warp
+// converts 16 x and loads 16 W values a step for 32 mma, where a 32 × 32 warp tile takes 8 and 8
+// for 8; its 128 accumulators leave room for one CTA of 8 warps an SM, so no 128 × 128); 128-k
+// tiles through three stages (201 KB), two steps a warp between barriers.
+extern "C" __global__ void __launch_bounds__(256, 1) gemm_linear_f16_64x128(float* y, i64 ldy, const float* x, i64 ldx,
+                                                                           const unsigned short* w,
+                                                                           const unsigned short* b, int bias, int act,
+                                                                           float alpha, i64 rows, i64 in, i64 out) {
+    h16_linear<4, 8, 1, 2, 128, 3>(H16Args{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
 }
 
 // 64 rows × 64 outputs per CTA, 16 warps (many rows: sessions batched).
@@ -282,7 +308,7 @@ extern "C" __global__ void __launch_bounds__(512, 1) gemm_linear_f16_64x64(float
                                                                           const unsigned short* w,
                                                                           const unsigned short* b, int bias, int act,
                                                                           float alpha, i64 rows, i64 in, i64 out) {
-    h16_linear<2, 4, 2, 2>(H16Args{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
+    h16_linear<2, 4, 2, 2, H16_BK, H16_ST>(H16Args{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
 }
 
 // 16 rows × 32 outputs per CTA, 4 warps (one session's rows: more CTAs).
@@ -290,5 +316,5 @@ extern "C" __global__ void __launch_bounds__(128, 4) gemm_linear_f16_16x32(float
                                                                           const unsigned short* w,
                                                                           const unsigned short* b, int bias, int act,
                                                                           float alpha, i64 rows, i64 in, i64 out) {
-    h16_linear<1, 4, 1, 1>(H16Args{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
+    h16_linear<1, 4, 1, 1, H16_BK, H16_ST>(H16Args{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
 }

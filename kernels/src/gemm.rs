@@ -319,6 +319,8 @@ pub static KERNELS: &[&KernelDef] = &[
     &LINEAR_1X128,
     &tf32::LINEAR,
     &tf32_tiles::LINEAR_T64X64R,
+    &tf32_tiles::LINEAR_T64X128W,
+    &tf32_tiles::LINEAR_T64X64W,
 ];
 
 /// Rows from which [`pick`] takes the widest tile whatever the outputs (sessions batched: the

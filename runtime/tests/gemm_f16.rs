@@ -1,7 +1,7 @@
 //! The half-precision linear (`gemm.linear_f16_*`, `GemmPath::Half`): binary16 weights and bias,
 //! every output a binary16 value, within the derived bound of its host twin
 //! (`dcc_kernels::gemm::f16::bound`) on CUDA and equal to it on the Host (which runs the twin),
-//! only its outputs written, both tile variants the same bits, a fused activation equal to
+//! only its outputs written, every tile variant the same bits, a fused activation equal to
 //! `rn16` of the linear then `ops::act` bit for bit, and the rows of any window of x equal to the
 //! same rows of one launch over 8 × 112 rows bit for bit (batch invariance, on both backends).
 //! Weights of the other element type are refused on either side.
@@ -35,9 +35,15 @@ const CASES: [(usize, usize, usize, usize, usize, usize, bool); 12] = [
     (130, 96, 70, 100, 70, 4, true),
 ];
 
-/// The GPU also runs the many-rows model shape (the host twin is its reference).
-const CUDA_CASES: [(usize, usize, usize, usize, usize, usize, bool); 1] =
-    [(1600, 512, 1536, 512, 1536, 0, true)];
+/// The GPU also runs the many-rows model shapes (the host twin is their reference), with rows
+/// past a multiple of 64 at K = 512, 1,536 and 2,048 and 80 and 1,536 outputs (a partial
+/// 128-output tile), a strided and an unaligned x.
+const CUDA_CASES: [(usize, usize, usize, usize, usize, usize, bool); 4] = [
+    (1600, 512, 1536, 512, 1536, 0, true),
+    (930, 2048, 512, 2048, 512, 0, true),
+    (1001, 1536, 80, 1540, 83, 0, false),
+    (333, 512, 1536, 516, 1536, 2, true),
+];
 
 fn cases(be: &Arc<dyn Backend>) -> Vec<(usize, usize, usize, usize, usize, usize, bool)> {
     let mut c = CASES.to_vec();
@@ -150,7 +156,7 @@ impl Case {
 }
 
 /// Every output a binary16 value within the bound of the twin (equal to it on the Host, which
-/// runs the twin), nothing written outside the outputs, and both tile variants the same bits.
+/// runs the twin), nothing written outside the outputs, and every tile variant the same bits.
 fn f16_is_within_the_bound_of_its_twin(be: Arc<dyn Backend>) {
     let mut worst = 0.0f64;
     let (mut equal, mut total) = (0usize, 0usize);
@@ -192,8 +198,9 @@ fn f16_is_within_the_bound_of_its_twin(be: Arc<dyn Backend>) {
     }
     println!(
         "f16 ({}): every output within the bound of the twin (the largest error {worst:.3} of \
-         it), {equal} of {total} equal to the twin bit for bit; both variants the same bits",
-        be.device_name()
+         it), {equal} of {total} equal to the twin bit for bit; all {} variants the same bits",
+        be.device_name(),
+        h16::VARIANTS.len()
     );
 }
 
@@ -273,7 +280,8 @@ both!(
 
 /// M-slicing invariance: the rows of a window of x (one session's 112 rows, any start, any
 /// length, so the CTA tiles fall elsewhere and the picked variant changes: 16 × 32 below 256
-/// rows, 64 × 64 from there) give the bits of the same rows of one launch over all 8 × 112
+/// rows, 64 × 64 from there, 64 × 128 for the whole at 896 rows and 512 outputs and more) give
+/// the bits of the same rows of one launch over all 8 × 112
 /// rows, at the full model's shapes and a tail, with aligned and unaligned operands. On the
 /// Host (the twin) as on CUDA (the tensor-core kernel).
 fn batch_invariant_linear_f16_row_windows(be: Arc<dyn Backend>) {

@@ -1,10 +1,11 @@
-//! The 3xTF32 tile variants (`dcc_kernels::gemm::tf32_tiles::TILES`, `t64x64r`): every variant
-//! gives the bits of `gemm.linear_tf32x3` (`tf32_tiles::BASE`) for every output, at the full
-//! model's shapes at 1, 7, 112 and 1,600 rows and at odd shapes (outputs not a multiple of any tile, K not a
-//! multiple of a k tile nor of 4, unaligned and strided operands, a fused activation), writes
-//! nothing but its outputs, and the rows of any window of x equal the same rows of one launch
-//! over 8 × 112 rows (batch invariance across variants: the window and the whole may run on
-//! different variants).
+//! The 3xTF32 tile variants (`dcc_kernels::gemm::tf32_tiles::TILES`: `t64x64r`, `t64x128w`,
+//! `t64x64w`): every variant gives the bits of `gemm.linear_tf32x3` (`tf32_tiles::BASE`) for
+//! every output, at the full model's shapes at 1, 7, 112, 1,600, 1,650 and 1,792 rows and at odd
+//! shapes (outputs not a multiple of any tile, K not a multiple of a k tile nor of 4, unaligned
+//! and strided operands, row tails past the 64-row tiles at the model's K and at 80 and 1,536
+//! outputs, a fused activation), writes nothing but its outputs, and the rows of any window of x
+//! equal the same rows of one launch over 8 × 112 rows (batch invariance across variants: the
+//! window and the whole may run on different variants).
 //!
 //! On the Host every variant runs the twin's model (`tf32::dot`), so there the test checks the
 //! plumbing (launch geometry, strides, untouched gaps); the bits of the tensor-core kernels are a
@@ -43,6 +44,17 @@ const ODD: [(usize, usize, usize, usize, usize, usize, bool); 9] = [
     (7, 260, 97, 260, 97, 0, true),
     (1, 1000, 130, 1000, 130, 0, false),
     (129, 516, 65, 520, 65, 0, true),
+];
+
+/// Odd shapes at the model's K and outputs, on the GPU only (the Host's model would take minutes
+/// on them): rows past a multiple of every tile's (64, and 16 for the base), 80 outputs (a
+/// partial n tile of every variant), 1,536 outputs, K = 512, 1,536 and 2,048, a strided and an
+/// unaligned x.
+const ODD_LARGE: [(usize, usize, usize, usize, usize, usize, bool); 4] = [
+    (130, 512, 1536, 512, 1536, 0, true),
+    (70, 2048, 80, 2052, 80, 1, true),
+    (1001, 1536, 80, 1536, 83, 0, false),
+    (333, 2048, 1536, 2048, 1536, 0, true),
 ];
 
 type Case = (usize, usize, usize, usize, usize, usize, bool);
@@ -87,13 +99,15 @@ fn bits(v: &[f32]) -> Vec<u32> {
 fn tiles_equal_linear_tf32x3_bit_for_bit(be: Arc<dyn Backend>) {
     // The Host runs the twin's model for every variant (its plumbing is what is checked
     // there); the model's shapes at 1,600 rows only on the GPU.
-    let rows: &[usize] = if be.kind() == BackendKind::Cuda {
-        &[1, 7, 112, 1600]
+    let cuda = be.kind() == BackendKind::Cuda;
+    let rows: &[usize] = if cuda {
+        &[1, 7, 112, 1600, 1650, 1792]
     } else {
         &[1]
     };
+    let large: &[Case] = if cuda { &ODD_LARGE } else { &[] };
     let mut n = 0;
-    for case in cases(rows) {
+    for case in cases(rows).into_iter().chain(large.iter().copied()) {
         let (_, _, out, _, ldy, _, _) = case;
         let want = bits(&run(&be, &BASE, case, None));
         for (r, row) in want.chunks(ldy).enumerate() {
@@ -124,6 +138,7 @@ fn tiles_equal_linear_tf32x3_bit_for_bit(be: Arc<dyn Backend>) {
     for case in [
         (112, 512, 2048, 512, 2048, 0, true),
         (37, 100, 70, 103, 71, 1, true),
+        (130, 100, 130, 103, 131, 1, true),
     ] {
         let want = bits(&run(&be, &BASE, case, Some(Act::Mish)));
         for v in tf32_tiles::TILES {

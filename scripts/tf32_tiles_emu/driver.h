@@ -1,7 +1,13 @@
 // The launch of one variant on the emulated device (scripts/tf32_tiles_emu/run.sh).
-typedef void (*Entry)(float*, i64, const float*, i64, const float*, const float*, int, int, float, i64, i64, i64);
-struct VariantEmu { const char* name; Entry f; int bm, bn, nt; unsigned smem; };
-static void launch(const VariantEmu& v, float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b,
+// T: the element type of w and b (float; unsigned short: binary16 bits, gemm_f16.cu).
+template <typename T>
+using EntryT = void (*)(float*, i64, const float*, i64, const T*, const T*, int, int, float, i64, i64, i64);
+template <typename T>
+struct VariantEmuT { const char* name; EntryT<T> f; int bm, bn, nt; unsigned smem; };
+typedef VariantEmuT<float> VariantEmu;
+typedef VariantEmuT<unsigned short> VariantEmu16;
+template <typename T>
+static void launch(const VariantEmuT<T>& v, float* y, i64 ldy, const float* x, i64 ldx, const T* w, const T* b,
                    int bias, int act, float alpha, i64 rows, i64 k, i64 out) {
     const unsigned gx = (out + v.bn - 1) / v.bn, gy = (rows + v.bm - 1) / v.bm;
     emu_bdim = {(unsigned)v.nt, 1, 1};

@@ -18,6 +18,8 @@
 #define __CUDA_ARCH__ 900
 typedef long long i64;
 struct float4 { float x, y, z, w; };
+struct float2 { float x, y; };
+inline float2 make_float2(float x, float y) { return float2{x, y}; }
 struct U3 { unsigned x, y, z; };
 struct Warp {
     std::barrier<> bar{32};

@@ -24,9 +24,9 @@
 //!
 //! Nothing there depends on the rows of the launch, the tile or the grid, and an `mma` computes
 //! each output element from its own row of `x`, its own column of `W16ᵀ` and its own
-//! accumulator: a row's bits never depend on the rows sharing the launch, and both tile
-//! variants ([`VARIANTS`]) give the same bits (on CUDA; `runtime/tests/gemm_f16.rs` checks
-//! both on the GPU).
+//! accumulator: a row's bits never depend on the rows sharing the launch, and every tile
+//! variant ([`VARIANTS`]) gives the same bits (on CUDA; `runtime/tests/gemm_f16.rs` checks
+//! them on the GPU).
 //!
 //! # The host twin is a model, not the kernel's bits
 //!
@@ -74,13 +74,13 @@ use super::{LinearArgs, PARAMS};
 pub const STEP: usize = 16;
 /// Chains over which the k steps are dealt, step `s` to chain `s mod CHAINS` (`H16_KW`).
 pub const CHAINS: usize = 4;
-/// k per staged tile (`H16_BK`: one step per chain).
+/// k per staged tile of the 64 × 64 and 16 × 32 tiles (`H16_BK`: one step per chain).
 pub const BK: usize = STEP * CHAINS;
-/// Staging buffers in the ring (`H16_ST`).
+/// Staging buffers in the ring of the 64 × 64 and 16 × 32 tiles (`H16_ST`).
 pub const STAGES: usize = 4;
 
 /// The NVRTC module of every `gemm.linear_f16_*` kernel: `common.cuh`, then `gemm_f16.cu` (its
-/// template and the entries; two instantiations, so one module).
+/// template and the entries; three instantiations, so one module).
 pub static SOURCE: CudaSource = CudaSource {
     name: "gemm/linear_f16",
     code: concat!(
@@ -90,7 +90,8 @@ pub static SOURCE: CudaSource = CudaSource {
 };
 
 /// One tile shape of the half linear (a template instantiation in `gemm_f16.cu`: warp tiles of
-/// `16·mt × 8·nt` outputs, `wm × wn` of them per CTA, each computed by [`CHAINS`] warps).
+/// `16·mt × 8·nt` outputs, `wm × wn` of them per CTA, each computed by [`CHAINS`] warps, k tiles
+/// of `bk` through `stages` buffers).
 #[derive(Debug)]
 pub struct F16Variant {
     pub kernel: &'static KernelDef,
@@ -102,6 +103,10 @@ pub struct F16Variant {
     pub wm: usize,
     /// Warp tiles along the outputs.
     pub wn: usize,
+    /// k per staged tile (a multiple of `STEP · CHAINS`: step `j` of a tile is chain `j mod 4`).
+    pub bk: usize,
+    /// Staging buffers in the ring.
+    pub stages: usize,
 }
 
 impl F16Variant {
@@ -120,17 +125,32 @@ impl F16Variant {
         (32 * self.wm * self.wn * CHAINS) as u32
     }
 
-    /// Bytes of dynamic shared memory: the staging ring, [`STAGES`] stages of `bm · (BK + 4)`
-    /// floats and `bn · (BK + 8)` halves, or the chains' partials, `CHAINS · bm · bn` floats,
-    /// whichever is larger (the kernel traps on less).
+    /// Bytes of dynamic shared memory: the staging ring, `stages` stages of `bm · (bk + 4)`
+    /// floats and `bn · (bk + 8)` halves, or the chains' partials, `CHAINS · bm · (bn + 8)`
+    /// floats (rows padded for conflict-free stores), whichever is larger (the kernel traps on
+    /// less).
     pub const fn shared_bytes(&self) -> usize {
-        let stage = self.bm() * (BK + 4) * 4 + self.bn() * (BK + 8) * 2;
-        let red = CHAINS * self.bm() * self.bn() * 4;
-        if STAGES * stage > red {
-            STAGES * stage
+        let stage = self.bm() * (self.bk + 4) * 4 + self.bn() * (self.bk + 8) * 2;
+        let red = CHAINS * self.bm() * (self.bn() + 8) * 4;
+        if self.stages * stage > red {
+            self.stages * stage
         } else {
             red
         }
+    }
+
+    /// The template call of the variant's entry in `gemm_f16.cu`: `h16_linear<mt, nt, wm, wn,
+    /// bk, stages>`, the last two as `H16_BK, H16_ST` where they are [`BK`] and [`STAGES`].
+    pub fn template(&self) -> String {
+        let (bk, st) = if (self.bk, self.stages) == (BK, STAGES) {
+            ("H16_BK".to_string(), "H16_ST".to_string())
+        } else {
+            (self.bk.to_string(), self.stages.to_string())
+        };
+        format!(
+            "h16_linear<{}, {}, {}, {}, {bk}, {st}>",
+            self.mt, self.nt, self.wm, self.wn
+        )
     }
 
     /// The launch over `rows × out` outputs: grid `(⌈out / bn⌉, ⌈rows / bm⌉, 1)`; `None` when
@@ -150,7 +170,8 @@ impl F16Variant {
 }
 
 macro_rules! f16_variant {
-    ($kid:ident, $vid:ident, $host:ident, $name:literal, $mt:literal, $nt:literal, $wm:literal, $wn:literal) => {
+    ($kid:ident, $vid:ident, $host:ident, $name:literal, $mt:literal, $nt:literal, $wm:literal, $wn:literal,
+     $bk:expr, $st:expr) => {
         #[doc = concat!("`gemm.linear_f16_", $name, "` (module docs: arguments, order, bound).")]
         pub static $kid: KernelDef = KernelDef {
             name: concat!("gemm.linear_f16_", $name),
@@ -166,6 +187,8 @@ macro_rules! f16_variant {
             nt: $nt,
             wm: $wm,
             wn: $wn,
+            bk: $bk,
+            stages: $st,
         };
         unsafe fn $host(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
             // SAFETY: forwarded HostFn contract.
@@ -174,24 +197,73 @@ macro_rules! f16_variant {
     };
 }
 
-f16_variant!(LINEAR_64X64, V64X64, host_64x64, "64x64", 2, 4, 2, 2);
-f16_variant!(LINEAR_16X32, V16X32, host_16x32, "16x32", 1, 4, 1, 1);
+f16_variant!(
+    LINEAR_64X128,
+    V64X128,
+    host_64x128,
+    "64x128",
+    4,
+    8,
+    1,
+    2,
+    128,
+    3
+);
+f16_variant!(
+    LINEAR_64X64,
+    V64X64,
+    host_64x64,
+    "64x64",
+    2,
+    4,
+    2,
+    2,
+    BK,
+    STAGES
+);
+f16_variant!(
+    LINEAR_16X32,
+    V16X32,
+    host_16x32,
+    "16x32",
+    1,
+    4,
+    1,
+    1,
+    BK,
+    STAGES
+);
 
-/// Every tile shape, the many-rows one first.
-pub static VARIANTS: &[&F16Variant] = &[&V64X64, &V16X32];
+/// Every tile shape, the most rows × outputs first.
+pub static VARIANTS: &[&F16Variant] = &[&V64X128, &V64X64, &V16X32];
 
 /// Every kernel of the half linear (one module): what a process on `GemmPath::Half` preloads.
-pub static KERNELS: &[&KernelDef] = &[&LINEAR_64X64, &LINEAR_16X32];
+pub static KERNELS: &[&KernelDef] = &[&LINEAR_64X128, &LINEAR_64X64, &LINEAR_16X32];
 
 /// Rows from which [`pick`] takes the 64 × 64 tile.
 pub const LARGE_ROWS: usize = 256;
 
+/// Rows from which [`pick`] takes the 64 × 128 tile for [`WIDE_OUT`] outputs and more.
+pub const BATCH_ROWS: usize = 896;
+
+/// Outputs from which [`pick`] takes the 64 × 128 tile (the 80-output linear keeps 64 × 64:
+/// one partial 128-output tile would halve its CTAs).
+pub const WIDE_OUT: usize = 512;
+
 /// The variant the `linear` op launches for `rows × out` outputs (speed only: every variant
-/// gives the same bits): from [`LARGE_ROWS`] rows the 64 × 64 tile (sessions batched: the most
-/// reuse per staged tile, and enough CTAs), below it 16 × 32 (one session's 112 rows: the most
-/// CTAs).
-pub fn pick(rows: usize, _out: usize) -> &'static F16Variant {
-    if rows >= LARGE_ROWS { &V64X64 } else { &V16X32 }
+/// gives the same bits): from [`BATCH_ROWS`] rows and [`WIDE_OUT`] outputs the 64 × 128 tile
+/// (eight sessions batched and more: 64 × 64 warp tiles, a third of the other instructions
+/// per `mma` of 32 × 32 ones; expected faster there, not yet measured), from [`LARGE_ROWS`]
+/// rows the 64 × 64 tile (sessions batched: the most reuse per staged tile, and enough CTAs),
+/// below it 16 × 32 (one session's 112 rows: the most CTAs).
+pub fn pick(rows: usize, out: usize) -> &'static F16Variant {
+    if rows >= BATCH_ROWS && out >= WIDE_OUT {
+        &V64X128
+    } else if rows >= LARGE_ROWS {
+        &V64X64
+    } else {
+        &V16X32
+    }
 }
 
 /// The variant whose kernel is `name` (`gemm.linear_f16_64x64`, ...).

@@ -192,9 +192,14 @@ fn variants_match_the_cuda_source() {
         assert!(line.starts_with(&head), "{}: {line}", v.kernel.name);
         let body = &src[at..];
         let body = &body[..body.find("\n}\n").unwrap()];
-        let inst = format!("h16_linear<{}, {}, {}, {}>(", v.mt, v.nt, v.wm, v.wn);
+        let inst = format!("{}(", v.template());
         assert!(body.contains(&inst), "{}: no {inst}", v.kernel.name);
         assert!(v.threads() <= 1024 && v.shared_bytes() <= 227 * 1024);
+        assert!(
+            v.bk % (STEP * CHAINS) == 0 && v.stages >= 2,
+            "{}",
+            v.kernel.name
+        );
     }
     assert_eq!(KERNELS.len(), VARIANTS.len());
     for (k, v) in KERNELS.iter().zip(VARIANTS) {
@@ -205,6 +210,15 @@ fn variants_match_the_cuda_source() {
     assert_eq!(V16X32.bm(), 16);
     assert_eq!(V16X32.bn(), 32);
     assert_eq!(V64X64.shared_bytes(), 4 * (64 * 68 * 4 + 64 * 72 * 2));
+    assert_eq!(
+        (V64X128.bm(), V64X128.bn(), V64X128.threads()),
+        (64, 128, 256)
+    );
+    // The ring (3 stages of 128 k) holds the four padded partial tiles (4 · 64 · 136 floats).
+    assert_eq!(V64X128.shared_bytes(), 3 * (64 * 132 * 4 + 128 * 136 * 2));
+    assert!(4 * 64 * 136 * 4 <= V64X128.shared_bytes());
+    assert_eq!(V64X128.template(), "h16_linear<4, 8, 1, 2, 128, 3>");
+    assert_eq!(V64X64.template(), "h16_linear<2, 4, 2, 2, H16_BK, H16_ST>");
 }
 
 #[test]
@@ -244,7 +258,22 @@ fn the_twin_refuses_a_wrong_geometry() {
 #[test]
 fn pick_stays_in_the_table() {
     assert!(std::ptr::eq(pick(112, 512), &V16X32));
-    assert!(std::ptr::eq(pick(1792, 512), &V64X64));
+    assert!(std::ptr::eq(pick(448, 512), &V64X64));
+    assert!(std::ptr::eq(pick(895, 2048), &V64X64));
+    assert!(std::ptr::eq(pick(1792, 80), &V64X64));
+    for rows in [896, 1792, 3584] {
+        for out in [512, 1536, 2048] {
+            assert!(std::ptr::eq(pick(rows, out), &V64X128), "{rows} × {out}");
+        }
+    }
+    let mut seen = [false; 3];
+    for rows in [1, 7, 112, 255, 256, 895, 896, 1600, 1792, 3584] {
+        for out in [1, 80, 511, 512, 2048] {
+            let v = pick(rows, out);
+            seen[VARIANTS.iter().position(|p| std::ptr::eq(*p, v)).unwrap()] = true;
+        }
+    }
+    assert_eq!(seen, [true; 3]);
     for rows in [1, 7, 112, 255, 256, 1600, 1792] {
         for out in [1, 80, 512, 2048] {
             let v = pick(rows, out);

@@ -1,7 +1,8 @@
-//! The tile variant of the 3xTF32 linear (`kernels/cuda/gemm_tiles.cuh`), [`T64X64R`]: the
-//! same arguments and **the same bits as [`tf32::LINEAR`] for every shape**, with more work per
-//! warp and per CTA. [`pick`] chooses it or the base by shape for speed; [`BASE`] describes
-//! `gemm.linear_tf32x3` itself in the same terms.
+//! The tile variants of the 3xTF32 linear (`kernels/cuda/gemm_tiles.cuh`), [`T64X64R`],
+//! [`T64X128W`] and [`T64X64W`]: the same arguments and **the same bits as [`tf32::LINEAR`] for
+//! every shape**, with more work per warp and per CTA. [`pick`] chooses one or the base by shape
+//! for speed, by the table [`PICK`]; [`BASE`] describes `gemm.linear_tf32x3` itself in the same
+//! terms.
 //!
 //! # Why the bits are those of `gemm.linear_tf32x3`
 //!
@@ -17,21 +18,24 @@
 //!
 //! * a warp owns `mt × ntl` `mma` tiles (`16·mt` rows × `8·ntl` outputs; the base: 1 × 4),
 //!   loading each fragment exactly as the base does;
-//! * each warp runs all four chains in four accumulator sets (the base: one chain per warp, the
-//!   partials exchanged through shared memory); a tile is a multiple of 32 k, so a tile's step
-//!   `j` is chain `j mod 4`, and every chain takes its steps in ascending order;
+//! * the chains: in `t64x64r` each warp runs all four in four accumulator sets (the base: one
+//!   chain per warp, the partials exchanged through shared memory); in the `w` variants
+//!   (`cg` = 4 chain groups of warps over one output tile) each warp runs one, as in the base;
+//!   a tile is a multiple of 32 k, so a tile's step `j` is chain `j mod 4`, and every chain takes
+//!   its steps in ascending order;
 //! * the end is the same fp32 additions on the same values (NVRTC `--fmad=false`), from the
-//!   thread's own registers.
+//!   thread's own registers (`t64x64r`) or from the four chains' partial tiles in shared memory
+//!   (the `w` variants, as the base).
 //!
-//! The Host twin is [`tf32`]'s model ([`tf32::dot`]) for both: the Host cannot repeat an `mma`'s
-//! bits, so bit-equality with the base is a CUDA test (`runtime/tests/gemm_tf32_tiles.rs`: the
+//! The Host twin is [`tf32`]'s model ([`tf32::dot`]) for all: the Host cannot repeat an `mma`'s
+//! bits, so bit-equality with the base is a CUDA test (`runtime/tests/gemm_tf32_tiles.rs`: each
 //! variant against the base, bit for bit, over the model's shapes and tails in rows, outputs and
 //! K, and row windows of one launch). Without a GPU, `scripts/tf32_tiles_emu/run.sh` runs the
-//! CUDA source of the base and of the variant on a CPU emulation (a thread per CUDA thread, each
+//! CUDA source of the base and of the variants on a CPU emulation (a thread per CUDA thread, each
 //! `mma` one fixed per-element model) and checks each output bit for bit against the spec
 //! evaluated on the same model: the indexing (fragments, staging, chains) is the spec's.
 //!
-//! # The variant and the pick (H100: 132 SMs, 228 KB shared memory and 64K registers per SM)
+//! # The variants and the pick (H100: 132 SMs, 228 KB shared memory and 64K registers per SM)
 //!
 //! [`T64X64R`]: 64 × 64 outputs a CTA on 4 warps, each warp 32 × 32 outputs running the four
 //! chains in registers (128 accumulators a thread, 215 registers from `ptxas -v` for sm_90 under
@@ -64,9 +68,35 @@
 //! | 512 → 80 | 1792 | 14.36 | **12.78** | 20.07 |
 //!
 //! So `t64x64r` from [`LARGE_ROWS`] rows for 512 outputs and more (1.3–1.6× the base there, on
-//! par with cuBLAS), the base below that and for the 80-output linear. The variants that lost
+//! par with cuBLAS), the base below that and for the 80-output linear (before `t64x128w`). The variants that lost
 //! everywhere there (the chains on a thread-block cluster's four CTAs at 32 × 32, 32 × 64 and
 //! 64 × 64, and a 64 × 64 tile of 16 warps exchanging partials in shared memory) were removed.
+//!
+//! **Large rows, `t64x128w`.** `ncu` on an H100 (16 sessions batched, 3,584 rows): `t64x64r` runs
+//! at about 28 TFLOP/s, far under what `mma.sync` gives; its SASS issues about four other
+//! instructions per `mma` (the split's integer and float work, the fragment loads), and two
+//! CTAs of four warps leave two warps a scheduler to hide the loads' and the splits' latency. The
+//! four chains in one warp are what caps its warp tile: four accumulator sets of 32 × 32 are
+//! the 128 registers a thread can spare. [`T64X128W`] deals the chains to warps instead (one
+//! each, as the base), so the same 128 accumulators hold a 64 × 64 warp tile: a warp splits 16
+//! x and 16 w values per step for 96 `mma` (a third of a split per `mma`, against two thirds),
+//! about two other instructions per `mma` in its SASS. Eight warps make a 64 × 128 CTA tile
+//! (two warp tiles × four chains; 255 registers, no spills, one CTA an SM), 64-k tiles through
+//! three stages (156 KB; each warp runs two of a tile's eight steps between barriers), and the
+//! four partial tiles meet in shared memory at the end, each output summed
+//! `(p0 + p1) + (p2 + p3)` by one thread, coalesced stores. Per output and k it stages 3/128
+//! floats (`t64x64r`: 1/32), so at twice `t64x64r`'s rate it asks L2 for about 3 TB/s at
+//! 1,792 rows. [`T64X64W`] is its warp tile on a CTA of four warps, two CTAs an SM (more CTAs,
+//! an overlap of one CTA's barriers and ends with the other's work, a third more L2 traffic;
+//! 255 registers and 76 bytes of spills): for the benchmark's comparison, not picked.
+//! The grids at 1,792 rows: 28 × 4 CTAs of `t64x128w` for 512 outputs (one wave of 132 SMs,
+//! 85 % full), 28 × 12 for 1,536, 28 × 16 for 2,048; the 80-output linear keeps the base
+//! (one partial 128-output tile, 28 CTAs).
+//!
+//! Expected, not yet measured: `t64x128w` about twice `t64x64r` from 896 rows (one wave of its
+//! CTAs takes about as long at 896 rows as at 1,792). [`PICK`] takes it from [`BATCH_ROWS`]
+//! rows and 512 outputs, `t64x64r` from [`LARGE_ROWS`], the base below; `dcc-bench kernels
+//! --variants tf32x3,tf32tiles,tf32auto --rows 112,896,1792,3584` measures the crossover.
 //!
 //! The weights are not pre-split: storing big and small parts would double the weights' memory
 //! (and the stream a chunk reads, about 3 GB) to save the integer work of the split, which the
@@ -117,11 +147,47 @@ impl Tf32Variant {
     }
 
     /// Bytes of dynamic shared memory: the staging ring, `stages · (bm + bn) · (bk + 4)` floats,
-    /// or the chains' exchange (`cg − 1` partial tiles), whichever is larger.
+    /// or, with chains on several warps (`cg > 1`), the partials' exchange, `cg` tiles of
+    /// `bm × (bn + 8)` floats (the rows padded for conflict-free stores; the base's `cg` tiles
+    /// of `bm × bn` fit in it), whichever is larger.
     pub const fn shared_bytes(&self) -> usize {
         let stage = self.stages * (self.bm() + self.bn()) * (self.bk + 4);
-        let red = (self.cg - 1) * self.bm() * self.bn();
+        let red = if self.cg > 1 {
+            self.cg * self.bm() * (self.bn() + 8)
+        } else {
+            0
+        };
         4 * if stage > red { stage } else { red }
+    }
+
+    /// The CUDA template call of a tile variant's entry: `gemm_t3v<mt, ntl, wm, wn, bk, stages,
+    /// threads>` (every warp running the four chains, `cg = 1`) or `gemm_t3w<mt, ntl, wm, wn,
+    /// cg, bk, stages, threads>` (the chains dealt to `cg` warp groups).
+    pub fn template(&self) -> String {
+        if self.cg == 1 {
+            format!(
+                "gemm_t3v<{}, {}, {}, {}, {}, {}, {}>",
+                self.mt,
+                self.ntl,
+                self.wm,
+                self.wn,
+                self.bk,
+                self.stages,
+                self.threads()
+            )
+        } else {
+            format!(
+                "gemm_t3w<{}, {}, {}, {}, {}, {}, {}, {}>",
+                self.mt,
+                self.ntl,
+                self.wm,
+                self.wn,
+                self.cg,
+                self.bk,
+                self.stages,
+                self.threads()
+            )
+        }
     }
 
     /// The launch over `rows × out` outputs: grid `(⌈out / bn⌉, ⌈rows / bm⌉, 1)`; `None` when
@@ -206,32 +272,161 @@ unsafe fn host_t64x64r(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> 
     }
 }
 
+/// The NVRTC module of [`LINEAR_T64X128W`] alone: `common.cuh`, `gemm.cu`, `gemm_tiles.cuh` and
+/// the variant's entry.
+pub static SOURCE_T64X128W: CudaSource = CudaSource {
+    name: "gemm/linear_tf32x3_t64x128w",
+    code: concat!(
+        include_str!("../../cuda/common.cuh"),
+        include_str!("../../cuda/gemm.cu"),
+        include_str!("../../cuda/gemm_tiles.cuh"),
+        "\nextern \"C\" __global__ void __launch_bounds__(256, 1) gemm_linear_tf32x3_t64x128w(\
+         float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, \
+         int act, float alpha, i64 rows, i64 in, i64 out) {\n    gemm_t3w<4, 8, 1, 2, 4, 64, 3, \
+         256>(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});\n}\n"
+    ),
+};
+
+/// `gemm.linear_tf32x3_t64x128w`: the 3xTF32 linear, bit-equal to `gemm.linear_tf32x3` (module
+/// docs), for batched row counts.
+pub static LINEAR_T64X128W: KernelDef = KernelDef {
+    name: "gemm.linear_tf32x3_t64x128w",
+    source: &SOURCE_T64X128W,
+    entry: "gemm_linear_tf32x3_t64x128w",
+    params: PARAMS,
+    host: host_t64x128w,
+};
+
+/// The launch configuration of [`LINEAR_T64X128W`]: 64 × 128 outputs a CTA on eight warps, two
+/// warp tiles of 64 × 64 times four chains (one a warp), 64-k tiles through three stages, one
+/// CTA an SM.
+pub static T64X128W: Tf32Variant = Tf32Variant {
+    kernel: &LINEAR_T64X128W,
+    mt: 4,
+    ntl: 8,
+    wm: 1,
+    wn: 2,
+    cg: 4,
+    bk: 64,
+    stages: 3,
+    min_blocks: 1,
+};
+
+unsafe fn host_t64x128w(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    // SAFETY: forwarded HostFn contract.
+    unsafe {
+        super::host_linear_by(
+            LINEAR_T64X128W.name,
+            |r, o| T64X128W.dims(r, o),
+            tf32::dot,
+            dims,
+            a,
+        )
+    }
+}
+
+/// The NVRTC module of [`LINEAR_T64X64W`] alone.
+pub static SOURCE_T64X64W: CudaSource = CudaSource {
+    name: "gemm/linear_tf32x3_t64x64w",
+    code: concat!(
+        include_str!("../../cuda/common.cuh"),
+        include_str!("../../cuda/gemm.cu"),
+        include_str!("../../cuda/gemm_tiles.cuh"),
+        "\nextern \"C\" __global__ void __launch_bounds__(128, 2) gemm_linear_tf32x3_t64x64w(\
+         float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, \
+         int act, float alpha, i64 rows, i64 in, i64 out) {\n    gemm_t3w<4, 8, 1, 1, 4, 64, 3, \
+         128>(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});\n}\n"
+    ),
+};
+
+/// `gemm.linear_tf32x3_t64x64w`: the 3xTF32 linear, bit-equal to `gemm.linear_tf32x3` (module
+/// docs); [`T64X128W`]'s warp tile on half its CTA, two CTAs an SM (for the benchmark's
+/// comparison: [`pick`] does not choose it).
+pub static LINEAR_T64X64W: KernelDef = KernelDef {
+    name: "gemm.linear_tf32x3_t64x64w",
+    source: &SOURCE_T64X64W,
+    entry: "gemm_linear_tf32x3_t64x64w",
+    params: PARAMS,
+    host: host_t64x64w,
+};
+
+/// The launch configuration of [`LINEAR_T64X64W`]: 64 × 64 outputs a CTA on four warps, one
+/// warp tile of 64 × 64 times four chains, 64-k tiles through three stages, two CTAs an SM.
+pub static T64X64W: Tf32Variant = Tf32Variant {
+    kernel: &LINEAR_T64X64W,
+    mt: 4,
+    ntl: 8,
+    wm: 1,
+    wn: 1,
+    cg: 4,
+    bk: 64,
+    stages: 3,
+    min_blocks: 2,
+};
+
+unsafe fn host_t64x64w(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    // SAFETY: forwarded HostFn contract.
+    unsafe {
+        super::host_linear_by(
+            LINEAR_T64X64W.name,
+            |r, o| T64X64W.dims(r, o),
+            tf32::dot,
+            dims,
+            a,
+        )
+    }
+}
+
 /// The tile variants (not [`BASE`]), in the order `dcc-bench kernels` lists them.
-pub static TILES: &[&Tf32Variant] = &[&T64X64R];
+pub static TILES: &[&Tf32Variant] = &[&T64X64R, &T64X128W, &T64X64W];
 
 /// The kernels of [`TILES`].
-pub static KERNELS: &[&KernelDef] = &[&LINEAR_T64X64R];
+pub static KERNELS: &[&KernelDef] = &[&LINEAR_T64X64R, &LINEAR_T64X128W, &LINEAR_T64X64W];
+
+/// One row of [`PICK`]: from `rows` rows and `out` outputs on, `variant`.
+#[derive(Debug)]
+pub struct PickRow {
+    pub rows: usize,
+    pub out: usize,
+    pub variant: &'static Tf32Variant,
+}
 
 /// Rows from which [`pick`] takes [`T64X64R`] for wide enough linears (sessions batched).
 pub const LARGE_ROWS: usize = 512;
 
-/// Outputs from which [`pick`] takes [`T64X64R`] at [`LARGE_ROWS`] rows and more.
+/// Rows from which [`pick`] takes [`T64X128W`] for wide enough linears (eight sessions and more).
+pub const BATCH_ROWS: usize = 896;
+
+/// Outputs from which [`pick`] takes a tile variant.
 pub const WIDE_OUT: usize = 512;
 
-/// The variant the 3xTF32 `linear` launches for `rows × out` outputs. Speed only: both compute
-/// the same bits. [`T64X64R`] from [`LARGE_ROWS`] rows and [`WIDE_OUT`] outputs, else [`BASE`]
-/// (the H100 measurements of the module docs: K did not change the winner at the model's
-/// 320 to 2,048 inputs).
+/// The pick rule as a table (`dcc-bench kernels` prints it): the first row whose `rows` and
+/// `out` the shape reaches gives the variant, [`BASE`] when none does. By shape alone, and
+/// rows may decide: every variant gives the same bits, so the rows sharing a launch still
+/// never change a row's result.
+pub static PICK: &[PickRow] = &[
+    PickRow {
+        rows: BATCH_ROWS,
+        out: WIDE_OUT,
+        variant: &T64X128W,
+    },
+    PickRow {
+        rows: LARGE_ROWS,
+        out: WIDE_OUT,
+        variant: &T64X64R,
+    },
+];
+
+/// The variant the 3xTF32 `linear` launches for `rows × out` outputs ([`PICK`]'s first row
+/// that `rows` and `out` reach, else [`BASE`]). Speed only: all compute the same bits.
 pub fn pick(rows: usize, out: usize) -> &'static Tf32Variant {
-    if rows >= LARGE_ROWS && out >= WIDE_OUT {
-        &T64X64R
-    } else {
-        &BASE
-    }
+    PICK.iter()
+        .find(|p| rows >= p.rows && out >= p.out)
+        .map_or(&BASE, |p| p.variant)
 }
 
 /// Every variant [`pick`] can choose: what a process on the 3xTF32 path compiles.
-pub static PICKED: &[&Tf32Variant] = &[&BASE, &T64X64R];
+pub static PICKED: &[&Tf32Variant] = &[&BASE, &T64X64R, &T64X128W];
 
 /// The variant whose kernel is `name` (`gemm.linear_tf32x3`, `gemm.linear_tf32x3_t64x64r`).
 pub fn variant(name: &str) -> Option<&'static Tf32Variant> {
@@ -241,134 +436,5 @@ pub fn variant(name: &str) -> Option<&'static Tf32Variant> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::gemm::NO_ACT;
-
-    /// The entry instantiates the template with the table's numbers; the shape is the kernel's
-    /// (whole `mma` tiles, 32-k groups, every warp running the four chains) and fits an H100.
-    #[test]
-    fn entries_match_the_table_and_fit() {
-        for v in TILES {
-            let src = v.kernel.source.code;
-            assert_eq!(src.matches("extern \"C\" __global__ void ").count(), 1);
-            let inst = format!(
-                "gemm_t3v<{}, {}, {}, {}, {}, {}, {}>",
-                v.mt,
-                v.ntl,
-                v.wm,
-                v.wn,
-                v.bk,
-                v.stages,
-                v.threads()
-            );
-            assert!(src.contains(&inst), "{}: no {inst}", v.kernel.name);
-            let bounds = format!("__launch_bounds__({}, {})", v.threads(), v.min_blocks);
-            assert!(
-                src.contains(&format!("{bounds} {}(", v.kernel.entry)),
-                "{}",
-                v.kernel.name
-            );
-            assert_eq!(v.cg, 1, "{}", v.kernel.name);
-            assert!(v.bk % 32 == 0 && v.stages >= 2);
-            assert!(v.threads() <= 1024);
-            assert!(
-                v.shared_bytes() * v.min_blocks <= 227 * 1024,
-                "{}",
-                v.kernel.name
-            );
-        }
-        assert_eq!(TILES.len(), KERNELS.len());
-        for (v, k) in TILES.iter().zip(KERNELS) {
-            assert!(std::ptr::eq(v.kernel, *k));
-        }
-    }
-
-    /// [`BASE`] is the base kernel's launch, whatever the shape.
-    #[test]
-    fn base_describes_linear_tf32x3() {
-        assert_eq!((BASE.bm(), BASE.bn()), (tf32::BM, tf32::BN));
-        assert_eq!(BASE.threads(), tf32::THREADS);
-        for rows in [1, 7, 16, 17, 112, 1600, 1792] {
-            for out in [1, 33, 80, 512, 1536, 2048] {
-                assert_eq!(
-                    BASE.dims(rows, out),
-                    tf32::dims(rows, out),
-                    "{rows} × {out}"
-                );
-            }
-        }
-        assert_eq!(variant("gemm.linear_tf32x3").map(|v| v.bk), Some(64));
-        assert!(std::ptr::eq(
-            variant("gemm.linear_tf32x3_t64x64r").unwrap(),
-            &T64X64R
-        ));
-        assert!(variant("gemm.linear_tf32x3_c32x64").is_none());
-        assert!(variant("gemm.linear_32x64").is_none());
-    }
-
-    /// The measured rule at the model's shapes: the base at one session's 112 rows and for the
-    /// 80-output linear, `t64x64r` for the batched rows of every linear of 512 outputs or more;
-    /// every pick launches and stays in [`PICKED`], and both are picked.
-    #[test]
-    fn pick_follows_the_h100_measurements() {
-        assert_eq!(T64X64R.dims(1792, 512).unwrap().grid, (8, 28, 1));
-        assert_eq!(T64X64R.shared_bytes(), 4 * 4 * 128 * 36);
-        for out in [1536, 512, 2048, 80] {
-            assert!(std::ptr::eq(pick(112, out), &BASE), "112 × {out}");
-            let big = if out >= 512 { &T64X64R } else { &BASE };
-            for rows in [1600, 1792] {
-                assert!(std::ptr::eq(pick(rows, out), big), "{rows} × {out}");
-            }
-        }
-        assert!(std::ptr::eq(pick(511, 2048), &BASE));
-        assert!(std::ptr::eq(pick(512, 512), &T64X64R));
-        assert!(std::ptr::eq(pick(512, 511), &BASE));
-        let mut seen = vec![false; PICKED.len()];
-        for rows in [1, 2, 7, 112, 256, 511, 512, 1600, 1792] {
-            for out in [1, 80, 511, 512, 1023, 1024, 2048] {
-                let v = pick(rows, out);
-                let i = PICKED.iter().position(|p| std::ptr::eq(*p, v)).unwrap();
-                seen[i] = true;
-                assert!(v.dims(rows, out).is_some());
-            }
-        }
-        assert!(seen.iter().all(|s| *s), "{seen:?}");
-    }
-
-    /// A variant's twin refuses another variant's launch (the geometry check of
-    /// `host_linear_by`) and computes the base's model.
-    #[test]
-    fn twins_check_their_own_geometry() {
-        let x = [1.0f32; 8];
-        let w = [1.0f32; 8];
-        let mut y = [0.0f32; 4];
-        let args = |y: &mut [f32]| {
-            [
-                Arg::Ptr(crate::DevPtr(y.as_mut_ptr() as u64)),
-                Arg::I64(2),
-                Arg::Ptr(crate::DevPtr(x.as_ptr() as u64)),
-                Arg::I64(4),
-                Arg::Ptr(crate::DevPtr(w.as_ptr() as u64)),
-                Arg::Ptr(crate::DevPtr(w.as_ptr() as u64)),
-                Arg::I32(0),
-                Arg::I32(NO_ACT),
-                Arg::F32(0.0),
-                Arg::I64(2),
-                Arg::I64(4),
-                Arg::I64(2),
-            ]
-        };
-        for v in TILES {
-            let good = v.dims(2, 2).unwrap();
-            let base = BASE.dims(2, 2).unwrap();
-            // SAFETY: x and w hold 2 rows of 4, y 2 rows of 2: what these arguments address.
-            unsafe {
-                assert!(v.kernel.run_host(&base, &args(&mut y)).is_err());
-                y = [0.0; 4];
-                v.kernel.run_host(&good, &args(&mut y)).unwrap();
-            }
-            assert_eq!(y, [4.0; 4], "{}", v.kernel.name);
-        }
-    }
-}
+#[path = "tf32_tiles_tests.rs"]
+mod tests;

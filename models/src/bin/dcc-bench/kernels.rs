@@ -1,6 +1,7 @@
 //! `dcc-bench kernels`: the linear kernels (`gemm.linear_*`, `dcc_kernels::gemm`, and the 3xTF32
-//! `gemm.linear_tf32x3` and its tile variant, `gemm::tf32_tiles`) against the cuBLAS path (`Backend::gemm_bias`, what `ops::linear` launches on `GemmPath::Backend`) at the
-//! full model's linear shapes, for tuning the tile variants on the GPU.
+//! `gemm.linear_tf32x3` and its tile variants, `gemm::tf32_tiles`, whose pick table it prints)
+//! against the cuBLAS path (`Backend::gemm_bias`, what `ops::linear` launches on
+//! `GemmPath::Backend`) at the full model's linear shapes, for tuning the tile variants on the GPU.
 //!
 //! Per shape (`in → out`), row count and implementation: device µs per launch and TFLOP/s
 //! (`2 · rows · in · out` per launch). A timing is the median over `--samples` samples; a sample
@@ -11,7 +12,8 @@
 //! also: whether the kernel's output equals its host twin bit for bit (the Host backend's run of
 //! the same launch, up to `--twin-rows` rows; for `tf32x3`: whether every output is within
 //! `gemm::tf32::bound` of the fp32 twin; for a 3xTF32 tile variant also whether it equals
-//! `gemm.linear_tf32x3` bit for bit, `base`), and the normwise relative error against cuBLAS,
+//! `gemm.linear_tf32x3` bit for bit, `base`, as a half variant `gemm.linear_f16_64x64`:
+//! [`check`]), and the normwise relative error against cuBLAS,
 //! `max |y − y_cublas| / max |y_cublas|`. Then every kernel, whatever `--variants` names, is
 //! checked against the twin (bit for bit; `tf32x3` within the bound) on small shapes with tails
 //! ([`TWIN_SHAPES`]), and with the
@@ -26,7 +28,7 @@ use std::sync::Arc;
 use clap::Args;
 use dcc_runtime::backend::{AllocKind, Backend, BackendKind, DeviceBuffer, Gemm};
 use dcc_runtime::kernels::gemm::f16::{self as h16, F16Variant};
-use dcc_runtime::kernels::gemm::tf32_tiles::{self, BASE, Tf32Variant};
+use dcc_runtime::kernels::gemm::tf32_tiles::{self, Tf32Variant};
 use dcc_runtime::kernels::gemm::{self, Variant};
 use dcc_runtime::ops::{self, Ctx, Tensor};
 use serde_json::{Value, json};
@@ -34,8 +36,9 @@ use serde_json::{Value, json};
 use super::cli::{BackendChoice, Format};
 use super::error::BenchError;
 use super::kernels_f16 as kf16;
-use super::kernels_table::{per_chunk, table};
+use super::kernels_table::{per_chunk, table, tf32_pick};
 use super::{Res, spin};
+use check::{base_outputs, equals_base, rel_err, twin_check, twin_ok};
 
 /// The full model's linear shapes `(in, out)`: DiT qkv (512 → 1536), attention out and the
 /// conformer's projections (512 → 512), MLP up (512 → 2048) and down (2048 → 512), the causal
@@ -66,8 +69,8 @@ pub const TWIN_SHAPES: [(usize, usize, usize); 4] =
 
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "Examples:\n  \
-dcc-bench kernels                                   # every variant, tf32x3, its tiles, f16 and cuBLAS, full shapes, 112 and 1792 rows\n  \
-dcc-bench kernels --variants tf32x3,tf32tiles,tf32auto --rows 112,1792\n  \
+dcc-bench kernels                                   # every variant, tf32x3, its tiles, f16 and cuBLAS, full shapes, 1 to 32 sessions' rows\n  \
+dcc-bench kernels --variants tf32x3,tf32tiles,tf32auto --rows 112,896,1792,3584\n  \
 dcc-bench kernels --variants auto --rows 112 --samples 21\n  \
 dcc-bench kernels --shapes 512x2048 --variants 16x32,32x64 --cold-mib 0 --format json\n\n\
 To tune a tile size: edit or add a `variant!` line in kernels/src/gemm.rs (name, BM, BN, TM, TN,\n\
@@ -86,17 +89,17 @@ pub struct KernelsArgs {
     #[arg(long, value_delimiter = ',', value_parser = shape, default_value = FULL_SHAPES)]
     pub shapes: Vec<(usize, usize)>,
 
-    /// Row counts, comma-separated: 112 is one session's CFG pair of 56 frames, 1792 sixteen
-    /// sessions batched.
-    #[arg(long, value_delimiter = ',', default_value = "112,1792",
+    /// Row counts, comma-separated: 112 is one session's CFG pair of 56 frames, 896, 1792 and
+    /// 3584 eight, sixteen and thirty-two sessions batched.
+    #[arg(long, value_delimiter = ',', default_value = "112,896,1792,3584",
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_000_000))]
     pub rows: Vec<usize>,
 
     /// Kernels, comma-separated: `auto` (what `ops::linear` picks for the shape), `all` (every
     /// fp32 variant), tile names (`16x32`, `32x64`, ...: rows × outputs per CTA), `tf32x3`
-    /// (the 3xTF32 tensor-core kernel), its tile variants by name (`tf32x3_t64x64r`) or all
+    /// (the 3xTF32 tensor-core kernel), its tile variants by name (`tf32x3_t64x128w`) or all
     /// (`tf32tiles`), `tf32auto` (what `ops::linear_tf32x3` picks for the shape), `f16` (every
-    /// half-precision variant) and their names (`f16_16x32`, `f16_64x64`).
+    /// half-precision variant) and their names (`f16_16x32`, `f16_64x64`, `f16_64x128`).
     #[arg(long, value_delimiter = ',', value_parser = variant,
           default_value = "auto,all,tf32x3,tf32tiles,tf32auto,f16")]
     pub variants: Vec<Choice>,
@@ -154,6 +157,9 @@ pub enum Choice {
     F16(Option<&'static F16Variant>),
 }
 
+#[path = "kernels_check.rs"]
+mod check;
+
 /// One linear implementation of the `gemm` family.
 #[derive(Copy, Clone, Debug)]
 enum Kernel {
@@ -164,6 +170,17 @@ enum Kernel {
     Tf32(&'static Tf32Variant),
     /// A `gemm.linear_f16_*` variant: within `gemm::f16::bound` of the half twin.
     F16(&'static F16Variant),
+}
+
+impl Kernel {
+    /// The kernel's name (`gemm.linear_*`).
+    fn name(self) -> &'static str {
+        match self {
+            Kernel::Fp32(v) => v.kernel.name,
+            Kernel::Tf32(v) => v.kernel.name,
+            Kernel::F16(v) => v.kernel.name,
+        }
+    }
 }
 
 fn shape(s: &str) -> Result<(usize, usize), String> {
@@ -208,7 +225,12 @@ fn variant(s: &str) -> Result<Choice, String> {
             let names: Vec<&str> = gemm::VARIANTS.iter().map(|v| short(v)).collect();
             let tiles: Vec<&str> = tf32_tiles::TILES.iter().map(|v| tf32_short(v)).collect();
             format!(
-                "unknown variant `{s}` (auto, all, tf32x3, tf32tiles, tf32auto, f16, f16_16x32, f16_64x64, {}, {})",
+                "unknown variant `{s}` (auto, all, tf32x3, tf32tiles, tf32auto, f16, {}, {}, {})",
+                h16::VARIANTS
+                    .iter()
+                    .map(|v| kf16::label(v))
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 names.join(", "),
                 tiles.join(", ")
             )
@@ -382,62 +404,6 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// `max |a − b| / max |b|` (NaN when either holds a NaN).
-fn rel_err(a: &[f32], b: &[f32]) -> f64 {
-    let mut num = 0.0f64;
-    let mut den = 0.0f64;
-    for (x, y) in a.iter().zip(b) {
-        let d = (*x as f64 - *y as f64).abs();
-        if d.is_nan() {
-            return f64::NAN;
-        }
-        num = num.max(d);
-        den = den.max((*y as f64).abs());
-    }
-    num / den.max(f64::MIN_POSITIVE)
-}
-
-fn bits_equal(a: &[f32], b: &[f32]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).all(|(p, q)| p.to_bits() == q.to_bits())
-}
-
-/// Whether `k` is a 3xTF32 tile variant (bound to `gemm.linear_tf32x3`'s bits).
-fn is_tile(k: Kernel) -> bool {
-    matches!(k, Kernel::Tf32(v) if !std::ptr::eq(v, &BASE))
-}
-
-/// Whether kernel `k`'s output `got` passes against the fp32 twin's `want` for the operands of
-/// set `seed` ([`Operands::new`]) at `(rows, in, out)`: bit for bit for an fp32 variant, every
-/// output within `gemm::tf32::bound` for `tf32x3`, within `gemm::f16::bound` of the half twin
-/// for an `f16` variant.
-fn twin_ok(
-    k: Kernel,
-    seed: u64,
-    (rows, i, o): (usize, usize, usize),
-    want: &[f32],
-    got: &[f32],
-) -> bool {
-    if let Kernel::Fp32(_) = k {
-        return bits_equal(want, got);
-    }
-    let (x, w) = (data(4 * seed + 1, rows * i), data(4 * seed + 2, o * i));
-    if let Kernel::F16(_) = k {
-        return kf16::twin_ok((rows, i, o), &x, &w, &data(4 * seed + 3, o), got);
-    }
-    want.len() == rows * o
-        && got.len() == rows * o
-        && (0..rows * o).all(|e| {
-            let (xr, wr) = (&x[e / o * i..][..i], &w[e % o * i..][..i]);
-            let t: f64 = xr
-                .iter()
-                .zip(wr)
-                .map(|(p, q)| (*p as f64 * *q as f64).abs())
-                .sum();
-            let (g, f) = (got[e], want[e]);
-            (g as f64 - f as f64).abs() <= gemm::tf32::bound(i, t, g, f)
-        })
-}
-
 /// Runs the kernel benchmark; returns whether every check passed.
 pub fn run(a: &KernelsArgs) -> Res<bool> {
     let be: Arc<dyn Backend> = match a.backend {
@@ -478,7 +444,7 @@ pub fn run(a: &KernelsArgs) -> Res<bool> {
                 rows_json.push(json!({
                     "in": i, "out": o, "rows": rows, "kernel": name,
                     "us": ms * 1e3, "tflops": flop / (ms * 1e-3) / 1e12,
-                    "twin_ok": twin, "rel_err_vs_cublas": err, "eq_tf32x3": base,
+                    "twin_ok": twin, "rel_err_vs_cublas": err, "eq_base": base,
                 }));
             };
             let ms = time(be.as_ref(), timing, &|n| {
@@ -497,13 +463,9 @@ pub fn run(a: &KernelsArgs) -> Res<bool> {
                 _ => None,
             };
             let kernels = expand(rows, o, &a.variants);
-            // The bits every 3xTF32 tile variant must give: gemm.linear_tf32x3's.
-            let tf32x3 = if kernels.iter().any(|(_, k)| is_tile(*k)) {
-                sets[0].linear(&cx, Kernel::Tf32(&BASE), rows, i, o)?;
-                Some(sets[0].read(be.as_ref(), rows * o)?)
-            } else {
-                None
-            };
+            // The bits every tile variant must give: its path's base kernel's.
+            let ks = kernels.iter().map(|(_, k)| *k);
+            let bases = base_outputs(&sets[0], &cx, be.as_ref(), ks, (rows, i, o))?;
             for (name, k) in kernels {
                 let ms = time(be.as_ref(), timing, &|n| set(n).linear(&cx, k, rows, i, o))?;
                 sets[0].linear(&cx, k, rows, i, o)?;
@@ -514,10 +476,7 @@ pub fn run(a: &KernelsArgs) -> Res<bool> {
                     Kernel::F16(_) => a.half_tol,
                     _ => a.tol,
                 };
-                let base = tf32x3
-                    .as_ref()
-                    .filter(|_| is_tile(k))
-                    .map(|b| bits_equal(b, &got));
+                let base = equals_base(k, &bases, &got);
                 if twin == Some(false) || base == Some(false) || err.is_nan() || err > tol {
                     ok = false;
                 }
@@ -543,6 +502,7 @@ pub fn run(a: &KernelsArgs) -> Res<bool> {
         "rows": rows_json,
         "twin_check": twin_check,
         "dit_per_chunk_ms": per_chunk(&rows_json),
+        "tf32_pick": tf32_pick(),
         "ok": ok,
     });
     let mut stdout = std::io::stdout().lock();
@@ -553,46 +513,4 @@ pub fn run(a: &KernelsArgs) -> Res<bool> {
     .and_then(|()| stdout.flush())
     .map_err(BenchError::Stdout)?;
     Ok(ok)
-}
-
-/// Every kernel at every shape of [`TWIN_SHAPES`] on `be` against the fp32 twin on the Host:
-/// one JSON row per kernel and shape, `ok` when bit-equal (an fp32 variant) or within the bound
-/// (`tf32x3`, [`twin_ok`]).
-fn twin_check(be: &Arc<dyn Backend>, host: &Arc<dyn Backend>, cx: &Ctx<'_>) -> Res<Vec<Value>> {
-    let hcx = Ctx::new(host.as_ref(), None);
-    let mut rows = Vec::new();
-    let kernels = gemm::VARIANTS
-        .iter()
-        .map(|v| (short(v), Kernel::Fp32(v)))
-        .chain([("tf32x3", Kernel::Tf32(&BASE))])
-        .chain(
-            tf32_tiles::TILES
-                .iter()
-                .map(|v| (tf32_short(v), Kernel::Tf32(v))),
-        )
-        .chain(
-            h16::VARIANTS
-                .iter()
-                .map(|v| (kf16::label(v), Kernel::F16(v))),
-        );
-    let kernels: Vec<_> = kernels.collect();
-    for (m, i, o) in TWIN_SHAPES {
-        let h = Operands::new(host, 7, m, i, o)?;
-        h.linear(&hcx, Kernel::Fp32(gemm::pick(m, o)), m, i, o)?;
-        let want = h.read(host.as_ref(), m * o)?;
-        let d = Operands::new(be, 7, m, i, o)?;
-        d.linear(cx, Kernel::Tf32(&BASE), m, i, o)?;
-        let tf32x3 = d.read(be.as_ref(), m * o)?;
-        for &(name, k) in &kernels {
-            d.linear(cx, k, m, i, o)?;
-            let got = d.read(be.as_ref(), m * o)?;
-            // A 3xTF32 tile variant: also the bits of gemm.linear_tf32x3.
-            let base = !is_tile(k) || bits_equal(&tf32x3, &got);
-            rows.push(json!({
-                "kernel": name, "rows": m, "in": i, "out": o,
-                "ok": base && twin_ok(k, 7, (m, i, o), &want, &got),
-            }));
-        }
-    }
-    Ok(rows)
 }

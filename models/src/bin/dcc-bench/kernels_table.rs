@@ -1,8 +1,9 @@
 //! The output of `dcc-bench kernels` ([`super::kernels`]): the DiT's linears summed per chunk
-//! per implementation, and the table.
+//! per implementation, the 3xTF32 pick table, and the table.
 
 use std::io::Write;
 
+use dcc_runtime::kernels::gemm::tf32_tiles::{self, BASE};
 use serde_json::{Value, json};
 
 use super::kernels::{DIT_LAYER, DIT_LAYERS_PER_CHUNK, SESSION_ROWS, TWIN_SHAPES};
@@ -46,12 +47,26 @@ pub fn per_chunk(rows: &[Value]) -> Value {
     Value::Object(out)
 }
 
+/// `tf32_tiles::PICK`, what `tf32auto` (and `ops::linear_tf32x3`) launches, top down: one
+/// `{rows, out, kernel}` per row (from `rows` rows and `out` outputs on), then the base
+/// (`rows` and `out` 0).
+pub fn tf32_pick() -> Value {
+    let name = |k: &str| k.trim_start_matches("gemm.linear_").to_string();
+    let mut v: Vec<Value> = tf32_tiles::PICK
+        .iter()
+        .map(|p| json!({"rows": p.rows, "out": p.out, "kernel": name(p.variant.kernel.name)}))
+        .collect();
+    v.push(json!({"rows": 0, "out": 0, "kernel": name(BASE.kernel.name)}));
+    Value::Array(v)
+}
+
 pub fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
     writeln!(
         w,
         "dcc-bench kernels on {} (median of {} samples of {} launches, operands rotated over {} MiB; \
          ×cuBLAS: cuBLAS µs / µs; twin: bit-equal to the host twin (tf32x3: within its bound of the \
-         fp32 twin; f16_*: within its bound of the half twin); base: a tf32x3 tile bit-equal to tf32x3; \
+         fp32 twin; f16_*: within its bound of the half twin); base: a tile bit-equal to its path's base, \
+         tf32x3 or f16_64x64; \
          err: max |y − cuBLAS| / max |cuBLAS|)",
         out["device"].as_str().unwrap_or("?"),
         out["samples"],
@@ -75,7 +90,7 @@ pub fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
             Some(false) => "NO",
             None => "-",
         };
-        let (twin, base) = (yes(&r["twin_ok"]), yes(&r["eq_tf32x3"]));
+        let (twin, base) = (yes(&r["twin_ok"]), yes(&r["eq_base"]));
         let err = r["rel_err_vs_cublas"]
             .as_f64()
             .map_or_else(|| "-".into(), |e| format!("{e:.1e}"));
@@ -106,7 +121,7 @@ pub fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
             .collect();
         writeln!(
             w,
-            "twin check: {} of {} launches pass against the host twin (every variant bit-equal, tf32x3 and f16_* within their bounds, the tf32x3 tiles bit-equal to tf32x3, at {:?}, rows × in → out){}",
+            "twin check: {} of {} launches pass against the host twin (every variant bit-equal, tf32x3 and f16_* within their bounds, the tiles bit-equal to tf32x3 or f16_64x64, at {:?}, rows × in → out){}",
             t.len() - bad.len(),
             t.len(),
             TWIN_SHAPES,
@@ -131,6 +146,21 @@ pub fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
             parts.join(", ")
         )?;
     }
+    if let Some(p) = out["tf32_pick"].as_array() {
+        let rows: Vec<String> = p
+            .iter()
+            .map(|r| match (r["rows"].as_u64(), r["out"].as_u64()) {
+                (Some(0), Some(0)) => format!("else {}", r["kernel"].as_str().unwrap_or("?")),
+                (m, o) => format!(
+                    "{} from {} rows and {} outputs",
+                    r["kernel"].as_str().unwrap_or("?"),
+                    m.unwrap_or(0),
+                    o.unwrap_or(0)
+                ),
+            })
+            .collect();
+        writeln!(w, "tf32auto picks (first match): {}", rows.join("; "))?;
+    }
     writeln!(
         w,
         "{}",
@@ -140,4 +170,39 @@ pub fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
             "FAILED: a kernel differs from its twin or from cuBLAS beyond --tol"
         }
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The printed pick table is `tf32_tiles::PICK` top down, then the base, and the table's
+    /// line names every row; each row's shape picks its variant.
+    #[test]
+    fn pick_table_is_the_rule() {
+        let p = tf32_pick();
+        let rows = p.as_array().unwrap();
+        assert_eq!(rows.len(), tf32_tiles::PICK.len() + 1);
+        for (r, want) in rows.iter().zip(tf32_tiles::PICK) {
+            let (m, o) = (want.rows, want.out);
+            assert_eq!(
+                (r["rows"].as_u64(), r["out"].as_u64()),
+                (Some(m as u64), Some(o as u64))
+            );
+            let picked = tf32_tiles::pick(m, o).kernel.name;
+            assert_eq!(picked.trim_start_matches("gemm.linear_"), r["kernel"]);
+        }
+        assert_eq!(rows.last().unwrap()["kernel"], "tf32x3");
+        assert_eq!(rows[0]["kernel"], "tf32x3_t64x128w");
+        let mut out = Vec::new();
+        table(&mut out, &json!({"rows": [], "tf32_pick": p, "ok": true})).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains(
+                "tf32auto picks (first match): tf32x3_t64x128w from 896 rows and 512 outputs; \
+                 tf32x3_t64x64r from 512 rows and 512 outputs; else tf32x3"
+            ),
+            "{text}"
+        );
+    }
 }

@@ -1,0 +1,155 @@
+//! The 3xTF32 tile variants' tests: the entries against the table, the base's description,
+//! the pick table and the twins' geometry checks.
+
+use super::*;
+use crate::gemm::NO_ACT;
+
+/// The entry instantiates the template with the table's numbers; the shape is the kernel's
+/// (whole `mma` tiles, 32-k groups, the four chains on one warp or dealt to two or four
+/// warp groups, whole staging slots) and fits an H100.
+#[test]
+fn entries_match_the_table_and_fit() {
+    for v in TILES {
+        let src = v.kernel.source.code;
+        assert_eq!(src.matches("extern \"C\" __global__ void ").count(), 1);
+        let inst = v.template();
+        assert!(src.contains(&inst), "{}: no {inst}", v.kernel.name);
+        let bounds = format!("__launch_bounds__({}, {})", v.threads(), v.min_blocks);
+        assert!(
+            src.contains(&format!("{bounds} {}(", v.kernel.entry)),
+            "{}",
+            v.kernel.name
+        );
+        assert!([1, 2, 4].contains(&v.cg), "{}", v.kernel.name);
+        assert!(v.bk % 32 == 0 && v.stages >= 2);
+        assert!(v.threads() <= 1024);
+        if v.cg > 1 {
+            // gemm_t3w: a thread's staging slots are whole rows apart.
+            let rs = v.threads() as usize / (v.bk / 4);
+            assert!(
+                rs > 0 && v.bm() % rs == 0 && v.bn() % rs == 0,
+                "{}",
+                v.kernel.name
+            );
+        }
+        assert!(
+            v.shared_bytes() * v.min_blocks <= 227 * 1024,
+            "{}",
+            v.kernel.name
+        );
+    }
+    assert_eq!(T64X64R.template(), "gemm_t3v<2, 4, 2, 2, 32, 4, 128>");
+    assert_eq!(T64X128W.template(), "gemm_t3w<4, 8, 1, 2, 4, 64, 3, 256>");
+    // The ring (3 · 192 · 68 floats) holds the four partial tiles (4 · 64 · 136).
+    assert_eq!(T64X128W.shared_bytes(), 4 * 3 * 192 * 68);
+    assert_eq!(T64X64W.shared_bytes(), 4 * 3 * 128 * 68);
+    assert_eq!(TILES.len(), KERNELS.len());
+    for (v, k) in TILES.iter().zip(KERNELS) {
+        assert!(std::ptr::eq(v.kernel, *k));
+    }
+}
+
+/// [`BASE`] is the base kernel's launch, whatever the shape.
+#[test]
+fn base_describes_linear_tf32x3() {
+    assert_eq!((BASE.bm(), BASE.bn()), (tf32::BM, tf32::BN));
+    assert_eq!(BASE.threads(), tf32::THREADS);
+    for rows in [1, 7, 16, 17, 112, 1600, 1792] {
+        for out in [1, 33, 80, 512, 1536, 2048] {
+            assert_eq!(
+                BASE.dims(rows, out),
+                tf32::dims(rows, out),
+                "{rows} × {out}"
+            );
+        }
+    }
+    assert_eq!(variant("gemm.linear_tf32x3").map(|v| v.bk), Some(64));
+    assert!(std::ptr::eq(
+        variant("gemm.linear_tf32x3_t64x64r").unwrap(),
+        &T64X64R
+    ));
+    assert!(variant("gemm.linear_tf32x3_c32x64").is_none());
+    assert!(variant("gemm.linear_32x64").is_none());
+}
+
+/// The rule at the model's shapes: the base at one session's 112 rows and for the
+/// 80-output linear, `t64x64r` for 4 sessions' rows of every linear of 512 outputs or more,
+/// `t64x128w` from 8 sessions' rows; every pick launches and stays in [`PICKED`], every
+/// variant of [`PICKED`] is picked, and [`pick`] is [`PICK`] read top down.
+#[test]
+fn pick_follows_its_table() {
+    assert_eq!(T64X64R.dims(1792, 512).unwrap().grid, (8, 28, 1));
+    assert_eq!(T64X128W.dims(1792, 512).unwrap().grid, (4, 28, 1));
+    assert_eq!(T64X128W.dims(3584, 1536).unwrap().block, (256, 1, 1));
+    assert_eq!(T64X64R.shared_bytes(), 4 * 4 * 128 * 36);
+    for out in [1536, 512, 2048, 80] {
+        assert!(std::ptr::eq(pick(112, out), &BASE), "112 × {out}");
+        let (mid, big): (&Tf32Variant, &Tf32Variant) = if out >= 512 {
+            (&T64X64R, &T64X128W)
+        } else {
+            (&BASE, &BASE)
+        };
+        assert!(std::ptr::eq(pick(448, out), &BASE), "448 × {out}");
+        assert!(std::ptr::eq(pick(560, out), mid), "560 × {out}");
+        for rows in [896, 1600, 1792, 3584] {
+            assert!(std::ptr::eq(pick(rows, out), big), "{rows} × {out}");
+        }
+    }
+    assert!(std::ptr::eq(pick(511, 2048), &BASE));
+    assert!(std::ptr::eq(pick(512, 512), &T64X64R));
+    assert!(std::ptr::eq(pick(895, 512), &T64X64R));
+    assert!(std::ptr::eq(pick(896, 512), &T64X128W));
+    assert!(std::ptr::eq(pick(4096, 511), &BASE));
+    let mut seen = vec![false; PICKED.len()];
+    for rows in [1, 2, 7, 112, 256, 511, 512, 895, 896, 1600, 1792, 3584] {
+        for out in [1, 80, 511, 512, 1023, 1024, 2048] {
+            let v = pick(rows, out);
+            let i = PICKED.iter().position(|p| std::ptr::eq(*p, v)).unwrap();
+            seen[i] = true;
+            assert!(v.dims(rows, out).is_some());
+            let row = PICK.iter().find(|p| rows >= p.rows && out >= p.out);
+            assert!(std::ptr::eq(row.map_or(&BASE, |p| p.variant), v));
+        }
+    }
+    assert!(seen.iter().all(|s| *s), "{seen:?}");
+    // A later row never shadows an earlier one's shapes it could not reach.
+    for w in PICK.windows(2) {
+        assert!(w[0].rows >= w[1].rows && w[0].out >= w[1].out);
+    }
+}
+
+/// A variant's twin refuses another variant's launch (the geometry check of
+/// `host_linear_by`) and computes the base's model.
+#[test]
+fn twins_check_their_own_geometry() {
+    let x = [1.0f32; 8];
+    let w = [1.0f32; 8];
+    let mut y = [0.0f32; 4];
+    let args = |y: &mut [f32]| {
+        [
+            Arg::Ptr(crate::DevPtr(y.as_mut_ptr() as u64)),
+            Arg::I64(2),
+            Arg::Ptr(crate::DevPtr(x.as_ptr() as u64)),
+            Arg::I64(4),
+            Arg::Ptr(crate::DevPtr(w.as_ptr() as u64)),
+            Arg::Ptr(crate::DevPtr(w.as_ptr() as u64)),
+            Arg::I32(0),
+            Arg::I32(NO_ACT),
+            Arg::F32(0.0),
+            Arg::I64(2),
+            Arg::I64(4),
+            Arg::I64(2),
+        ]
+    };
+    for v in TILES {
+        let good = v.dims(2, 2).unwrap();
+        let base = BASE.dims(2, 2).unwrap();
+        // SAFETY: x and w hold 2 rows of 4, y 2 rows of 2: what these arguments address.
+        unsafe {
+            assert!(v.kernel.run_host(&base, &args(&mut y)).is_err());
+            y = [0.0; 4];
+            v.kernel.run_host(&good, &args(&mut y)).unwrap();
+        }
+        assert_eq!(y, [4.0; 4], "{}", v.kernel.name);
+    }
+}
