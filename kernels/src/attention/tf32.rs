@@ -1,5 +1,5 @@
 //! The 3xTF32 scaled dot-product attention on tensor cores, `attention.sdpa_tf32x3`
-//! (`attention_sdpa_tf32x3` in `kernels/cuda/attention.cu`): the op of [`super::SDPA`] (same
+//! (`attention_sdpa_tf32x3` in `kernels/cuda/attention_tf32.cu`): the op of [`super::SDPA`] (same
 //! arguments, layouts and unmasked softmax over frames `0..tk` of the packed cache), with the
 //! scores `Q·Kᵀ` and the output `P·V` taken on tensor cores as three TF32 products each.
 //!
@@ -61,8 +61,19 @@ use crate::gemm::tf32::dot;
 use crate::math::{exp_f32, warp_sum};
 use crate::twin::{invalid, kdef, rd, wr};
 
-use super::{AttnLayout, MAX_HEAD_DIM, RESIDENT_MAX_SHARED_BYTES, SOURCE};
+use super::{AttnLayout, MAX_HEAD_DIM, RESIDENT_MAX_SHARED_BYTES};
+use crate::CudaSource;
 use crate::abi::Param::{F32, I64, Ptr};
+
+/// The NVRTC module of [`SDPA_TF32X3`]: `common.cuh`, then `attention_tf32.cu` (a module of its
+/// own: the fp32 attention's module does not compile its templates, nor this one the fp32's).
+pub static SOURCE: CudaSource = CudaSource {
+    name: "attention/sdpa_tf32x3",
+    code: concat!(
+        include_str!("../../cuda/common.cuh"),
+        include_str!("../../cuda/attention_tf32.cu")
+    ),
+};
 
 /// Query rows per CTA (one `m16` tile).
 pub const ROWS: usize = 16;
@@ -85,7 +96,7 @@ kdef!(
 );
 
 /// The kernels of this module (their own list: the twin is a model, so they are not among the
-/// bit-equal twins of [`super::KERNELS`]; same CUDA module, [`SOURCE`]).
+/// bit-equal twins of [`super::KERNELS`]; their own CUDA module, [`SOURCE`]).
 pub static KERNELS: &[&crate::KernelDef] = &[&SDPA_TF32X3];
 
 /// The head dimension the kernel computes with: `d` rounded up to 32, 64 or 128 (the columns
@@ -100,7 +111,7 @@ pub const fn padded_dim(d: usize) -> usize {
     }
 }
 
-/// Dynamic shared memory of a launch (`kernels/cuda/attention.cu`, `dcc_t3_smem_floats`): the
+/// Dynamic shared memory of a launch (`kernels/cuda/attention_tf32.cu`, `dcc_t3_smem_floats`): the
 /// query tile split in two (`2·16·(DP + 4)`), the score rows (`16·(⌈tk/64⌉·64 + 4)`), the ring
 /// (`STAGES·64·(DP + 8)`) and the row sums (16), in floats.
 pub const fn shared_bytes(tk: usize, d: usize) -> usize {
