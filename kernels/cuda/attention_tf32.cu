@@ -61,6 +61,8 @@ __device__ __forceinline__ float dcc_softmax_row(float* sw, int tk, int lane) {
 #define DCC_T3_KEYS 64
 #define DCC_T3_WARPS 8
 #define DCC_T3_STAGES 3
+#define DCC_T3W_ROWS 64
+#define DCC_T3W_STAGES 2
 
 // gemm.cu's t3_tf32 and t3_mma (copied: each module is its own translation unit).
 __device__ __forceinline__ unsigned dcc_tf32(float v) { return (__float_as_uint(v) + 0x1000u) & 0xffffe000u; }
@@ -112,10 +114,44 @@ __device__ __forceinline__ void dcc_cp_commit() { asm volatile("cp.async.commit_
 template <int N>
 __device__ __forceinline__ void dcc_cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-// Floats of dynamic shared memory of a launch (attention::tf32::shared_bytes / 4).
+// Issues the cp.async copies of frames j0 .. j0 + 64 of one (batch, head) cache slice (`src`:
+// its first key, or its first value) into dst[jj · ld + c] (16-byte copies where VEC, else
+// 4-byte ones); frames ≥ tk and columns ≥ d are zero-filled. Every thread of the block takes its
+// share; the caller commits the group.
+template <int DP, bool VEC>
+__device__ __forceinline__ void dcc_t3_stage(float* dst, int ld, const float* src, const float* kv, int j0, int tk,
+                                             int d) {
+    constexpr int Q4 = DP / 4;  // 16-byte slots per staged frame
+    constexpr int SLOTS = DCC_T3_KEYS * Q4;
+    for (int sl = threadIdx.x; sl < SLOTS; sl += 32 * DCC_T3_WARPS) {
+        const int jj = sl / Q4, c = 4 * (sl % Q4);
+        const int j = j0 + jj;
+        const float* const s = src + (i64)j * 2 * d + c;
+        if constexpr (VEC) {
+            const bool in = j < tk && c < d;
+            dcc_cp16(dst + jj * ld + c, in ? s : kv, in ? 16 : 0);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const bool in = j < tk && c + e < d;
+                dcc_cp4(dst + jj * ld + c + e, in ? s + e : kv, in ? 4 : 0);
+            }
+        }
+    }
+}
+
+// Floats of dynamic shared memory of a 16-row launch (attention::tf32::shared_bytes / 4).
 __device__ __forceinline__ i64 dcc_t3_smem_floats(i64 tk, int dp) {
     const i64 ls = (tk + DCC_T3_KEYS - 1) / DCC_T3_KEYS * DCC_T3_KEYS + 4;
     return 2 * DCC_T3_ROWS * (dp + 4) + DCC_T3_ROWS * ls + DCC_T3_STAGES * DCC_T3_KEYS * (dp + 8) + DCC_T3_ROWS;
+}
+
+// Floats of dynamic shared memory of a 64-row launch (attention::tf32::shared_bytes_wide / 4):
+// R = min(tq, 64) score rows, the two-tile ring, the row sums.
+__device__ __forceinline__ i64 dcc_t3w_smem_floats(i64 tq, i64 tk, int dp) {
+    const i64 ls = (tk + DCC_T3_KEYS - 1) / DCC_T3_KEYS * DCC_T3_KEYS + 4;
+    const i64 rows = tq < DCC_T3W_ROWS ? tq : DCC_T3W_ROWS;
+    return rows * ls + DCC_T3W_STAGES * DCC_T3_KEYS * (dp + 8) + DCC_T3W_ROWS;
 }
 
 template <int DP, bool VEC>
@@ -124,8 +160,6 @@ __device__ void dcc_sdpa_tf32x3_body(float* out, const float* q, const float* kv
     constexpr int LQ = DP + 4;  // q rows: conflict-free A fragments
     constexpr int LK = DP + 4;  // key rows: conflict-free B fragments (B[k][n] = key n, dim k)
     constexpr int LV = DP + 8;  // value rows: conflict-free B fragments (B[k][n] = key k, dim n)
-    constexpr int Q4 = DP / 4;  // 16-byte slots per staged frame
-    constexpr int SLOTS = DCC_T3_KEYS * Q4;
     constexpr int SPW = DCC_T3_KEYS / 8 / DCC_T3_WARPS;                  // key n8 tiles per warp (1)
     constexpr int NPW = (DP / 8 + DCC_T3_WARPS - 1) / DCC_T3_WARPS;      // output n8 tiles per warp (1, 1, 2)
     static_assert(SPW * 8 * DCC_T3_WARPS == DCC_T3_KEYS, "whole key n8 tiles per warp");
@@ -151,23 +185,8 @@ __device__ void dcc_sdpa_tf32x3_body(float* out, const float* q, const float* kv
             if (u < 2 * ntiles) {
                 const bool val = u >= ntiles;
                 const int j0 = (val ? u - ntiles : u) * DCC_T3_KEYS;
-                const int ld = val ? LV : LK;
                 float* const dst = ring + (u % DCC_T3_STAGES) * DCC_T3_KEYS * LV;
-                for (int sl = tid; sl < SLOTS; sl += NT) {
-                    const int jj = sl / Q4, c = 4 * (sl % Q4);
-                    const int j = j0 + jj;
-                    const float* src = base + (i64)j * 2 * d + (val ? d : 0) + c;
-                    if constexpr (VEC) {
-                        const bool in = j < tk && c < d;
-                        dcc_cp16(dst + jj * ld + c, in ? src : kv, in ? 16 : 0);
-                    } else {
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) {
-                            const bool in = j < tk && c + e < d;
-                            dcc_cp4(dst + jj * ld + c + e, in ? src + e : kv, in ? 4 : 0);
-                        }
-                    }
-                }
+                dcc_t3_stage<DP, VEC>(dst, val ? LV : LK, base + (val ? d : 0), kv, j0, tk, d);
             }
             dcc_cp_commit();
         };
@@ -283,24 +302,194 @@ __device__ void dcc_sdpa_tf32x3_body(float* out, const float* q, const float* kv
     }
 }
 
+// The 64-row body (DP = 32 or 64): one CTA per (batch, head, 64-row query tile), so a head's keys
+// and values are staged once for up to 64 queries (4 m16 tiles) instead of once per 16. Warp w
+// owns m16 tile w mod 4 and half the columns (n-group w / 4): in the scores, the key n8 tiles
+// 4·(w / 4) .. + 4 of each key tile, its query fragments split once and held in registers
+// across every key tile; in the outputs, the n8 tiles (w / 4)·DP/16 .. + DP/16. Per k step a warp
+// loads one A fragment and DP/16 or 4 B fragments for 3·(4 or DP/16) mma: a quarter of the
+// 16-row body's shared-memory loads per mma in the scores. Each score and output is still one
+// warp's, its k steps in the same chains in the same order (dcc_mma3, step s to chain s mod 4, a
+// 64-frame tile being 8 steps): the same bits as the 16-row body. Shared memory (floats; LS as
+// there, R = min(tq, 64)): [R·LS scores | 2·64·(DP + 8) ring | 64 row sums]; the query tile is
+// staged once through the second ring slot before the first key tile lands there. Score rows
+// past R are never stored: their A fragments read as zeros (their outputs are not written).
+template <int DP, bool VEC>
+__device__ void dcc_sdpa_tf32x3_wide(float* out, const float* q, const float* kv, i64 batch, i64 heads, i64 tq,
+                                     int tk, int d, i64 cap, float scale) {
+    constexpr int LQ = DP + 4;  // staged q rows: conflict-free A fragments
+    constexpr int LK = DP + 4;  // key rows: conflict-free B fragments (B[k][n] = key n, dim k)
+    constexpr int LV = DP + 8;  // value rows: conflict-free B fragments (B[k][n] = key k, dim n)
+    constexpr int KS = DP / 8;  // k steps of the scores product (at most)
+    constexpr int SN = DCC_T3_KEYS / 8 / 2;  // key n8 tiles per warp and key tile (4)
+    constexpr int VN = DP / 8 / 2;           // output n8 tiles per warp (2, 4)
+    static_assert(DP == 32 || DP == 64, "the 64-row body holds DP / 8 query fragments in registers");
+    static_assert(DCC_T3_WARPS == 8 && DCC_T3W_ROWS == 64, "4 m16 tiles × 2 column halves");
+    constexpr int NT = 32 * DCC_T3_WARPS;
+    const int ntiles = (tk + DCC_T3_KEYS - 1) / DCC_T3_KEYS;
+    const int LS = ntiles * DCC_T3_KEYS + 4;  // score rows: conflict-free A fragments
+    const int ksteps = (tk + 7) / 8;          // k steps of the values product
+    const int dsteps = (d + 7) / 8;           // k steps of the scores product
+    const int R = tq < DCC_T3W_ROWS ? (int)tq : DCC_T3W_ROWS;  // stored score rows
+    float* const sc = dcc_smem;
+    float* const ring = sc + R * LS;
+    float* const rowsum = ring + DCC_T3W_STAGES * DCC_T3_KEYS * LV;
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int g = lane / 4, t = lane % 4;
+    const int mt = warp % 4, ng = warp / 4;
+    const int r0 = 16 * mt + g, r1 = r0 + 8;  // this lane's two fragment rows of the query tile
+    const i64 qtiles = (tq + DCC_T3W_ROWS - 1) / DCC_T3W_ROWS;
+    for (i64 unit = blockIdx.x; unit < batch * heads * qtiles; unit += gridDim.x) {
+        const i64 i0 = (unit % qtiles) * DCC_T3W_ROWS, h = (unit / qtiles) % heads, b = unit / (qtiles * heads);
+        const float* const base = kv + (b * heads + h) * cap * 2 * d;
+        auto issue = [&](int u) {
+            if (u < 2 * ntiles) {
+                const bool val = u >= ntiles;
+                const int j0 = (val ? u - ntiles : u) * DCC_T3_KEYS;
+                float* const dst = ring + (u % DCC_T3W_STAGES) * DCC_T3_KEYS * LV;
+                dcc_t3_stage<DP, VEC>(dst, val ? LV : LK, base + (val ? d : 0), kv, j0, tk, d);
+            }
+            dcc_cp_commit();
+        };
+        issue(0);
+        // The query tile (rows past tq and columns past d are zeros) through ring slot 1, then
+        // this warp's A fragments, split, into registers.
+        float* const qt = ring + DCC_T3_KEYS * LV;
+        for (int e = tid; e < DCC_T3W_ROWS * DP; e += NT) {
+            const int r = e / DP, c = e % DP;
+            const i64 i = i0 + r;
+            qt[r * LQ + c] = (i < tq && c < d) ? q[(b * tq + i) * heads * d + h * d + c] : 0.0f;
+        }
+        __syncthreads();
+        unsigned qbig[KS][4], qsml[KS][4];
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) {
+            const int k0 = 8 * ks;
+            const float av[4] = {qt[r0 * LQ + k0 + t], qt[r1 * LQ + k0 + t], qt[r0 * LQ + k0 + t + 4],
+                                 qt[r1 * LQ + k0 + t + 4]};
+            dcc_split4(av, qbig[ks], qsml[ks]);
+        }
+        // Scores: key tiles 0 .. ntiles − 1.
+        for (int u = 0; u < ntiles; ++u) {
+            dcc_cp_wait<0>();
+            // Tile u is in shared memory for every thread, every thread is done with tile u − 1
+            // (at u = 0: with the staged queries), whose slot the next issue refills.
+            __syncthreads();
+            issue(u + 1);
+            const float* const tile = ring + (u % DCC_T3W_STAGES) * DCC_T3_KEYS * LV;
+            const int j0 = u * DCC_T3_KEYS;
+            float sacc[SN][4][4];
+#pragma unroll
+            for (int n = 0; n < SN; ++n)
+#pragma unroll
+                for (int ch = 0; ch < 4; ++ch)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) sacc[n][ch][e] = 0.0f;
+#pragma unroll
+            for (int ks = 0; ks < KS; ++ks) {
+                if (ks >= dsteps) break;
+#pragma unroll
+                for (int n = 0; n < SN; ++n) {
+                    const float* const kr = tile + (8 * (SN * ng + n) + g) * LK + 8 * ks + t;
+                    dcc_mma3(sacc[n][ks % 4], qbig[ks], qsml[ks], kr[0], kr[4]);
+                }
+            }
+            // Accumulator element e of n-tile n: row g + 8·(e / 2), key 8·nt + 2t + (e mod 2).
+#pragma unroll
+            for (int n = 0; n < SN; ++n)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int r = 16 * mt + g + 8 * (e / 2);
+                    const int j = j0 + 8 * (SN * ng + n) + 2 * t + (e % 2);
+                    const float v = (sacc[n][0][e] + sacc[n][1][e]) + (sacc[n][2][e] + sacc[n][3][e]);
+                    if (j < tk && r < R) sc[r * LS + j] = scale * v;
+                }
+        }
+        // Every score is written: the softmax of rows warp, warp + W, ..., numerators in place,
+        // zeros past tk (to the end of the last tile) and the row sums. The first value tile's
+        // barrier below publishes them.
+        __syncthreads();
+        for (int r = warp; r < R; r += DCC_T3_WARPS) {
+            float* const row = sc + r * LS;
+            const float sum = dcc_softmax_row(row, tk, lane);
+            for (int j = tk + lane; j < ntiles * DCC_T3_KEYS; j += 32) row[j] = 0.0f;
+            if (lane == 0) rowsum[r] = sum;
+        }
+        float acc[VN][4][4];
+#pragma unroll
+        for (int n = 0; n < VN; ++n)
+#pragma unroll
+            for (int ch = 0; ch < 4; ++ch)
+#pragma unroll
+                for (int e = 0; e < 4; ++e) acc[n][ch][e] = 0.0f;
+        // Values: value tiles ntiles .. 2·ntiles − 1, k steps 8·(u − ntiles) .., step s to chain
+        // s mod 4 (a tile is 8 steps, so the chain is the step's index in the tile mod 4).
+        for (int u = ntiles; u < 2 * ntiles; ++u) {
+            dcc_cp_wait<0>();
+            __syncthreads();
+            issue(u + 1);
+            const float* const tile = ring + (u % DCC_T3W_STAGES) * DCC_T3_KEYS * LV;
+            const int s0 = 8 * (u - ntiles);
+#pragma unroll
+            for (int ks = 0; ks < DCC_T3_KEYS / 8; ++ks) {
+                if (s0 + ks >= ksteps) break;
+                const int j = 8 * (s0 + ks);
+                const float av[4] = {r0 < R ? sc[r0 * LS + j + t] : 0.0f, r1 < R ? sc[r1 * LS + j + t] : 0.0f,
+                                     r0 < R ? sc[r0 * LS + j + t + 4] : 0.0f, r1 < R ? sc[r1 * LS + j + t + 4] : 0.0f};
+                unsigned abig[4], asml[4];
+                dcc_split4(av, abig, asml);
+#pragma unroll
+                for (int n = 0; n < VN; ++n) {
+                    const float* const vr = tile + (8 * ks + t) * LV + 8 * (VN * ng + n) + g;
+                    dcc_mma3(acc[n][ks % 4], abig, asml, vr[0], vr[4 * LV]);
+                }
+            }
+        }
+        dcc_cp_wait<0>();
+        // Output element e of n-tile n: row g + 8·(e / 2), column 8·nt + 2t + (e mod 2).
+#pragma unroll
+        for (int n = 0; n < VN; ++n)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+                const int r = 16 * mt + g + 8 * (e / 2);
+                const int c = 8 * (VN * ng + n) + 2 * t + (e % 2);
+                const i64 i = i0 + r;
+                const float v = (acc[n][0][e] + acc[n][1][e]) + (acc[n][2][e] + acc[n][3][e]);
+                if (i < tq && c < d) out[(b * tq + i) * heads * d + h * d + c] = v / rowsum[r];
+            }
+        __syncthreads();  // the next unit rewrites the scores, the row sums and the ring
+    }
+}
+
 extern "C" __global__ void attention_sdpa_tf32x3(float* out, const float* q, const float* kv, i64 batch, i64 heads,
                                                  i64 tq, i64 tk, i64 d, i64 cap, float scale) {
     if (blockDim.x != 32 * DCC_T3_WARPS || blockDim.y != 1 || blockDim.z != 1) __trap();
     if (d < 1 || d > DCC_MAX_HEAD_DIM || tk < 1 || tk > cap) __trap();
     const int dp = d <= 32 ? 32 : d <= 64 ? 64 : 128;
-    if ((i64)dcc_dyn_smem_bytes() < dcc_t3_smem_floats(tk, dp) * 4) __trap();
+    const i64 smem = (i64)dcc_dyn_smem_bytes();
+    const i64 narrow = dcc_t3_smem_floats(tk, dp) * 4, wide = dcc_t3w_smem_floats(tq, tk, dp) * 4;
+    // The 64-row body where the launch gave its shared memory (and it needs more than the
+    // 16-row body's, so that the size says which); the same bits either way.
+    const bool rows64 = dp <= 64 && wide > narrow && smem >= wide;
+    if (!rows64 && smem < narrow) __trap();
     const bool vec = d % 4 == 0 && (reinterpret_cast<unsigned long long>(kv) & 15) == 0;
-#define DCC_T3_CASE(DP)                                                                                        \
+#define DCC_T3_CASE(BODY, DP)                                                                                  \
     if (vec)                                                                                                   \
-        dcc_sdpa_tf32x3_body<DP, true>(out, q, kv, batch, heads, tq, (int)tk, (int)d, cap, scale);            \
+        BODY<DP, true>(out, q, kv, batch, heads, tq, (int)tk, (int)d, cap, scale);                             \
     else                                                                                                       \
-        dcc_sdpa_tf32x3_body<DP, false>(out, q, kv, batch, heads, tq, (int)tk, (int)d, cap, scale);
-    if (dp == 32) {
-        DCC_T3_CASE(32)
+        BODY<DP, false>(out, q, kv, batch, heads, tq, (int)tk, (int)d, cap, scale);
+    if (rows64) {
+        if (dp == 32) {
+            DCC_T3_CASE(dcc_sdpa_tf32x3_wide, 32)
+        } else {
+            DCC_T3_CASE(dcc_sdpa_tf32x3_wide, 64)
+        }
+    } else if (dp == 32) {
+        DCC_T3_CASE(dcc_sdpa_tf32x3_body, 32)
     } else if (dp == 64) {
-        DCC_T3_CASE(64)
+        DCC_T3_CASE(dcc_sdpa_tf32x3_body, 64)
     } else {
-        DCC_T3_CASE(128)
+        DCC_T3_CASE(dcc_sdpa_tf32x3_body, 128)
     }
 #undef DCC_T3_CASE
 }
