@@ -46,16 +46,31 @@ __device__ __forceinline__ float dcc_softmax_row(float* sw, int tk, int lane) {
 // An mma computes each output element from its own row of A, its own column of B and its own
 // accumulator: neither the other rows of the tile (other queries, or the padding past tq) nor
 // the tile's position changes its bits.
-// CTA: one (batch, head, 16-row query tile), W = DCC_T3_WARPS = 8 warps. Keys, then values, stream
-// through a ring of DCC_T3_STAGES tiles of 64 frames (cp.async, 16-byte copies when kv and d allow
-// it); warp w scores the key n8 tile w of each tile (8 per tile) into the score rows in shared
-// memory; after the softmax (warp w: rows w, w + W) warp w accumulates the output n8 tiles w,
-// w + W, ... below DP over every value tile (at DP = 32 warps 4..7 have none). Each score and
-// each output is one warp's, so the warp count changes no order.
-// Dynamic shared memory (floats; DP = d rounded up to 32, 64 or 128, LS = tk rounded up to 64,
-// plus 4): [16·(DP + 4) big q | 16·(DP + 4) small q | 16·LS scores | STAGES·64·(DP + 8) ring |
-// 16 row sums] (attention::tf32::shared_bytes); less traps, as does a block of other than 128
-// threads or d outside 1..=128.
+// Two tilings of a (batch, head)'s queries, the same bits (attention::tf32::Tiling):
+// * 16 rows (dcc_sdpa_tf32x3_body; any d): CTA = one (batch, head, 16-row query tile),
+//   W = DCC_T3_WARPS = 8 warps. Keys, then values, stream through a ring of DCC_T3_STAGES tiles
+//   of 64 frames (cp.async, 16-byte copies when kv and d allow it); warp w scores the key n8
+//   tile w of each tile (8 per tile) into the score rows in shared memory; after the softmax
+//   (warp w: rows w, w + W) warp w accumulates the output n8 tiles w, w + W, ... below DP over
+//   every value tile (at DP = 32 warps 4..7 have none). Many CTAs: it fills the device at one
+//   session's batch (2 × 8 heads × 4 tiles at the DiT's shape). Dynamic shared memory (floats;
+//   DP = d rounded up to 32, 64 or 128, LS = tk rounded up to 64, plus 4): [16·(DP + 4) big q |
+//   16·(DP + 4) small q | 16·LS scores | STAGES·64·(DP + 8) ring | 16 row sums]
+//   (attention::tf32::shared_bytes).
+// * 64 rows (dcc_sdpa_tf32x3_wide; d ≤ 64): CTA = one (batch, head, 64-row query tile), 8 warps,
+//   each on one m16 tile and half the columns (its comment below). At many sessions the 16-row
+//   tiling is bound by what each CTA re-does per 16 queries: it streams the head's keys and
+//   values again (4 times over for the DiT's 56 queries), reloads and resplits its query
+//   fragments for every key tile, and each warp's k step feeds one n8 tile (10 shared loads for
+//   3 mma, 4 chains in flight). In 64 rows the keys and values pass once, the query fragments
+//   stay in registers, and a k step feeds 4 n8 tiles (8 loads for 12 mma, 16 chains): fewer
+//   CTAs, which only a batch of many sessions fills (attention::tf32::dims picks it from 96).
+//   Dynamic shared memory: [min(tq, 64)·LS scores | 2·64·(DP + 8) ring | 64 row sums]
+//   (attention::tf32::shared_bytes_rows64).
+// Each score and each output is one warp's, so neither the warp count nor the tiling changes
+// an order. The kernel takes 64 rows where d ≤ 64 and the launch gives their shared memory,
+// more than 16 rows need (so the size says which), else 16 rows; less than that traps, as
+// does a block of other than 256 threads or d outside 1..=128.
 
 #define DCC_T3_ROWS 16
 #define DCC_T3_KEYS 64

@@ -20,6 +20,17 @@
 //! head, row)'s bits never depend on the rows sharing the launch (on CUDA; the test
 //! `batch_invariant_sdpa_tf32x3` checks it on the GPU).
 //!
+//! # Two tilings, one set of bits
+//!
+//! The kernel tiles a (batch, head)'s queries by 16 rows per CTA or, where `d ≤ 64`, by 64
+//! ([`Tiling`], [`dims`] picks by shape). At one session's batch the 16-row tiling's many CTAs
+//! fill the device; at many sessions it re-streams each head's keys and values once per 16
+//! queries and feeds each warp's k step to one `n8` tile, and the 64-row tiling (keys and values
+//! once, query fragments held in registers, four `n8` tiles per k step) does the same `mma`s
+//! with a quarter of the staging and of the score phase's shared-memory loads. Which warp
+//! computes a score or an output changes, its `mma` steps, chains and order do not: the bits are
+//! the same (on CUDA; `runtime/tests/attention_tf32.rs` compares the two tilings' bits).
+//!
 //! # The host twin is a model, not the kernel's bits
 //!
 //! As for the 3xTF32 linear ([`crate::gemm::tf32`]), the `mma`'s internal accumulation is not
