@@ -65,8 +65,8 @@ __device__ __forceinline__ float dcc_softmax_row(float* sw, int tk, int lane) {
 //   3 mma, 4 chains in flight). In 64 rows the keys and values pass once, the query fragments
 //   stay in registers, and a k step feeds 4 n8 tiles (8 loads for 12 mma, 16 chains): fewer
 //   CTAs, which only a batch of many sessions fills (attention::tf32::dims picks it from 96).
-//   Dynamic shared memory: [min(tq, 64)·LS scores | 2·64·(DP + 8) ring | 64 row sums]
-//   (attention::tf32::shared_bytes_rows64).
+//   Dynamic shared memory: [min(tq, 64)·(tk rounded up to 8, plus 4) scores | 3·64·(DP + 8)
+//   ring | 64 row sums] (attention::tf32::shared_bytes_rows64).
 // Each score and each output is one warp's, so neither the warp count nor the tiling changes
 // an order. The kernel takes 64 rows where d ≤ 64 and the launch gives their shared memory,
 // more than 16 rows need (so the size says which), else 16 rows; less than that traps, as
@@ -77,7 +77,7 @@ __device__ __forceinline__ float dcc_softmax_row(float* sw, int tk, int lane) {
 #define DCC_T3_WARPS 8
 #define DCC_T3_STAGES 3
 #define DCC_T3W_ROWS 64
-#define DCC_T3W_STAGES 2
+#define DCC_T3W_STAGES 3
 
 // gemm.cu's t3_tf32 and t3_mma (copied: each module is its own translation unit).
 __device__ __forceinline__ unsigned dcc_tf32(float v) { return (__float_as_uint(v) + 0x1000u) & 0xffffe000u; }
@@ -161,10 +161,10 @@ __device__ __forceinline__ i64 dcc_t3_smem_floats(i64 tk, int dp) {
     return 2 * DCC_T3_ROWS * (dp + 4) + DCC_T3_ROWS * ls + DCC_T3_STAGES * DCC_T3_KEYS * (dp + 8) + DCC_T3_ROWS;
 }
 
-// Floats of dynamic shared memory of a 64-row launch (attention::tf32::shared_bytes_wide / 4):
-// R = min(tq, 64) score rows, the two-tile ring, the row sums.
+// Floats of dynamic shared memory of a 64-row launch (attention::tf32::shared_bytes_rows64 / 4):
+// R = min(tq, 64) score rows of tk rounded up to 8, plus 4, the ring, the row sums.
 __device__ __forceinline__ i64 dcc_t3w_smem_floats(i64 tq, i64 tk, int dp) {
-    const i64 ls = (tk + DCC_T3_KEYS - 1) / DCC_T3_KEYS * DCC_T3_KEYS + 4;
+    const i64 ls = (tk + 7) / 8 * 8 + 4;
     const i64 rows = tq < DCC_T3W_ROWS ? tq : DCC_T3W_ROWS;
     return rows * ls + DCC_T3W_STAGES * DCC_T3_KEYS * (dp + 8) + DCC_T3W_ROWS;
 }
@@ -325,10 +325,12 @@ __device__ void dcc_sdpa_tf32x3_body(float* out, const float* q, const float* kv
 // loads one A fragment and DP/16 or 4 B fragments for 3·(4 or DP/16) mma: a quarter of the
 // 16-row body's shared-memory loads per mma in the scores. Each score and output is still one
 // warp's, its k steps in the same chains in the same order (dcc_mma3, step s to chain s mod 4, a
-// 64-frame tile being 8 steps): the same bits as the 16-row body. Shared memory (floats; LS as
-// there, R = min(tq, 64)): [R·LS scores | 2·64·(DP + 8) ring | 64 row sums]; the query tile is
-// staged once through the second ring slot before the first key tile lands there. Score rows
-// past R are never stored: their A fragments read as zeros (their outputs are not written).
+// 64-frame tile being 8 steps): the same bits as the 16-row body. Shared memory (floats;
+// LS = tk rounded up to 8, plus 4 (LS / 4 odd: conflict-free A fragments), R = min(tq, 64)):
+// [R·LS scores | 3·64·(DP + 8) ring | 64 row sums]; the query tile is staged once through the
+// third ring slot before the third key tile lands there. The values' k steps end at the last
+// multiple of 8, so the rows need no more. Score rows past R are never stored: their A
+// fragments read as zeros (their outputs are not written).
 template <int DP, bool VEC>
 __device__ void dcc_sdpa_tf32x3_wide(float* out, const float* q, const float* kv, i64 batch, i64 heads, i64 tq,
                                      int tk, int d, i64 cap, float scale) {
@@ -342,9 +344,9 @@ __device__ void dcc_sdpa_tf32x3_wide(float* out, const float* q, const float* kv
     static_assert(DCC_T3_WARPS == 8 && DCC_T3W_ROWS == 64, "4 m16 tiles × 2 column halves");
     constexpr int NT = 32 * DCC_T3_WARPS;
     const int ntiles = (tk + DCC_T3_KEYS - 1) / DCC_T3_KEYS;
-    const int LS = ntiles * DCC_T3_KEYS + 4;  // score rows: conflict-free A fragments
     const int ksteps = (tk + 7) / 8;          // k steps of the values product
     const int dsteps = (d + 7) / 8;           // k steps of the scores product
+    const int LS = 8 * ksteps + 4;            // score rows: conflict-free A fragments
     const int R = tq < DCC_T3W_ROWS ? (int)tq : DCC_T3W_ROWS;  // stored score rows
     float* const sc = dcc_smem;
     float* const ring = sc + R * LS;
@@ -366,10 +368,11 @@ __device__ void dcc_sdpa_tf32x3_wide(float* out, const float* q, const float* kv
             }
             dcc_cp_commit();
         };
-        issue(0);
-        // The query tile (rows past tq and columns past d are zeros) through ring slot 1, then
-        // this warp's A fragments, split, into registers.
-        float* const qt = ring + DCC_T3_KEYS * LV;
+#pragma unroll
+        for (int u = 0; u < DCC_T3W_STAGES - 1; ++u) issue(u);
+        // The query tile (rows past tq and columns past d are zeros) through the last ring slot,
+        // then this warp's A fragments, split, into registers.
+        float* const qt = ring + (DCC_T3W_STAGES - 1) * DCC_T3_KEYS * LV;
         for (int e = tid; e < DCC_T3W_ROWS * DP; e += NT) {
             const int r = e / DP, c = e % DP;
             const i64 i = i0 + r;
@@ -386,11 +389,11 @@ __device__ void dcc_sdpa_tf32x3_wide(float* out, const float* q, const float* kv
         }
         // Scores: key tiles 0 .. ntiles − 1.
         for (int u = 0; u < ntiles; ++u) {
-            dcc_cp_wait<0>();
+            dcc_cp_wait<DCC_T3W_STAGES - 2>();
             // Tile u is in shared memory for every thread, every thread is done with tile u − 1
             // (at u = 0: with the staged queries), whose slot the next issue refills.
             __syncthreads();
-            issue(u + 1);
+            issue(u + DCC_T3W_STAGES - 1);
             const float* const tile = ring + (u % DCC_T3W_STAGES) * DCC_T3_KEYS * LV;
             const int j0 = u * DCC_T3_KEYS;
             float sacc[SN][4][4];
@@ -421,13 +424,13 @@ __device__ void dcc_sdpa_tf32x3_wide(float* out, const float* q, const float* kv
                 }
         }
         // Every score is written: the softmax of rows warp, warp + W, ..., numerators in place,
-        // zeros past tk (to the end of the last tile) and the row sums. The first value tile's
+        // zeros past tk (to the last k step's end) and the row sums. The first value tile's
         // barrier below publishes them.
         __syncthreads();
         for (int r = warp; r < R; r += DCC_T3_WARPS) {
             float* const row = sc + r * LS;
             const float sum = dcc_softmax_row(row, tk, lane);
-            for (int j = tk + lane; j < ntiles * DCC_T3_KEYS; j += 32) row[j] = 0.0f;
+            for (int j = tk + lane; j < 8 * ksteps; j += 32) row[j] = 0.0f;
             if (lane == 0) rowsum[r] = sum;
         }
         float acc[VN][4][4];
@@ -440,9 +443,9 @@ __device__ void dcc_sdpa_tf32x3_wide(float* out, const float* q, const float* kv
         // Values: value tiles ntiles .. 2·ntiles − 1, k steps 8·(u − ntiles) .., step s to chain
         // s mod 4 (a tile is 8 steps, so the chain is the step's index in the tile mod 4).
         for (int u = ntiles; u < 2 * ntiles; ++u) {
-            dcc_cp_wait<0>();
+            dcc_cp_wait<DCC_T3W_STAGES - 2>();
             __syncthreads();
-            issue(u + 1);
+            issue(u + DCC_T3W_STAGES - 1);
             const float* const tile = ring + (u % DCC_T3W_STAGES) * DCC_T3_KEYS * LV;
             const int s0 = 8 * (u - ntiles);
 #pragma unroll

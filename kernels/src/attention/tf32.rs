@@ -97,8 +97,8 @@ pub const KEYS: usize = 64;
 pub const WARPS: usize = 8;
 /// Tiles in the staging ring of the 16-row tiling.
 pub const STAGES: usize = 3;
-/// Tiles in the staging ring of the 64-row tiling (its score rows take the room of a third).
-pub const STAGES64: usize = 2;
+/// Tiles in the staging ring of the 64-row tiling.
+pub const STAGES64: usize = 3;
 /// Threads per CTA.
 pub const THREADS: u32 = 32 * WARPS as u32;
 /// CTAs of the 64-row tiling from which [`dims`] takes it: below, the 16-row tiling's four times
@@ -115,7 +115,7 @@ pub enum Tiling {
     /// three-tile ring, every warp on one `n8` tile of each key tile ([`shared_bytes`]).
     Rows16,
     /// One CTA per 64 query rows (`d ≤ 64`): keys and values staged once per 64 queries through
-    /// a two-tile ring, each warp on one `m16` tile and half the columns, its query fragments in
+    /// a three-tile ring, each warp on one `m16` tile and half the columns, its query fragments in
     /// registers ([`shared_bytes_rows64`]).
     Rows64,
 }
@@ -155,12 +155,12 @@ pub const fn shared_bytes(tk: usize, d: usize) -> usize {
 }
 
 /// Dynamic shared memory of a 64-row launch (`dcc_t3w_smem_floats`): the score rows of
-/// `min(tq, 64)` queries (`(⌈tk/64⌉·64 + 4)` floats each; the rows of a tile past `tq` are not
-/// stored), the ring (`STAGES64·64·(DP + 8)`; the query tile passes through its second slot
-/// before the first key tile) and the row sums (64), in floats.
+/// `min(tq, 64)` queries (`⌈tk/8⌉·8 + 4` floats each: the values' k steps end there; the rows of
+/// a tile past `tq` are not stored), the ring (`STAGES64·64·(DP + 8)`; the query tile passes
+/// through its last slot first) and the row sums (64), in floats.
 pub const fn shared_bytes_rows64(tq: usize, tk: usize, d: usize) -> usize {
     let dp = padded_dim(d);
-    let ls = tk.div_ceil(KEYS) * KEYS + 4;
+    let ls = tk.div_ceil(8) * 8 + 4;
     let rows = if tq < ROWS64 { tq } else { ROWS64 };
     4 * (rows * ls + STAGES64 * KEYS * (dp + 8) + ROWS64)
 }
@@ -184,7 +184,7 @@ pub const fn tiling_of(tq: usize, tk: usize, d: usize, shared: usize) -> Option<
 /// [`THREADS`] per slice and 16 (64) query rows, [`shared_bytes`] ([`shared_bytes_rows64`]); an
 /// error where `d` is outside `1..=128`, the shared memory would pass
 /// [`RESIDENT_MAX_SHARED_BYTES`] (the 16-row tiling's score rows: about 2,000 keys at
-/// `d = 64`; the 64-row tiling's: about 500 at 56 queries), or the kernel would not take `tiling` at that size
+/// `d = 64`; the 64-row tiling's: about 470 at 56 queries), or the kernel would not take `tiling` at that size
 /// ([`tiling_of`]: 64 rows need `d ≤ 64` and more than 16 rows' shared memory).
 pub fn dims_with(
     tiling: Tiling,
