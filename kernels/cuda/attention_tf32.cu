@@ -28,6 +28,32 @@ __device__ __forceinline__ float dcc_softmax_row(float* sw, int tk, int lane) {
     return sum;
 }
 
+// dcc_softmax_row over two rows of one warp at once (two independent chains in each loop, for
+// the latency); each row's operations and their order are dcc_softmax_row's. Returns the sums.
+__device__ __forceinline__ float2 dcc_softmax_row2(float* sa, float* sb, int tk, int lane) {
+    float ma = -__int_as_float(0x7f800000), mb = ma;
+    for (int j = lane; j < tk; j += DCC_WARP) {
+        ma = fmaxf(ma, sa[j]);
+        mb = fmaxf(mb, sb[j]);
+    }
+    ma = dcc_warp_max(ma);
+    mb = dcc_warp_max(mb);
+#pragma unroll 4
+    for (int j = lane; j < tk; j += DCC_WARP) {
+        sa[j] = dcc_expf(sa[j] - ma);
+        sb[j] = dcc_expf(sb[j] - mb);
+    }
+    float xa = 0.0f, xb = 0.0f;
+    for (int j = lane; j < tk; j += DCC_WARP) {
+        xa = xa + sa[j];
+        xb = xb + sb[j];
+    }
+    xa = dcc_warp_tree(xa);
+    xb = dcc_warp_tree(xb);
+    __syncwarp();
+    return make_float2(xa, xb);
+}
+
 // ---------------------------------------------------------------------------------------------
 // attention_sdpa_tf32x3: the same op as attention_sdpa (same arguments, layouts, unmasked
 // softmax over frames 0 .. tk of the packed cache) with both products on tensor cores as 3xTF32
@@ -426,12 +452,23 @@ __device__ void dcc_sdpa_tf32x3_wide(float* out, const float* q, const float* kv
         // Every score is written: the softmax of rows warp, warp + W, ..., numerators in place,
         // zeros past tk (to the last k step's end) and the row sums. The first value tile's
         // barrier below publishes them.
+        // Rows r and r + W together where both are stored (dcc_softmax_row2: the same bits).
         __syncthreads();
-        for (int r = warp; r < R; r += DCC_T3_WARPS) {
+        for (int r = warp; r < R; r += 2 * DCC_T3_WARPS) {
             float* const row = sc + r * LS;
-            const float sum = dcc_softmax_row(row, tk, lane);
-            for (int j = tk + lane; j < 8 * ksteps; j += 32) row[j] = 0.0f;
-            if (lane == 0) rowsum[r] = sum;
+            float* const row2 = row + DCC_T3_WARPS * LS;
+            if (r + DCC_T3_WARPS < R) {
+                const float2 sums = dcc_softmax_row2(row, row2, tk, lane);
+                for (int j = tk + lane; j < 8 * ksteps; j += 32) row[j] = row2[j] = 0.0f;
+                if (lane == 0) {
+                    rowsum[r] = sums.x;
+                    rowsum[r + DCC_T3_WARPS] = sums.y;
+                }
+            } else {
+                const float sum = dcc_softmax_row(row, tk, lane);
+                for (int j = tk + lane; j < 8 * ksteps; j += 32) row[j] = 0.0f;
+                if (lane == 0) rowsum[r] = sum;
+            }
         }
         float acc[VN][4][4];
 #pragma unroll
