@@ -2,8 +2,9 @@
 //! `GemmPath::InvariantTf32x3`): within the derived bound of the fp32 twin
 //! (`dcc_kernels::attention::tf32::bound`) on both backends (the Host runs the twin's model of the
 //! `mma`, CUDA the tensor-core kernel), nothing written past the output, the fp32 kernel on every
-//! other path, and each (batch, head)'s bits the same in a launch of 2 batch entries and of 16
-//! (batch invariance).
+//! other path, each (batch, head)'s bits the same in a launch of 2 batch entries and of 16
+//! (batch invariance; at the DiT's shape `attention::tf32::dims` tiles 16 entries by 64 query
+//! rows and 2 by 16), and the two tilings' bits equal at the same batch.
 //!
 //! Without a GPU the CUDA tests print their skip reason (and fail under `DCC_REQUIRE_GPU=1`).
 
@@ -14,11 +15,14 @@ use std::sync::Arc;
 use dcc_runtime::backend::{AllocKind, Backend};
 use dcc_runtime::kernels::attention::{self, AttnLayout, tf32};
 use dcc_runtime::ops::{self, Ctx, GemmPath, Tensor};
+use dcc_runtime::{Arg, LaunchDims};
 
 /// `(batch, heads, tq, tk, d, cap, off)`: the DiT's slices at one session (CFG 2 × 8 heads, 56
 /// queries over 458 keys of 64), a query tile's tail, one key, an odd head dim (4-byte copies),
-/// a cache not 16-byte aligned (`off` floats into its buffer), the largest head dim.
-const CASES: [(usize, usize, usize, usize, usize, usize, usize); 7] = [
+/// a cache not 16-byte aligned (`off` floats into its buffer), the largest head dim; then two
+/// batches `attention::tf32::dims` launches with 64-row tiles (96 CTAs): a head dim of 30 in
+/// 4-byte copies from an unaligned cache, and 70 queries (a second, partial query tile).
+const CASES: [(usize, usize, usize, usize, usize, usize, usize); 9] = [
     (2, 8, 56, 458, 64, 460, 0),
     (1, 2, 17, 65, 13, 70, 0),
     (3, 1, 3, 1, 32, 4, 0),
@@ -26,6 +30,8 @@ const CASES: [(usize, usize, usize, usize, usize, usize, usize); 7] = [
     (2, 2, 33, 64, 128, 64, 0),
     (1, 1, 1, 7, 8, 9, 2),
     (1, 2, 20, 200, 100, 201, 0),
+    (96, 1, 40, 200, 30, 203, 1),
+    (48, 1, 70, 130, 64, 130, 0),
 ];
 
 /// Runs `ops::attention` on `be` with `path`; returns the output buffer (NaN past the output
@@ -215,3 +221,57 @@ fn batch_invariant_sdpa_tf32x3(be: Arc<dyn Backend>) {
 }
 
 both!(batch_invariant_sdpa_tf32x3);
+
+/// The two tilings of `attention.sdpa_tf32x3` (`tf32::Tiling`: 16 or 64 query rows per CTA)
+/// give the same bits at the same batch (on CUDA the kernel's own claim: each score and output
+/// is one warp's, in the same `mma` chains and order; the Host runs one twin for both), at the
+/// DiT's shape and the 64-row cases of [`CASES`], nothing written past the output either way.
+fn tilings_give_the_same_bits(be: Arc<dyn Backend>) {
+    be.preload(&[&tf32::SDPA_TF32X3]).unwrap();
+    for (batch, heads, tq, tk, d, cap, off) in [(2, 8, 56, 458, 64, 460, 0), CASES[7], CASES[8]] {
+        let n = batch * tq * heads * d;
+        let up = |v: &[f32]| be.alloc_from(v, AllocKind::Other).unwrap();
+        let qb = up(&common::data(81, n));
+        let kvb = up(&common::data(82, off + batch * heads * cap * 2 * d));
+        let scale = (1.0 / (d as f64).sqrt()) as f32;
+        let launch = |dims: LaunchDims| -> Vec<u32> {
+            let ob = up(&vec![f32::NAN; n + 37]);
+            let args = [
+                Arg::Ptr(ob.ptr()),
+                Arg::Ptr(qb.ptr()),
+                Arg::Ptr(kvb.ptr().offset(4 * off)),
+                Arg::I64(batch as i64),
+                Arg::I64(heads as i64),
+                Arg::I64(tq as i64),
+                Arg::I64(tk as i64),
+                Arg::I64(d as i64),
+                Arg::I64(cap as i64),
+                Arg::F32(scale),
+            ];
+            // SAFETY: q holds batch·tq rows of heads·d, the cache (off floats into its buffer)
+            // batch·heads·cap frames of 2d, out n floats and 37 more: what the kernel reads and
+            // writes at these arguments; the buffers live until the download below.
+            unsafe { be.launch(&tf32::SDPA_TF32X3, dims, &args) }.unwrap();
+            be.synchronize().unwrap();
+            let got = be.download::<f32>(ob.ptr(), n + 37).unwrap();
+            assert!(
+                got[n..].iter().all(|x| x.is_nan()),
+                "{dims:?}: written past the output"
+            );
+            got[..n].iter().map(|x| x.to_bits()).collect()
+        };
+        let outer = batch * heads;
+        let rows16 = tf32::dims_with(tf32::Tiling::Rows16, outer, tq, tk, d).unwrap();
+        let rows64 = tf32::dims_with(tf32::Tiling::Rows64, outer, tq, tk, d).unwrap();
+        assert!(
+            launch(rows16) == launch(rows64),
+            "{batch} × {heads} × {d}, {tq} over {tk}: the 64-row tiling's bits differ from the 16-row one's"
+        );
+    }
+    println!(
+        "tilings ({}): attention.sdpa_tf32x3 in 64-row tiles equals 16-row tiles bit for bit",
+        be.device_name()
+    );
+}
+
+both!(tilings_give_the_same_bits);

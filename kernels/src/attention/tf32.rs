@@ -1,5 +1,5 @@
 //! The 3xTF32 scaled dot-product attention on tensor cores, `attention.sdpa_tf32x3`
-//! (`attention_sdpa_tf32x3` in `kernels/cuda/attention.cu`): the op of [`super::SDPA`] (same
+//! (`attention_sdpa_tf32x3` in `kernels/cuda/attention_tf32.cu`): the op of [`super::SDPA`] (same
 //! arguments, layouts and unmasked softmax over frames `0..tk` of the packed cache), with the
 //! scores `Q·Kᵀ` and the output `P·V` taken on tensor cores as three TF32 products each.
 //!
@@ -19,6 +19,17 @@
 //! computes each output element from its own row of A and its own accumulator: one (batch,
 //! head, row)'s bits never depend on the rows sharing the launch (on CUDA; the test
 //! `batch_invariant_sdpa_tf32x3` checks it on the GPU).
+//!
+//! # Two tilings, one set of bits
+//!
+//! The kernel tiles a (batch, head)'s queries by 16 rows per CTA or, where `d ≤ 64`, by 64
+//! ([`Tiling`], [`dims`] picks by shape). At one session's batch the 16-row tiling's many CTAs
+//! fill the device; at many sessions it re-streams each head's keys and values once per 16
+//! queries and feeds each warp's k step to one `n8` tile, and the 64-row tiling (keys and values
+//! once, query fragments held in registers, four `n8` tiles per k step) does the same `mma`s
+//! with a quarter of the staging and of the score phase's shared-memory loads. Which warp
+//! computes a score or an output changes, its `mma` steps, chains and order do not: the bits are
+//! the same (on CUDA; `runtime/tests/attention_tf32.rs` compares the two tilings' bits).
 //!
 //! # The host twin is a model, not the kernel's bits
 //!
@@ -61,19 +72,53 @@ use crate::gemm::tf32::dot;
 use crate::math::{exp_f32, warp_sum};
 use crate::twin::{invalid, kdef, rd, wr};
 
-use super::{AttnLayout, MAX_HEAD_DIM, RESIDENT_MAX_SHARED_BYTES, SOURCE};
+use super::{AttnLayout, MAX_HEAD_DIM, RESIDENT_MAX_SHARED_BYTES};
+use crate::CudaSource;
 use crate::abi::Param::{F32, I64, Ptr};
 
-/// Query rows per CTA (one `m16` tile).
+/// The NVRTC module of [`SDPA_TF32X3`]: `common.cuh`, then `attention_tf32.cu` (a module of its
+/// own: the fp32 attention's module does not compile its templates, nor this one the fp32's).
+pub static SOURCE: CudaSource = CudaSource {
+    name: "attention/sdpa_tf32x3",
+    code: concat!(
+        include_str!("../../cuda/common.cuh"),
+        include_str!("../../cuda/attention_tf32.cu")
+    ),
+};
+
+/// Query rows per CTA of the 16-row tiling (one `m16` tile).
 pub const ROWS: usize = 16;
+/// Query rows per CTA of the 64-row tiling (four `m16` tiles: the DiT's 56 queries of a head in
+/// one CTA).
+pub const ROWS64: usize = 64;
 /// Frames per staged key (value) tile.
 pub const KEYS: usize = 64;
 /// Warps per CTA (each score and each output is one warp's: the count changes no order).
 pub const WARPS: usize = 8;
-/// Tiles in the staging ring.
+/// Tiles in the staging ring of the 16-row tiling.
 pub const STAGES: usize = 3;
+/// Tiles in the staging ring of the 64-row tiling.
+pub const STAGES64: usize = 3;
 /// Threads per CTA.
 pub const THREADS: u32 = 32 * WARPS as u32;
+/// CTAs of the 64-row tiling from which [`dims`] takes it: below, the 16-row tiling's four times
+/// as many CTAs fill more of the device's SMs (132 on an H100) than the 64-row tiling's
+/// fewer loads per `mma` save.
+pub const ROWS64_MIN_BLOCKS: usize = 96;
+
+/// How the kernel tiles a (batch, head)'s queries; both give the same bits (each score and
+/// output is one warp's, its `mma` steps in the same chains and order), so [`dims`] picks by
+/// shape alone. The kernel tells them apart by the launch's shared memory ([`tiling_of`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tiling {
+    /// One CTA per 16 query rows: keys and values staged once per 16 queries through a
+    /// three-tile ring, every warp on one `n8` tile of each key tile ([`shared_bytes`]).
+    Rows16,
+    /// One CTA per 64 query rows (`d ≤ 64`): keys and values staged once per 64 queries through
+    /// a three-tile ring, each warp on one `m16` tile and half the columns, its query fragments in
+    /// registers ([`shared_bytes_rows64`]).
+    Rows64,
+}
 
 kdef!(
     SDPA_TF32X3,
@@ -81,11 +126,11 @@ kdef!(
     "sdpa_tf32x3",
     [Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, I64, F32],
     host_sdpa_tf32x3,
-    "`(out, q, kv, batch, heads, tq, tk, d, cap, scale)`: [`super::SDPA`]'s op with both products as 3xTF32 on tensor cores ([`attention`]: the order; [`bound`]: its distance from the fp32 twin), `d ≤ 128`; one CTA of 8 warps per (batch, head, 16 query rows), launch with [`dims`]."
+    "`(out, q, kv, batch, heads, tq, tk, d, cap, scale)`: [`super::SDPA`]'s op with both products as 3xTF32 on tensor cores ([`attention`]: the order; [`bound`]: its distance from the fp32 twin), `d ≤ 128`; one CTA of 8 warps per (batch, head, 16 or 64 query rows: [`Tiling`]), launch with [`dims`]."
 );
 
 /// The kernels of this module (their own list: the twin is a model, so they are not among the
-/// bit-equal twins of [`super::KERNELS`]; same CUDA module, [`SOURCE`]).
+/// bit-equal twins of [`super::KERNELS`]; their own CUDA module, [`SOURCE`]).
 pub static KERNELS: &[&crate::KernelDef] = &[&SDPA_TF32X3];
 
 /// The head dimension the kernel computes with: `d` rounded up to 32, 64 or 128 (the columns
@@ -100,39 +145,93 @@ pub const fn padded_dim(d: usize) -> usize {
     }
 }
 
-/// Dynamic shared memory of a launch (`kernels/cuda/attention.cu`, `dcc_t3_smem_floats`): the
-/// query tile split in two (`2·16·(DP + 4)`), the score rows (`16·(⌈tk/64⌉·64 + 4)`), the ring
-/// (`STAGES·64·(DP + 8)`) and the row sums (16), in floats.
+/// Dynamic shared memory of a 16-row launch (`kernels/cuda/attention_tf32.cu`,
+/// `dcc_t3_smem_floats`): the query tile split in two (`2·16·(DP + 4)`), the score rows
+/// (`16·(⌈tk/64⌉·64 + 4)`), the ring (`STAGES·64·(DP + 8)`) and the row sums (16), in floats.
 pub const fn shared_bytes(tk: usize, d: usize) -> usize {
     let dp = padded_dim(d);
     let ls = tk.div_ceil(KEYS) * KEYS + 4;
     4 * (2 * ROWS * (dp + 4) + ROWS * ls + STAGES * KEYS * (dp + 8) + ROWS)
 }
 
-/// The launch over `outer` = batch · heads slices of `tq` queries: one CTA of [`THREADS`] per
-/// slice and 16 query rows, [`shared_bytes`]; an error where `d` is outside `1..=128` or the
-/// score rows of `tk` keys take the shared memory past [`RESIDENT_MAX_SHARED_BYTES`] (about
-/// 2,000 keys at `d = 64`).
-pub fn dims(outer: usize, tq: usize, tk: usize, d: usize) -> Result<LaunchDims, KernelError> {
+/// Dynamic shared memory of a 64-row launch (`dcc_t3w_smem_floats`): the score rows of
+/// `min(tq, 64)` queries (`⌈tk/8⌉·8 + 4` floats each: the values' k steps end there; the rows of
+/// a tile past `tq` are not stored), the ring (`STAGES64·64·(DP + 8)`; the query tile passes
+/// through its last slot first) and the row sums (64), in floats.
+pub const fn shared_bytes_rows64(tq: usize, tk: usize, d: usize) -> usize {
+    let dp = padded_dim(d);
+    let ls = tk.div_ceil(8) * 8 + 4;
+    let rows = if tq < ROWS64 { tq } else { ROWS64 };
+    4 * (rows * ls + STAGES64 * KEYS * (dp + 8) + ROWS64)
+}
+
+/// The tiling the kernel takes for a launch given `shared` bytes of dynamic shared memory (its
+/// rule): 64 rows where `d ≤ 64`, that tiling needs more than the 16-row one (so the size tells
+/// them apart) and `shared` holds it; else 16 rows where `shared` holds those; else none (the
+/// kernel traps).
+pub const fn tiling_of(tq: usize, tk: usize, d: usize, shared: usize) -> Option<Tiling> {
+    let (rows16, rows64) = (shared_bytes(tk, d), shared_bytes_rows64(tq, tk, d));
+    if padded_dim(d) <= 64 && rows64 > rows16 && shared >= rows64 {
+        Some(Tiling::Rows64)
+    } else if shared >= rows16 {
+        Some(Tiling::Rows16)
+    } else {
+        None
+    }
+}
+
+/// The launch of `tiling` over `outer` = batch · heads slices of `tq` queries: one CTA of
+/// [`THREADS`] per slice and 16 (64) query rows, [`shared_bytes`] ([`shared_bytes_rows64`]); an
+/// error where `d` is outside `1..=128`, the shared memory would pass
+/// [`RESIDENT_MAX_SHARED_BYTES`] (the 16-row tiling's score rows: about 2,000 keys at
+/// `d = 64`; the 64-row tiling's: about 470 at 56 queries), or the kernel would not take `tiling` at that size
+/// ([`tiling_of`]: 64 rows need `d ≤ 64` and more than 16 rows' shared memory).
+pub fn dims_with(
+    tiling: Tiling,
+    outer: usize,
+    tq: usize,
+    tk: usize,
+    d: usize,
+) -> Result<LaunchDims, KernelError> {
     if d == 0 || d > MAX_HEAD_DIM || tk == 0 {
         return Err(invalid(format!(
             "attention.sdpa_tf32x3: head dim {d} (1..={MAX_HEAD_DIM}) or {tk} keys"
         )));
     }
-    let shared = shared_bytes(tk, d);
+    let (rows, shared) = match tiling {
+        Tiling::Rows16 => (ROWS, shared_bytes(tk, d)),
+        Tiling::Rows64 => (ROWS64, shared_bytes_rows64(tq, tk, d)),
+    };
     if shared > RESIDENT_MAX_SHARED_BYTES {
         return Err(invalid(format!(
-            "attention.sdpa_tf32x3: {tk} keys of dim {d} need {shared} B of shared memory (max {RESIDENT_MAX_SHARED_BYTES})"
+            "attention.sdpa_tf32x3: {tk} keys of dim {d} need {shared} B of shared memory in {tiling:?} (max {RESIDENT_MAX_SHARED_BYTES})"
+        )));
+    }
+    if tiling_of(tq, tk, d, shared) != Some(tiling) {
+        return Err(invalid(format!(
+            "attention.sdpa_tf32x3: {tiling:?} does not apply to {tq} queries over {tk} keys of dim {d}"
         )));
     }
     let blocks = outer
-        .saturating_mul(tq.div_ceil(ROWS))
+        .saturating_mul(tq.div_ceil(rows))
         .clamp(1, i32::MAX as usize);
     Ok(LaunchDims {
         grid: (blocks as u32, 1, 1),
         block: (THREADS, 1, 1),
         shared_bytes: shared as u32,
     })
+}
+
+/// The launch `ops::attention` takes: [`Tiling::Rows64`] where it applies and gives at least
+/// [`ROWS64_MIN_BLOCKS`] CTAs (many sessions batched), else [`Tiling::Rows16`]; errors as
+/// [`dims_with`]'s 16-row ones. The bits are the same either way.
+pub fn dims(outer: usize, tq: usize, tk: usize, d: usize) -> Result<LaunchDims, KernelError> {
+    if outer.saturating_mul(tq.div_ceil(ROWS64)) >= ROWS64_MIN_BLOCKS
+        && let Ok(wide) = dims_with(Tiling::Rows64, outer, tq, tk, d)
+    {
+        return Ok(wide);
+    }
+    dims_with(Tiling::Rows16, outer, tq, tk, d)
 }
 
 /// The twin's body: [`super::attention`]'s op (same layouts) in the order of the module docs,
@@ -227,7 +326,7 @@ pub fn bound(d: usize, tk: usize, scale: f32, t: f64, vmax: f64, y1: f32, y2: f3
 }
 
 /// Checks a launch against what the kernel needs (it traps otherwise).
-fn check_launch(dims_: &LaunchDims, tk: usize, d: usize) -> Result<(), KernelError> {
+fn check_launch(dims_: &LaunchDims, tq: usize, tk: usize, d: usize) -> Result<(), KernelError> {
     let name = SDPA_TF32X3.name;
     if dims_.block != (THREADS, 1, 1) {
         return Err(invalid(format!(
@@ -240,11 +339,11 @@ fn check_launch(dims_: &LaunchDims, tk: usize, d: usize) -> Result<(), KernelErr
             "{name}: head dim {d} outside 1..={MAX_HEAD_DIM}"
         )));
     }
-    let need = shared_bytes(tk, d);
-    if (dims_.shared_bytes as usize) < need {
+    let shared = dims_.shared_bytes as usize;
+    if tiling_of(tq, tk, d, shared).is_none() {
         return Err(invalid(format!(
-            "{name}: {} B of shared memory given, {need} B needed ({tk} keys, d = {d})",
-            dims_.shared_bytes
+            "{name}: {shared} B of shared memory given, {} B needed ({tk} keys, d = {d})",
+            shared_bytes(tk, d)
         )));
     }
     Ok(())
@@ -263,7 +362,7 @@ unsafe fn host_sdpa_tf32x3(dims_: &LaunchDims, a: &[Arg]) -> Result<(), KernelEr
     if tk > cap || tk == 0 {
         return Err(invalid("attention.sdpa_tf32x3: tk outside 1..=cap"));
     }
-    check_launch(dims_, tk, d)?;
+    check_launch(dims_, tq, tk, d)?;
     let n = batch * tq * heads * d;
     // SAFETY: HostFn contract.
     let (out, q, kv) = unsafe {

@@ -142,11 +142,20 @@ fn bound_refuses_a_single_tf32_product() {
 fn geometry_matches_the_kernel() {
     let code = SOURCE.code;
     assert!(code.contains(
-        "#define DCC_T3_ROWS 16\n#define DCC_T3_KEYS 64\n#define DCC_T3_WARPS 8\n#define DCC_T3_STAGES 3\n"
+        "#define DCC_T3_ROWS 16\n#define DCC_T3_KEYS 64\n#define DCC_T3_WARPS 8\n#define DCC_T3_STAGES 3\n\
+         #define DCC_T3W_ROWS 64\n#define DCC_T3W_STAGES 3\n"
     ));
     assert!(code.contains(" attention_sdpa_tf32x3("));
-    assert_eq!((ROWS, KEYS, WARPS, STAGES), (16, 64, 8, 3));
-    // The DiT's slices: 56 queries over 458 keys of 64, about 60 KB (two CTAs per SM).
+    assert!(code.contains(
+        "    const i64 ls = (tk + 7) / 8 * 8 + 4;\n    const i64 rows = tq < DCC_T3W_ROWS ? tq : DCC_T3W_ROWS;\n    \
+         return rows * ls + DCC_T3W_STAGES * DCC_T3_KEYS * (dp + 8) + DCC_T3W_ROWS;"
+    ));
+    assert!(code.contains("const bool rows64 = dp <= 64 && wide > narrow && smem >= wide;"));
+    assert_eq!(
+        (ROWS, ROWS64, KEYS, WARPS, STAGES, STAGES64),
+        (16, 64, 64, 8, 3, 3)
+    );
+    // The DiT's slices at one session (CFG 2 × 8 heads): 16 rows, about 95 KB.
     let dims_ = dims(16, 56, 458, 64).unwrap();
     assert_eq!(dims_.grid, (64, 1, 1));
     assert_eq!(dims_.block, (256, 1, 1));
@@ -154,6 +163,51 @@ fn geometry_matches_the_kernel() {
         dims_.shared_bytes as usize,
         4 * (2 * 16 * 68 + 16 * 516 + 3 * 64 * 72 + 16)
     );
+    // At 16 sessions (32 × 8 slices): 64 rows, one CTA per slice, 56 score rows, just under the
+    // limit (160 KB).
+    let wide = dims(256, 56, 458, 64).unwrap();
+    assert_eq!(wide.grid, (256, 1, 1));
+    assert_eq!(wide.block, (256, 1, 1));
+    assert_eq!(
+        wide.shared_bytes as usize,
+        4 * (56 * 468 + 3 * 64 * 72 + 64)
+    );
+    assert_eq!(
+        tiling_of(56, 458, 64, wide.shared_bytes as usize),
+        Some(Tiling::Rows64)
+    );
+    assert_eq!(
+        tiling_of(56, 458, 64, dims_.shared_bytes as usize),
+        Some(Tiling::Rows16)
+    );
+    assert_eq!(
+        tiling_of(56, 458, 64, dims_.shared_bytes as usize - 4),
+        None
+    );
+    assert_eq!(
+        dims_with(Tiling::Rows16, 256, 56, 458, 64).unwrap().grid,
+        (1024, 1, 1)
+    );
+    // The threshold: 96 CTAs of 64 rows (12 sessions).
+    assert_eq!(dims(95, 56, 458, 64).unwrap().grid, (95 * 4, 1, 1));
+    assert_eq!(dims(96, 56, 458, 64).unwrap().grid, (96, 1, 1));
+    // Two query tiles, the second partial.
+    assert_eq!(dims(48, 70, 130, 64).unwrap().grid, (96, 1, 1));
+    // 64 rows of 458 keys would pass the shared-memory limit.
+    assert_eq!(dims(96, 100, 458, 64).unwrap().grid, (96 * 7, 1, 1));
+    // Where 64 rows do not apply, the 16-row launch at any batch.
+    assert_eq!(dims(256, 56, 458, 100).unwrap().grid, (1024, 1, 1));
+    assert_eq!(dims(256, 8, 458, 64).unwrap().grid, (256, 1, 1));
+    assert_eq!(dims(256, 56, 1500, 64).unwrap().grid, (1024, 1, 1));
+    assert_eq!(dims(256, 56, 472, 64).unwrap().grid, (256, 1, 1));
+    assert_eq!(dims(256, 56, 473, 64).unwrap().grid, (1024, 1, 1));
+    assert!(dims_with(Tiling::Rows64, 1, 56, 458, 100).is_err());
+    assert!(dims_with(Tiling::Rows64, 1, 8, 458, 64).is_err());
+    assert!(dims_with(Tiling::Rows64, 1, 56, 1500, 64).is_err());
+    // Few keys: 64 rows would need less shared memory than 16, which the kernel could not tell
+    // apart.
+    assert!(dims_with(Tiling::Rows64, 1, 17, 65, 13).is_err());
+    assert!(dims_with(Tiling::Rows64, 1, 40, 200, 30).is_ok());
     assert_eq!(padded_dim(1), 32);
     assert_eq!(padded_dim(33), 64);
     assert_eq!(padded_dim(65), 128);

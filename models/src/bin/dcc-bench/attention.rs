@@ -11,16 +11,20 @@
 //! on the host): `attention.sdpa` bit for bit, `attention.sdpa_tf32x3` every output within
 //! `attention::tf32::bound`, with its largest distance from the fp32 kernel relative to the
 //! largest output. `--cold-mib 0` (the default) reuses one operand set: in the model the cache
-//! was written by the launches just before, so the attention reads it from L2.
+//! was written by the launches just before, so the attention reads it from L2. `--tiling`
+//! launches the tensor-core kernel in one of its query tilings (`attention::tf32::Tiling`: 16 or
+//! 64 rows per CTA, the same bits) instead of the one `ops::attention` picks, to compare them.
 
 use std::io::Write;
 use std::sync::Arc;
 
 use clap::Args;
 use dcc_runtime::backend::{AllocKind, Backend, DeviceBuffer};
+use dcc_runtime::kernels::attention::tf32::Tiling;
 use dcc_runtime::kernels::attention::{self, AttnLayout, tf32};
 use dcc_runtime::kernels::synthetic::SPIN;
 use dcc_runtime::ops::{self, Ctx, GemmPath, Tensor};
+use dcc_runtime::{Arg, LaunchDims};
 use serde_json::{Value, json};
 
 use super::Res;
@@ -31,7 +35,8 @@ use super::kernels::{Timing, time};
 #[derive(Args, Debug, Clone)]
 #[command(after_help = "Examples:\n  \
 dcc-bench attention                          # batch 2 and 16, the DiT's shapes\n  \
-dcc-bench attention --batch 2,4,8,16,32 --samples 21 --format json\n\n\
+dcc-bench attention --batch 2,4,8,16,32 --samples 21 --format json\n  \
+dcc-bench attention --batch 2,32 --tiling rows16     # the 16-row tiling at any batch\n\n\
 Exit codes: 0 both kernels pass against the fp32 twin (sdpa bit for bit, sdpa_tf32x3 within its\n\
 bound), 1 otherwise or on a run error, 2 usage.")]
 pub struct AttentionArgs {
@@ -79,9 +84,44 @@ pub struct AttentionArgs {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=16_384))]
     pub cold_mib: usize,
 
+    /// The query tiling of `attention.sdpa_tf32x3`: as `ops::attention` picks it by shape, or
+    /// 16 (64) rows per CTA at every batch (an error where the kernel cannot take it).
+    #[arg(long, value_enum, default_value_t = TilingChoice::Auto)]
+    pub tiling: TilingChoice,
+
     /// Output on stdout: the table, or one JSON object on one line.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+}
+
+/// `--tiling`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TilingChoice {
+    /// `attention::tf32::dims`: 64 rows from 96 such CTAs where they apply, else 16.
+    Auto,
+    /// `Tiling::Rows16`.
+    Rows16,
+    /// `Tiling::Rows64`.
+    Rows64,
+}
+
+impl TilingChoice {
+    fn tiling(self) -> Option<Tiling> {
+        match self {
+            TilingChoice::Auto => None,
+            TilingChoice::Rows16 => Some(Tiling::Rows16),
+            TilingChoice::Rows64 => Some(Tiling::Rows64),
+        }
+    }
+}
+
+/// The launch of `attention.sdpa_tf32x3` at shape `s` under `tiling` (`None`: `dims`'s pick).
+fn tc_dims((b, h, tq, tk, d): Shape, tiling: Option<Tiling>) -> Res<LaunchDims> {
+    match tiling {
+        None => tf32::dims(b * h, tq, tk, d),
+        Some(t) => tf32::dims_with(t, b * h, tq, tk, d),
+    }
+    .map_err(|e| dcc_runtime::Error::from(e).into())
 }
 
 /// One operand set: `q`, `out` `[batch, tq, heads·d]`, the cache `[batch, heads, tk, 2d]`.
@@ -112,8 +152,36 @@ impl Operands {
         })
     }
 
-    /// Queues `ops::attention` on `path` (the tensor-core kernel on `InvariantTf32x3`).
-    fn launch(&self, be: &dyn Backend, path: GemmPath, (b, h, tq, tk, d): Shape) -> Res<()> {
+    /// Queues `ops::attention` on `path` (the tensor-core kernel on `InvariantTf32x3`), or with
+    /// `tiling` the tensor-core kernel itself in that tiling.
+    fn launch(
+        &self,
+        be: &dyn Backend,
+        path: GemmPath,
+        tiling: Option<Tiling>,
+        (b, h, tq, tk, d): Shape,
+    ) -> Res<()> {
+        if let Some(t) = tiling {
+            let dims = tc_dims((b, h, tq, tk, d), Some(t))?;
+            let int = |v: usize| Arg::I64(v as i64);
+            let args = [
+                Arg::Ptr(self.out.ptr()),
+                Arg::Ptr(self.q.ptr()),
+                Arg::Ptr(self.kv.ptr()),
+                int(b),
+                int(h),
+                int(tq),
+                int(tk),
+                int(d),
+                int(tk),
+                Arg::F32(scale(d)),
+            ];
+            // SAFETY: q and out hold b·tq rows of h·d floats, kv b·h caches of tk frames of 2d
+            // (Operands::new): what the kernel reads and writes at these arguments (cap = tk);
+            // the buffers live as long as the operand set, past the timing's synchronize.
+            unsafe { be.launch(&tf32::SDPA_TF32X3, dims, &args) }?;
+            return Ok(());
+        }
         let cx = Ctx::new(be, None).with_gemm(path);
         let t = |x, dims: &[usize]| Tensor::of(x).and_then(|t| t.view(dims));
         let (q, out) = (t(&self.q, &[b, tq, h * d])?, t(&self.out, &[b, tq, h * d])?);
@@ -234,15 +302,21 @@ pub fn run(a: &AttentionArgs) -> Res<bool> {
             .collect::<Res<Vec<_>>>()?;
         let mut us = [0.0f64; 2];
         let mut outs: [Vec<f32>; 2] = Default::default();
-        for (k, path) in [GemmPath::Invariant, GemmPath::InvariantTf32x3]
-            .into_iter()
-            .enumerate()
+        let tiling = a.tiling.tiling();
+        let picked = tc_dims(s, tiling)?;
+        let picked = tf32::tiling_of(tq, tk, d, picked.shared_bytes as usize);
+        for (k, (path, tiling)) in [
+            (GemmPath::Invariant, None),
+            (GemmPath::InvariantTf32x3, tiling),
+        ]
+        .into_iter()
+        .enumerate()
         {
             let ms = time(be.as_ref(), timing, &|n| {
-                sets[n % n_sets].launch(be.as_ref(), path, s)
+                sets[n % n_sets].launch(be.as_ref(), path, tiling, s)
             })?;
             us[k] = ms * 1e3;
-            sets[0].launch(be.as_ref(), path, s)?;
+            sets[0].launch(be.as_ref(), path, tiling, s)?;
             be.synchronize()?;
             outs[k] = be.download(sets[0].out.ptr(), b * tq * h * d)?;
         }
@@ -253,14 +327,20 @@ pub fn run(a: &AttentionArgs) -> Res<bool> {
             .enumerate()
         {
             eprintln!(
-                "batch {b:>3}  {name:<22} {:>9.2} µs {:>7.2} TFLOP/s",
+                "batch {b:>3}  {name:<22} {:>9.2} µs {:>7.2} TFLOP/s{}",
                 us[k],
-                flop / (us[k] * 1e-6) / 1e12
+                flop / (us[k] * 1e-6) / 1e12,
+                if k == 1 {
+                    format!(" ({picked:?})")
+                } else {
+                    String::new()
+                }
             );
         }
         rows.push(json!({
             "batch": b, "heads": h, "tq": tq, "tk": tk, "head_dim": d,
             "sdpa_us": us[0], "sdpa_tf32x3_us": us[1],
+            "sdpa_tf32x3_tiling": picked.map(|t| format!("{t:?}")),
             "sdpa_tflops": flop / (us[0] * 1e-6) / 1e12,
             "sdpa_tf32x3_tflops": flop / (us[1] * 1e-6) / 1e12,
             "speedup": us[0] / us[1],
@@ -275,6 +355,7 @@ pub fn run(a: &AttentionArgs) -> Res<bool> {
         "reps": a.reps,
         "samples": a.samples,
         "cold_mib": a.cold_mib,
+        "tiling": format!("{:?}", a.tiling),
         "rows": rows,
         "ok": ok,
     });
@@ -299,7 +380,7 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
     )?;
     writeln!(
         w,
-        "{:>5} {:>5} {:>5} {:>4}  {:>9} {:>8}  {:>9} {:>8}  {:>7}  {:>5} {:>5} {:>9}",
+        "{:>5} {:>5} {:>5} {:>4}  {:>9} {:>8}  {:>9} {:>8} {:>7}  {:>7}  {:>5} {:>5} {:>9}",
         "batch",
         "tq",
         "tk",
@@ -308,6 +389,7 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
         "TFLOP/s",
         "tf32x3 µs",
         "TFLOP/s",
+        "tiling",
         "speedup",
         "twin",
         "bound",
@@ -325,7 +407,7 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
         let n = |k: &str| r[k].as_u64().unwrap_or(0);
         writeln!(
             w,
-            "{:>5} {:>5} {:>5} {:>4}  {:>9.2} {:>8.2}  {:>9.2} {:>8.2}  {:>6.2}×  {:>5} {:>5} {:>9.1e}",
+            "{:>5} {:>5} {:>5} {:>4}  {:>9.2} {:>8.2}  {:>9.2} {:>8.2} {:>7}  {:>6.2}×  {:>5} {:>5} {:>9.1e}",
             n("batch"),
             n("tq"),
             n("tk"),
@@ -334,6 +416,7 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
             f("sdpa_tflops"),
             f("sdpa_tf32x3_us"),
             f("sdpa_tf32x3_tflops"),
+            r["sdpa_tf32x3_tiling"].as_str().unwrap_or("?"),
             f("speedup"),
             yes(&r["sdpa_bit_equal_twin"]),
             yes(&r["sdpa_tf32x3_within_bound"]),
@@ -387,16 +470,48 @@ mod tests {
         .unwrap();
         assert_eq!(a.batch, vec![1, 2]);
         assert!(run(&a).unwrap());
+        // Each tiling forced where it applies (64 rows: more shared memory than 16), and an
+        // error where it does not.
+        let shape = [
+            "--tq",
+            "40",
+            "--tk",
+            "200",
+            "--head-dim",
+            "30",
+            "--heads",
+            "1",
+            "--reps",
+            "1",
+            "--samples",
+            "1",
+        ];
+        for t in ["rows16", "rows64"] {
+            let f = parse(&[&shape[..], &["--tiling", t, "--batch", "1"]].concat()).unwrap();
+            assert!(run(&f).unwrap(), "--tiling {t}");
+        }
+        let narrow = parse(&[
+            "--tiling",
+            "rows64",
+            "--tq",
+            "8",
+            "--reps",
+            "1",
+            "--samples",
+            "1",
+        ]);
+        assert!(run(&narrow.unwrap()).is_err());
         let d = parse(&[]).unwrap();
         assert_eq!(
-            (d.batch, d.heads, d.head_dim, d.tq, d.tk),
-            (vec![2, 16], 8, 64, 56, 458)
+            (d.batch, d.heads, d.head_dim, d.tq, d.tk, d.tiling),
+            (vec![2, 16], 8, 64, 56, 458, TilingChoice::Auto)
         );
         for bad in [
             &["--batch", "0"][..],
             &["--head-dim", "129"],
             &["--tk", "0"],
             &["--reps", "0"],
+            &["--tiling", "rows32"],
         ] {
             assert!(parse(bad).is_err(), "{bad:?}");
         }
