@@ -178,7 +178,7 @@ fn typed_write_back_goes_through_the_rows(b: Arc<dyn Backend>) {
     let dst = b.alloc(OUTER * 12 * INNER * 4, AllocKind::Arena).unwrap();
     let prof = Profiler::new();
     let cx = Ctx::new(&*b, Some(&prof));
-    let s = Tensor::of(&src)
+    let s = Tensor::<f32>::of(&src)
         .unwrap()
         .view(&[OUTER, CAP, INNER])
         .unwrap();

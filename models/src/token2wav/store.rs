@@ -384,7 +384,7 @@ impl DeviceFlow {
             let mut cd = t.carry.dims().to_vec();
             cd[4] = est_kept;
             let (fresh, fresh_t) = alloc_f32(self, &cd, AllocKind::Other)?;
-            let dst = Tensor::of(&fresh)?.view(&cd)?.flatten(0, 3)?;
+            let dst = Tensor::<f32>::of(&fresh)?.view(&cd)?.flatten(0, 3)?;
             let src = Tensor::of(&b.workspace)?
                 .view(t.workspace.dims())?
                 .narrow(0, 0, n)?

@@ -8,7 +8,7 @@ use dcc_kernels::{Arg, LaunchDims};
 use crate::DevPtr;
 use crate::contract::Keep;
 use crate::error::{Error, Result};
-use crate::ops::{self, Ctx, OpError, RawTensor, THREADS, Tensor};
+use crate::ops::{self, Ctx, Elem, OpError, RawTensor, THREADS, Tensor};
 
 /// Most blocks a launch grid holds along x on CUDA (`2^31 − 1`); the carry runs one block per
 /// row, so a cache of more rows is refused on both backends alike.
@@ -178,37 +178,50 @@ fn op_err(e: OpError) -> Error {
     }
 }
 
-/// `(outer, frames, inner)` of a packed `[outer, frames, inner]` cache view.
-fn rows(view: &'static str, t: &Tensor<'_>) -> Result<(usize, usize, usize), OpError> {
+/// `(outer, frames, inner)` of a packed `[outer, frames, inner]` cache view, `inner` in 32-bit
+/// words: a frame of `inner` elements of `T` must be whole words (`carry.retain` moves words,
+/// so a binary16 cache of `2·d` values a frame moves as `d` words).
+fn rows<T: Elem>(view: &'static str, t: &Tensor<'_, T>) -> Result<(usize, usize, usize), OpError> {
     let op = "write_back";
+    let size = std::mem::size_of::<T>();
     match t.dims() {
-        &[o, c, i] if t.is_packed() => Ok((o, c, i)),
+        &[o, c, i] if t.is_packed() && (i * size).is_multiple_of(4) => Ok((o, c, i * size / 4)),
+        &[_, _, i] if t.is_packed() => Err(OpError::shape(
+            op,
+            view,
+            format!("[outer, frames, inner] with inner × {size} B a multiple of 4 B"),
+            &[i],
+        )),
         &[_, _, _] => Err(OpError::layout(op, view, "packed", t.strides())),
         d => Err(OpError::shape(op, view, "[outer, frames, inner]", d)),
     }
 }
 
 /// The model's write-back: the frames `keep` retains of `src` (extent `extent`) into `dst`, both
-/// packed `[outer, frames, inner]` views (rows of frames of `inner` 32-bit words; the frame
-/// capacities may differ) that do not overlap. `head` and `tail` are taken from `keep` as
+/// packed `[outer, frames, inner]` views of one element type (rows of frames of `inner`
+/// elements, whole 32-bit words: f32, or an even count of binary16 values; the frame capacities
+/// may differ) that do not overlap. A pure move, so the element type changes nothing but the
+/// word count. `head` and `tail` are taken from `keep` as
 /// declared, on the cache's own clock and storage order. Checks the views (an [`OpError`]
 /// naming `dst` or `src`), then goes through [`write_back_rows`], whose refusals come back as
 /// [`OpError::Backend`]. Returns the extent after retention ([`kept`]).
-pub fn write_back(
+pub fn write_back<T: Elem>(
     cx: &Ctx<'_>,
-    dst: Tensor<'_>,
-    src: Tensor<'_>,
+    dst: Tensor<'_, T>,
+    src: Tensor<'_, T>,
     extent: usize,
     keep: &Keep,
 ) -> Result<usize, OpError> {
     let op = "write_back";
     let (outer, dst_cap, inner) = rows("dst", &dst)?;
     let (src_outer, src_cap, src_inner) = rows("src", &src)?;
+    // the frame width in elements, for the messages (`inner` counts words)
+    let width = dst.dims()[2];
     if (src_outer, src_inner) != (outer, inner) || extent > src_cap {
         return Err(OpError::shape(
             op,
             "src",
-            format!("[{outer}, >= {extent}, {inner}]"),
+            format!("[{outer}, >= {extent}, {width}]"),
             src.dims(),
         ));
     }
@@ -217,7 +230,7 @@ pub fn write_back(
         return Err(OpError::shape(
             op,
             "dst",
-            format!("[{outer}, >= {after}, {inner}]"),
+            format!("[{outer}, >= {after}, {width}]"),
             dst.dims(),
         ));
     }
