@@ -8,7 +8,9 @@ use super::FlowError;
 use super::config::DitConfig;
 use super::half;
 use super::work::{Work, v};
-use crate::nn::{AdaNorm, Conv1d, LayerNorm, Linear, LoadError, Loader, Mlp, SelfAttention};
+use crate::nn::{
+    AdaNorm, Conv1d, KvElem, LayerNorm, Linear, LoadError, Loader, Mlp, SelfAttention,
+};
 
 /// Batch rows of the classifier-free-guidance estimator call (conditional, unconditional).
 pub(super) const CFG_BATCH: usize = 2;
@@ -78,14 +80,15 @@ pub(super) struct Dit {
 }
 
 /// One solver step's estimator state over `n` sessions (tensors of their regions, this step's
-/// slices); batch row `cfg·s + c` is session `s`'s CFG row `c`.
-pub(super) struct StepState<'a, 'b> {
+/// slices); batch row `cfg·s + c` is session `s`'s CFG row `c`. `K`: the element type of the
+/// carries and the workspace (f32, or binary16 at the contract's `half` point; [`KvElem`]).
+pub(super) struct StepState<'a, 'b, K: KvElem = f32> {
     /// Each session's carry `[depth, cfg, heads, cap, 2·head_dim]`, extent `extent` (the same
     /// for all: they share a catalog class).
-    pub carries: &'b [Tensor<'a>],
+    pub carries: &'b [Tensor<'a, K>],
     pub extent: usize,
     /// The solver workspace `[depth, n·cfg, heads, work, 2·head_dim]`.
-    pub work: Tensor<'a>,
+    pub work: Tensor<'a, K>,
     /// The conv contexts `[depth, n·cfg, conv, CONV_K − 1, hidden]`, read and written in place.
     pub conv: Tensor<'a>,
 }
@@ -124,13 +127,13 @@ impl Dit {
     /// output in `w.xn` (the caller writes the carries back, then calls [`Dit::output`]). Every
     /// launch covers the rows of all `n` sessions but the copies of each session's history
     /// (its own addresses); the time condition is computed once (one `t` for all).
-    pub fn forward(
+    pub fn forward<K: KvElem>(
         &self,
         cx: &Ctx<'_>,
         w: &Work,
         t: f32,
         frames: usize,
-        st: StepState<'_, '_>,
+        st: StepState<'_, '_, K>,
     ) -> Result<(), FlowError> {
         let c = &self.cfg;
         let (hid, fd, depth) = (c.hidden, c.freq_dim, c.depth);
