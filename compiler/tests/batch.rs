@@ -185,7 +185,8 @@ fn reports() {
     });
 }
 
-/// The `batching` sections of `dcc check specs/token2wav.yaml` (the base and `duplex`).
+/// The `batching` sections of `dcc check specs/token2wav.yaml` (the base, `duplex` and
+/// `half`).
 #[test]
 fn token2wav_report_has_a_batching_section() {
     let c = load_file("../specs/token2wav.yaml").expect("bundled spec checks");
@@ -195,7 +196,7 @@ fn token2wav_report_has_a_batching_section() {
         .skip(1)
         .map(|s| s.split("\n\n").next().unwrap_or(s))
         .collect();
-    assert_eq!(sections.len(), 2, "base and duplex");
+    assert_eq!(sections.len(), 3, "base, duplex and half");
     insta::assert_snapshot!(sections.join("\n---\n"));
 }
 

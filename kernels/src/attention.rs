@@ -22,6 +22,7 @@ pub static SOURCE: CudaSource = CudaSource {
     name: "attention",
     code: concat!(
         include_str!("../cuda/common.cuh"),
+        include_str!("../cuda/attention_body.cuh"),
         include_str!("../cuda/attention.cu")
     ),
 };
@@ -144,7 +145,7 @@ pub fn sdpa_dims(outer: usize, tq: usize, tk: usize, d: usize) -> Result<LaunchD
 }
 
 /// Checks an attention launch against what the kernel needs (it traps otherwise).
-fn check_attention_launch(
+pub(crate) fn check_attention_launch(
     name: &str,
     dims: &LaunchDims,
     tk: usize,

@@ -85,6 +85,7 @@ pub mod copy;
 pub mod elementwise;
 pub mod embed;
 pub mod gemm;
+pub mod half_kv;
 pub mod math;
 pub mod norm;
 pub mod philox;
@@ -190,6 +191,7 @@ pub static MODULES: &[&[&KernelDef]] = &[
     embed::KERNELS,
     gemm::KERNELS,
     gemm::f16::KERNELS,
+    half_kv::KERNELS,
     carry::KERNELS,
     rng::KERNELS,
     conv::KERNELS,
@@ -211,6 +213,7 @@ pub static FIXED_MODULES: &[&[&KernelDef]] = &[
     attention::tf32::KERNELS,
     copy::KERNELS,
     embed::KERNELS,
+    half_kv::KERNELS,
     carry::KERNELS,
     rng::KERNELS,
     conv::KERNELS,

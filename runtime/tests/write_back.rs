@@ -178,7 +178,7 @@ fn typed_write_back_goes_through_the_rows(b: Arc<dyn Backend>) {
     let dst = b.alloc(OUTER * 12 * INNER * 4, AllocKind::Arena).unwrap();
     let prof = Profiler::new();
     let cx = Ctx::new(&*b, Some(&prof));
-    let s = Tensor::of(&src)
+    let s = Tensor::<f32>::of(&src)
         .unwrap()
         .view(&[OUTER, CAP, INNER])
         .unwrap();
@@ -268,7 +268,7 @@ fn layered_write_back_equals_per_layer(b: Arc<dyn Backend>) {
         let n = LAYERS * SESSIONS * OUTER * CAP * inner;
         let h = words(inner as u32, n);
         let src = b.alloc_from(&h, AllocKind::Arena).unwrap();
-        let ws = Tensor::of(&src)
+        let ws = Tensor::<f32>::of(&src)
             .unwrap()
             .view(&[LAYERS, SESSIONS * OUTER, CAP, inner])
             .unwrap();
@@ -285,7 +285,7 @@ fn layered_write_back_equals_per_layer(b: Arc<dyn Backend>) {
                 b.alloc(bytes, AllocKind::Arena).unwrap(),
             );
             let carry = |buf| {
-                Tensor::of(buf)
+                Tensor::<f32>::of(buf)
                     .unwrap()
                     .view(&[LAYERS, OUTER, DCAP, inner])
                     .unwrap()

@@ -15,6 +15,7 @@ mod config;
 mod io;
 mod model;
 mod output;
+mod point;
 mod region;
 mod render;
 mod spell;

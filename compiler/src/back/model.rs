@@ -77,6 +77,8 @@ pub struct IoFieldView {
 
 pub struct OperatingPointView {
     pub module: String,
+    /// Whether a constant names `dcc::` (the module then imports the runtime's contract).
+    pub uses_dcc: bool,
     pub docs: Vec<String>,
     pub consts: Vec<ConstView>,
 }
@@ -440,6 +442,7 @@ pub fn build(checked: &Checked, spec_path: &str) -> Result<ModuleView, GenError>
             op.arena.process_bytes(),
         ));
         consts.extend(point_consts(op));
+        consts.extend(super::point::arena_consts(op));
         if !is_ident(&op.operating_point)
             || op.operating_point.chars().any(|c| c.is_ascii_uppercase())
         {
@@ -450,13 +453,18 @@ pub fn build(checked: &Checked, spec_path: &str) -> Result<ModuleView, GenError>
         }
         operating_points.push(OperatingPointView {
             module: op.operating_point.clone(),
+            uses_dcc: consts
+                .iter()
+                .any(|k| k.ty.contains("dcc::") || k.value.contains("dcc::")),
             docs: vec![
                 format!(
                     "Operating point `{}` ({}): the values that differ from the base.",
                     op.operating_point,
                     overrides.join(", ")
                 ),
-                "Layout types and catalogs describe the base operating point.".into(),
+                "Layout types and catalogs describe the base operating point; `ARENA` is the \
+                 session arena at this one."
+                    .into(),
             ],
             consts,
         });

@@ -302,16 +302,7 @@ pub(super) fn region_view(
         },
         "KEEP",
         "::core::option::Option<dcc::Keep>",
-        match &r.keep {
-            None => "::core::option::Option::None".into(),
-            Some(k) => format!(
-                "::core::option::Option::Some(dcc::Keep {{ head: {}, tail: {}, prompt: {}, retained: {} }})",
-                lit(k.head.value),
-                lit(k.tail.value),
-                lit(k.prompt),
-                lit(k.retained)
-            ),
-        },
+        super::point::keep_value(&r.keep),
     ));
     consts.push(c(
         vec!["The region as data (its entry in `REGIONS` when in the arena).".into()],

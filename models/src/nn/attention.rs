@@ -2,8 +2,141 @@
 //! after (or before) the cached ones, and the queries attend over all of them.
 
 use dcc_runtime::backend::DeviceBuffer;
+use dcc_runtime::ops::Elem;
 
 use super::{Ctx, LayerNorm, Linear, LoadError, Loader, OpError, Tensor, ops};
+use crate::token2wav::half;
+
+/// The element type of the DiT's key/value cache (its history and the workspace the new frames
+/// join): `f32`, or `half::f16` where the contract's `half` operating point stores the carry and
+/// the solver workspace as binary16. The three launches that touch the cache go through it, so
+/// [`SelfAttention::forward`] is one body for both.
+///
+/// In the vendor's fp16 mode the cache holds f16 keys (the k LayerNorm's output, rounded) and
+/// values (a linear's f16 output): an f32 cache on the half path holds those values after
+/// `round_f16` launches, a binary16 cache holds the same values in half the bytes, so both give
+/// the same bits.
+pub trait KvElem: Elem {
+    /// q/k LayerNorms of the fused `qkv` rows into `qn` and the new frames `0..t` of `work`
+    /// (`[batch, heads, cap, 2·head_dim]`), rounded to f16 where the path rounds.
+    #[allow(clippy::too_many_arguments)]
+    fn pack(
+        cx: &Ctx<'_>,
+        qn: Tensor<'_>,
+        work: Tensor<'_, Self>,
+        t: usize,
+        qkv: Tensor<'_>,
+        q_ln: (Tensor<'_>, Tensor<'_>),
+        k_ln: (Tensor<'_>, Tensor<'_>),
+        eps: f32,
+    ) -> Result<(), OpError>;
+
+    /// `dst = src` over `[layers, rows, cols]` views (a session's histories of every layer into
+    /// its rows of the workspace, staged once per solver step).
+    fn copy_layers(
+        cx: &Ctx<'_>,
+        dst: Tensor<'_, Self>,
+        src: Tensor<'_, Self>,
+    ) -> Result<(), OpError>;
+
+    /// SDPA of `q` over frames `0..tk` of `kv`.
+    fn attention(
+        cx: &Ctx<'_>,
+        out: Tensor<'_>,
+        q: Tensor<'_>,
+        kv: Tensor<'_, Self>,
+        tk: usize,
+        scale: f32,
+    ) -> Result<(), OpError>;
+}
+
+impl KvElem for f32 {
+    fn pack(
+        cx: &Ctx<'_>,
+        qn: Tensor<'_>,
+        work: Tensor<'_>,
+        t: usize,
+        qkv: Tensor<'_>,
+        q_ln: (Tensor<'_>, Tensor<'_>),
+        k_ln: (Tensor<'_>, Tensor<'_>),
+        eps: f32,
+    ) -> Result<(), OpError> {
+        ops::qk_norm_pack(cx, qn, work, 0, qkv, q_ln, k_ln, eps)?;
+        if half::rounds(cx.gemm_path()) {
+            // the vendor's fp16 mode feeds SDPA (and its cache) f16 q and k: the LayerNorms'
+            // f32 outputs rounded (v, a linear's output, already is)
+            ops::round_f16(cx, qn)?;
+            let new = work.narrow(2, 0, t)?.flatten(0, 1)?.flatten(1, 2)?;
+            ops::round_f16(cx, new)?;
+        }
+        Ok(())
+    }
+
+    fn copy_layers(cx: &Ctx<'_>, dst: Tensor<'_>, src: Tensor<'_>) -> Result<(), OpError> {
+        ops::copy_batched(cx, dst, src)
+    }
+
+    fn attention(
+        cx: &Ctx<'_>,
+        out: Tensor<'_>,
+        q: Tensor<'_>,
+        kv: Tensor<'_>,
+        tk: usize,
+        scale: f32,
+    ) -> Result<(), OpError> {
+        ops::attention(cx, out, q, kv, tk, scale)
+    }
+}
+
+/// The binary16 cache: only where the path rounds to f16 (the values an f32 cache would hold
+/// after rounding); elsewhere storing the cache as f16 would change bits, and it is refused.
+impl KvElem for ::half::f16 {
+    fn pack(
+        cx: &Ctx<'_>,
+        qn: Tensor<'_>,
+        work: Tensor<'_, Self>,
+        _t: usize,
+        qkv: Tensor<'_>,
+        q_ln: (Tensor<'_>, Tensor<'_>),
+        k_ln: (Tensor<'_>, Tensor<'_>),
+        eps: f32,
+    ) -> Result<(), OpError> {
+        if !half::rounds(cx.gemm_path()) {
+            return Err(OpError::Arg {
+                op: "self_attention",
+                arg: "work",
+                detail: format!(
+                    "a binary16 cache on the {:?} path, which keeps f32 keys and values",
+                    cx.gemm_path()
+                ),
+            });
+        }
+        ops::qk_pack_f16(cx, qn, work, 0, qkv, q_ln, k_ln, eps)
+    }
+
+    fn copy_layers(
+        cx: &Ctx<'_>,
+        dst: Tensor<'_, Self>,
+        src: Tensor<'_, Self>,
+    ) -> Result<(), OpError> {
+        // one binary16 block copy per layer
+        for li in 0..dst.dims().first().copied().unwrap_or(0) {
+            ops::copy_f16(cx, dst.index(0, li)?, src.index(0, li)?)?;
+        }
+        Ok(())
+    }
+
+    fn attention(
+        cx: &Ctx<'_>,
+        out: Tensor<'_>,
+        q: Tensor<'_>,
+        kv: Tensor<'_, Self>,
+        tk: usize,
+        scale: f32,
+    ) -> Result<(), OpError> {
+        ops::attention_f16(cx, out, q, kv, tk, scale)
+    }
+}
 
 /// Scratch of [`RelPosAttention::forward`], packed buffers of at least: `q`, `k`, `v`, `att`:
 /// `t · dim`; `pos`: `(2·tk − 1) · dim`.
@@ -140,13 +273,17 @@ impl SelfAttention {
     /// `token2wav::dit`); `(qkv, qn, att)` are packed scratch of at least `batch·t · 3·inner`,
     /// `batch·t · inner` and `batch·t · inner`. Every launch covers all rows at once, and each
     /// row's arithmetic is the same whatever rows share the launch.
+    ///
+    /// The cache's element type `K` is the contract's (f32, or binary16 at the `half` point; see
+    /// [`KvElem`]): the same launches either way, the binary16 ones storing the values the f32
+    /// ones store after rounding.
     #[allow(clippy::too_many_arguments)]
-    pub fn forward(
+    pub fn forward<K: KvElem>(
         &self,
         cx: &Ctx<'_>,
         xn: Tensor<'_>,
         l: usize,
-        work: Tensor<'_>,
+        work: Tensor<'_, K>,
         (qkv, qn, att): (Tensor<'_>, Tensor<'_>, Tensor<'_>),
         out: Tensor<'_>,
     ) -> Result<(), OpError> {
@@ -165,25 +302,18 @@ impl SelfAttention {
         let qkv = qkv.view(&[rows, 3 * inner])?;
         self.qkv.forward(cx, xn, qkv)?;
         let qn = qn.view(&[rows, inner])?;
-        ops::qk_norm_pack(
+        K::pack(
             cx,
             qn,
             work,
-            0,
+            t,
             qkv,
             self.q_norm.params()?,
             self.k_norm.params()?,
             self.q_norm.eps(),
         )?;
-        if crate::token2wav::half::rounds(cx.gemm_path()) {
-            // the vendor's fp16 mode feeds SDPA (and its cache) f16 q and k: the LayerNorms'
-            // f32 outputs rounded (v, a linear's output, already is)
-            ops::round_f16(cx, qn)?;
-            let new = work.narrow(2, 0, t)?.flatten(0, 1)?.flatten(1, 2)?;
-            ops::round_f16(cx, new)?;
-        }
         let att3 = att.view(&[batch, t, inner])?;
-        ops::attention(
+        K::attention(
             cx,
             att3,
             qn.view(&[batch, t, inner])?,

@@ -33,13 +33,14 @@ use std::sync::Arc;
 use dcc_runtime::DevPtr;
 use dcc_runtime::arena::packed_strides;
 use dcc_runtime::backend::{AllocKind, DeviceBuffer};
-use dcc_runtime::contract::{ArenaLayout, Keep};
+use dcc_runtime::contract::{ArenaLayout, DType, Keep};
 use dcc_runtime::ops::{self, RawTensor, Tensor};
 
 use super::dit::{CFG_BATCH, CONV_K};
 use super::flow::{DeviceFlow, SolverParams};
 use super::io::FlowIo;
 use super::solver::Solve;
+use super::state::KvRaw;
 use super::work::{Caps, Sizing, Work};
 use super::{DeviceState, FlowError};
 
@@ -85,7 +86,8 @@ impl BatchSizes {
 /// region's layout) and its estimator conv contexts, at the session's own addresses.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Member {
-    pub carry: RawTensor,
+    /// In the contract region's dtype (f32, or binary16 at the `half` point).
+    pub carry: KvRaw,
     pub est_cnn: RawTensor,
 }
 
@@ -122,6 +124,8 @@ pub struct BatchedFlow {
     /// The solver workspace for `max · cfg` rows, `[step, depth, max·cfg, heads, work, 2·hd]`.
     ws: DeviceBuffer,
     ws_dims: [usize; 6],
+    /// The contract's element type of `solver_workspace` (f32, or binary16 at `half`).
+    ws_dtype: DType,
     /// The members' estimator conv contexts, `[step, depth, max·cfg, conv, CONV_K − 1,
     /// hidden]`.
     est: DeviceBuffer,
@@ -161,11 +165,12 @@ impl BatchedFlow {
             .try_into()
             .map_err(|_| FlowError::Config("solver_workspace is not 6-dimensional".into()))?;
         ws_dims[2] = max * CFG_BATCH;
-        let words = |dims: &[usize]| -> Result<usize, FlowError> {
+        let bytes = |dims: &[usize], size: usize| -> Result<usize, FlowError> {
             dims.iter()
-                .try_fold(4usize, |a, &d| a.checked_mul(d))
+                .try_fold(size, |a, &d| a.checked_mul(d))
                 .ok_or_else(|| FlowError::Config(format!("a buffer of {dims:?} overflows")))
         };
+        let ws_dtype = info.dtype;
         let steps = ws_dims[0];
         let est_dims = [steps, d.depth, max * CFG_BATCH, 2, CONV_K - 1, d.hidden];
         let be = dev.backend().clone();
@@ -177,9 +182,10 @@ impl BatchedFlow {
         let caps = Caps::new(&cfg, &dev.limits());
         Ok(BatchedFlow {
             w: Work::sized(be.as_ref(), &cfg, &caps, sizing)?,
-            ws: be.alloc(words(&ws_dims)?, AllocKind::Other)?,
-            est: be.alloc(words(&est_dims)?, AllocKind::Other)?,
+            ws: be.alloc(bytes(&ws_dims, ws_dtype.size())?, AllocKind::Other)?,
+            est: be.alloc(bytes(&est_dims, 4)?, AllocKind::Other)?,
             ws_dims,
+            ws_dtype,
             dev,
             sizes,
             frames,
@@ -302,8 +308,13 @@ impl BatchedFlow {
         let spans: Vec<(u64, u64)> = io
             .members
             .iter()
-            .flat_map(|m| [m.carry, m.est_cnn])
-            .map(|t| (t.ptr().0, t.ptr().0 + 4 * t.span() as u64))
+            .flat_map(|m| {
+                [
+                    (m.carry.ptr(), m.carry.span_bytes()),
+                    (m.est_cnn.ptr(), 4 * m.est_cnn.span()),
+                ]
+            })
+            .map(|(p, bytes)| (p.0, p.0 + bytes as u64))
             .collect();
         for (i, a) in spans.iter().enumerate() {
             if spans[i + 1..].iter().any(|b| a.0 < b.1 && b.0 < a.1) {
@@ -314,7 +325,7 @@ impl BatchedFlow {
         }
         let mut ws_dims = self.ws_dims;
         ws_dims[2] = n * CFG_BATCH;
-        let ws = RawTensor::packed(self.ws.ptr(), &ws_dims)?;
+        let ws = KvRaw::packed(self.ws.ptr(), &ws_dims, self.ws_dtype)?;
         let d = &c.dit;
         let est_dims = [ws_dims[0], d.depth, n * CFG_BATCH, 2, CONV_K - 1, d.hidden];
         let est = RawTensor::packed(self.est.ptr(), &est_dims)?;
@@ -357,15 +368,9 @@ impl BatchedFlow {
             }
         }
         let cx = self.dev.cx();
-        // SAFETY: `ws` and `est` are packed views inside this batch's own buffers (their dims
-        // at `n ≤ max` members); the members' tensors are the caller's promise (`# Safety`).
-        let (ws, est) = unsafe { (ws.bind(), est.bind()) };
-        let carries = io
-            .members
-            .iter()
-            // SAFETY: as above, the caller's promise.
-            .map(|m| unsafe { m.carry.bind() })
-            .collect::<Vec<_>>();
+        // SAFETY: `est` is a packed view inside this batch's own buffer (its dims at `n ≤ max`
+        // members).
+        let est = unsafe { est.bind() };
         // the members' contexts of these steps, gathered: member i's `[cfg, conv, k − 1,
         // hidden]` of each (step, layer) into columns i of the batch's
         let per = CFG_BATCH * 2 * (CONV_K - 1) * d.hidden;
@@ -386,23 +391,58 @@ impl BatchedFlow {
             ops::copy(&cx, batch_rows.narrow(1, i * per, per)?, *m)?;
         }
         let w = &self.w;
-        let solve = Solve {
-            w,
-            mu: part(&w.mu, 0, &[n, frames, mel])?,
-            cond: part(&w.cond, 0, &[n, frames, mel])?,
-            spk: part(&w.spk, 0, &[n, spk])?,
-            carries: &carries,
-            carry_slice: false,
-            ws,
-            est,
-            l_old: io.l_old,
-            frames,
-            steps,
-            write_back: true,
-            keep: io.keep,
-            solver: io.solver,
+        let (mu, cond, spk) = (
+            part(&w.mu, 0, &[n, frames, mel])?,
+            part(&w.cond, 0, &[n, frames, mel])?,
+            part(&w.spk, 0, &[n, spk])?,
+        );
+        // the members' carries and the workspace in the contract's dtype (check_flow: every
+        // member's carry agrees with the workspace)
+        macro_rules! solve {
+            ($variant:path) => {{
+                let $variant(ws) = ws else {
+                    return Err(FlowError::Input(
+                        "the carries and the solver workspace hold different dtypes".into(),
+                    ));
+                };
+                let mut carries = Vec::with_capacity(n);
+                for m in io.members {
+                    let $variant(c) = m.carry else {
+                        return Err(FlowError::Input(
+                            "the carries and the solver workspace hold different dtypes".into(),
+                        ));
+                    };
+                    // SAFETY: the caller's promise (`# Safety`).
+                    carries.push(unsafe { c.bind() });
+                }
+                // SAFETY: `ws` is a packed view inside this batch's own buffer (its dims at
+                // `n ≤ max` members).
+                let ws = unsafe { ws.bind() };
+                self.dev.solve(
+                    &cx,
+                    Solve {
+                        w,
+                        mu,
+                        cond,
+                        spk,
+                        carries: &carries,
+                        carry_slice: false,
+                        ws,
+                        est,
+                        l_old: io.l_old,
+                        frames,
+                        steps,
+                        write_back: true,
+                        keep: io.keep,
+                        solver: io.solver,
+                    },
+                )?
+            }};
+        }
+        let kept = match ws {
+            KvRaw::F32(_) => solve!(KvRaw::F32),
+            KvRaw::F16(_) => solve!(KvRaw::F16),
         };
-        let kept = self.dev.solve(&cx, solve)?;
         for (i, m) in member_rows.iter().enumerate() {
             ops::copy(&cx, *m, batch_rows.narrow(1, i * per, per)?)?;
         }

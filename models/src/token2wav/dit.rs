@@ -8,7 +8,9 @@ use super::FlowError;
 use super::config::DitConfig;
 use super::half;
 use super::work::{Work, v};
-use crate::nn::{AdaNorm, Conv1d, LayerNorm, Linear, LoadError, Loader, Mlp, SelfAttention};
+use crate::nn::{
+    AdaNorm, Conv1d, KvElem, LayerNorm, Linear, LoadError, Loader, Mlp, SelfAttention,
+};
 
 /// Batch rows of the classifier-free-guidance estimator call (conditional, unconditional).
 pub(super) const CFG_BATCH: usize = 2;
@@ -78,32 +80,38 @@ pub(super) struct Dit {
 }
 
 /// One solver step's estimator state over `n` sessions (tensors of their regions, this step's
-/// slices); batch row `cfg·s + c` is session `s`'s CFG row `c`.
-pub(super) struct StepState<'a, 'b> {
+/// slices); batch row `cfg·s + c` is session `s`'s CFG row `c`. `K`: the element type of the
+/// carries and the workspace (f32, or binary16 at the contract's `half` point; [`KvElem`]).
+pub(super) struct StepState<'a, 'b, K: KvElem = f32> {
     /// Each session's carry `[depth, cfg, heads, cap, 2·head_dim]`, extent `extent` (the same
     /// for all: they share a catalog class).
-    pub carries: &'b [Tensor<'a>],
+    pub carries: &'b [Tensor<'a, K>],
     pub extent: usize,
     /// The solver workspace `[depth, n·cfg, heads, work, 2·head_dim]`.
-    pub work: Tensor<'a>,
+    pub work: Tensor<'a, K>,
     /// The conv contexts `[depth, n·cfg, conv, CONV_K − 1, hidden]`, read and written in place.
     pub conv: Tensor<'a>,
 }
 
 /// Copies each session's history (its carry's frames `0..extent`, every layer) behind the
 /// `frames` new frames of its rows of the workspace (`[new ‖ history]`, the prepend order the
-/// attention reads): one `copy.batched` launch per session covering all `depth` layers, since a
+/// attention reads): one `copy.batched` launch per session covering all `depth` layers (one
+/// binary16 copy per layer on a binary16 cache), since a
 /// session's rows repeat at one stride from layer to layer on both sides. Nothing in a step
 /// writes those frames before the attention of the last layer reads them (each layer writes only
 /// its new frames `0..frames`), so staging them once per step equals copying them layer by layer
 /// before each attention, as moves, bit for bit.
-fn stage_histories(cx: &Ctx<'_>, st: &StepState<'_, '_>, frames: usize) -> Result<(), FlowError> {
+fn stage_histories<K: KvElem>(
+    cx: &Ctx<'_>,
+    st: &StepState<'_, '_, K>,
+    frames: usize,
+) -> Result<(), FlowError> {
     let l = st.extent;
     if l == 0 {
         return Ok(());
     }
     // [depth, cfg, heads, l, 2·hd] → [depth, cfg·heads, l·2·hd]
-    fn rows(t: Tensor<'_>) -> Result<Tensor<'_>, ops::OpError> {
+    fn rows<K: KvElem>(t: Tensor<'_, K>) -> Result<Tensor<'_, K>, ops::OpError> {
         t.flatten(1, 2)?.flatten(2, 3)
     }
     for (i, carry) in st.carries.iter().enumerate() {
@@ -111,7 +119,7 @@ fn stage_histories(cx: &Ctx<'_>, st: &StepState<'_, '_>, frames: usize) -> Resul
             .work
             .narrow(1, i * CFG_BATCH, CFG_BATCH)?
             .narrow(3, frames, l)?;
-        ops::copy_batched(cx, rows(dst)?, rows(carry.narrow(3, 0, l)?)?)?;
+        K::copy_layers(cx, rows(dst)?, rows(carry.narrow(3, 0, l)?)?)?;
     }
     Ok(())
 }
@@ -150,13 +158,13 @@ impl Dit {
     /// output in `w.xn` (the caller writes the carries back, then calls [`Dit::output`]). Every
     /// launch covers the rows of all `n` sessions but the copies of each session's history
     /// (its own addresses); the time condition is computed once (one `t` for all).
-    pub fn forward(
+    pub fn forward<K: KvElem>(
         &self,
         cx: &Ctx<'_>,
         w: &Work,
         t: f32,
         frames: usize,
-        st: StepState<'_, '_>,
+        st: StepState<'_, '_, K>,
     ) -> Result<(), FlowError> {
         let c = &self.cfg;
         let (hid, fd, depth) = (c.hidden, c.freq_dim, c.depth);

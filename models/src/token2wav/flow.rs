@@ -22,7 +22,7 @@ use super::dit::{CFG_BATCH, CONV_K, Dit};
 use super::encoder::{CONV2_K, Encoder, EncoderState};
 use super::io::{EncoderIo, FlowIo};
 use super::solver::Solve;
-use super::state::DeviceState;
+use super::state::{DeviceState, KvRaw};
 use super::work::{Caps, DeviceLimits, Work, v};
 use crate::nn::{Embedding, Linear, Loader, WeightStore};
 
@@ -83,15 +83,18 @@ fn expect<T: ops::Elem>(
     t: &RawTensor<T>,
     want: &[Option<usize>],
 ) -> Result<(), FlowError> {
-    let ok = t.dims().len() == want.len()
-        && t.dims()
+    expect_dims(name, t.dims(), want)
+}
+
+fn expect_dims(name: &str, dims: &[usize], want: &[Option<usize>]) -> Result<(), FlowError> {
+    let ok = dims.len() == want.len()
+        && dims
             .iter()
             .zip(want)
             .all(|(d, w)| w.is_none_or(|w| w == *d));
     if !ok {
         return Err(FlowError::Input(format!(
-            "`{name}` has dims {:?}, the call needs {want:?}",
-            t.dims()
+            "`{name}` has dims {dims:?}, the call needs {want:?}"
         )));
     }
     Ok(())
@@ -451,33 +454,48 @@ impl DeviceFlow {
         let (mel, frames) = (self.cfg.mel, io.mu.dims()[0]);
         // SAFETY: the caller's promise (`# Safety`): every tensor of `io` lies in live memory
         // of this backend for as long as the call's work may run.
-        let (mu, cond, spk, carry, ws, est) = unsafe {
+        let (mu, cond, spk, est) = unsafe {
             (
                 io.mu.bind(),
                 io.cond.bind(),
                 io.spk.bind(),
-                io.carry.bind(),
-                io.ws.bind(),
                 io.est_cnn.bind(),
             )
         };
-        let solve = Solve {
-            w,
-            mu: mu.view(&[1, frames, mel])?,
-            cond: cond.view(&[1, frames, mel])?,
-            spk,
-            carries: &[carry],
-            carry_slice,
-            ws,
-            est,
-            l_old: io.l_old,
-            frames,
-            steps,
-            write_back: io.write_back,
-            keep: io.keep,
-            solver: io.solver,
-        };
-        self.solve(&cx, solve)
+        let (mu, cond) = (mu.view(&[1, frames, mel])?, cond.view(&[1, frames, mel])?);
+        // the estimator cache in the contract's dtype (check_flow: the carry's and the
+        // workspace's agree)
+        macro_rules! solve {
+            ($carry:expr, $ws:expr) => {
+                self.solve(
+                    &cx,
+                    Solve {
+                        w,
+                        mu,
+                        cond,
+                        spk,
+                        carries: &[$carry],
+                        carry_slice,
+                        ws: $ws,
+                        est,
+                        l_old: io.l_old,
+                        frames,
+                        steps,
+                        write_back: io.write_back,
+                        keep: io.keep,
+                        solver: io.solver,
+                    },
+                )
+            };
+        }
+        // SAFETY: as above (the caller's promise covers the carry and the workspace).
+        match (io.carry, io.ws) {
+            (KvRaw::F32(c), KvRaw::F32(ws)) => unsafe { solve!(c.bind(), ws.bind()) },
+            (KvRaw::F16(c), KvRaw::F16(ws)) => unsafe { solve!(c.bind(), ws.bind()) },
+            _ => Err(FlowError::Input(
+                "the carry and the solver workspace hold different dtypes".into(),
+            )),
+        }
     }
 
     /// Checks a `flow` call's I/O against this flow for a call over `n` sessions (`io.ws` and
@@ -506,12 +524,19 @@ impl DeviceFlow {
         let one_step: Vec<_> = per_step.iter().copied().chain([kv]).collect();
         let carry_slice = io.carry.dims().len() == one_step.len();
         if carry_slice {
-            expect("carry", &io.carry, &one_step)?;
+            expect_dims("carry", io.carry.dims(), &one_step)?;
         } else {
-            expect("carry", &io.carry, &stepped(&one_step))?;
+            expect_dims("carry", io.carry.dims(), &stepped(&one_step))?;
         }
         let ws_step: Vec<_> = batched.iter().copied().chain([kv]).collect();
-        expect("ws", &io.ws, &stepped(&ws_step))?;
+        expect_dims("ws", io.ws.dims(), &stepped(&ws_step))?;
+        if io.ws.dtype() != io.carry.dtype() {
+            return Err(FlowError::Input(format!(
+                "the carry holds {}, the solver workspace {}",
+                io.carry.dtype().name(),
+                io.ws.dtype().name()
+            )));
+        }
         let cnn = [
             Some(dc.depth),
             Some(n * CFG_BATCH),

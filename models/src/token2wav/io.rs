@@ -6,7 +6,7 @@ use dcc_runtime::contract::Keep;
 use dcc_runtime::ops::RawTensor;
 
 use super::flow::SolverParams;
-use super::state::Keeps;
+use super::state::{Keeps, KvRaw};
 
 /// The `encoder` callable's I/O.
 #[derive(Copy, Clone, Debug)]
@@ -45,10 +45,10 @@ pub struct FlowIo {
     pub spk: RawTensor,
     /// The estimator carry, step-major `[step, depth, cfg, heads, frames, 2·head_dim]`, or one
     /// step's slice `[depth, cfg, heads, frames, 2·head_dim]` for a call of one step (the stock
-    /// store's step-clock replay stages one step).
-    pub carry: RawTensor,
-    /// The solver workspace `[step, depth, cfg, heads, frames, 2·head_dim]`.
-    pub ws: RawTensor,
+    /// store's step-clock replay stages one step), in the region's dtype.
+    pub carry: KvRaw,
+    /// The solver workspace `[step, depth, cfg, heads, frames, 2·head_dim]`, the carry's dtype.
+    pub ws: KvRaw,
     /// The estimator conv contexts `[step, depth, cfg, conv, CONV_K − 1, hidden]`
     /// (`estimator_conv_cache`), read and written in place.
     pub est_cnn: RawTensor,

@@ -45,7 +45,7 @@ pub use flow::{DeviceFlow, SolverParams};
 pub use io::{EncoderIo, FlowIo};
 pub use solver::cosine_t_span;
 pub use state::{
-    Contexts, DeviceState, Keeps, STOCK_FRAMES, STOCK_STEPS, StateStore, StateTensors,
+    Contexts, DeviceState, Keeps, KvRaw, STOCK_FRAMES, STOCK_STEPS, StateStore, StateTensors,
     StockBuffers, region_shape,
 };
 pub use work::DeviceLimits;

@@ -14,7 +14,7 @@
 use std::ops::Range;
 
 use dcc_runtime::contract::Keep;
-use dcc_runtime::ops::{self, Act, Ctx, Tensor};
+use dcc_runtime::ops::{self, Act, Ctx, Elem, Tensor};
 
 use dcc_runtime::kernels::elementwise::rn16;
 
@@ -23,6 +23,7 @@ use super::dit::{CFG_BATCH, StepState};
 use super::flow::{DeviceFlow, SolverParams};
 use super::half;
 use super::work::{Work, v};
+use crate::nn::KvElem;
 
 /// The cosine time grid `1 − cos(linspace(0, 1, n + 1) · π/2)` in float32, evaluated as torch
 /// does (`linspace` fills the first half from the start and the second half from the end).
@@ -61,8 +62,9 @@ fn exact(x: f32) -> f32 {
 }
 
 /// One solver call over `n = carries.len()` sessions of one class, every view checked by the
-/// caller against the flow's shapes.
-pub(super) struct Solve<'a, 'b> {
+/// caller against the flow's shapes. `K`: the element type of the carries and the workspace
+/// (f32, or binary16 at the contract's `half` point; [`KvElem`]).
+pub(super) struct Solve<'a, 'b, K: KvElem = f32> {
     /// The activations (rows for `n` sessions).
     pub w: &'a Work,
     /// `[n, frames, mel]` each.
@@ -72,10 +74,10 @@ pub(super) struct Solve<'a, 'b> {
     pub spk: Tensor<'a>,
     /// Each session's estimator carry: step-major `[step, depth, cfg, heads, cap, 2·hd]`, or one
     /// step's slice (`carry_slice`).
-    pub carries: &'b [Tensor<'a>],
+    pub carries: &'b [Tensor<'a, K>],
     pub carry_slice: bool,
     /// The solver workspace `[step, depth, n·cfg, heads, work, 2·hd]`.
-    pub ws: Tensor<'a>,
+    pub ws: Tensor<'a, K>,
     /// The estimator conv contexts `[step, depth, n·cfg, conv, CONV_K − 1, hidden]`.
     pub est: Tensor<'a>,
     pub l_old: usize,
@@ -90,7 +92,11 @@ impl DeviceFlow {
     /// Solver steps `s.steps` over the sessions of `s` (see the module docs); the last step
     /// writes every session's mel to `s.w.mel_out` (`[n, mel, frames]`). Returns the estimator
     /// extent after retention.
-    pub(super) fn solve(&self, cx: &Ctx<'_>, s: Solve<'_, '_>) -> Result<usize, FlowError> {
+    pub(super) fn solve<K: KvElem>(
+        &self,
+        cx: &Ctx<'_>,
+        s: Solve<'_, '_, K>,
+    ) -> Result<usize, FlowError> {
         let c = self.config();
         let mel = c.mel;
         let (w, n, frames) = (s.w, s.carries.len(), s.frames);
@@ -200,11 +206,11 @@ impl DeviceFlow {
     /// per session, one launch over its rows of every layer of the batched workspace `[depth,
     /// n·cfg, heads, work, 2·hd]` while the rows are copied as they are, and one per layer when
     /// retention moves them (`ops::carry::write_back_layers`).
-    fn write_back(
+    fn write_back<K: Elem>(
         &self,
         cx: &Ctx<'_>,
-        carries: &[Tensor<'_>],
-        ws: Tensor<'_>,
+        carries: &[Tensor<'_, K>],
+        ws: Tensor<'_, K>,
         tk: usize,
         keep: &Keep,
     ) -> Result<usize, FlowError> {

@@ -26,13 +26,83 @@
 use dcc_runtime::DevPtr;
 use dcc_runtime::arena::{Arena, packed_strides};
 use dcc_runtime::backend::DeviceBuffer;
-use dcc_runtime::contract::{ArenaLayout, CacheOrder, Keep, RegionInfo};
+use dcc_runtime::contract::{ArenaLayout, CacheOrder, DType, Keep, RegionInfo};
 use dcc_runtime::ops::RawTensor;
+use half::f16;
 
 use super::FlowError;
 use super::flow::SolverParams;
 
 pub use dcc_generated::token2wav::{STOCK_FRAMES, STOCK_STEPS};
+
+/// An estimator cache (the carry, the solver workspace) as the contract types its region: f32,
+/// or binary16 where the operating point stores it so (the `half` point: the vendor's fp16
+/// mode keeps f16 keys and values, so the port stores them in half the bytes with the same
+/// values; see [`crate::nn::KvElem`]).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum KvRaw {
+    F32(RawTensor),
+    F16(RawTensor<f16>),
+}
+
+impl KvRaw {
+    pub fn ptr(&self) -> DevPtr {
+        match self {
+            KvRaw::F32(t) => t.ptr(),
+            KvRaw::F16(t) => t.ptr(),
+        }
+    }
+
+    pub fn dims(&self) -> &[usize] {
+        match self {
+            KvRaw::F32(t) => t.dims(),
+            KvRaw::F16(t) => t.dims(),
+        }
+    }
+
+    pub fn strides(&self) -> &[usize] {
+        match self {
+            KvRaw::F32(t) => t.strides(),
+            KvRaw::F16(t) => t.strides(),
+        }
+    }
+
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        match self {
+            KvRaw::F32(_) => DType::F32,
+            KvRaw::F16(_) => DType::F16,
+        }
+    }
+
+    /// Bytes from the first element to one past the last the view reaches.
+    pub fn span_bytes(&self) -> usize {
+        match self {
+            KvRaw::F32(t) => 4 * t.span(),
+            KvRaw::F16(t) => 2 * t.span(),
+        }
+    }
+
+    /// The same layout and element type at `ptr`.
+    pub fn with_ptr(self, ptr: DevPtr) -> Self {
+        match self {
+            KvRaw::F32(t) => KvRaw::F32(t.with_ptr(ptr)),
+            KvRaw::F16(t) => KvRaw::F16(t.with_ptr(ptr)),
+        }
+    }
+
+    /// A packed view of `dims` at `ptr` in element type `dtype` (f32 or f16).
+    pub fn packed(ptr: DevPtr, dims: &[usize], dtype: DType) -> Result<KvRaw, FlowError> {
+        match dtype {
+            DType::F32 => Ok(KvRaw::F32(RawTensor::packed(ptr, dims)?)),
+            DType::F16 => Ok(KvRaw::F16(RawTensor::packed(ptr, dims)?)),
+            d => Err(FlowError::Config(format!(
+                "an estimator cache of {}: the port stores it as f32 or f16",
+                d.name()
+            ))),
+        }
+    }
+}
 
 /// What each cache keeps after a call: the `keep` its contract region declares, on the region's
 /// clock (frames, or tokens for the conformer cache) and storage order.
@@ -137,10 +207,10 @@ impl Storage<'_> {
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct StateTensors {
     /// Estimator carry `[step, layer, cfg, head, frame, k‖v]` (frame capacity: the region's
-    /// envelope under the state rule, the kept extent under stock).
-    pub carry: RawTensor,
-    /// Solver workspace, same axes.
-    pub workspace: RawTensor,
+    /// envelope under the state rule, the kept extent under stock), in the region's dtype.
+    pub carry: KvRaw,
+    /// Solver workspace, same axes and dtype.
+    pub workspace: KvRaw,
     /// Conformer cache `[block, head, token, k‖v]`.
     pub conformer: RawTensor,
     /// Upsample cache `[up_block, head, frame, k‖v]`.
@@ -244,8 +314,10 @@ impl DeviceState {
     pub fn estimator_carry_step(&self, step: usize) -> Result<DevPtr, FlowError> {
         // SAFETY: the carry tensor lies in this state's own store (its arena or buffer), alive
         // while `self` is; the view is only used for its address.
-        let carry = unsafe { self.tensors.carry.bind() };
-        Ok(carry.index(0, step)?.ptr())
+        Ok(match self.tensors.carry {
+            KvRaw::F32(c) => unsafe { c.bind() }.index(0, step)?.ptr(),
+            KvRaw::F16(c) => unsafe { c.bind() }.index(0, step)?.ptr(),
+        })
     }
 
     /// Address of the conformer cache now.

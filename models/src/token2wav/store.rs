@@ -3,16 +3,17 @@
 
 use dcc_runtime::arena::Arena;
 use dcc_runtime::backend::{AllocKind, DeviceBuffer};
-use dcc_runtime::contract::{ArenaLayout, RegionInfo};
+use dcc_runtime::contract::{ArenaLayout, DType, RegionInfo};
 use dcc_runtime::ops::{self, RawTensor, Tensor};
 
 use super::FlowError;
 use super::dit::{CFG_BATCH, CONV_K};
 use super::encoder::CONV2_K;
 use super::flow::{DeviceFlow, SolverParams};
+use super::half;
 use super::state::{
-    DeviceState, Keeps, STOCK_FRAMES, STOCK_STEPS, StateStore, StateTensors, StockBuffers, Storage,
-    axis_extent, region_shape,
+    DeviceState, Keeps, KvRaw, STOCK_FRAMES, STOCK_STEPS, StateStore, StateTensors, StockBuffers,
+    Storage, axis_extent, region_shape,
 };
 
 /// The regions of a session, as [`Storage`] descriptions of how the port stores them.
@@ -49,7 +50,49 @@ fn alloc_f32(
     Ok((buf, t))
 }
 
+/// A fresh packed buffer of `dims` in `dtype` (an estimator cache: f32, or binary16 at the
+/// contract's `half` point).
+fn alloc_kv(
+    flow: &DeviceFlow,
+    dims: &[usize],
+    dtype: DType,
+    kind: AllocKind,
+) -> Result<(DeviceBuffer, KvRaw), FlowError> {
+    let n: usize = dims.iter().product();
+    let buf = flow.be.alloc(n.max(1) * dtype.size(), kind)?;
+    let t = KvRaw::packed(buf.ptr(), dims, dtype)?;
+    Ok((buf, t))
+}
+
 impl DeviceFlow {
+    /// The element type the contract stores the estimator cache in (`carry` and
+    /// `solver_workspace` alike): f32, or binary16 (the `half` operating point) on a flow whose
+    /// path rounds to f16 ([`half::rounds`]), where it holds the values an f32 cache would.
+    fn kv_dtype(&self, i: &Infos) -> Result<DType, FlowError> {
+        let (c, w) = (i.carry.dtype, i.workspace.dtype);
+        if c != w {
+            return Err(FlowError::Config(format!(
+                "the contract stores the carry as {} and the solver workspace as {}: the port \
+                 moves one into the other",
+                c.name(),
+                w.name()
+            )));
+        }
+        match c {
+            DType::F32 => Ok(c),
+            DType::F16 if half::rounds(self.gemm_path()) => Ok(c),
+            DType::F16 => Err(FlowError::Config(format!(
+                "the contract stores the estimator cache as f16 (the `half` operating point), \
+                 the flow runs the {:?} path, which keeps f32 keys and values",
+                self.gemm_path()
+            ))),
+            d => Err(FlowError::Config(format!(
+                "the contract stores the estimator cache as {}: the port stores f32 or f16",
+                d.name()
+            ))),
+        }
+    }
+
     /// The port's storage of each region, by axis name (see [`super::state`]).
     pub(super) fn infos(&self, layout: &ArenaLayout) -> Result<Infos, FlowError> {
         let (e, d) = (&self.cfg.encoder, &self.cfg.dit);
@@ -174,6 +217,7 @@ impl DeviceFlow {
     ) -> Result<DeviceState, FlowError> {
         let keeps = self.keeps(layout)?;
         let i = self.infos(layout)?;
+        let kv_dtype = self.kv_dtype(&i)?;
         let steps = [i.carry, i.workspace, i.estimator_conv]
             .iter()
             .map(|r| axis_extent(r, "step"))
@@ -208,9 +252,17 @@ impl DeviceFlow {
         let region = |r: &RegionInfo| -> Result<RawTensor, FlowError> {
             Ok(Tensor::<f32>::region(&arena, r.name)?.raw())
         };
+        // the estimator cache in the contract's dtype: `Tensor::region` checks it against the
+        // region's
+        let kv = |r: &RegionInfo| -> Result<KvRaw, FlowError> {
+            Ok(match kv_dtype {
+                DType::F16 => KvRaw::F16(Tensor::<::half::f16>::region(&arena, r.name)?.raw()),
+                _ => KvRaw::F32(Tensor::<f32>::region(&arena, r.name)?.raw()),
+            })
+        };
         let tensors = StateTensors {
-            carry: region(i.carry)?,
-            workspace: region(i.workspace)?,
+            carry: kv(i.carry)?,
+            workspace: kv(i.workspace)?,
             conformer: region(i.conformer)?,
             upsample: region(i.upsample)?,
             estimator_conv: region(i.estimator_conv)?,
@@ -238,16 +290,19 @@ impl DeviceFlow {
         }
         let n = solver.n_steps;
         let other = AllocKind::Other;
-        let (carry, carry_t) = alloc_f32(
+        // the vendor's fp16 mode keeps its cache buffers in f16 too
+        let kv_dtype = self.kv_dtype(&i)?;
+        let (carry, carry_t) = alloc_kv(
             self,
             &region_shape(i.carry, &[("step", n), ("frame", 0)])?,
+            kv_dtype,
             other,
         )?;
         let ws_dims = region_shape(
             i.workspace,
             &[("step", STOCK_STEPS), ("frame", STOCK_FRAMES)],
         )?;
-        let (workspace, ws_t) = alloc_f32(self, &ws_dims, other)?;
+        let (workspace, ws_t) = alloc_kv(self, &ws_dims, kv_dtype, other)?;
         let (conformer, conf_t) =
             alloc_f32(self, &region_shape(i.conformer, &[("token", 0)])?, other)?;
         let (upsample, up_t) = alloc_f32(self, &region_shape(i.upsample, &[("frame", 0)])?, other)?;
@@ -383,13 +438,28 @@ impl DeviceFlow {
             let n = st.solver.n_steps;
             let mut cd = t.carry.dims().to_vec();
             cd[4] = est_kept;
-            let (fresh, fresh_t) = alloc_f32(self, &cd, AllocKind::Other)?;
-            let dst = Tensor::of(&fresh)?.view(&cd)?.flatten(0, 3)?;
-            let src = Tensor::of(&b.workspace)?
-                .view(t.workspace.dims())?
-                .narrow(0, 0, n)?
-                .flatten(0, 3)?;
-            ops::carry::write_back(&cx, dst, src, l_old + tn * s, &k.carry)?;
+            let (fresh, fresh_t) = alloc_kv(self, &cd, t.carry.dtype(), AllocKind::Other)?;
+            fn retain<T: ops::Elem>(
+                cx: &ops::Ctx<'_>,
+                (fresh, cd): (&DeviceBuffer, &[usize]),
+                (ws, ws_dims): (&DeviceBuffer, &[usize]),
+                n: usize,
+                extent: usize,
+                keep: &dcc_runtime::contract::Keep,
+            ) -> Result<usize, FlowError> {
+                let dst = Tensor::<T>::of(fresh)?.view(cd)?.flatten(0, 3)?;
+                let src = Tensor::<T>::of(ws)?
+                    .view(ws_dims)?
+                    .narrow(0, 0, n)?
+                    .flatten(0, 3)?;
+                Ok(ops::carry::write_back(cx, dst, src, extent, keep)?)
+            }
+            let (f, w) = ((&fresh, &cd[..]), (&b.workspace, t.workspace.dims()));
+            let extent = l_old + tn * s;
+            match t.carry {
+                KvRaw::F32(_) => retain::<f32>(&cx, f, w, n, extent, &k.carry)?,
+                KvRaw::F16(_) => retain::<::half::f16>(&cx, f, w, n, extent, &k.carry)?,
+            };
             b.carry = fresh;
             t.carry = fresh_t;
         }
@@ -518,7 +588,9 @@ impl DeviceFlow {
                 d[axis] = 0;
                 d
             };
-            (b.carry, t.carry) = alloc_f32(self, &empty(&t.carry, 4), AllocKind::Other)?;
+            let mut carry = t.carry.dims().to_vec();
+            carry[4] = 0;
+            (b.carry, t.carry) = alloc_kv(self, &carry, t.carry.dtype(), AllocKind::Other)?;
             (b.conformer, t.conformer) =
                 alloc_f32(self, &empty(&t.conformer, 2), AllocKind::Other)?;
             (b.upsample, t.upsample) = alloc_f32(self, &empty(&t.upsample, 2), AllocKind::Other)?;

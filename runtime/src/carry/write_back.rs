@@ -8,7 +8,7 @@ use dcc_kernels::{Arg, LaunchDims};
 use crate::DevPtr;
 use crate::contract::Keep;
 use crate::error::{Error, Result};
-use crate::ops::{self, Ctx, OpError, RawTensor, THREADS, Tensor};
+use crate::ops::{self, Ctx, Elem, OpError, RawTensor, THREADS, Tensor};
 
 /// Most blocks a launch grid holds along x on CUDA (`2^31 − 1`); the carry runs one block per
 /// row, so a cache of more rows is refused on both backends alike.
@@ -178,37 +178,50 @@ fn op_err(e: OpError) -> Error {
     }
 }
 
-/// `(outer, frames, inner)` of a packed `[outer, frames, inner]` cache view.
-fn rows(view: &'static str, t: &Tensor<'_>) -> Result<(usize, usize, usize), OpError> {
+/// `(outer, frames, inner)` of a packed `[outer, frames, inner]` cache view, `inner` in 32-bit
+/// words: a frame of `inner` elements of `T` must be whole words (`carry.retain` moves words,
+/// so a binary16 cache of `2·d` values a frame moves as `d` words).
+fn rows<T: Elem>(view: &'static str, t: &Tensor<'_, T>) -> Result<(usize, usize, usize), OpError> {
     let op = "write_back";
+    let size = std::mem::size_of::<T>();
     match t.dims() {
-        &[o, c, i] if t.is_packed() => Ok((o, c, i)),
+        &[o, c, i] if t.is_packed() && (i * size).is_multiple_of(4) => Ok((o, c, i * size / 4)),
+        &[_, _, i] if t.is_packed() => Err(OpError::shape(
+            op,
+            view,
+            format!("[outer, frames, inner] with inner × {size} B a multiple of 4 B"),
+            &[i],
+        )),
         &[_, _, _] => Err(OpError::layout(op, view, "packed", t.strides())),
         d => Err(OpError::shape(op, view, "[outer, frames, inner]", d)),
     }
 }
 
 /// The model's write-back: the frames `keep` retains of `src` (extent `extent`) into `dst`, both
-/// packed `[outer, frames, inner]` views (rows of frames of `inner` 32-bit words; the frame
-/// capacities may differ) that do not overlap. `head` and `tail` are taken from `keep` as
+/// packed `[outer, frames, inner]` views of one element type (rows of frames of `inner`
+/// elements, whole 32-bit words: f32, or an even count of binary16 values; the frame capacities
+/// may differ) that do not overlap. A pure move, so the element type changes nothing but the
+/// word count. `head` and `tail` are taken from `keep` as
 /// declared, on the cache's own clock and storage order. Checks the views (an [`OpError`]
 /// naming `dst` or `src`), then goes through [`write_back_rows`], whose refusals come back as
 /// [`OpError::Backend`]. Returns the extent after retention ([`kept`]).
-pub fn write_back(
+pub fn write_back<T: Elem>(
     cx: &Ctx<'_>,
-    dst: Tensor<'_>,
-    src: Tensor<'_>,
+    dst: Tensor<'_, T>,
+    src: Tensor<'_, T>,
     extent: usize,
     keep: &Keep,
 ) -> Result<usize, OpError> {
     let op = "write_back";
     let (outer, dst_cap, inner) = rows("dst", &dst)?;
     let (src_outer, src_cap, src_inner) = rows("src", &src)?;
+    // the frame width in elements, for the messages (`inner` counts words)
+    let width = dst.dims()[2];
     if (src_outer, src_inner) != (outer, inner) || extent > src_cap {
         return Err(OpError::shape(
             op,
             "src",
-            format!("[{outer}, >= {extent}, {inner}]"),
+            format!("[{outer}, >= {extent}, {width}]"),
             src.dims(),
         ));
     }
@@ -217,7 +230,7 @@ pub fn write_back(
         return Err(OpError::shape(
             op,
             "dst",
-            format!("[{outer}, >= {after}, {inner}]"),
+            format!("[{outer}, >= {after}, {width}]"),
             dst.dims(),
         ));
     }
@@ -244,24 +257,37 @@ pub fn write_back(
 }
 
 /// The model's write-back of one session's rows of several layers: `dst` and `src` are
-/// `[layers, outer, frames, inner]` views whose layers each are a packed `[outer, frames,
-/// inner]` block (the layers themselves at any stride: a session's rows of a batched
-/// workspace repeat from layer to layer), one layer as [`write_back`] takes it. Below retention
-/// (`extent ≤ head + tail`, where [`write_back`] copies the rows as they are) one
-/// `copy.batched` launch moves every layer; above, one [`write_back`] per layer
+/// `[layers, outer, frames, inner]` views of one element type whose layers each are a packed
+/// `[outer, frames, inner]` block (the layers themselves at any stride: a session's rows of a
+/// batched workspace repeat from layer to layer), one layer as [`write_back`] takes it. Below
+/// retention (`extent ≤ head + tail`, where [`write_back`] copies the rows as they are) one
+/// `copy.batched` launch moves every layer's 32-bit words; above, one [`write_back`] per layer
 /// (`carry.retain`). Either way each layer's frames land exactly as [`write_back`] puts them,
 /// word for word. Returns the extent after retention ([`kept`]).
-pub fn write_back_layers(
+pub fn write_back_layers<T: Elem>(
     cx: &Ctx<'_>,
-    dst: Tensor<'_>,
-    src: Tensor<'_>,
+    dst: Tensor<'_, T>,
+    src: Tensor<'_, T>,
     extent: usize,
     keep: &Keep,
 ) -> Result<usize, OpError> {
     let op = "write_back";
-    let layered = |view: &'static str, t: &Tensor<'_>| match (t.dims(), t.strides()) {
-        (&[l, o, c, i], &[_, os, cs, 1]) if cs == i && os == c * i => Ok((l, o, c, i)),
-        (&[_, _, _, _], st) => Err(OpError::layout(op, view, "[any, packed layer]", st)),
+    let size = std::mem::size_of::<T>();
+    let layered = |view: &'static str, t: &Tensor<'_, T>| match (t.dims(), t.strides()) {
+        (&[l, o, c, i], &[ls, os, cs, 1])
+            if cs == i
+                && os == c * i
+                && (i * size).is_multiple_of(4)
+                && (ls * size).is_multiple_of(4) =>
+        {
+            Ok((l, o, c, i, ls))
+        }
+        (&[_, _, _, _], st) => Err(OpError::layout(
+            op,
+            view,
+            "[any, packed layer of words]",
+            st,
+        )),
         (d, _) => Err(OpError::shape(
             op,
             view,
@@ -269,8 +295,8 @@ pub fn write_back_layers(
             d,
         )),
     };
-    let (layers, outer, dst_cap, inner) = layered("dst", &dst)?;
-    let (src_layers, src_outer, src_cap, src_inner) = layered("src", &src)?;
+    let (layers, outer, dst_cap, inner, dst_ls) = layered("dst", &dst)?;
+    let (src_layers, src_outer, src_cap, src_inner, src_ls) = layered("src", &src)?;
     if (src_layers, src_outer, src_inner) != (layers, outer, inner) || extent > src_cap {
         return Err(OpError::shape(
             op,
@@ -297,9 +323,24 @@ pub fn write_back_layers(
     if extent == 0 || outer == 0 || inner == 0 {
         return Ok(after);
     }
-    // [layers, outer, extent·inner] on both sides; copy_batched checks the views and that they
-    // do not overlap
-    let (d, s) = (dst.narrow(2, 0, extent)?, src.narrow(2, 0, extent)?);
-    ops::copy_batched(cx, d.flatten(2, 3)?, s.flatten(2, 3)?)?;
+    // The frames [0, extent) of every row of every layer as 32-bit words, `[layers, outer,
+    // extent·inner·size / 4]` on both sides. The element views are checked views of live
+    // buffers; these word views span exactly their bytes (frames past `extent` excluded), and
+    // copy_batched checks them again (inside one live buffer each, not overlapping).
+    let cols = extent * inner * size / 4;
+    let words = |t: &Tensor<'_, T>, ls: usize, cap: usize| -> Result<RawTensor<f32>, OpError> {
+        let (ls, rs) = (ls * size / 4, cap * inner * size / 4);
+        let span = (layers - 1) * ls + (outer - 1) * rs + cols;
+        cx.backend()
+            .check_range(t.ptr(), span * 4)
+            .map_err(|error| OpError::Backend { op, error })?;
+        RawTensor::<f32>::new(t.ptr(), &[layers, outer, cols], &[ls, rs, 1])
+    };
+    let (d, s) = (words(&dst, dst_ls, dst_cap)?, words(&src, src_ls, src_cap)?);
+    // SAFETY: each word view spans bytes of its element view (checked above to lie inside one
+    // live buffer of the backend `cx` queues on); the buffers outlive the work per this
+    // function's contract (stream-ordered frees, graphs keep theirs alive).
+    let (d, s) = unsafe { (d.bind(), s.bind()) };
+    ops::copy_batched(cx, d, s)?;
     Ok(after)
 }

@@ -29,6 +29,7 @@ mod conv1d;
 mod copy;
 mod elementwise;
 mod error;
+mod half_kv;
 pub mod host;
 mod linear;
 mod norm;
@@ -47,6 +48,7 @@ pub use elementwise::{
     timestep_embedding, timestep_embedding_f16,
 };
 pub use error::OpError;
+pub use half_kv::{attention_f16, copy_f16, qk_pack_f16};
 pub use linear::{
     GemmPath, LinearWeights, WeightElem, linear, linear_act, linear_f16, linear_f16_with,
     linear_tf32x3, linear_tf32x3_with, linear_with,

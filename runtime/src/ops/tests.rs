@@ -238,7 +238,7 @@ fn write_back_keeps_the_declared_head_and_tail() {
     let keep = Keep::natural(CacheOrder::Prepend, 2, 1);
     let src = buf(&be, &seq(12));
     let dst = buf(&be, &[-1.0; 8]);
-    let s = Tensor::of(&src).unwrap().view(&[2, 6, 1]).unwrap();
+    let s = Tensor::<f32>::of(&src).unwrap().view(&[2, 6, 1]).unwrap();
     let d = Tensor::of(&dst).unwrap().view(&[2, 4, 1]).unwrap();
     assert_eq!(carry::write_back(&cx, d, s, 5, &keep).unwrap(), 3);
     assert_eq!(read(&be, &dst), [0.0, 3.0, 4.0, -1.0, 6.0, 9.0, 10.0, -1.0]);

@@ -173,7 +173,7 @@ impl GroupEngines {
                 ptr: m.carry.ptr(),
                 dims: &carry_view.0,
                 strides: &carry_view.1,
-                dtype: DType::F32,
+                dtype: m.carry.dtype(),
             });
             args.push(TensorArg {
                 ptr: m.est_cnn.ptr(),
@@ -188,14 +188,11 @@ impl GroupEngines {
             .map(|&(ptr, bytes)| WriteArg { ptr, bytes })
             .collect();
         for m in io.members {
-            for (t, bytes) in [
-                (m.carry, contract.carry.bytes),
-                (m.est_cnn, contract.estimator_conv.bytes),
+            for (ptr, bytes) in [
+                (m.carry.ptr(), contract.carry.bytes),
+                (m.est_cnn.ptr(), contract.estimator_conv.bytes),
             ] {
-                writes.push(WriteArg {
-                    ptr: t.ptr(),
-                    bytes,
-                });
+                writes.push(WriteArg { ptr, bytes });
             }
         }
         let inv = Invocation {

@@ -19,7 +19,7 @@ use dcc_runtime::ops::RawTensor;
 use dcc_runtime::replay::{Call, Catalog, OwnedSignature, ReplaySpec};
 use dcc_runtime::session::EngineId;
 
-use super::super::{DeviceFlow, DeviceState, EncoderIo, FlowError, FlowIo, region_shape};
+use super::super::{DeviceFlow, DeviceState, EncoderIo, FlowError, FlowIo, KvRaw, region_shape};
 use super::adapter::{ContractView, EncoderInputs, FlowInputs, FlowWrites};
 
 /// A wrapped callable: what the session's engines run.
@@ -239,7 +239,7 @@ pub(super) fn build(
                 carry: if rule {
                     st.carry.with_ptr(at.cache)
                 } else {
-                    packed(at.cache, dims.cache)?
+                    KvRaw::packed(at.cache, dims.cache, st.carry.dtype()).map_err(rt)?
                 },
                 ws: st.workspace.with_ptr(ws),
                 write_back: rule,

@@ -1,0 +1,172 @@
+// The estimator's key/value cache stored as IEEE binary16 (the contract's `half` operating point:
+// `carry` and `solver_workspace` in f16; GemmPath::Half, the vendor's fp16 mode). Host twins:
+// kernels/src/half_kv.rs. Prepended with common.cuh and attention_body.cuh.
+//
+// In the vendor's fp16 mode the cache holds f16 keys and values: rn16(LN_k(k)) and v, a linear's
+// f16 output. The fp32 path of this port keeps those values in float storage (norm_qk_pack, then
+// elementwise_round_f16 over q and the new frames); these kernels store the same values in half the
+// bytes, so every value read back is the same float:
+//   * half_qk_pack: norm_qk_pack's LayerNorms (the arithmetic of norm.cu's dcc_ln_row, copied
+//     below: each module is its own translation unit), then qn = rn16(LN_q(q)) as float and
+//     LN_k(k) ‖ v as binary16 bits (cvt.rn.f16.f32: round to nearest even, overflow to ±inf) into
+//     frames t0 .. t0 + t of a [batch, heads, cap, 2d] binary16 cache. Launch as norm_qk_pack: one
+//     warp per (row, head) of q, then of k.
+//   * half_sdpa: attention_sdpa over a binary16 cache (attention_body.cuh's dcc_attention_body with
+//     KV = unsigned short: each element widened to float when staged, which is exact), so the
+//     products, sums and their order are attention_sdpa's; launched with attention::sdpa_dims.
+//   * half_copy: dst = src over [rows, cols] blocks of binary16 elements with unit column stride
+//     (the carry's history into the solver workspace), one thread per element.
+
+#define DCC_WARP_ROWS(r, rows)                                                                       \
+    for (i64 r = (blockIdx.x * (i64)blockDim.x + threadIdx.x) / DCC_WARP; r < (rows);                 \
+         r += ((i64)gridDim.x * blockDim.x) / DCC_WARP)
+
+// The binary16 nearest x (round to nearest even, overflow to ±inf), as its bits.
+__device__ __forceinline__ unsigned short dcc_f16_bits(float x) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+    return h;
+}
+
+// Where a LayerNorm output goes: a float holding the binary16 value (the query), or the
+// binary16 bits (the cache's keys).
+__device__ __forceinline__ void dcc_put16(float* p, float v) { *p = dcc_kv(dcc_f16_bits(v)); }
+__device__ __forceinline__ void dcc_put16(unsigned short* p, float v) { *p = dcc_f16_bits(v); }
+
+// ---- norm.cu's row LayerNorm (dcc_moments, dcc_moments_regs, dcc_load_row, dcc_load_vec,
+// dcc_ln_row), the same operations in the same order; only the store rounds (dcc_put16).
+#define DCC_ROW_REGS 16
+
+__device__ __forceinline__ void dcc_moments(const float* row, i64 n, float eps, int lane, float* mean,
+                                            float* rstd) {
+    float s = 0.0f;
+    for (i64 j = lane; j < n; j += DCC_WARP) s = s + row[j];
+    s = dcc_warp_tree(s);
+    const float m = s / (float)n;
+    float q = 0.0f;
+    for (i64 j = lane; j < n; j += DCC_WARP) {
+        const float d = row[j] - m;
+        q = q + d * d;
+    }
+    q = dcc_warp_tree(q);
+    const float var = q / (float)n;
+    *mean = m;
+    *rstd = 1.0f / sqrtf(var + eps);
+}
+
+__device__ __forceinline__ void dcc_moments_regs(const float (&v)[DCC_ROW_REGS], i64 n, float eps, int lane,
+                                                 float* mean, float* rstd) {
+    float s = 0.0f;
+#pragma unroll
+    for (int k = 0; k < DCC_ROW_REGS; ++k)
+        if (lane + k * DCC_WARP < n) s = s + v[k];
+    s = dcc_warp_tree(s);
+    const float m = s / (float)n;
+    float q = 0.0f;
+#pragma unroll
+    for (int k = 0; k < DCC_ROW_REGS; ++k)
+        if (lane + k * DCC_WARP < n) {
+            const float d = v[k] - m;
+            q = q + d * d;
+        }
+    q = dcc_warp_tree(q);
+    const float var = q / (float)n;
+    *mean = m;
+    *rstd = 1.0f / sqrtf(var + eps);
+}
+
+__device__ __forceinline__ void dcc_load_row(float (&v)[DCC_ROW_REGS], const float* row, i64 n, int lane) {
+#pragma unroll
+    for (int k = 0; k < DCC_ROW_REGS; ++k) {
+        const i64 j = lane + k * DCC_WARP;
+        v[k] = j < n ? row[j] : 0.0f;
+    }
+}
+
+__device__ __forceinline__ void dcc_load_vec(float (&v)[DCC_ROW_REGS], const float* p, i64 n, int lane) {
+#pragma unroll
+    for (int k = 0; k < DCC_ROW_REGS; ++k) {
+        const i64 j = lane + k * DCC_WARP;
+        v[k] = (p && j < n) ? p[j] : 0.0f;
+    }
+}
+
+template <typename Out>
+__device__ __forceinline__ void dcc_ln_row16(Out* yr, const float* xr, i64 dim, const float* gamma,
+                                             const float* beta, float eps, int lane) {
+    float mean, rstd;
+    if (dim <= DCC_ROW_REGS * DCC_WARP) {
+        float v[DCC_ROW_REGS], g[DCC_ROW_REGS], be[DCC_ROW_REGS];
+        dcc_load_row(v, xr, dim, lane);
+        dcc_load_vec(g, gamma, dim, lane);
+        dcc_load_vec(be, beta, dim, lane);
+        dcc_moments_regs(v, dim, eps, lane, &mean, &rstd);
+        const float bias = -mean * rstd;
+#pragma unroll
+        for (int k = 0; k < DCC_ROW_REGS; ++k) {
+            const i64 j = lane + k * DCC_WARP;
+            if (j < dim) {
+                float o = v[k] * rstd + bias;
+                if (gamma) o = o * g[k];
+                if (beta) o = o + be[k];
+                dcc_put16(yr + j, o);
+            }
+        }
+        return;
+    }
+    dcc_moments(xr, dim, eps, lane, &mean, &rstd);
+    const float bias = -mean * rstd;
+    for (i64 j = lane; j < dim; j += DCC_WARP) {
+        float v = xr[j] * rstd + bias;
+        if (gamma) v = v * gamma[j];
+        if (beta) v = v + beta[j];
+        dcc_put16(yr + j, v);
+    }
+}
+
+extern "C" __global__ void half_qk_pack(float* qn, unsigned short* cache, i64 cap, i64 t0, const float* qkv, i64 ld,
+                                        const float* gq, const float* bq, const float* gk, const float* bk,
+                                        i64 batch, i64 heads, i64 t, i64 d, float eps) {
+    dcc_require_warps();
+    const int lane = threadIdx.x % DCC_WARP;
+    const i64 units = batch * t * heads, inner = heads * d;
+    DCC_WARP_ROWS(u, 2 * units) {
+        const bool is_k = u >= units;
+        const i64 uu = is_k ? u - units : u;
+        const i64 h = uu % heads, row = uu / heads;
+        const i64 b = row / t, i = row % t;
+        const float* src = qkv + row * ld + h * d;
+        if (!is_k) {
+            dcc_ln_row16(qn + row * inner + h * d, src, d, gq, bq, eps, lane);
+        } else {
+            unsigned short* dst = cache + ((b * heads + h) * cap + t0 + i) * 2 * d;
+            dcc_ln_row16(dst, src + inner, d, gk, bk, eps, lane);
+            for (i64 c = lane; c < d; c += DCC_WARP) dst[d + c] = dcc_f16_bits(src[2 * inner + c]);
+        }
+    }
+}
+
+extern "C" __global__ void half_sdpa(float* out, const float* q, const unsigned short* kv, i64 batch, i64 heads,
+                                     i64 tq, i64 tk, i64 d, i64 cap, float scale) {
+    dcc_check_attention_launch(tk, d);
+    // Resident when the launch gave room for every key frame (as attention_sdpa); the 4-element
+    // loads of a binary16 cache take 8 bytes.
+    const i64 W = blockDim.x / DCC_WARP;
+    const i64 rows = (tk + DCC_TILE - 1) / DCC_TILE * DCC_TILE;
+    const bool res = (i64)dcc_dyn_smem_bytes() >= (2 * W * d + W * tk + rows * (d + 1)) * 4 &&
+                     (d % 4 != 0 || (reinterpret_cast<unsigned long long>(kv) & 7) == 0);
+    switch (d) {
+        case 32: dcc_attention_body<32, 0>(out, q, kv, batch, heads, tq, (int)tk, 32, cap, scale, res); break;
+        case 64: dcc_attention_body<64, 0>(out, q, kv, batch, heads, tq, (int)tk, 64, cap, scale, res); break;
+        case 128: dcc_attention_body<128, 0>(out, q, kv, batch, heads, tq, (int)tk, 128, cap, scale, res); break;
+        default: dcc_attention_body<0, 0>(out, q, kv, batch, heads, tq, (int)tk, (int)d, cap, scale, res); break;
+    }
+}
+
+extern "C" __global__ void half_copy(unsigned short* dst, i64 ldd, const unsigned short* src, i64 lds, i64 rows,
+                                     i64 cols) {
+    DCC_GRID_STRIDE(i, rows * cols) {
+        const i64 r = i / cols, j = i % cols;
+        dst[r * ldd + j] = src[r * lds + j];
+    }
+}

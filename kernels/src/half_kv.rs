@@ -1,0 +1,283 @@
+//! The estimator's key/value cache stored as IEEE binary16 (`kernels/cuda/half_kv.cu`): the
+//! contract's `half` operating point stores `carry` and `solver_workspace` as f16, as the vendor's
+//! fp16 mode does (its cache holds `rn16(LN_k(k))` and `v`, a linear's f16 output). Each kernel
+//! computes what the fp32 kernels plus `elementwise.round_f16` compute on the same values, so the
+//! half path's bits do not change:
+//!
+//! - [`QK_PACK`] ([`qk_pack_f16`]): `norm.qk_pack`'s LayerNorms ([`crate::norm::layer_norm`],
+//!   the same arithmetic), then `qn = rn16(LN_q(q))` in f32 storage and `LN_k(k) ‖ v` as binary16
+//!   into the cache;
+//! - [`SDPA`] ([`sdpa_f16`]): `attention.sdpa` over a binary16 cache, each element widened to f32
+//!   (exact), then [`crate::attention::attention`] as `attention.sdpa`'s twin; on CUDA the same
+//!   templated body as `attention_sdpa` (`attention_body.cuh`), launched with
+//!   [`crate::attention::sdpa_dims`];
+//! - [`COPY`] ([`copy_f16`]): a `[rows, cols]` block of binary16 elements (the carry's history
+//!   into the solver workspace), one thread per element.
+//!
+//! The carry's write-back needs no kernel here: `carry.retain` moves 32-bit words, and a frame of
+//! `2d` binary16 values is `d` words.
+#![allow(clippy::too_many_arguments)]
+
+use half::f16;
+
+use crate::abi::{Arg, Args, KernelError, LaunchDims};
+use crate::attention::{AttnLayout, attention, check_attention_launch};
+use crate::elementwise::rn16;
+use crate::norm::layer_norm;
+use crate::twin::{check_warp_block, invalid, kdef, rd, span, wr};
+use crate::{CudaSource, DevPtr};
+
+use crate::abi::Param::{F32, I64, Ptr};
+
+pub static SOURCE: CudaSource = CudaSource {
+    name: "half",
+    code: concat!(
+        include_str!("../cuda/common.cuh"),
+        include_str!("../cuda/attention_body.cuh"),
+        include_str!("../cuda/half_kv.cu")
+    ),
+};
+
+kdef!(
+    QK_PACK,
+    "half",
+    "qk_pack",
+    [
+        Ptr, Ptr, I64, I64, Ptr, I64, Ptr, Ptr, Ptr, Ptr, I64, I64, I64, I64, F32
+    ],
+    host_qk_pack,
+    "`(qn, cache, cap, t0, qkv, ld, gamma_q, beta_q, gamma_k, beta_k, batch, heads, t, d, eps)`: `norm.qk_pack` into a binary16 cache ([`qk_pack_f16`]): `qn` `[batch·t, heads·d]` f32 holding `rn16(LN_q(q))`, `LN_k(k) ‖ v` as binary16 into frames `t0..t0+t` of a `[batch, heads, cap, 2d]` binary16 cache; one warp per (row, head) of q then of k."
+);
+kdef!(
+    SDPA,
+    "half",
+    "sdpa",
+    [Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, I64, F32],
+    host_sdpa,
+    "`(out, q, kv, batch, heads, tq, tk, d, cap, scale)`: `attention.sdpa` over a `[batch, heads, cap, 2d]` binary16 cache ([`sdpa_f16`]); launch with [`crate::attention::sdpa_dims`]."
+);
+kdef!(
+    COPY,
+    "half",
+    "copy",
+    [Ptr, I64, Ptr, I64, I64, I64],
+    host_copy,
+    "`(dst, ldd, src, lds, rows, cols)`: `dst = src` over `[rows, cols]` binary16 blocks with unit column stride ([`copy_f16`]); one thread per element."
+);
+
+pub static KERNELS: &[&crate::KernelDef] = &[&QK_PACK, &SDPA, &COPY];
+
+/// `norm.qk_pack` into a binary16 cache: `qkv` is `[batch·t, ld]` with `q ‖ k ‖ v` at columns
+/// `0`, `heads·d`, `2·heads·d`. Writes `qn[(b·t + i), h·d + c] = rn16(LN_q(q))`
+/// (`[batch·t, heads·d]`, f32 storage: the query stays f32) and, at frame `t0 + i` of the
+/// `[batch, heads, cap, 2d]` binary16 cache, `f16(LN_k(k)) ‖ f16(v)` (round to nearest even).
+pub fn qk_pack_f16(
+    qn: &mut [f32],
+    cache: &mut [f16],
+    cap: usize,
+    t0: usize,
+    qkv: &[f32],
+    ld: usize,
+    (gq, bq): (&[f32], &[f32]),
+    (gk, bk): (&[f32], &[f32]),
+    batch: usize,
+    heads: usize,
+    t: usize,
+    d: usize,
+    eps: f32,
+) {
+    let inner = heads * d;
+    let mut kn = vec![0.0f32; d];
+    for b in 0..batch {
+        for i in 0..t {
+            let row = b * t + i;
+            let src = &qkv[row * ld..];
+            for h in 0..heads {
+                let qo = row * inner + h * d;
+                let q = &mut qn[qo..qo + d];
+                layer_norm(
+                    1,
+                    d,
+                    &src[h * d..h * d + d],
+                    d,
+                    Some(gq),
+                    Some(bq),
+                    eps,
+                    q,
+                    d,
+                );
+                q.iter_mut().for_each(|v| *v = rn16(*v));
+                let ks = inner + h * d;
+                layer_norm(
+                    1,
+                    d,
+                    &src[ks..ks + d],
+                    d,
+                    Some(gk),
+                    Some(bk),
+                    eps,
+                    &mut kn,
+                    d,
+                );
+                let co = ((b * heads + h) * cap + t0 + i) * 2 * d;
+                let vs = 2 * inner + h * d;
+                let (kc, vc) = cache[co..co + 2 * d].split_at_mut(d);
+                for (c, k) in kc.iter_mut().zip(&kn) {
+                    *c = f16::from_f32(*k);
+                }
+                for (c, v) in vc.iter_mut().zip(&src[vs..vs + d]) {
+                    *c = f16::from_f32(*v);
+                }
+            }
+        }
+    }
+}
+
+/// `attention.sdpa`'s twin ([`attention`]) over a `[batch, heads, cap, 2d]` binary16 cache,
+/// widened to f32 (exact): `q`, `out` `[batch, tq, heads·d]`, frames `0..tk`.
+pub fn sdpa_f16(
+    batch: usize,
+    heads: usize,
+    tq: usize,
+    tk: usize,
+    d: usize,
+    cap: usize,
+    scale: f32,
+    q: &[f32],
+    kv: &[f16],
+    out: &mut [f32],
+) {
+    let kv: Vec<f32> = kv.iter().map(|h| h.to_f32()).collect();
+    let rows = AttnLayout::rows(tq, heads, d);
+    let kl = AttnLayout::kv_cache(heads, cap, d, false);
+    let vl = AttnLayout::kv_cache(heads, cap, d, true);
+    attention(
+        batch, heads, tq, tk, d, scale, q, rows, &kv, kl, &kv, vl, out, rows,
+    );
+}
+
+/// `dst[r·ldd + j] = src[r·lds + j]` for `r < rows`, `j < cols`.
+pub fn copy_f16(dst: &mut [f16], ldd: usize, src: &[f16], lds: usize, rows: usize, cols: usize) {
+    for r in 0..rows {
+        dst[r * ldd..r * ldd + cols].copy_from_slice(&src[r * lds..r * lds + cols]);
+    }
+}
+
+/// # Safety
+/// `p` addresses `n` readable binary16 values (or `n == 0`).
+unsafe fn rd16<'a>(p: DevPtr, n: usize) -> Result<&'a [f16], KernelError> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() || !p.0.is_multiple_of(2) {
+        return Err(invalid("null or unaligned binary16 input address"));
+    }
+    // SAFETY: HostFn contract (caller); f16 is a 2-byte plain value, the address 2-aligned.
+    Ok(unsafe { std::slice::from_raw_parts(p.0 as *const f16, n) })
+}
+
+/// # Safety
+/// `p` addresses `n` writable binary16 values not aliased by any other slice of the launch.
+unsafe fn wr16<'a>(p: DevPtr, n: usize) -> Result<&'a mut [f16], KernelError> {
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    if p.is_null() || !p.0.is_multiple_of(2) {
+        return Err(invalid("null or unaligned binary16 output address"));
+    }
+    // SAFETY: HostFn contract (caller); f16 is a 2-byte plain value, the address 2-aligned.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p.0 as *mut f16, n) })
+}
+
+unsafe fn host_qk_pack(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    check_warp_block("half.qk_pack", dims)?;
+    let (cap, t0, ld) = (a.usize(2)?, a.usize(3)?, a.usize(5)?);
+    let (batch, heads, t, d, eps) = (
+        a.usize(10)?,
+        a.usize(11)?,
+        a.usize(12)?,
+        a.usize(13)?,
+        a.f32(14)?,
+    );
+    let inner = heads * d;
+    if t0 + t > cap || 3 * inner > ld {
+        return Err(invalid(
+            "half.qk_pack: frames past the cache capacity or q/k/v columns past ld",
+        ));
+    }
+    // SAFETY: HostFn contract (qn, cache and qkv do not overlap).
+    let (qn, cache, qkv, gq, bq, gk, bk) = unsafe {
+        (
+            wr(a.ptr(0)?, batch * t * inner)?,
+            wr16(a.ptr(1)?, batch * heads * cap * 2 * d)?,
+            rd(a.ptr(4)?, span(batch * t, 3 * inner, ld))?,
+            rd(a.ptr(6)?, d)?,
+            rd(a.ptr(7)?, d)?,
+            rd(a.ptr(8)?, d)?,
+            rd(a.ptr(9)?, d)?,
+        )
+    };
+    qk_pack_f16(
+        qn,
+        cache,
+        cap,
+        t0,
+        qkv,
+        ld,
+        (gq, bq),
+        (gk, bk),
+        batch,
+        heads,
+        t,
+        d,
+        eps,
+    );
+    Ok(())
+}
+
+unsafe fn host_sdpa(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    let (batch, heads, tq, tk, d, cap, scale) = (
+        a.usize(3)?,
+        a.usize(4)?,
+        a.usize(5)?,
+        a.usize(6)?,
+        a.usize(7)?,
+        a.usize(8)?,
+        a.f32(9)?,
+    );
+    if tk > cap || tk == 0 {
+        return Err(invalid("half.sdpa: tk outside 1..=cap"));
+    }
+    check_attention_launch("half.sdpa", dims, tk, d)?;
+    let n = batch * tq * heads * d;
+    // SAFETY: HostFn contract (out overlaps neither input).
+    let (out, q, kv) = unsafe {
+        (
+            wr(a.ptr(0)?, n)?,
+            rd(a.ptr(1)?, n)?,
+            rd16(a.ptr(2)?, batch * heads * cap * 2 * d)?,
+        )
+    };
+    sdpa_f16(batch, heads, tq, tk, d, cap, scale, q, kv, out);
+    Ok(())
+}
+
+unsafe fn host_copy(_dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    let (ldd, lds, rows, cols) = (a.usize(1)?, a.usize(3)?, a.usize(4)?, a.usize(5)?);
+    if rows > 0 && (cols > ldd || cols > lds) {
+        return Err(invalid("half.copy: cols past a leading dimension"));
+    }
+    // SAFETY: HostFn contract (dst and src do not overlap).
+    let (dst, src) = unsafe {
+        (
+            wr16(a.ptr(0)?, span(rows, cols, ldd))?,
+            rd16(a.ptr(2)?, span(rows, cols, lds))?,
+        )
+    };
+    copy_f16(dst, ldd, src, lds, rows, cols);
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "half_kv_tests.rs"]
+mod tests;

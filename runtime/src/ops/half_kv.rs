@@ -1,0 +1,197 @@
+//! The estimator's key/value cache stored as IEEE binary16 (the contract's `half` operating point:
+//! `carry` and `solver_workspace` in f16; `GemmPath::Half`). One function per kernel of
+//! `dcc_kernels::half_kv`: the q/k LayerNorms packing the new frames into a binary16 cache
+//! ([`qk_pack_f16`]), SDPA over one ([`attention_f16`]) and a block copy of binary16 rows
+//! ([`copy_f16`]). Each computes what the fp32 op plus `round_f16` computes on the same values,
+//! so a flow storing its cache in f16 gets the bits of one storing the rounded values in f32.
+
+use dcc_kernels as k;
+use dcc_kernels::Arg;
+use half::f16;
+
+use super::{Ctx, OpError, Tensor, Work, dims, disjoint, int, matrix, operand, packed, ptr};
+
+/// `(batch, heads, cap, d)` of a packed `[batch, heads, cap, 2·d]` binary16 cache view.
+fn cache16(
+    op: &'static str,
+    view: &'static str,
+    t: &Tensor<'_, f16>,
+) -> Result<(usize, usize, usize, usize), OpError> {
+    packed(op, view, t)?;
+    match t.dims() {
+        &[b, h, cap, dd] if dd.is_multiple_of(2) => Ok((b, h, cap, dd / 2)),
+        d => Err(OpError::shape(op, view, "[batch, heads, cap, 2·d]", d)),
+    }
+}
+
+/// [`super::qk_norm_pack`] into a binary16 cache (`HALF_QK_PACK`, one warp per (row, head) of q
+/// then of k, as `norm.qk_pack`): `qn` packed `[batch·t, heads·d]` f32 gets `rn16(LN_q(q))`,
+/// frames `t0..t0 + t` of `cache` get `LN_k(k) ‖ v` as binary16 (round to nearest even);
+/// `(gq, bq)`, `(gk, bk)` the `[d]` affine parameters, one `eps`.
+#[allow(clippy::too_many_arguments)]
+pub fn qk_pack_f16(
+    cx: &Ctx<'_>,
+    qn: Tensor<'_>,
+    cache: Tensor<'_, f16>,
+    t0: usize,
+    qkv: Tensor<'_>,
+    (gq, bq): (Tensor<'_>, Tensor<'_>),
+    (gk, bk): (Tensor<'_>, Tensor<'_>),
+    eps: f32,
+) -> Result<(), OpError> {
+    let op = "qk_pack_f16";
+    let (b, h, cap, d) = cache16(op, "cache", &cache)?;
+    let (rows, cols, ld) = matrix(op, "qkv", &qkv)?;
+    if b == 0 || !rows.is_multiple_of(b) || cols < 3 * h * d {
+        return Err(OpError::shape(
+            op,
+            "qkv",
+            format!("[{b}·t, >= {}]", 3 * h * d),
+            qkv.dims(),
+        ));
+    }
+    let t = rows / b;
+    dims(op, "qn", &qn, &[rows, h * d])?;
+    packed(op, "qn", &qn)?;
+    for (view, p) in [("gq", &gq), ("bq", &bq), ("gk", &gk), ("bk", &bk)] {
+        dims(op, view, p, &[d])?;
+        packed(op, view, p)?;
+    }
+    if t0.checked_add(t).is_none_or(|e| e > cap) {
+        return Err(OpError::arg(
+            op,
+            "t0",
+            format!("frames {t0}..{t0}+{t} past the cache's {cap}"),
+        ));
+    }
+    disjoint(
+        op,
+        &[
+            operand("qn", &qn, true),
+            operand("cache", &cache, true),
+            operand("qkv", &qkv, false),
+            operand("gq", &gq, false),
+            operand("bq", &bq, false),
+            operand("gk", &gk, false),
+            operand("bk", &bk, false),
+        ],
+    )?;
+    let args = [
+        ptr(&qn),
+        ptr(&cache),
+        int(cap),
+        int(t0),
+        ptr(&qkv),
+        int(ld),
+        ptr(&gq),
+        ptr(&bq),
+        ptr(&gk),
+        ptr(&bk),
+        int(b),
+        int(h),
+        int(t),
+        int(d),
+        Arg::F32(eps),
+    ];
+    // q and k normalized (≈ 8 flops per element), v copied: reads 3 rows·h·d floats, writes
+    // rows·h·d floats and 2·rows·h·d halves (one float's bytes)
+    cx.work(Work::f32(16 * rows * h * d, 5 * rows * h * d));
+    // SAFETY: the kernel reads batch·t rows of 3·heads·d columns of qkv at stride ld and the
+    // four [d] vectors, writes qn[0..batch·t·heads·d] and frames t0..t0+t (<= cap) of the
+    // packed binary16 cache: the checked views; qn and the cache overlap no other operand.
+    unsafe {
+        cx.launch_linear(
+            &k::half_kv::QK_PACK,
+            k::norm::row_threads(2 * rows * h),
+            &args,
+        )
+    }
+}
+
+/// [`super::attention`]'s `attention.sdpa` over a binary16 cache (`HALF_SDPA`, launched with
+/// `sdpa_dims`): `q`, `out` packed `[batch, tq, heads·d]`, frames `0..tk` of `kv` (packed
+/// `[batch, heads, cap, 2·d]` binary16), `d <= 128`. The bits of `attention.sdpa` over the same
+/// values in f32 storage (the same kernel body, each element widened exactly); batch-invariant
+/// as it is.
+pub fn attention_f16(
+    cx: &Ctx<'_>,
+    out: Tensor<'_>,
+    q: Tensor<'_>,
+    kv: Tensor<'_, f16>,
+    tk: usize,
+    scale: f32,
+) -> Result<(), OpError> {
+    let op = "attention_f16";
+    let (b, h, cap, d) = cache16(op, "kv", &kv)?;
+    let tq = match q.dims() {
+        &[qb, tq, w] if qb == b && w == h * d => tq,
+        x => return Err(OpError::shape(op, "q", format!("[{b}, tq, {}]", h * d), x)),
+    };
+    packed(op, "q", &q)?;
+    dims(op, "out", &out, q.dims())?;
+    packed(op, "out", &out)?;
+    if tk == 0 || tk > cap {
+        return Err(OpError::arg(op, "tk", format!("{tk} outside 1..={cap}")));
+    }
+    disjoint(
+        op,
+        &[
+            operand("out", &out, true),
+            operand("q", &q, false),
+            operand("kv", &kv, false),
+        ],
+    )?;
+    let launch = k::attention::sdpa_dims(b * h, tq, tk, d)
+        .map_err(|e| OpError::arg(op, "tk", e.to_string()))?;
+    let args = [
+        ptr(&out),
+        ptr(&q),
+        ptr(&kv),
+        int(b),
+        int(h),
+        int(tq),
+        int(tk),
+        int(d),
+        int(cap),
+        Arg::F32(scale),
+    ];
+    // scores and weighted values: 2 · 2·d flops per (query, key); q, out (floats) and tk frames
+    // of k ‖ v (halves)
+    cx.work(Work::f32(
+        4 * b * h * tq * tk * d,
+        2 * b * tq * h * d + b * h * tk * d,
+    ));
+    // SAFETY: the kernel reads q[0..batch·tq·heads·d] and frames < tk <= cap of the packed
+    // binary16 cache and writes out (q's extent): the checked views; out overlaps neither
+    // input; `launch` comes from `sdpa_dims`, which the kernel's shared-memory layout assumes.
+    unsafe { cx.launch(&k::half_kv::SDPA, launch, &args) }
+}
+
+/// `dst = src` over `[rows, cols]` binary16 views with unit column stride (`HALF_COPY`, one
+/// thread per element): the carry's history into the solver workspace. Nothing is queued for
+/// an empty view.
+pub fn copy_f16(cx: &Ctx<'_>, dst: Tensor<'_, f16>, src: Tensor<'_, f16>) -> Result<(), OpError> {
+    let op = "copy_f16";
+    let (rows, cols, ldd) = matrix(op, "dst", &dst)?;
+    let (_, _, lds) = matrix(op, "src", &src)?;
+    dims(op, "src", &src, &[rows, cols])?;
+    disjoint(
+        op,
+        &[operand("dst", &dst, true), operand("src", &src, false)],
+    )?;
+    if rows == 0 || cols == 0 {
+        return Ok(());
+    }
+    let args = [
+        ptr(&dst),
+        int(ldd),
+        ptr(&src),
+        int(lds),
+        int(rows),
+        int(cols),
+    ];
+    cx.work(Work::f32(0, rows * cols));
+    // SAFETY: the kernel writes `dst[r·ldd + j]` and reads `src[r·lds + j]` for r < rows,
+    // j < cols: exactly the two checked views, which do not overlap.
+    unsafe { cx.launch_linear(&k::half_kv::COPY, rows * cols, &args) }
+}
