@@ -2,7 +2,8 @@
 //! fused launches built on them (q/k norm + cache pack, gated residual + modulated norm,
 //! LayerNorm + activation + im2col), and the vendor's fp16-mode variants of the modulated ones
 //! (`*_f16`: the modulate's `1 + scale` rounded to f16, the gated residual rounded as
-//! `elementwise.gated_add_f16` rounds it). Each kernel's host twin's body is the slice function below.
+//! `elementwise.gated_add_f16` rounds it). Each kernel's host twin's body is the slice function
+//! below.
 //! Launch: one warp per row ([`row_threads`]); the row statistics are reduced in the kernels'
 //! warp order ([`warp_sum`]: 32 lane-strided partial sums, then a fixed tree), no atomics.
 
@@ -179,8 +180,8 @@ pub fn layer_norm_modulate(
 /// f16 linear's output), rounded; the LayerNorm, the product and the shift stay f32 (autocast
 /// runs `layer_norm` in f32 and the products promote): `y = n · rn16(1 + scale) + shift`.
 /// The same bits as [`layer_norm_modulate`] over `scale' = rn16(1 + scale) − 1`
-/// ([`ew::round_f16_shifted`]): `rn16(1 + scale) − 1` is exact in f32 (a multiple of 2⁻²⁴
-/// below 2¹⁶), and so is `1 + scale'`.
+/// ([`ew::round_f16_shifted`]): `rn16(1 + scale) − 1` is exact in f32 (an f16 value has 11
+/// significant bits and none below 2⁻²⁴), and so is `1 + scale'` (`norm_tests.rs` sweeps it).
 pub fn layer_norm_modulate_f16(
     rows: usize,
     dim: usize,

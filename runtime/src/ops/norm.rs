@@ -74,15 +74,8 @@ pub fn layer_norm_modulate(
     scale: Tensor<'_>,
     eps: f32,
 ) -> Result<(), OpError> {
-    let kernel = &k::norm::LAYER_NORM_MODULATE;
-    modulate_by(
-        cx,
-        "layer_norm_modulate",
-        kernel,
-        (y, x),
-        (shift, scale),
-        eps,
-    )
+    let (op, kernel) = ("layer_norm_modulate", &k::norm::LAYER_NORM_MODULATE);
+    modulate_by(cx, op, kernel, (y, x), (shift, scale), eps)
 }
 
 /// [`layer_norm_modulate`] as the vendor's fp16 mode computes it (`LAYER_NORM_MODULATE_F16`):
@@ -153,15 +146,8 @@ pub fn gated_norm_modulate(
     scale: Tensor<'_>,
     eps: f32,
 ) -> Result<(), OpError> {
-    let kernel = &k::norm::GATED_ADD_MODULATE;
-    gated_by(
-        cx,
-        "gated_norm_modulate",
-        kernel,
-        (x, gate, y, xn),
-        (shift, scale),
-        eps,
-    )
+    let (op, kernel) = ("gated_norm_modulate", &k::norm::GATED_ADD_MODULATE);
+    gated_by(cx, op, kernel, (x, gate, y, xn), (shift, scale), eps)
 }
 
 /// [`gated_norm_modulate`] as the vendor's fp16 mode computes it, in one launch
