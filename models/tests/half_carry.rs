@@ -154,6 +154,8 @@ fn half_point_batched_pair_equals_alone() {
     for (s, x) in ses.iter_mut().zip(&streams) {
         s.prime(&x.prompt_call(3), &x.prompt_mel, &x.spk).unwrap();
     }
+    // `i` is the chunk index of every stream and of each session's expected mels
+    #[allow(clippy::needless_range_loop)]
     for i in 0..2 {
         let reqs: Vec<Request<'_>> = streams
             .iter()
