@@ -5,7 +5,7 @@ use dcc_kernels as k;
 use dcc_kernels::Arg;
 
 use super::{
-    Ctx, GemmPath, OpError, Tensor, Work, dims, disjoint, int, matrix, operand, packed, ptr,
+    Ctx, Elem, GemmPath, OpError, Tensor, Work, dims, disjoint, int, matrix, operand, packed, ptr,
 };
 
 /// `(batch, heads, cap, d)` of a packed cache view.
@@ -119,52 +119,17 @@ pub fn qk_norm_pack(
 ) -> Result<(), OpError> {
     let op = "qk_norm_pack";
     let (b, h, cap, d) = cache(op, "cache", &cache_)?;
-    let (rows, cols, ld) = matrix(op, "qkv", &qkv)?;
-    if b == 0 || !rows.is_multiple_of(b) || cols < 3 * h * d {
-        return Err(OpError::shape(
-            op,
-            "qkv",
-            format!("[{b}·t, >= {}]", 3 * h * d),
-            qkv.dims(),
-        ));
-    }
-    let t = rows / b;
-    dims(op, "qn", &qn, &[rows, h * d])?;
-    packed(op, "qn", &qn)?;
-    for (view, p) in [("gq", &gq), ("bq", &bq), ("gk", &gk), ("bk", &bk)] {
-        dims(op, view, p, &[d])?;
-        packed(op, view, p)?;
-    }
-    frames(op, t0, t, cap)?;
-    disjoint(
+    let (args, rows) = qk_pack_args(
         op,
-        &[
-            operand("qn", &qn, true),
-            operand("cache", &cache_, true),
-            operand("qkv", &qkv, false),
-            operand("gq", &gq, false),
-            operand("bq", &bq, false),
-            operand("gk", &gk, false),
-            operand("bk", &bk, false),
-        ],
+        (b, h, cap, d),
+        qn,
+        cache_,
+        t0,
+        qkv,
+        (gq, bq),
+        (gk, bk),
+        eps,
     )?;
-    let args = [
-        ptr(&qn),
-        ptr(&cache_),
-        int(cap),
-        int(t0),
-        ptr(&qkv),
-        int(ld),
-        ptr(&gq),
-        ptr(&bq),
-        ptr(&gk),
-        ptr(&bk),
-        int(b),
-        int(h),
-        int(t),
-        int(d),
-        Arg::F32(eps),
-    ];
     // q and k normalized (≈ 8 flops per element), v copied: reads 3 and writes 3 of rows·h·d
     cx.work(Work::f32(16 * rows * h * d, 6 * rows * h * d));
     // SAFETY: the kernel reads batch·t rows of 3·heads·d columns of qkv at stride ld and the
@@ -317,4 +282,70 @@ pub fn rel_pos_attention(
     // writes out: the checked packed views; out overlaps no input; `dims` come from
     // `attention_dims`.
     unsafe { cx.launch(&k::attention::REL_POS, dims, &args) }
+}
+
+/// The checks and launch arguments `norm.qk_pack` and `half.qk_pack` share (the same argument
+/// list; only the cache's element type differs): `(b, h, cap, d)` of the packed cache (its own
+/// view check), the fused `[b·t, >= 3·h·d]` projection, `qn` packed `[b·t, h·d]`, the four
+/// packed `[d]` affine parameters, frames `t0..t0 + t` within `cap`, written views disjoint from
+/// every other. Returns the arguments and the projection's rows `b·t`.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn qk_pack_args<K: Elem>(
+    op: &'static str,
+    (b, h, cap, d): (usize, usize, usize, usize),
+    qn: Tensor<'_>,
+    cache: Tensor<'_, K>,
+    t0: usize,
+    qkv: Tensor<'_>,
+    (gq, bq): (Tensor<'_>, Tensor<'_>),
+    (gk, bk): (Tensor<'_>, Tensor<'_>),
+    eps: f32,
+) -> Result<([Arg; 15], usize), OpError> {
+    let (rows, cols, ld) = matrix(op, "qkv", &qkv)?;
+    if b == 0 || !rows.is_multiple_of(b) || cols < 3 * h * d {
+        return Err(OpError::shape(
+            op,
+            "qkv",
+            format!("[{b}·t, >= {}]", 3 * h * d),
+            qkv.dims(),
+        ));
+    }
+    let t = rows / b;
+    dims(op, "qn", &qn, &[rows, h * d])?;
+    packed(op, "qn", &qn)?;
+    for (view, p) in [("gq", &gq), ("bq", &bq), ("gk", &gk), ("bk", &bk)] {
+        dims(op, view, p, &[d])?;
+        packed(op, view, p)?;
+    }
+    frames(op, t0, t, cap)?;
+    disjoint(
+        op,
+        &[
+            operand("qn", &qn, true),
+            operand("cache", &cache, true),
+            operand("qkv", &qkv, false),
+            operand("gq", &gq, false),
+            operand("bq", &bq, false),
+            operand("gk", &gk, false),
+            operand("bk", &bk, false),
+        ],
+    )?;
+    let args = [
+        ptr(&qn),
+        ptr(&cache),
+        int(cap),
+        int(t0),
+        ptr(&qkv),
+        int(ld),
+        ptr(&gq),
+        ptr(&bq),
+        ptr(&gk),
+        ptr(&bk),
+        int(b),
+        int(h),
+        int(t),
+        int(d),
+        Arg::F32(eps),
+    ];
+    Ok((args, rows))
 }

@@ -41,58 +41,17 @@ pub fn qk_pack_f16(
 ) -> Result<(), OpError> {
     let op = "qk_pack_f16";
     let (b, h, cap, d) = cache16(op, "cache", &cache)?;
-    let (rows, cols, ld) = matrix(op, "qkv", &qkv)?;
-    if b == 0 || !rows.is_multiple_of(b) || cols < 3 * h * d {
-        return Err(OpError::shape(
-            op,
-            "qkv",
-            format!("[{b}·t, >= {}]", 3 * h * d),
-            qkv.dims(),
-        ));
-    }
-    let t = rows / b;
-    dims(op, "qn", &qn, &[rows, h * d])?;
-    packed(op, "qn", &qn)?;
-    for (view, p) in [("gq", &gq), ("bq", &bq), ("gk", &gk), ("bk", &bk)] {
-        dims(op, view, p, &[d])?;
-        packed(op, view, p)?;
-    }
-    if t0.checked_add(t).is_none_or(|e| e > cap) {
-        return Err(OpError::arg(
-            op,
-            "t0",
-            format!("frames {t0}..{t0}+{t} past the cache's {cap}"),
-        ));
-    }
-    disjoint(
+    let (args, rows) = super::attention::qk_pack_args(
         op,
-        &[
-            operand("qn", &qn, true),
-            operand("cache", &cache, true),
-            operand("qkv", &qkv, false),
-            operand("gq", &gq, false),
-            operand("bq", &bq, false),
-            operand("gk", &gk, false),
-            operand("bk", &bk, false),
-        ],
+        (b, h, cap, d),
+        qn,
+        cache,
+        t0,
+        qkv,
+        (gq, bq),
+        (gk, bk),
+        eps,
     )?;
-    let args = [
-        ptr(&qn),
-        ptr(&cache),
-        int(cap),
-        int(t0),
-        ptr(&qkv),
-        int(ld),
-        ptr(&gq),
-        ptr(&bq),
-        ptr(&gk),
-        ptr(&bk),
-        int(b),
-        int(h),
-        int(t),
-        int(d),
-        Arg::F32(eps),
-    ];
     // q and k normalized (≈ 8 flops per element), v copied: reads 3 rows·h·d floats, writes
     // rows·h·d floats and 2·rows·h·d halves (one float's bytes)
     cx.work(Work::f32(16 * rows * h * d, 5 * rows * h * d));
