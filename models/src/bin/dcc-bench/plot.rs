@@ -33,7 +33,13 @@ fn series(out: &Value, key: &str) -> Vec<Series> {
         let batched = runs
             .iter()
             .any(|r| r["arm"].as_str() == Some(arm) && r["batched"] == true);
-        for b in std::iter::once(false).chain(batched.then_some(true)) {
+        // `--batched-only`: no time-multiplexed line
+        let multiplexed = !(batched && out["run"]["batched_only"] == true);
+        for b in multiplexed
+            .then_some(false)
+            .into_iter()
+            .chain(batched.then_some(true))
+        {
             let mut s = Series {
                 arm: if b {
                     format!("{arm} batched")

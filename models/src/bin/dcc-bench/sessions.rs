@@ -93,6 +93,13 @@ pub struct SessionsArgs {
     /// the knob between the two (one H100, full config: 16 sessions per call take ~255 ms).
     #[arg(long, value_name = "B", requires = "batch")]
     pub max_batch: Option<usize>,
+
+    /// With --batch: run the state-rule arms batched only, not also time-multiplexed. A
+    /// capacity run at N ≈ 100 then takes minutes, not tens of minutes: the time-multiplexed
+    /// arm's N sessions each capture their own graphs and run every chunk alone. Each session's
+    /// alone run (what `identical_to_alone` compares with) still runs once.
+    #[arg(long, requires = "batch")]
+    pub batched_only: bool,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -415,7 +422,11 @@ pub fn run(a: &SessionsArgs) -> Res<bool> {
     let batch = &batch[..];
     for &arm in &a.arms {
         let modes: &[bool] = if a.batch && arm.state_rule() {
-            &[false, true]
+            if a.batched_only {
+                &[true]
+            } else {
+                &[false, true]
+            }
         } else {
             &[false]
         };
@@ -472,6 +483,7 @@ pub fn run(a: &SessionsArgs) -> Res<bool> {
         "sessions": a.sessions,
         "arms": a.arms.iter().map(|x| x.name()).collect::<Vec<_>>(),
         "batched": a.batch,
+        "batched_only": a.batched_only,
         "batch_sizes": a.batch.then_some(batch),
         "contract_session_bytes": split,
         "contract_process_bytes": split.map(|b| s.contract.arena.total_bytes - b),

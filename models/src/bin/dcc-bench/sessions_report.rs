@@ -50,7 +50,12 @@ pub(super) fn report(
     let mut oom_at: BTreeMap<String, Option<usize>> = BTreeMap::new();
     for arm in arms {
         let batched = head["batched"] == true && arm.state_rule();
-        for b in std::iter::once(false).chain(batched.then_some(true)) {
+        let multiplexed = !(batched && head["batched_only"] == true);
+        for b in multiplexed
+            .then_some(false)
+            .into_iter()
+            .chain(batched.then_some(true))
+        {
             at_realtime.insert(label(*arm, b), None);
             oom_at.insert(label(*arm, b), None);
         }

@@ -147,6 +147,25 @@ fn batched_sessions_are_identical_to_alone_and_counted() {
 }
 
 #[test]
+fn batched_only_skips_the_multiplexed_run() {
+    let v = tiny_batched(&["--arms", "SRc", "--batched-only"]);
+    assert_eq!(v["run"]["batched_only"], true, "{v}");
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{v}");
+    assert_eq!(runs[0]["batched"], true, "{v}");
+    assert_eq!(
+        runs[0]["identical_to_alone"],
+        json!([true, true, true, true]),
+        "{v}"
+    );
+    // one real-time entry: the batched arm's only
+    let rt = v["sessions_at_realtime"].as_object().unwrap();
+    assert_eq!(rt.keys().collect::<Vec<_>>(), ["SRc batched"], "{v}");
+    // it needs --batch
+    assert!(parse(&["sessions", "--weights", "w", "--batched-only"]).is_err());
+}
+
+#[test]
 fn a_chunk_is_one_second_of_audio_in_the_bundled_contracts() {
     for f in ["token2wav", "token2wav_tiny", "token2wav_tiny_vendor"] {
         assert_eq!(chunk_seconds(f), 1.0, "{f}");
