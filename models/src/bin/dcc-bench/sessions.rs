@@ -210,6 +210,16 @@ fn out_of_memory(e: &FlowError) -> bool {
     }
 }
 
+/// When the harness started (set by [`run`]), for [`progress`].
+static START: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+
+/// A progress line on stderr (a capacity run at N ≈ 100 takes minutes): the seconds since the
+/// harness started, then what it just finished.
+pub(super) fn progress(what: std::fmt::Arguments<'_>) {
+    let t = START.get_or_init(Instant::now).elapsed().as_secs_f64();
+    eprintln!("dcc-bench sessions: [{t:7.1} s] {what}");
+}
+
 /// The audio one chunk carries, in seconds: `F_CHUNK · HOP / SAMPLE_RATE` of the contract.
 fn chunk_seconds(family: &str) -> f64 {
     use dcc_generated as g;
@@ -305,6 +315,7 @@ fn interleave(s: &Setup, a: &SessionsArgs, streams: &[StreamInputs], r: &mut Run
     }
     r.per_session_mib =
         ses.iter().map(|x| x.bytes().total()).sum::<usize>() as f64 / n as f64 / MIB;
+    progress(format_args!("{} × {n}: sessions created", arm.name()));
     let la = s.sizes.lookahead_tokens;
     fn chunk<'x>(s: &Setup, x: &'x StreamInputs, i: usize) -> Res<&'x [u32]> {
         x.chunk(i, s.sizes.chunk_tokens, s.sizes.lookahead_tokens)
@@ -318,6 +329,7 @@ fn interleave(s: &Setup, a: &SessionsArgs, streams: &[StreamInputs], r: &mut Run
         for (x, st) in ses.iter_mut().zip(streams) {
             x.chunk(chunk(s, st, i)?, &st.spk, false).map_err(e)?;
         }
+        progress(format_args!("{} × {n}: warm-up chunk {i}", arm.name()));
     }
     for (x, st) in ses.iter_mut().zip(streams) {
         x.prime(&st.prompt_call(la), &st.prompt_mel, &st.spk)
@@ -352,6 +364,7 @@ fn interleave(s: &Setup, a: &SessionsArgs, streams: &[StreamInputs], r: &mut Run
             }
             hashes[k].extend_from_slice(&mel_bytes(&m));
         }
+        progress(format_args!("{} × {n}: chunk {i}", arm.name()));
     }
     r.wall_s = t0.elapsed().as_secs_f64();
     r.misses = realtime.then_some(misses);
@@ -394,6 +407,8 @@ fn alone(s: &Setup, a: &SessionsArgs, st: &StreamInputs, arm: Arm) -> Res<String
 /// the other arms, every mel finite, no failure but running out of memory).
 pub fn run(a: &SessionsArgs) -> Res<bool> {
     let t0 = Instant::now();
+    // the progress lines count from the first run of the process (the CLI runs one)
+    START.get_or_init(|| t0);
     let o = opts(a);
     let n_max = a.sessions.iter().copied().max().unwrap_or(1);
     let s = setup(&o)?;
@@ -448,6 +463,9 @@ pub fn run(a: &SessionsArgs) -> Res<bool> {
                     if let std::collections::btree_map::Entry::Vacant(v) =
                         alone_sha.entry((arm.name(), k))
                     {
+                        if k % 16 == 0 {
+                            progress(format_args!("{} alone: session {k} of {n}", arm.name()));
+                        }
                         // a failure here (out of memory included) is reported, and the results
                         // so far are kept: this session just has no alone run to equal
                         match alone(&s, a, st, arm) {

@@ -71,9 +71,17 @@ pub(super) fn rounds(
             .map(|m| m.map_err(e))
             .collect()
     };
+    super::progress(format_args!(
+        "{} batched × {n}: sessions created",
+        arm.name()
+    ));
     prime(&mut ses)?;
     for i in 0..a.common.warmup {
         round(&mut batcher, &mut ses, i)?;
+        super::progress(format_args!(
+            "{} batched × {n}: warm-up round {i}",
+            arm.name()
+        ));
     }
     prime(&mut ses)?;
     let warm = batcher.stats().clone();
@@ -113,6 +121,7 @@ pub(super) fn rounds(
             }
             hashes[k].extend_from_slice(&mel_bytes(m));
         }
+        super::progress(format_args!("{} batched × {n}: round {i}", arm.name()));
     }
     r.wall_s = t0.elapsed().as_secs_f64();
     r.misses = realtime.then_some(misses);
