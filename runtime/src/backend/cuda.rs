@@ -234,6 +234,9 @@ impl Lt {
     }
 }
 
+/// The most threads [`CudaBackend::load_modules`] compiles modules on.
+const MAX_COMPILE_THREADS: usize = 8;
+
 /// Process-wide PTX cache: (module, arch) → PTX text.
 fn ptx_cache() -> MutexGuard<'static, HashMap<(&'static str, String), String>> {
     static CACHE: OnceLock<Mutex<HashMap<(&'static str, String), String>>> = OnceLock::new();
@@ -494,6 +497,54 @@ impl CudaBackend {
         )?;
         lock(&self.modules).insert(name, m.clone());
         Ok(m)
+    }
+
+    /// Loads the modules of `kernels` not loaded yet, several at a time: on a machine whose
+    /// caches are cold, NVRTC and the driver's PTX compiler take seconds per module (the
+    /// 3xTF32 and f16 tile variants most), and one module's compile does not wait for
+    /// another's. Each module is loaded once (duplicates are dropped first); the first error
+    /// is returned, after every thread has finished.
+    fn load_modules(&self, kernels: &[&'static KernelDef]) -> Result<()> {
+        let mut todo: Vec<&'static KernelDef> = Vec::new();
+        {
+            let loaded = lock(&self.modules);
+            for &k in kernels {
+                let name = k.source.name;
+                if !loaded.contains_key(name) && !todo.iter().any(|t| t.source.name == name) {
+                    todo.push(k);
+                }
+            }
+        }
+        if todo.len() < 2 {
+            return Ok(());
+        }
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .clamp(1, MAX_COMPILE_THREADS)
+            .min(todo.len());
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let results: Vec<Result<()>> = std::thread::scope(|s| {
+            let workers: Vec<_> = (0..threads)
+                .map(|_| {
+                    s.spawn(|| -> Result<()> {
+                        loop {
+                            let i = next.fetch_add(1, Ordering::Relaxed);
+                            let Some(k) = todo.get(i) else { return Ok(()) };
+                            self.module(k)?;
+                        }
+                    })
+                })
+                .collect();
+            workers
+                .into_iter()
+                .map(|w| {
+                    w.join().unwrap_or_else(|_| {
+                        Err(Error::Invalid("a module-loading thread panicked".into()))
+                    })
+                })
+                .collect()
+        });
+        results.into_iter().collect()
     }
 
     /// The kernel's function, allowed `shared` bytes of dynamic shared memory; `capturing`:
@@ -970,6 +1021,9 @@ impl Backend for CudaBackend {
 
     fn preload(&self, kernels: &[&'static KernelDef]) -> Result<()> {
         let pass = self.counter.gate.enter();
+        if !pass.capturing() {
+            self.load_modules(kernels)?;
+        }
         for k in kernels {
             self.function(k, 0, pass.capturing())?;
         }
