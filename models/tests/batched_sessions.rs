@@ -182,6 +182,14 @@ fn batched_pairs_each_equal_alone() {
     assert_eq!(rep.replays + eager, rep.calls, "{rep:?}");
     let probation = rep.fallbacks.get(&Fallback::Probation).copied();
     assert_eq!(probation, Some(rep.classes_captured), "{rep:?}");
+    // the batched encoder calls through graphs of their own, per (class, size, members)
+    let enc = pairs.engines().encoder_report();
+    assert!(enc.replays > 0 && enc.classes_captured > 0, "{enc:?}");
+    let encoder_calls: u64 = pairs.stats().encoder_batches.values().sum();
+    assert_eq!(enc.calls, encoder_calls, "{enc:?}");
+    assert_eq!(enc.engines, 2, "{enc:?}");
+    let eager: u64 = enc.fallbacks.values().sum();
+    assert_eq!(enc.replays + eager, enc.calls, "{enc:?}");
     assert!(pairs.bytes() > pairs.flow().bytes(), "the graphs are held");
     // the sessions are gone: the next round drops their groups' graphs
     let mut fresh: Vec<Session> = (0..2).map(|_| session(&r, arm)).collect();
@@ -201,6 +209,8 @@ fn batched_pairs_each_equal_alone() {
     }
     let rep = pairs.engines().report();
     assert_eq!((rep.engines, rep.discarded), (3, 2), "{rep:?}");
+    let enc = pairs.engines().encoder_report();
+    assert_eq!((enc.engines, enc.discarded), (3, 2), "{enc:?}");
 }
 
 #[test]
@@ -415,6 +425,8 @@ fn cuda_batched_sessions_each_equal_alone() {
         if replay {
             let rep = b.engines().report();
             assert!(rep.replays > 0, "{rep:?}");
+            let enc = b.engines().encoder_report();
+            assert!(enc.replays > 0, "{enc:?}");
         }
     }
 }

@@ -29,6 +29,7 @@
 //! batch's `mu` rows the batched flow call reads; their `cond` rows are the flow's (zeros after
 //! a prime), their `spk` rows and token ids uploaded by [`BatchedFlow::stage_inputs`].
 
+use dcc_runtime::DevPtr;
 use dcc_runtime::arena::packed_strides;
 use dcc_runtime::contract::Keep;
 use dcc_runtime::ops::{self, Act, Ctx, RawTensor, Tensor};
@@ -108,6 +109,14 @@ impl BatchedFlow {
             spk,
         )?;
         Ok(())
+    }
+
+    /// The batch's token rows, `[n, tokens]` (`u32`): what a graph of a batched encoder call
+    /// reads (fixed addresses).
+    pub(crate) fn token_rows(&self, n: usize, tokens: usize) -> Result<DevPtr, FlowError> {
+        Ok(Tensor::<u32>::of(&self.w.ids)?
+            .narrow(0, 0, n * tokens)?
+            .ptr())
     }
 
     /// Frames a call of `tokens` tokens (lookahead included) presents, if the batch holds it.

@@ -6,9 +6,10 @@
 //! bit for bit (see [`crate::token2wav::BatchedFlow`] for why).
 //!
 //! A group's members stage their inputs (token ids, speaker) into their rows of the batch and
-//! run their `encoder` calls as one batched call ([`BatchedFlow::encode`], eager; counted in
+//! run their `encoder` calls as one batched call ([`BatchedFlow::encode`]; counted in
 //! [`BatchStats::encoder_batches`]), which leaves every member's `mu` in its row; then one
-//! batched flow call (through the group's engine, [`super::batch_engine`]); then each member's
+//! batched flow call; both through the group's engines on a replay arm (graphs per (class,
+//! batch size, members), [`super::batch_engine`]); then each member's
 //! extents advance and its mel is read from its row. A class fixes the encoder's host values
 //! too (the call's tokens, the conformer extent, what its caches keep), so a group's encoders
 //! always batch. A session's refusal (bad input, a failed or unprimed session) refuses that
@@ -316,10 +317,8 @@ impl Batcher {
             members: &members,
             keeps: st.keeps(),
         };
-        // SAFETY: the members are states of live sessions of the batch's flow (`class_of`
-        // checked the flow), borrowed for the call; their tensors lie in their arenas, which
-        // the sessions keep alive.
-        let encoded = unsafe { self.flow.encode(&io) };
+        let ids: Vec<u64> = rows.iter().map(|&i| sessions[i].id()).collect();
+        let encoded = self.engines.encode(&self.flow, &io, &ids);
         *self.stats.encoder_batches.entry(rows.len()).or_default() += 1;
         let frames = match encoded {
             Ok((frames, _)) => frames,
