@@ -103,7 +103,9 @@ pub struct BatchStats {
 }
 
 /// A catalog class of the flow as far as a batch is concerned: what fixes a call's host values
-/// (the estimator extent, the conformer extent the encoder left, the solver, the retention).
+/// (the estimator extent, the conformer extent the encoder left, the solver, the retention of
+/// every cache, the call's tokens): the members of a group run one batched encoder call and
+/// one batched flow call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct ClassKey {
     l_old: usize,
@@ -114,6 +116,8 @@ struct ClassKey {
     keep: (usize, usize),
     /// What the conformer and upsample caches keep (their batched encoder call's retention).
     encoder_keeps: [(usize, usize); 2],
+    /// Tokens of the call, lookahead included (the rows the batched encoder stacks).
+    tokens: usize,
 }
 
 /// Runs rounds of chunks over many sessions of one flow, batching (see the module docs).
@@ -263,6 +267,7 @@ impl Batcher {
                 temperature: sv.temperature.to_bits(),
                 keep: (keep.head, keep.tail),
                 encoder_keeps: ek.map(|k| (k.head, k.tail)),
+                tokens: r.tokens.len(),
             })
         })
     }
