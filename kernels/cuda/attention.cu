@@ -28,7 +28,8 @@ extern "C" __global__ void attention_sdpa(float* out, const float* q, const floa
 
 template <int D, int NT>
 __device__ void dcc_rel_pos_body(float* out, const float* q, const float* pos_bias_u, const float* pos_bias_v,
-                                 const float* kv, const float* p, i64 heads, i64 tq, int tk, int d, i64 cap) {
+                                 const float* kv, const float* p, i64 batch, i64 heads, i64 tq, int tk, int d,
+                                 i64 cap) {
     constexpr int K = (D ? D : DCC_MAX_HEAD_DIM) / DCC_WARP;
     const int dd = D ? D : d;
     const int W = blockDim.x / DCC_WARP;
@@ -41,14 +42,17 @@ __device__ void dcc_rel_pos_body(float* out, const float* q, const float* pos_bi
     float* tile = dcc_smem + 2 * W * dd + W * tk;           // [64, d + 1]
     const i64 tiles = (tq + W - 1) / W;
     float buf[DccPipe<D, NT>::R];
-    for (i64 unit = blockIdx.x; unit < heads * tiles; unit += gridDim.x) {
-        const i64 i0 = (unit % tiles) * W, h = unit / tiles;
+    // Units are (batch entry, head, query tile): entry b's queries and output are rows b·tq..
+    // of q and out, its keys and values cache row (b, h); the positions and biases are shared.
+    for (i64 unit = blockIdx.x; unit < batch * heads * tiles; unit += gridDim.x) {
+        const i64 i0 = (unit % tiles) * W, bh = unit / tiles, h = bh % heads;
         const i64 i = i0 + w;
         const bool live = i < tq;
-        const float* base = kv + h * cap * 2 * dd;
+        const i64 row = (bh / heads) * tq + i;
+        const float* base = kv + bh * cap * 2 * dd;
         dcc_fetch<D, NT>(buf, base, 0, 0, tk);
         if (live) {
-            const float* qi = q + i * hd + h * dd;
+            const float* qi = q + row * hd + h * dd;
             for (int c = lane; c < dd; c += DCC_WARP) {
                 qu[c] = qi[c] + pos_bias_u[h * dd + c];
                 qv[c] = qi[c] + pos_bias_v[h * dd + c];
@@ -82,7 +86,7 @@ __device__ void dcc_rel_pos_body(float* out, const float* q, const float* pos_bi
         float acc[K];
         dcc_weighted_values<D, NT, true>(acc, buf, sw, inv, tile, base, tk, dd, live, lane);
         if (live) {
-            float* o = out + i * hd + h * dd;
+            float* o = out + row * hd + h * dd;
 #pragma unroll
             for (int k = 0; k < K; ++k) {
                 const int c = lane + k * DCC_WARP;
@@ -93,13 +97,13 @@ __device__ void dcc_rel_pos_body(float* out, const float* q, const float* pos_bi
 }
 
 extern "C" __global__ void attention_rel_pos(float* out, const float* q, const float* pos_bias_u,
-                                             const float* pos_bias_v, const float* kv, const float* p, i64 heads,
-                                             i64 tq, i64 tk, i64 d, i64 cap) {
+                                             const float* pos_bias_v, const float* kv, const float* p, i64 batch,
+                                             i64 heads, i64 tq, i64 tk, i64 d, i64 cap) {
     dcc_check_attention_launch(tk, d);
     switch (d) {
-        case 32: DCC_ATTN_DISPATCH(dcc_rel_pos_body, 32, out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, (int)tk, 32, cap); break;
-        case 64: DCC_ATTN_DISPATCH(dcc_rel_pos_body, 64, out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, (int)tk, 64, cap); break;
-        case 128: DCC_ATTN_DISPATCH(dcc_rel_pos_body, 128, out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, (int)tk, 128, cap); break;
-        default: dcc_rel_pos_body<0, 0>(out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, (int)tk, (int)d, cap); break;
+        case 32: DCC_ATTN_DISPATCH(dcc_rel_pos_body, 32, out, q, pos_bias_u, pos_bias_v, kv, p, batch, heads, tq, (int)tk, 32, cap); break;
+        case 64: DCC_ATTN_DISPATCH(dcc_rel_pos_body, 64, out, q, pos_bias_u, pos_bias_v, kv, p, batch, heads, tq, (int)tk, 64, cap); break;
+        case 128: DCC_ATTN_DISPATCH(dcc_rel_pos_body, 128, out, q, pos_bias_u, pos_bias_v, kv, p, batch, heads, tq, (int)tk, 128, cap); break;
+        default: dcc_rel_pos_body<0, 0>(out, q, pos_bias_u, pos_bias_v, kv, p, batch, heads, tq, (int)tk, (int)d, cap); break;
     }
 }

@@ -39,9 +39,9 @@ kdef!(
     REL_POS,
     "attention",
     "rel_pos",
-    [Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, I64, I64, I64, I64, I64],
+    [Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, I64],
     host_rel_pos,
-    "`(out, q, pos_bias_u, pos_bias_v, kv, p, heads, tq, tk, d, cap)`: the conformer's relative-position attention ([`rel_pos_attention`], batch 1), `d ≤ 128`; one warp per query row, launch with [`attention_dims`]."
+    "`(out, q, pos_bias_u, pos_bias_v, kv, p, batch, heads, tq, tk, d, cap)`: the conformer's relative-position attention ([`rel_pos_attention`]) of `batch` independent entries (sessions) at once: `q`/`out` `[batch, tq, heads·d]`, keys/values a `[batch, heads, cap, 2d]` cache, the projected positions `p` and the biases shared; `d ≤ 128`; one warp per (entry, head, query row), launch with [`attention_dims`] (`outer` = batch · heads)."
 );
 
 pub static KERNELS: &[&crate::KernelDef] = &[&SDPA, &REL_POS];
@@ -64,7 +64,7 @@ pub const fn attention_shared_bytes(warps: usize, tk: usize, d: usize) -> usize 
 /// Shared memory a block may take without an opt-in attribute.
 pub const MAX_SHARED_BYTES: usize = 48 * 1024;
 
-/// Launch shape of [`SDPA`] (`outer` = batch · heads) and [`REL_POS`] (`outer` = heads) with
+/// Launch shape of [`SDPA`] and [`REL_POS`] (`outer` = batch · heads) with
 /// `warps` query rows per block (`1..=8`; see [`attention_dims`]).
 pub fn attention_dims_with(
     warps: usize,
@@ -368,30 +368,50 @@ unsafe fn host_sdpa(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
 }
 
 unsafe fn host_rel_pos(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
-    let (heads, tq, tk, d, cap) = (
+    let (batch, heads, tq, tk, d, cap) = (
         a.usize(6)?,
         a.usize(7)?,
         a.usize(8)?,
         a.usize(9)?,
         a.usize(10)?,
+        a.usize(11)?,
     );
     if tq == 0 || tq > tk || tk > cap {
         return Err(invalid("attention.rel_pos: need 0 < tq <= tk <= cap"));
     }
     check_attention_launch("attention.rel_pos", dims, tk, d)?;
     let hd = heads * d;
+    let entry = heads * cap * 2 * d;
     // SAFETY: HostFn contract.
     let (out, q, u, w, kv, p) = unsafe {
         (
-            wr(a.ptr(0)?, tq * hd)?,
-            rd(a.ptr(1)?, tq * hd)?,
+            wr(a.ptr(0)?, batch * tq * hd)?,
+            rd(a.ptr(1)?, batch * tq * hd)?,
             rd(a.ptr(2)?, hd)?,
             rd(a.ptr(3)?, hd)?,
-            rd(a.ptr(4)?, heads * cap * 2 * d)?,
+            rd(a.ptr(4)?, batch * entry)?,
             rd(a.ptr(5)?, (2 * tk - 1) * hd)?,
         )
     };
-    rel_pos_attention(heads, tq, tk, d, cap, q, hd, u, w, kv, p, out, hd);
+    // each entry alone: its rows of q and out, its cache rows, the shared positions and biases
+    for b in 0..batch {
+        let rows = b * tq * hd..(b + 1) * tq * hd;
+        rel_pos_attention(
+            heads,
+            tq,
+            tk,
+            d,
+            cap,
+            &q[rows.clone()],
+            hd,
+            u,
+            w,
+            &kv[b * entry..(b + 1) * entry],
+            p,
+            &mut out[rows],
+            hd,
+        );
+    }
     Ok(())
 }
 

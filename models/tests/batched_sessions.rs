@@ -4,7 +4,9 @@
 //! emits alone on the same flow, bit for bit; one session's turn reset mid-stream takes it out
 //! of its batch for that chunk (counted `reset`, its class-mates' odd one `remainder`), a last
 //! chunk runs alone (`last_chunk`), a refused request refuses its session only, and a flow on
-//! the backend GEMM path is refused a batch. The same on CUDA when a GPU exists (otherwise
+//! the backend GEMM path is refused a batch. Every group's encoders run as one batched encoder
+//! call (`BatchStats::encoder_batches` equals the batched flow calls), and a session that fails
+//! between that call and the flow leaves its batch alone. The same on CUDA when a GPU exists (otherwise
 //! `SKIP (cuda): ...`; `DCC_REQUIRE_GPU=1` makes that a failure).
 
 use std::collections::BTreeMap;
@@ -150,6 +152,8 @@ fn expect(b: &Batcher, size: usize, per_round: u64) {
     assert_eq!(reasons(b), want);
     let batched: u64 = st.batches.iter().map(|(n, k)| *n as u64 * k).sum();
     assert_eq!(st.batched_chunks, batched);
+    // every group's encoders ran as one batched encoder call
+    assert_eq!(st.encoder_batches, st.batches, "{st:?}");
 }
 
 #[test]
@@ -178,6 +182,14 @@ fn batched_pairs_each_equal_alone() {
     assert_eq!(rep.replays + eager, rep.calls, "{rep:?}");
     let probation = rep.fallbacks.get(&Fallback::Probation).copied();
     assert_eq!(probation, Some(rep.classes_captured), "{rep:?}");
+    // the batched encoder calls through graphs of their own, per (class, size, members)
+    let enc = pairs.engines().encoder_report();
+    assert!(enc.replays > 0 && enc.classes_captured > 0, "{enc:?}");
+    let encoder_calls: u64 = pairs.stats().encoder_batches.values().sum();
+    assert_eq!(enc.calls, encoder_calls, "{enc:?}");
+    assert_eq!(enc.engines, 2, "{enc:?}");
+    let eager: u64 = enc.fallbacks.values().sum();
+    assert_eq!(enc.replays + eager, enc.calls, "{enc:?}");
     assert!(pairs.bytes() > pairs.flow().bytes(), "the graphs are held");
     // the sessions are gone: the next round drops their groups' graphs
     let mut fresh: Vec<Session> = (0..2).map(|_| session(&r, arm)).collect();
@@ -197,6 +209,8 @@ fn batched_pairs_each_equal_alone() {
     }
     let rep = pairs.engines().report();
     assert_eq!((rep.engines, rep.discarded), (3, 2), "{rep:?}");
+    let enc = pairs.engines().encoder_report();
+    assert_eq!((enc.engines, enc.discarded), (3, 2), "{enc:?}");
 }
 
 #[test]
@@ -248,7 +262,55 @@ fn interleaved_and_batched_sessions_each_equal_alone() {
         }
     }
     assert_eq!(pair.stats().batches.get(&2), Some(&(CHUNKS as u64)));
+    assert_eq!(pair.stats().encoder_batches, pair.stats().batches);
     assert!(pair.stats().alone.is_empty(), "{:?}", pair.stats());
+}
+
+#[test]
+fn a_failure_after_the_batched_encoder_fails_its_session_only() {
+    // four sessions batch; session 1 fails between the batched encoder call and the flow: it
+    // leaves the batch (the rows behind it close up), the other three's flow runs as a batch
+    // of three, each equal to alone; the failed session refuses its next chunk, the others
+    // batch on
+    let r = rig(GemmPath::Invariant);
+    let arm = Arm::SRc;
+    let want = alone(&r, arm);
+    let mut b = batcher(&r, &[1, 2, 4], false);
+    let mut ses: Vec<Session> = (0..SESSIONS).map(|_| session(&r, arm)).collect();
+    for (s, x) in ses.iter_mut().zip(&r.streams) {
+        prime(s, x);
+    }
+    let reqs = |i: usize| -> Vec<Request<'_>> {
+        r.streams
+            .iter()
+            .map(|x| Request {
+                tokens: tokens_of(x, i),
+                spk: &x.spk,
+                last_chunk: false,
+            })
+            .collect()
+    };
+    ses[1].inject_fault_after_encoder();
+    for (k, mel) in b.round(&mut ses, &reqs(0)).into_iter().enumerate() {
+        if k == 1 {
+            assert!(matches!(mel, Err(FlowError::Device(_))), "{mel:?}");
+        } else {
+            assert_eq!(mel.unwrap(), want[k][0][0], "session {k}, chunk 0");
+        }
+    }
+    let st = b.stats();
+    assert_eq!(st.encoder_batches, BTreeMap::from([(4, 1)]), "{st:?}");
+    assert_eq!(st.batches, BTreeMap::from([(3, 1)]), "{st:?}");
+    for (k, mel) in b.round(&mut ses, &reqs(1)).into_iter().enumerate() {
+        if k == 1 {
+            assert!(matches!(mel, Err(FlowError::SessionFailed(_))), "{mel:?}");
+        } else {
+            assert_eq!(mel.unwrap(), want[k][0][1], "session {k}, chunk 1");
+        }
+    }
+    let st = b.stats();
+    assert_eq!(st.encoder_batches, BTreeMap::from([(4, 1), (2, 1)]));
+    assert_eq!(reasons(&b), BTreeMap::from([(NotBatchable::Remainder, 1)]));
 }
 
 #[test]
@@ -363,6 +425,8 @@ fn cuda_batched_sessions_each_equal_alone() {
         if replay {
             let rep = b.engines().report();
             assert!(rep.replays > 0, "{rep:?}");
+            let enc = b.engines().encoder_report();
+            assert!(enc.replays > 0, "{enc:?}");
         }
     }
 }

@@ -149,7 +149,7 @@ pub struct RelPosScratch<'a> {
     pub att: Tensor<'a>,
 }
 
-/// ESPnet's `RelPositionMultiHeadedAttention` (batch 1): q, k, v, out and the bias-free
+/// ESPnet's `RelPositionMultiHeadedAttention` (batch 1; [`RelPosAttention::forward_batch`]: a batch of streams): q, k, v, out and the bias-free
 /// position projection, with the position biases `u`, `v` `[heads, d_k]`. The cache is
 /// append-ordered: cached frames first, new frames after.
 #[derive(Debug)]
@@ -219,6 +219,58 @@ impl RelPosAttention {
         let pos = s.pos.view(&[2 * tk - 1, d])?;
         self.pos.forward(cx, pe, pos)?;
         let att = s.att.view(&[t, d])?;
+        let u = Tensor::of(&self.pos_bias_u)?.view(&[h, dk])?;
+        let w = Tensor::of(&self.pos_bias_v)?.view(&[h, dk])?;
+        ops::rel_pos_attention(cx, att, q, u, w, work, pos, tk)?;
+        self.out.forward(cx, att, out)
+    }
+}
+
+impl RelPosAttention {
+    /// [`RelPosAttention::forward`] over a batch of `n` independent streams (sessions) at one
+    /// history extent `l`: `xn`, `out` `[n·t, dim]` (stream `s`'s rows `s·t..(s + 1)·t`),
+    /// `work` packed `[n, heads, cap, 2·d_k]` whose frames `0..l` of row `s` the caller staged
+    /// with stream `s`'s history (one copy per stream: its cache lies at its own addresses);
+    /// the new frames land after them. One position projection serves every stream (they
+    /// share `tk = l + t`, so `pe`), and every launch covers all rows: each row's arithmetic
+    /// is the same whatever rows share it (the batch-invariant GEMM path and op families), so
+    /// stream `s`'s output equals [`RelPosAttention::forward`] of stream `s` alone.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward_batch(
+        &self,
+        cx: &Ctx<'_>,
+        xn: Tensor<'_>,
+        l: usize,
+        work: Tensor<'_>,
+        pe: Tensor<'_>,
+        s: RelPosScratch<'_>,
+        out: Tensor<'_>,
+    ) -> Result<(), OpError> {
+        let (h, dk) = (self.heads, self.dk);
+        let (rows, d) = (xn.dims()[0], h * dk);
+        let n = work.dims().first().copied().unwrap_or(0);
+        let t = rows.checked_div(n).unwrap_or(0);
+        if work.rank() != 4 || n == 0 || t * n != rows {
+            return Err(OpError::Shape {
+                op: "rel_pos_attention",
+                view: "work",
+                expected: format!("[n | {rows}, {h}, cap, {}]", 2 * dk),
+                actual: work.dims().to_vec(),
+            });
+        }
+        let tk = l + t;
+        let (q, k, v) = (
+            s.q.view(&[rows, d])?,
+            s.k.view(&[rows, d])?,
+            s.v.view(&[rows, d])?,
+        );
+        self.q.forward(cx, xn, q)?;
+        self.k.forward(cx, xn, k)?;
+        self.v.forward(cx, xn, v)?;
+        ops::kv_pack(cx, work, l, k, v)?;
+        let pos = s.pos.view(&[2 * tk - 1, d])?;
+        self.pos.forward(cx, pe, pos)?;
+        let att = s.att.view(&[rows, d])?;
         let u = Tensor::of(&self.pos_bias_u)?.view(&[h, dk])?;
         let w = Tensor::of(&self.pos_bias_v)?.view(&[h, dk])?;
         ops::rel_pos_attention(cx, att, q, u, w, work, pos, tk)?;

@@ -138,4 +138,55 @@ impl CausalConv1d {
         ops::copy(cx, ctx, cat.rows(t, c)?)?;
         self.conv.forward(cx, cat, col, y)
     }
+
+    /// [`CausalConv1d::load_context`] of a batch of streams: `cat` `[n, k − 1 + t, c_in]`
+    /// (rows packed), stream `s`'s context `ctxs[s]` (`[k − 1, c_in]`, at its own address) into
+    /// the head of `cat[s]`: one copy a stream.
+    pub fn load_contexts(
+        &self,
+        cx: &Ctx<'_>,
+        ctxs: &[Tensor<'_>],
+        cat: Tensor<'_>,
+    ) -> Result<(), OpError> {
+        let c = self.context();
+        for (i, ctx) in ctxs.iter().enumerate() {
+            ops::copy(cx, cat.index(0, i)?.rows(0, c)?, *ctx)?;
+        }
+        Ok(())
+    }
+
+    /// [`CausalConv1d::forward`] of a batch of `n = ctxs.len()` streams: each stream's new
+    /// context `ctxs[s] = cat[s, t..t + k − 1]` (one copy a stream), then one im2col of every
+    /// stream's windows (`cat` `[n, k − 1 + t, c_in]` → `[n·t, k·c_in]` in `col`) and one GEMM
+    /// into `y` (`[n·t, c_out]`). Stream `s`'s rows are its [`CausalConv1d::forward`]'s, bit
+    /// for bit, on a batch-invariant GEMM path.
+    pub fn forward_batch(
+        &self,
+        cx: &Ctx<'_>,
+        cat: Tensor<'_>,
+        ctxs: &[Tensor<'_>],
+        col: Tensor<'_>,
+        y: Tensor<'_>,
+    ) -> Result<(), OpError> {
+        let c = self.context();
+        let (n, t) = match cat.dims() {
+            &[n, rows, _] if n == ctxs.len() && rows > c => (n, rows - c),
+            d => {
+                return Err(OpError::Shape {
+                    op: "causal_conv1d",
+                    view: "cat",
+                    expected: format!("[{}, > {c}, c_in]", ctxs.len()),
+                    actual: d.to_vec(),
+                });
+            }
+        };
+        for (i, ctx) in ctxs.iter().enumerate() {
+            ops::copy(cx, *ctx, cat.index(0, i)?.rows(t, c)?)?;
+        }
+        let k = self.conv.k;
+        let width = k * self.conv.c_in;
+        let col = col.view(&[n, t, width])?;
+        ops::copy_batched(cx, col, cat.windows(k)?)?;
+        self.conv.lin.forward(cx, col.view(&[n * t, width])?, y)
+    }
 }

@@ -116,11 +116,11 @@ pub struct BatchIo<'a> {
 
 /// The per-process buffers of batched `flow` calls on one [`DeviceFlow`] (see the module docs).
 pub struct BatchedFlow {
-    dev: Arc<DeviceFlow>,
-    sizes: BatchSizes,
+    pub(super) dev: Arc<DeviceFlow>,
+    pub(super) sizes: BatchSizes,
     /// Frames of one member's call at most.
-    frames: usize,
-    w: Work,
+    pub(super) frames: usize,
+    pub(super) w: Work,
     /// The solver workspace for `max · cfg` rows, `[step, depth, max·cfg, heads, work, 2·hd]`.
     ws: DeviceBuffer,
     ws_dims: [usize; 6],
@@ -174,8 +174,12 @@ impl BatchedFlow {
         let steps = ws_dims[0];
         let est_dims = [steps, d.depth, max * CFG_BATCH, 2, CONV_K - 1, d.hidden];
         let be = dev.backend().clone();
+        // the members' encoders run batched too: their buffers for `max` calls of `frames`
+        // frames (tokens: `frames / stride` plus the lookahead)
+        let e = &cfg.encoder;
         let sizing = Sizing {
-            encoder: false,
+            encoder: max,
+            encoder_frames: frames + e.pre_lookahead * e.up_stride,
             sessions: max,
             frames,
         };
@@ -222,32 +226,6 @@ impl BatchedFlow {
         .iter()
         .map(|b| b.bytes())
         .sum()
-    }
-
-    /// Copies the flow's inputs of the session whose encoder ran last (`mu`, `cond` of
-    /// `frames` frames and `spk`, in the flow's input buffers) into row `row` of the batch's
-    /// inputs. Stream work.
-    pub fn stage(&self, row: usize, frames: usize) -> Result<(), FlowError> {
-        let (mel, spk) = (self.dev.config().mel, self.dev.config().spk_dim);
-        if row >= self.sizes.max() || frames > self.frames {
-            return Err(FlowError::Input(format!(
-                "row {row} of {frames} frames (the batch holds {} rows of {} frames)",
-                self.sizes.max(),
-                self.frames
-            )));
-        }
-        let cx = self.dev.cx();
-        let (src, dst) = (&self.dev.w, &self.w);
-        for (d, s) in [(&dst.mu, &src.mu), (&dst.cond, &src.cond)] {
-            let d = part(d, row * frames * mel, &[frames, mel])?;
-            ops::copy(&cx, d, part(s, 0, &[frames, mel])?)?;
-        }
-        ops::copy(
-            &cx,
-            part(&dst.spk, row * spk, &[1, spk])?,
-            part(&src.spk, 0, &[1, spk])?,
-        )?;
-        Ok(())
     }
 
     /// The batched call's inputs over `n` members of `frames` frames: `mu`, `cond` (`[n,
@@ -451,7 +429,11 @@ impl BatchedFlow {
 }
 
 /// The packed `dims` view of `b` from float `start` on.
-fn part<'a>(b: &'a DeviceBuffer, start: usize, dims: &[usize]) -> Result<Tensor<'a>, FlowError> {
+pub(super) fn part<'a>(
+    b: &'a DeviceBuffer,
+    start: usize,
+    dims: &[usize],
+) -> Result<Tensor<'a>, FlowError> {
     let n = dims.iter().product();
     Ok(Tensor::of(b)?.narrow(0, start, n)?.view(dims)?)
 }

@@ -20,7 +20,7 @@ const LAYER_EPS: f32 = 1e-12;
 pub(super) const CONV2_K: usize = 3;
 
 /// `LinearNoSubsampling` + the positional-encoding input scale: `y = LN(x·Wᵀ + b) · √dim`.
-struct Embed {
+pub(super) struct Embed {
     lin: Linear,
     norm: LayerNorm,
     xscale: f32,
@@ -36,7 +36,7 @@ impl Embed {
     }
 
     /// `y = LN(x·Wᵀ + b) · √dim` over `[t, dim]` views, `tmp` the linear's output.
-    fn forward(
+    pub(super) fn forward(
         &self,
         cx: &Ctx<'_>,
         x: Tensor<'_>,
@@ -51,11 +51,11 @@ impl Embed {
 
 /// `ConformerEncoderLayer`: relative-position self-attention + SiLU feed-forward, pre-norm, no
 /// macaron, no conv module.
-struct ConformerLayer {
-    norm_mha: LayerNorm,
-    attn: RelPosAttention,
-    norm_ff: LayerNorm,
-    ff: Mlp,
+pub(super) struct ConformerLayer {
+    pub(super) norm_mha: LayerNorm,
+    pub(super) attn: RelPosAttention,
+    pub(super) norm_ff: LayerNorm,
+    pub(super) ff: Mlp,
 }
 
 /// One conformer layer's cache: its slice of the stack's cache (`[heads, cap, 2·d_k]`, extent
@@ -126,16 +126,18 @@ impl ConformerLayer {
 }
 
 /// The encoder's weights.
+///
+/// Its batched forward, over several sessions' rows at once, is `super::batch_encoder`'s.
 pub(super) struct Encoder {
-    cfg: EncoderConfig,
-    embed: Embed,
-    pre_conv1: Conv1d,
-    pre_conv2: CausalConv1d,
-    encoders: Vec<ConformerLayer>,
-    up_conv: CausalConv1d,
-    up_embed: Embed,
-    up_encoders: Vec<ConformerLayer>,
-    after_norm: LayerNorm,
+    pub(super) cfg: EncoderConfig,
+    pub(super) embed: Embed,
+    pub(super) pre_conv1: Conv1d,
+    pub(super) pre_conv2: CausalConv1d,
+    pub(super) encoders: Vec<ConformerLayer>,
+    pub(super) up_conv: CausalConv1d,
+    pub(super) up_embed: Embed,
+    pub(super) up_encoders: Vec<ConformerLayer>,
+    pub(super) after_norm: LayerNorm,
 }
 
 /// The encoder's streaming state for one call (tensors of the session's regions).

@@ -58,16 +58,16 @@ pub struct DeviceFlow {
     pub(super) cfg: FlowConfig,
     pub(super) limits: DeviceLimits,
     pub(super) caps: Caps,
-    embedding: Embedding,
+    pub(super) embedding: Embedding,
     spk_affine: Linear,
-    encoder: Encoder,
-    encoder_proj: Linear,
+    pub(super) encoder: Encoder,
+    pub(super) encoder_proj: Linear,
     dit: Dit,
     /// `decoder.rand_noise` `[mel, noise_frames]`.
     noise: DeviceBuffer,
     noise_frames: usize,
     /// ESPnet relative positions for size `caps.pe_size` (`2·pe_size − 1` rows).
-    pe: DeviceBuffer,
+    pub(super) pe: DeviceBuffer,
     pub(super) w: Work,
     /// The per-process parts of the arenas placed so far, one per layout served
     /// ([`DeviceFlow::process_arena`]).
@@ -353,6 +353,49 @@ impl DeviceFlow {
     /// being [`DeviceFlow::ids`]. An [`DeviceFlow::encoder_io`] of a [`DeviceState`] this flow
     /// created satisfies it (so do staging copies of the same shapes).
     pub unsafe fn encoder_call(&self, io: &EncoderIo) -> Result<(usize, usize), FlowError> {
+        self.check_encoder(io)?;
+        let c = &self.cfg;
+        let e = &c.encoder;
+        let d = e.dim;
+        let t = io.ids.dims()[0];
+        let caps = &self.caps;
+        let cx = self.cx();
+        let w = &self.w;
+        // SAFETY: the caller's promise (`# Safety`): every tensor of `io` lies in live memory
+        // of this backend for as long as the call's work may run.
+        let (ids, conformer, upsample, pre_lookahead, up_layer) = unsafe {
+            (
+                io.ids.bind(),
+                io.carry.bind(),
+                io.up_carry.bind(),
+                io.pre_cnn.bind(),
+                io.up_cnn.bind(),
+            )
+        };
+        self.embedding.forward(&cx, ids, v(&w.a, &[t, d])?)?;
+        let st = EncoderState {
+            conformer,
+            tokens: io.t_tok,
+            upsample,
+            pre_lookahead,
+            up_layer,
+            write_back: io.write_back,
+            keep_conformer: &io.keeps.conformer,
+            keep_upsample: &io.keeps.upsample,
+        };
+        let pe = v(&self.pe, &[2 * caps.pe_size - 1, d])?;
+        let (tu, kept) = self
+            .encoder
+            .forward(&cx, w, caps, pe, (t, io.last_chunk), st)?;
+        self.encoder_proj
+            .forward(&cx, v(&w.a, &[tu, d])?, v(&w.mu, &[tu, c.mel])?)?;
+        Ok((tu, kept))
+    }
+
+    /// Checks an `encoder` call's I/O against this flow (what [`DeviceFlow::encoder_call`]
+    /// refuses before anything is queued), queueing nothing: token counts, extents, capacities
+    /// and the I/O tensors' dims.
+    pub(super) fn check_encoder(&self, io: &EncoderIo) -> Result<(), FlowError> {
         let c = &self.cfg;
         let e = &c.encoder;
         let (d, la, s) = (e.dim, e.pre_lookahead, e.up_stride);
@@ -398,37 +441,7 @@ impl DeviceFlow {
                 io.t_tok, caps.work_tok
             )));
         }
-        let cx = self.cx();
-        let w = &self.w;
-        // SAFETY: the caller's promise (`# Safety`): every tensor of `io` lies in live memory
-        // of this backend for as long as the call's work may run.
-        let (ids, conformer, upsample, pre_lookahead, up_layer) = unsafe {
-            (
-                io.ids.bind(),
-                io.carry.bind(),
-                io.up_carry.bind(),
-                io.pre_cnn.bind(),
-                io.up_cnn.bind(),
-            )
-        };
-        self.embedding.forward(&cx, ids, v(&w.a, &[t, d])?)?;
-        let st = EncoderState {
-            conformer,
-            tokens: io.t_tok,
-            upsample,
-            pre_lookahead,
-            up_layer,
-            write_back: io.write_back,
-            keep_conformer: &io.keeps.conformer,
-            keep_upsample: &io.keeps.upsample,
-        };
-        let pe = v(&self.pe, &[2 * caps.pe_size - 1, d])?;
-        let (tu, kept) = self
-            .encoder
-            .forward(&cx, w, caps, pe, (t, io.last_chunk), st)?;
-        self.encoder_proj
-            .forward(&cx, v(&w.a, &[tu, d])?, v(&w.mu, &[tu, c.mel])?)?;
-        Ok((tu, kept))
+        Ok(())
     }
 
     /// The `flow` callable: solver steps `steps` of the CFM Euler loop over the DiT estimator.

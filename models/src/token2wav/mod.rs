@@ -27,6 +27,7 @@
 //! ```
 
 mod batch;
+mod batch_encoder;
 mod config;
 mod dit;
 mod encoder;
@@ -40,6 +41,7 @@ mod store;
 mod work;
 
 pub use batch::{BatchIo, BatchSizes, BatchedFlow, Member};
+pub use batch_encoder::{BatchEncoderIo, EncoderMember};
 pub use config::{DitConfig, EncoderConfig, FlowConfig};
 pub use flow::{DeviceFlow, SolverParams};
 pub use io::{EncoderIo, FlowIo};

@@ -87,10 +87,14 @@ pub(super) struct Work {
     pub pos: DeviceBuffer,
     /// Per-layer conformer attention workspaces `[carry ‖ new]`: token-clock blocks `[blocks,
     /// heads, work_tok, 2·d_k]` then frame-clock up-blocks `[up_blocks, heads, work_up,
-    /// 2·d_k]` (the stock store materializes its fresh caches from here after the call).
+    /// 2·d_k]` (the stock store materializes its fresh caches from here after the call); a
+    /// batch's, every session's at once: `[blocks, n, heads, work_tok, 2·d_k]` then
+    /// `[up_blocks, n, heads, work_up, 2·d_k]` ([`Work::conformer_batch`]).
     pub conf_ws: DeviceBuffer,
-    /// The dims of the two conformer workspaces in `conf_ws`.
+    /// The dims of the two conformer workspaces in `conf_ws` (one session's).
     conf_dims: [[usize; 4]; 2],
+    /// Sessions the encoder buffers hold (0: none).
+    enc_sessions: usize,
     pub mu: DeviceBuffer,
     pub cond: DeviceBuffer,
     pub xin: DeviceBuffer,
@@ -104,11 +108,14 @@ pub(super) struct Work {
     pub small: DeviceBuffer,
 }
 
-/// What a [`Work`] is sized for: the encoder's buffers (or none), and the solver's rows: `sessions`
-/// sessions of `frames` frames each, every session two CFG rows per frame.
+/// What a [`Work`] is sized for: the encoder's buffers for `encoder` sessions of calls of up to
+/// `encoder_frames` frames each (`stride ·` its tokens, lookahead included; none when 0), and
+/// the solver's rows: `sessions` sessions of `frames` frames each, every session two CFG rows
+/// per frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Sizing {
-    pub encoder: bool,
+    pub encoder: usize,
+    pub encoder_frames: usize,
     pub sessions: usize,
     pub frames: usize,
 }
@@ -118,7 +125,8 @@ impl Work {
     /// largest call.
     pub fn new(be: &dyn Backend, cfg: &FlowConfig, caps: &Caps) -> Result<Work, FlowError> {
         let sizing = Sizing {
-            encoder: true,
+            encoder: 1,
+            encoder_frames: caps.t_up,
             sessions: 1,
             frames: caps.t_up,
         };
@@ -127,7 +135,9 @@ impl Work {
 
     /// A workspace sized by `z`. Without the encoder its encoder-only buffers (`ids`, `a`, `b`,
     /// `k`, `v`, `cat`, `col`, `pos`, `conf_ws`) hold one float: an encoder call over it is
-    /// refused by the views' span checks.
+    /// refused by the views' span checks. The conformer workspaces are the flow's own per
+    /// session (`work_tok`, `work_up` of `caps`), so that every call the flow takes alone fits a
+    /// batch too; the position projection is one for all sessions (they share its frames).
     pub fn sized(
         be: &dyn Backend,
         cfg: &FlowConfig,
@@ -138,18 +148,19 @@ impl Work {
         let alloc = |floats: usize| -> Result<DeviceBuffer, FlowError> {
             Ok(be.alloc(floats.max(1) * 4, AllocKind::Other)?)
         };
-        let enc = |floats: usize| alloc(if z.encoder { floats } else { 1 });
+        let encoder = z.encoder > 0;
+        let enc = |floats: usize| alloc(if encoder { floats } else { 1 });
         let overflow = || FlowError::Config(format!("a workspace of {z:?} overflows"));
         // frames of all sessions, and the solver's rows (two CFG rows per frame)
         let frames = z.sessions.checked_mul(z.frames).ok_or_else(overflow)?;
         let rows = CFG_BATCH.checked_mul(frames).ok_or_else(overflow)?;
-        let t_up = caps.t_up;
+        // the encoder's frames, every session's (tokens, lookahead included, fit too)
+        let t_up = z
+            .encoder
+            .checked_mul(z.encoder_frames)
+            .ok_or_else(overflow)?;
         // the encoder shares `x`..`hidden` with the solver: at least its rows
-        let rows = if z.encoder {
-            rows.max(CFG_BATCH * t_up)
-        } else {
-            rows
-        };
+        let rows = rows.max(CFG_BATCH * t_up);
         let wide = e
             .dim
             .max(d.hidden)
@@ -163,10 +174,13 @@ impl Work {
             .max(CONV_K);
         let dk2 = 2 * (e.dim / e.heads);
         let conf_ws = (e.blocks * caps.work_tok + e.up_blocks * caps.work_up) * e.heads * dk2;
+        let conf_ws = conf_ws.checked_mul(z.encoder).ok_or_else(overflow)?;
         // the solver's per-frame inputs and output, every session's
-        let io = frames.max(if z.encoder { t_up } else { 0 });
+        let io = frames.max(t_up);
+        // token ids: every session's call, lookahead included
+        let ids = (t_up / e.up_stride).max(1) * 4;
         Ok(Work {
-            ids: be.alloc(if z.encoder { caps.t_tok * 4 } else { 4 }, AllocKind::Other)?,
+            ids: be.alloc(ids, AllocKind::Other)?,
             a: enc(t_up * e.dim)?,
             b: enc(t_up * e.dim)?,
             x: alloc(rows * wide)?,
@@ -181,7 +195,7 @@ impl Work {
             att: alloc(rows * wide)?,
             o: alloc(rows * wide)?,
             hidden: alloc(rows * ff)?,
-            cat: enc((t_up + 2 * kmax) * wide)?,
+            cat: enc((t_up + z.encoder * 2 * kmax) * wide)?,
             col: enc(rows * kmax * wide)?,
             pos: enc((2 * caps.pe_size - 1) * e.dim)?,
             conf_ws: enc(conf_ws)?,
@@ -189,6 +203,7 @@ impl Work {
                 [e.blocks, e.heads, caps.work_tok, dk2],
                 [e.up_blocks, e.heads, caps.work_up, dk2],
             ],
+            enc_sessions: z.encoder,
             mu: alloc(io * cfg.mel)?,
             cond: alloc(io * cfg.mel)?,
             xin: alloc(rows * d.in_channels)?,
@@ -198,6 +213,28 @@ impl Work {
             spk: alloc(z.sessions * cfg.spk_dim)?,
             small: alloc(d.freq_dim + 13 * d.hidden + z.sessions * (cfg.spk_dim + cfg.mel))?,
         })
+    }
+
+    /// The conformer workspaces of a batch of `n` sessions: `([blocks, n, heads, work_tok,
+    /// 2·d_k], [up_blocks, n, heads, work_up, 2·d_k])`, each layer's `[n, heads, work, 2·d_k]`
+    /// packed (what `kv_pack` and `rel_pos_attention` take as a batch).
+    pub fn conformer_batch(&self, n: usize) -> Result<(Tensor<'_>, Tensor<'_>), OpError> {
+        if n == 0 || n > self.enc_sessions {
+            return Err(OpError::Arg {
+                op: "conformer_batch",
+                arg: "n",
+                detail: format!("{n} sessions, the workspace holds {}", self.enc_sessions),
+            });
+        }
+        let [[bl, h, wt, dk2], [ub, _, wu, _]] = self.conf_dims;
+        let (tok, up) = ([bl, n, h, wt, dk2], [ub, n, h, wu, dk2]);
+        let all = Tensor::of(&self.conf_ws)?;
+        let tok_n = tok.iter().product::<usize>();
+        let up_n = up.iter().product::<usize>();
+        Ok((
+            all.narrow(0, 0, tok_n)?.view(&tok)?,
+            all.narrow(0, tok_n, up_n)?.view(&up)?,
+        ))
     }
 
     /// The conformer workspaces: `([blocks, heads, work_tok, 2·d_k], [up_blocks, heads,

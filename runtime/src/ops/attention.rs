@@ -206,10 +206,14 @@ pub fn attention(
     unsafe { cx.launch(kernel, dims, &args) }
 }
 
-/// The conformer's relative-position attention, batch 1 (`REL_POS_ATTENTION`, launched with
-/// `attention_dims`): `q`, `out` packed `[tq, heads·d]`, `u`, `v` packed `[heads, d]` (the
-/// position biases), `kv` packed `[heads, cap, 2·d]`, `pos` packed `[2·tk − 1, heads·d]` (the
-/// projected relative positions), `0 < tq <= tk <= cap`.
+/// The conformer's relative-position attention over `batch` independent entries (sessions) at
+/// once (`REL_POS_ATTENTION`, launched with `attention_dims` over `batch · heads`): `kv` packed
+/// `[batch, heads, cap, 2·d]` (or `[heads, cap, 2·d]`, batch 1), `q`, `out` packed `[batch·tq,
+/// heads·d]` (entry `b`'s queries rows `b·tq..(b + 1)·tq`), `u`, `v` packed `[heads, d]` (the
+/// position biases), `pos` packed `[2·tk − 1, heads·d]` (the projected relative positions, one
+/// table for every entry: they share `tk`), `0 < tq <= tk <= cap`. Batch-invariant: each
+/// (entry, head, query row) is one warp's, its products and sums in the same order whatever
+/// entries share the launch.
 #[allow(clippy::too_many_arguments)]
 pub fn rel_pos_attention(
     cx: &Ctx<'_>,
@@ -223,13 +227,16 @@ pub fn rel_pos_attention(
 ) -> Result<(), OpError> {
     let op = "rel_pos_attention";
     packed(op, "kv", &kv)?;
-    let (h, cap, d) = match kv.dims() {
-        &[h, cap, dd] if dd.is_multiple_of(2) => (h, cap, dd / 2),
-        x => return Err(OpError::shape(op, "kv", "[heads, cap, 2·d]", x)),
+    let (b, h, cap, d) = match kv.dims() {
+        &[h, cap, dd] if dd.is_multiple_of(2) => (1, h, cap, dd / 2),
+        &[b, h, cap, dd] if dd.is_multiple_of(2) => (b, h, cap, dd / 2),
+        x => return Err(OpError::shape(op, "kv", "[batch, heads, cap, 2·d]", x)),
     };
     let tq = match q.dims() {
-        &[tq, w] if w == h * d => tq,
-        x => return Err(OpError::shape(op, "q", format!("[tq, {}]", h * d), x)),
+        &[rows, w] if w == h * d && b > 0 && rows.is_multiple_of(b) => rows / b,
+        x => {
+            return Err(OpError::shape(op, "q", format!("[{b}·tq, {}]", h * d), x));
+        }
     };
     if tq == 0 || tq > tk || tk > cap {
         return Err(OpError::arg(
@@ -239,8 +246,8 @@ pub fn rel_pos_attention(
         ));
     }
     for (view, t, want) in [
-        ("q", &q, [tq, h * d]),
-        ("out", &out, [tq, h * d]),
+        ("q", &q, [b * tq, h * d]),
+        ("out", &out, [b * tq, h * d]),
         ("u", &u, [h, d]),
         ("v", &v, [h, d]),
         ("pos", &pos, [2 * tk - 1, h * d]),
@@ -259,7 +266,7 @@ pub fn rel_pos_attention(
             operand("pos", &pos, false),
         ],
     )?;
-    let dims = launch_dims(op, h, tq, tk, d, false)?;
+    let dims = launch_dims(op, b * h, tq, tk, d, false)?;
     let args = [
         ptr(&out),
         ptr(&q),
@@ -267,6 +274,7 @@ pub fn rel_pos_attention(
         ptr(&v),
         ptr(&kv),
         ptr(&pos),
+        int(b),
         int(h),
         int(tq),
         int(tk),
@@ -275,12 +283,12 @@ pub fn rel_pos_attention(
     ];
     // content and position scores (2 · 2·d) and weighted values (2·d) per (query, key)
     cx.work(Work::f32(
-        6 * h * tq * tk * d,
-        2 * tq * h * d + 2 * h * tk * d + (2 * tk - 1) * h * d,
+        6 * b * h * tq * tk * d,
+        2 * b * tq * h * d + 2 * b * h * tk * d + (2 * tk - 1) * h * d,
     ));
-    // SAFETY: the kernel reads q, u, v, pos and frames < tk <= cap of the packed cache, and
-    // writes out: the checked packed views; out overlaps no input; `dims` come from
-    // `attention_dims`.
+    // SAFETY: the kernel reads q, u, v, pos and frames < tk <= cap of the packed cache's
+    // batch·heads rows, and writes out (batch·tq rows): the checked packed views; out overlaps
+    // no input; `dims` come from `attention_dims`.
     unsafe { cx.launch(&k::attention::REL_POS, dims, &args) }
 }
 

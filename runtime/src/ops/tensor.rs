@@ -450,25 +450,27 @@ impl<'a, T: Elem> Tensor<'a, T> {
     }
 
     /// The `k`-row windows of a row-major `[t, d]` view as `[t − k + 1, k·d]` rows that overlap
-    /// (row stride `d`): the im2col rows of a valid convolution of kernel `k`.
+    /// (row stride `d`): the im2col rows of a valid convolution of kernel `k`. A `[batch, t, d]`
+    /// view (rows of `d` packed, entries at any stride) gives each entry's windows, `[batch, t −
+    /// k + 1, k·d]` at the entry stride: the im2col rows of a batch of independent streams.
     pub fn windows(&self, k: usize) -> Result<Self, OpError> {
+        let r = self.rank();
         let (t, d) = match self.dims() {
-            &[t, d] if k >= 1 && t >= k => (t, d),
-            dims => return Err(view_err("windows", format!("[t >= {k}, d]"), dims)),
+            &[t, d] | &[_, t, d] if k >= 1 && t >= k => (t, d),
+            dims => return Err(view_err("windows", format!("[batch?, t >= {k}, d]"), dims)),
         };
-        if self.strides() != [d, 1] {
+        if self.strides()[r - 2..] != [d, 1] {
             return Err(OpError::layout(
                 "windows",
                 "tensor",
-                format!("[{d}, 1]"),
+                format!("[.., {d}, 1]"),
                 self.strides(),
             ));
         }
-        let mut dims = [0; MAX_RANK];
-        let mut strides = [0; MAX_RANK];
-        dims[..2].copy_from_slice(&[t - k + 1, k * d]);
-        strides[..2].copy_from_slice(&[d, 1]);
-        self.with(2, (dims, strides), 0)
+        let (mut dims, mut strides) = self.parts();
+        dims[r - 2..r].copy_from_slice(&[t - k + 1, k * d]);
+        strides[r - 2..r].copy_from_slice(&[d, 1]);
+        self.with(r, (dims, strides), 0)
     }
 }
 

@@ -174,6 +174,22 @@ pub fn batch_invariant_attention(be: Arc<dyn Backend>) {
         let kv = t(&b[2], &[bt, h, cap, 2 * d])?;
         ops::attention(cx, out, q, kv, tk, 1.0 / (d as f32).sqrt())
     });
+    // the conformer's relative-position attention: one session per unit (its queries and
+    // cache), the projected positions and biases shared
+    let bufs = vec![
+        per_unit(tq * hd),
+        per_unit(tq * hd),
+        per_unit(h * cap * 2 * d),
+    ];
+    let shared = vec![data(210, hd), data(211, hd), data(212, (2 * tk - 1) * hd)];
+    let name = format!("rel_pos_attention {h} × {d}, {tq} queries over {tk} keys");
+    lay(&be, name, bufs, shared, |cx, b, s, u| {
+        let (out, q) = (t(&b[0], &[u * tq, hd])?, t(&b[1], &[u * tq, hd])?);
+        let kv = t(&b[2], &[u, h, cap, 2 * d])?;
+        let (pu, pv) = (t(&s[0], &[h, d])?, t(&s[1], &[h, d])?);
+        let pos = t(&s[2], &[2 * tk - 1, hd])?;
+        ops::rel_pos_attention(cx, out, q, pu, pv, kv, pos, tk)
+    });
     let t0 = cap - tq - 3;
     // qkv rows are [batch·t, 3·h·d], qn [batch·t, h·d], the cache [batch, h, cap, 2d].
     let bufs = vec![

@@ -10,6 +10,7 @@ use super::common::data;
 mod shapes;
 mod vocoder;
 
+use shapes::rel_pos_batch;
 pub use shapes::{attention, attention_resident, layer_norm, layer_norm_modulate, rel_pos};
 use shapes::{kv_pack, l2};
 
@@ -312,6 +313,8 @@ pub fn cases() -> Vec<Case> {
     c.push(rel_pos("full blocks", None, 8, 28, 257, 64));
     c.push(rel_pos("full prompt", None, 8, 154, 154, 64));
     c.push(rel_pos("tiny", None, 2, 50, 250, 32));
+    c.push(rel_pos_batch("full up", None, 4, 8, 50, 450, 64));
+    c.push(rel_pos_batch("tiny", None, 4, 2, 50, 250, 32));
     c.push(rel_pos("d40 odd", None, 3, 5, 33, 40));
     c.push(rel_pos("d128", None, 2, 9, 40, 128));
     // fused DiT ops

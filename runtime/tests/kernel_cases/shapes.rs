@@ -77,26 +77,45 @@ pub fn rel_pos(
     tk: usize,
     d: usize,
 ) -> Case {
+    rel_pos_batch(tag, warps, 1, heads, tq, tk, d)
+}
+
+/// Conformer relative-position attention over `batch` entries (sessions), each its own queries
+/// and cache, the positions and biases shared.
+pub fn rel_pos_batch(
+    tag: &str,
+    warps: Option<usize>,
+    batch: usize,
+    heads: usize,
+    tq: usize,
+    tk: usize,
+    d: usize,
+) -> Case {
     let cap = tk + 7;
     let hd = heads * d;
     let dims = match warps {
-        Some(w) => attn::attention_dims_with(w, heads, tq, tk, d),
-        None => attn::attention_dims(heads, tq, tk, d),
+        Some(w) => attn::attention_dims_with(w, batch * heads, tq, tk, d),
+        None => attn::attention_dims(batch * heads, tq, tk, d),
     }
     .unwrap();
+    let batched = if batch > 1 {
+        format!(" b{batch}")
+    } else {
+        String::new()
+    };
     let mut c = case(
         format!(
-            "attention.rel_pos {tag} h{heads} tq{tq} tk{tk} d{d} ({} rows/block)",
+            "attention.rel_pos {tag}{batched} h{heads} tq{tq} tk{tk} d{d} ({} rows/block)",
             dims.block.0 / 32
         ),
         &attn::REL_POS,
         dims,
         vec![
-            zeros(tq * hd),
-            scaled(21, tq * hd, 2.0, 0.0),
+            zeros(batch * tq * hd),
+            scaled(21, batch * tq * hd, 2.0, 0.0),
             scaled(22, hd, 0.5, 0.0),
             scaled(23, hd, 0.5, 0.0),
-            scaled(24, heads * cap * 2 * d, 2.0, 0.0),
+            scaled(24, batch * heads * cap * 2 * d, 2.0, 0.0),
             scaled(25, (2 * tk - 1) * hd, 2.0, 0.0),
         ],
         vec![
@@ -106,6 +125,7 @@ pub fn rel_pos(
             A::B(3),
             A::B(4),
             A::B(5),
+            A::I(batch),
             A::I(heads),
             A::I(tq),
             A::I(tk),

@@ -245,6 +245,8 @@ struct RunResult {
     not_batchable: BTreeMap<&'static str, u64>,
     /// The batched calls so far and how many replayed a graph.
     batch_replays: Option<(u64, u64)>,
+    /// The batched encoder calls so far and how many replayed a graph.
+    encoder_replays: Option<(u64, u64)>,
     /// Device MiB of the batch's per-process buffers and graphs.
     batch_mib: f64,
     /// `None` when it completed; the error otherwise (out of memory or another).
@@ -276,6 +278,7 @@ fn run_n(
         batches: BTreeMap::new(),
         not_batchable: BTreeMap::new(),
         batch_replays: None,
+        encoder_replays: None,
         batch_mib: 0.0,
         failure: None,
         latency_ms: Vec::new(),

@@ -1,7 +1,8 @@
 //! `dcc-bench sessions --batch`: the same N sessions as time-multiplexed, served in rounds by a
 //! [`Batcher`]: each round every session brings its chunk, the sessions of one catalog class
-//! run their flow as batched calls of the contract's batch sizes (largest first, through
-//! graphs per (class, size, members) on a replay arm), the others alone, counted by reason.
+//! run their encoder and their flow as batched calls of the contract's batch sizes (largest
+//! first, through graphs per (class, size, members) on a replay arm), the others alone,
+//! counted by reason.
 //!
 //! The rounds' chunks arrive together (a batching server aligns its sessions: at `realtime`
 //! cadence every session's chunk i arrives i chunk-durations after the start), and each
@@ -148,6 +149,8 @@ pub(super) fn rounds(
     }
     let rep = batcher.engines().report();
     r.batch_replays = Some((rep.calls, rep.replays));
+    let enc = batcher.engines().encoder_report();
+    r.encoder_replays = Some((enc.calls, enc.replays));
     r.batch_mib = batcher.bytes() as f64 / MIB;
     Ok(())
 }

@@ -104,6 +104,8 @@ pub(super) fn report(
             "not_batchable": r.batched.then_some(&r.not_batchable),
             "batch_calls": r.batch_replays.map(|c| c.0),
             "batch_replays": r.batch_replays.map(|c| c.1),
+            "batch_encoder_calls": r.encoder_replays.map(|c| c.0),
+            "batch_encoder_replays": r.encoder_replays.map(|c| c.1),
             "batch_mib": r.batched.then(|| num(r.batch_mib)),
             "status": match &r.failure {
                 None => "ok",

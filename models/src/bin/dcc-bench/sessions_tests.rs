@@ -230,6 +230,7 @@ fn done(arm: Arm, n: usize, ms: f64, sha: &str) -> RunResult {
         batches: BTreeMap::new(),
         not_batchable: BTreeMap::new(),
         batch_replays: None,
+        encoder_replays: None,
         batch_mib: 0.0,
         failure: None,
         latency_ms: vec![ms; 4 * n],
@@ -309,6 +310,7 @@ fn batched_runs_are_reported_under_their_own_name() {
         batches: BTreeMap::from([(2, 3)]),
         not_batchable: BTreeMap::from([("reset", 1)]),
         batch_replays: Some((3, 2)),
+        encoder_replays: Some((3, 1)),
         ..done(Arm::SRc, 2, 10.0, "a")
     };
     let runs = [done(Arm::SRc, 2, 300.0, "a"), batched];
@@ -326,6 +328,13 @@ fn batched_runs_are_reported_under_their_own_name() {
     assert_eq!(
         (r["batch_calls"].clone(), r["batch_replays"].clone()),
         (json!(3), json!(2))
+    );
+    assert_eq!(
+        (
+            r["batch_encoder_calls"].clone(),
+            r["batch_encoder_replays"].clone()
+        ),
+        (json!(3), json!(1))
     );
     let mut table = Vec::new();
     super::super::sessions_table::table(&mut table, &out).unwrap();

@@ -5,18 +5,24 @@
 //! ([`NotBatchable`]). Every session's mel equals the same session's alone on the same flow,
 //! bit for bit (see [`crate::token2wav::BatchedFlow`] for why).
 //!
-//! A group's members run their `encoder` calls one after another (each through its own engine
-//! on a replay arm), each staging its flow inputs into its row of the batch; then one batched
-//! flow call (through the group's engine, [`super::batch_engine`]); then each member's
-//! extents advance and its mel is read from its row. A session's refusal (bad input, a failed
-//! or unprimed session) refuses that session only; a failure once its work has begun fails it
-//! (and, for the batched call, every member of the group), never the others of the round.
+//! A group's members stage their inputs (token ids, speaker) into their rows of the batch and
+//! run their `encoder` calls as one batched call ([`BatchedFlow::encode`]; counted in
+//! [`BatchStats::encoder_batches`]), which leaves every member's `mu` in its row; then one
+//! batched flow call; both through the group's engines on a replay arm (graphs per (class,
+//! batch size, members), [`super::batch_engine`]); then each member's
+//! extents advance and its mel is read from its row. A class fixes the encoder's host values
+//! too (the call's tokens, the conformer extent, what its caches keep), so a group's encoders
+//! always batch. A session's refusal (bad input, a failed or unprimed session) refuses that
+//! session only; a failure once its work has begun fails it (and, for a batched call, every
+//! member of the group), never the others of the round.
 
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
-use super::super::{BatchIo, BatchedFlow, DeviceFlow, FlowError, Member};
+use super::super::{
+    BatchEncoderIo, BatchIo, BatchedFlow, DeviceFlow, EncoderMember, FlowError, Member,
+};
 use super::adapter::ContractView;
 use super::batch_engine::GroupEngines;
 use super::session::Session;
@@ -91,10 +97,15 @@ pub struct BatchStats {
     pub batched_chunks: u64,
     /// Chunks run alone, by reason.
     pub alone: BTreeMap<NotBatchable, u64>,
+    /// Batched encoder calls by member count: a group's members run their encoders as one
+    /// call ([`BatchedFlow::encode`]) before its batched flow call.
+    pub encoder_batches: BTreeMap<usize, u64>,
 }
 
 /// A catalog class of the flow as far as a batch is concerned: what fixes a call's host values
-/// (the estimator extent, the conformer extent the encoder left, the solver, the retention).
+/// (the estimator extent, the conformer extent the encoder left, the solver, the retention of
+/// every cache, the call's tokens): the members of a group run one batched encoder call and
+/// one batched flow call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct ClassKey {
     l_old: usize,
@@ -103,6 +114,10 @@ struct ClassKey {
     cfg_rate: u32,
     temperature: u32,
     keep: (usize, usize),
+    /// What the conformer and upsample caches keep (their batched encoder call's retention).
+    encoder_keeps: [(usize, usize); 2],
+    /// Tokens of the call, lookahead included (the rows the batched encoder stacks).
+    tokens: usize,
 }
 
 /// Runs rounds of chunks over many sessions of one flow, batching (see the module docs).
@@ -242,7 +257,8 @@ impl Batcher {
             Err(NotBatchable::NotAdmitted)
         } else {
             let st = s.state();
-            let (sv, keep) = (st.solver(), st.keeps().carry);
+            let (sv, keeps) = (st.solver(), st.keeps());
+            let (keep, ek) = (keeps.carry, [keeps.conformer, keeps.upsample]);
             Ok(ClassKey {
                 l_old: st.estimator_extent(),
                 t_tok: st.conformer_tokens(),
@@ -250,12 +266,14 @@ impl Batcher {
                 cfg_rate: sv.cfg_rate.to_bits(),
                 temperature: sv.temperature.to_bits(),
                 keep: (keep.head, keep.tail),
+                encoder_keeps: ek.map(|k| (k.head, k.tail)),
+                tokens: r.tokens.len(),
             })
         })
     }
 
-    /// One group's chunks: the members' encoders, one batched flow call, their extents and
-    /// mels (see the module docs).
+    /// One group's chunks: the members' inputs staged into their rows, one batched encoder
+    /// call, one batched flow call, their extents and mels (see the module docs).
     fn group(
         &mut self,
         sessions: &mut [Session],
@@ -265,24 +283,85 @@ impl Batcher {
     ) {
         let t = std::time::Instant::now();
         let mut rows: Vec<usize> = Vec::with_capacity(group.len());
-        let mut frames = 0;
         for &i in group {
             let r = &reqs[i];
-            let staged = sessions[i].encode(r.tokens, r.spk).and_then(|f| {
-                let r = self.flow.stage(rows.len(), f);
-                sessions[i].settle(r).map(|()| f)
-            });
-            match staged {
-                Ok(f) => {
-                    frames = f;
-                    rows.push(i);
-                }
+            let staged = self.flow.stage_inputs(rows.len(), r.tokens, r.spk);
+            match sessions[i].settle(staged) {
+                Ok(()) => rows.push(i),
                 Err(e) => out[i] = Some(Err(e)),
             }
         }
-        if rows.is_empty() {
-            return;
+        if let Some(frames) = self.encode(sessions, reqs, &mut rows, out) {
+            self.flow_call(sessions, &rows, frames, out);
         }
+        let took = t.elapsed();
+        for &i in group {
+            self.call_times[i] = took;
+        }
+    }
+
+    /// The batched encoder call of the staged `rows`; a member that fails after it (or every
+    /// member, when it fails) leaves `rows`, the rows behind it closing up. Returns the frames
+    /// the flow presents, unless no member is left.
+    fn encode(
+        &mut self,
+        sessions: &mut [Session],
+        reqs: &[Request<'_>],
+        rows: &mut Vec<usize>,
+        out: &mut [Option<Result<Vec<f32>, FlowError>>],
+    ) -> Option<usize> {
+        let first = *rows.first()?;
+        let members: Vec<EncoderMember> = rows
+            .iter()
+            .map(|&i| EncoderMember::of(sessions[i].state()))
+            .collect();
+        let st = sessions[first].state();
+        let io = BatchEncoderIo {
+            t_tok: st.conformer_tokens(),
+            tokens: reqs[first].tokens.len(),
+            members: &members,
+            keeps: st.keeps(),
+        };
+        let ids: Vec<u64> = rows.iter().map(|&i| sessions[i].id()).collect();
+        let encoded = self.engines.encode(&self.flow, &io, &ids);
+        *self.stats.encoder_batches.entry(rows.len()).or_default() += 1;
+        let frames = match encoded {
+            Ok((frames, _)) => frames,
+            Err(e) => {
+                for &i in rows.iter() {
+                    out[i] = Some(sessions[i].settle(Err(e.clone())));
+                }
+                rows.clear();
+                return None;
+            }
+        };
+        let mut left = Vec::with_capacity(rows.len());
+        for (row, &i) in rows.iter().enumerate() {
+            let r = sessions[i].take_fault().and_then(|()| {
+                if left.len() == row {
+                    Ok(())
+                } else {
+                    self.flow.move_row(row, left.len(), frames)
+                }
+            });
+            match sessions[i].settle(r) {
+                Ok(()) => left.push(i),
+                Err(e) => out[i] = Some(Err(e)),
+            }
+        }
+        *rows = left;
+        (!rows.is_empty()).then_some(frames)
+    }
+
+    /// The batched flow call of `rows` (encoded, their flow inputs in rows `0..`), then each
+    /// member's extents and mel.
+    fn flow_call(
+        &mut self,
+        sessions: &mut [Session],
+        rows: &[usize],
+        frames: usize,
+        out: &mut [Option<Result<Vec<f32>, FlowError>>],
+    ) {
         let members: Vec<Member> = rows
             .iter()
             .map(|&i| Member::of(sessions[i].state()))
@@ -309,42 +388,12 @@ impl Batcher {
             });
             out[i] = Some(s.settle(done));
         }
-        let took = t.elapsed();
-        for &i in group {
-            self.call_times[i] = took;
-        }
     }
 }
 
 impl Session {
-    /// A batched chunk's first half: the inputs uploaded and the `encoder` call (through its
-    /// engine on a replay arm). Returns the frames the flow will present. The caller checked
-    /// the chunk ([`Batcher`]'s `class_of`); a failure fails the session.
-    pub(super) fn encode(&mut self, tokens: &[u32], spk: &[f32]) -> Result<usize, FlowError> {
-        let dev = self.dev.clone();
-        let frames = dev.call_frames(tokens.len(), false);
-        let r = dev.set_inputs(tokens, spk, false).and_then(|()| {
-            match self.engines.take() {
-                Some(e) => {
-                    let r = self.replay_encoder(&dev, &e, tokens.len());
-                    self.engines = Some(e);
-                    r
-                }
-                None => {
-                    let st = self.run.state();
-                    // SAFETY: `encoder_io` of this session's state, a state of `dev` (the
-                    // session builds both together): the flow's input buffers and the state's
-                    // own buffers, with the capacities they were allocated with.
-                    unsafe { dev.encoder_call(&dev.encoder_io(st, tokens.len(), false)?) }?;
-                    self.take_fault()
-                }
-            }
-        });
-        self.settle(r).map(|()| frames)
-    }
-
-    /// A batched chunk's second half, after the batched flow call: the extents advance (the
-    /// flow kept `est_kept` frames). A failure fails the session.
+    /// A batched chunk's end, after the batched encoder and flow calls: the extents advance
+    /// (the flow kept `est_kept` frames). A failure fails the session.
     pub(super) fn finish_batched(
         &mut self,
         frames: usize,

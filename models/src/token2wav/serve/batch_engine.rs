@@ -26,7 +26,7 @@ use dcc_runtime::replay::{
 };
 use dcc_runtime::rng::HostRng;
 
-use super::super::{BatchIo, BatchedFlow, FlowError, Member};
+use super::super::{BatchEncoderIo, BatchIo, BatchedFlow, EncoderMember, FlowError, Member};
 use super::adapter::ContractView;
 use super::engines::Callable;
 
@@ -50,6 +50,10 @@ pub struct GroupEngines {
     /// By the members' session identities, in row order.
     engines: HashMap<Vec<u64>, ExactShapeReplay<Callable>>,
     report: GroupReport,
+    /// The batched encoder calls' engines and report, the same way
+    /// ([`GroupEngines::encode`]).
+    encoders: HashMap<Vec<u64>, ExactShapeReplay<Callable>>,
+    encoder_report: GroupReport,
 }
 
 fn rt(e: FlowError) -> dcc_runtime::Error {
@@ -85,6 +89,8 @@ impl GroupEngines {
             replay,
             engines: HashMap::new(),
             report: GroupReport::default(),
+            encoders: HashMap::new(),
+            encoder_report: GroupReport::default(),
         }
     }
 
@@ -93,10 +99,19 @@ impl GroupEngines {
         self.replay.is_some()
     }
 
-    /// What the engines did so far (discarded engines included).
+    /// What the batched flow calls' engines did so far (discarded engines included).
     pub fn report(&self) -> GroupReport {
         let mut r = self.report.clone();
         for e in self.engines.values() {
+            add(&mut r, &e.report());
+        }
+        r
+    }
+
+    /// What the batched encoder calls' engines did so far (discarded engines included).
+    pub fn encoder_report(&self) -> GroupReport {
+        let mut r = self.encoder_report.clone();
+        for e in self.encoders.values() {
             add(&mut r, &e.report());
         }
         r
@@ -106,6 +121,7 @@ impl GroupEngines {
     pub fn bytes(&self) -> usize {
         self.engines
             .values()
+            .chain(self.encoders.values())
             .map(|e| {
                 let (staging, graphs) = e.device_bytes();
                 staging + graphs
@@ -117,16 +133,20 @@ impl GroupEngines {
     /// dropped, or not served any more): their graphs hold device memory and would never
     /// replay again.
     pub(super) fn retain_live(&mut self, live: &[u64]) {
-        let dead: Vec<Vec<u64>> = self
-            .engines
-            .keys()
-            .filter(|k| k.iter().any(|p| !live.contains(p)))
-            .cloned()
-            .collect();
-        for k in dead {
-            if let Some(e) = self.engines.remove(&k) {
-                add(&mut self.report, &e.report());
-                self.report.discarded += 1;
+        for (engines, report) in [
+            (&mut self.engines, &mut self.report),
+            (&mut self.encoders, &mut self.encoder_report),
+        ] {
+            let dead: Vec<Vec<u64>> = engines
+                .keys()
+                .filter(|k| k.iter().any(|p| !live.contains(p)))
+                .cloned()
+                .collect();
+            for k in dead {
+                if let Some(e) = engines.remove(&k) {
+                    add(report, &e.report());
+                    report.discarded += 1;
+                }
             }
         }
     }
@@ -299,6 +319,185 @@ impl GroupEngines {
             f,
         )?)
     }
+}
+
+impl GroupEngines {
+    /// The batched encoder call of `io`'s members (the batch's staged token rows), eager or
+    /// through the group's engine: its catalog is the contract's `encoder` catalog batched
+    /// (each class with `tokens` stacked `[n, tokens]`, the batch's fixed rows, and each
+    /// member's `cache`, `up_cache`, `pre_cache` and `up_ctx`, every input aliased), keyed by
+    /// the same scalars (the two conformer extents). Returns `(frames, conformer extent on the
+    /// token clock after retention)`. `ids` are the members' session identities, in row order.
+    pub(super) fn encode(
+        &mut self,
+        flow: &Arc<BatchedFlow>,
+        io: &BatchEncoderIo<'_>,
+        ids: &[u64],
+    ) -> Result<(usize, usize), FlowError> {
+        let Some(contract) = self.replay else {
+            // SAFETY: the members are states of sessions of `flow`'s device (the batcher checks
+            // the flow), borrowed by the caller for the call; their tensors lie in their arenas.
+            return unsafe { flow.encode(io) };
+        };
+        let e = &flow.device().config().encoder;
+        let (n, t, s) = (io.members.len(), io.tokens, e.up_stride);
+        let tn = t.saturating_sub(e.pre_lookahead);
+        let key = ids.to_vec();
+        if !self.encoders.contains_key(&key) {
+            let engine = encoder_engine(flow, &contract, io)?;
+            self.encoder_report.engines += 1;
+            self.encoders.insert(key.clone(), engine);
+        }
+        let ext_up = io.t_tok * s;
+        let views = [
+            (contract.conformer, "token", io.t_tok),
+            (contract.upsample, "frame", ext_up),
+        ]
+        .map(|(r, axis, extent)| {
+            r.view(axis, extent, &[]).ok_or_else(|| {
+                FlowError::Config(format!("a conformer cache region has no `{axis}` axis"))
+            })
+        });
+        let [cache, up_cache] = views;
+        let (cache, up_cache) = (cache?, up_cache?);
+        let tok = flow.token_rows(n, t)?;
+        let tok_dims = [n, t];
+        let tok_strides = [t, 1];
+        let mut args: Vec<TensorArg<'_>> = vec![TensorArg {
+            ptr: tok,
+            dims: &tok_dims,
+            strides: &tok_strides,
+            dtype: DType::I32,
+        }];
+        let mut writes: Vec<WriteArg> = Vec::with_capacity(4 * n);
+        for m in io.members {
+            for (r, (dims, strides)) in [
+                (&m.conformer, (&cache.0[..], &cache.1[..])),
+                (&m.upsample, (&up_cache.0[..], &up_cache.1[..])),
+                (&m.pre_cnn, (m.pre_cnn.dims(), m.pre_cnn.strides())),
+                (&m.up_cnn, (m.up_cnn.dims(), m.up_cnn.strides())),
+            ] {
+                args.push(TensorArg {
+                    ptr: r.ptr(),
+                    dims,
+                    strides,
+                    dtype: DType::F32,
+                });
+            }
+            for (ptr, info) in [
+                (m.conformer.ptr(), contract.conformer),
+                (m.upsample.ptr(), contract.upsample),
+                (m.pre_cnn.ptr(), contract.pre_lookahead),
+                (m.up_cnn.ptr(), contract.up_layer),
+            ] {
+                writes.push(WriteArg {
+                    ptr,
+                    bytes: info.bytes,
+                });
+            }
+        }
+        let inv = Invocation {
+            inputs: &args,
+            writes: &writes,
+            scalars: &[io.t_tok as i64, ext_up as i64],
+        };
+        let engine = self
+            .encoders
+            .get_mut(&key)
+            .ok_or_else(|| FlowError::Input("no engine".into()))?;
+        let outcome = engine.call(&inv)?;
+        if outcome == Outcome::Eager(Fallback::BufferFreed)
+            && let Some(e) = self.encoders.remove(&key)
+        {
+            add(&mut self.encoder_report, &e.report());
+            self.encoder_report.discarded += 1;
+        }
+        Ok((tn * s, ops::carry::kept(&io.keeps.conformer, io.t_tok + tn)))
+    }
+}
+
+/// The engine of batched encoder calls over `io`'s members (see [`GroupEngines::encode`]).
+fn encoder_engine(
+    flow: &Arc<BatchedFlow>,
+    contract: &ContractView,
+    io: &BatchEncoderIo<'_>,
+) -> Result<ExactShapeReplay<Callable>, FlowError> {
+    let n = io.members.len();
+    let info = contract.encoder;
+    let names = ["cache", "up_cache", "pre_cache", "up_ctx"];
+    let catalog: Vec<OwnedSignature> = info
+        .catalog
+        .iter()
+        .map(|s| {
+            let input = |name: &str| s.inputs.iter().find(|t| t.name == name);
+            let mut inputs = Vec::with_capacity(1 + 4 * n);
+            if let Some(t) = input("tokens") {
+                let dims = [n, t.dims.last().copied().unwrap_or(0)];
+                let mut sig = sig(t.name, dims.to_vec(), packed_strides(&dims));
+                sig.dtype = t.dtype;
+                inputs.push(sig);
+            }
+            for _ in 0..n {
+                for t in names.iter().filter_map(|name| input(name)) {
+                    inputs.push(sig(t.name, t.dims.to_vec(), t.strides.to_vec()));
+                }
+            }
+            OwnedSignature {
+                callable: Cow::Owned(format!("encoder.batch{n}")),
+                class: s.class,
+                attended: s.attended,
+                inputs: inputs.into(),
+                scalars: s.scalars.into(),
+            }
+        })
+        .collect();
+    let mut spec = ReplaySpec::from_callable(info, 0);
+    spec.name = Cow::Owned(format!("encoder.batch{n}"));
+    spec.catalog = Catalog::from(catalog);
+    spec.writes = 4 * n;
+    if !contract.capture_encoder {
+        spec.verdict = Verdict::OutWidth;
+    }
+    let templates: Vec<EncoderMember> = io.members.to_vec();
+    let keeps = io.keeps;
+    let fl = flow.clone();
+    let f: Callable = Box::new(move |call: &mut Call<'_>| {
+        let tokens = call.dims(0)?.get(1).copied().unwrap_or(0);
+        let t_tok = call.scalar(0)? as usize;
+        let members = templates
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let at = |j: usize| call.input(1 + 4 * i + j);
+                Ok(EncoderMember {
+                    conformer: m.conformer.with_ptr(at(0)?),
+                    upsample: m.upsample.with_ptr(at(1)?),
+                    pre_cnn: m.pre_cnn.with_ptr(at(2)?),
+                    up_cnn: m.up_cnn.with_ptr(at(3)?),
+                })
+            })
+            .collect::<dcc_runtime::Result<Vec<_>>>()?;
+        let io = BatchEncoderIo {
+            t_tok,
+            tokens,
+            members: &members,
+            keeps,
+        };
+        // SAFETY: the batcher is the only caller of this engine: it binds every member's
+        // caches and contexts to those of a live session of the batch's flow (the group this
+        // engine was built for: the same addresses), and the tokens to the batch's own rows;
+        // the graph's premises (address stability, allocation identity) are the engine's to
+        // check before any replay.
+        unsafe { fl.encode(&io) }.map(|_| ()).map_err(rt)
+    });
+    let be = flow.device().backend().clone();
+    Ok(ExactShapeReplay::new(
+        be,
+        spec,
+        Arc::new(HostRng::new(0)),
+        None,
+        f,
+    )?)
 }
 
 /// Adds engine report `e` to `r`.
