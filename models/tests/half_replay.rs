@@ -10,8 +10,8 @@
 //! - a batched pair of half-point SRc sessions (the batch engine's catalog the point's flow
 //!   catalog stacked) replays and gives each session the mel it gets alone.
 //!
-//! Host backend, tiny model, the vendor's fp16 golden inputs (`io_half.safetensors`); the same
-//! session test on CUDA when a GPU exists (otherwise `SKIP (cuda): ...`; `DCC_REQUIRE_GPU=1`
+//! Host backend, tiny model, the vendor's fp16 golden inputs (`io_half.safetensors`); both tests
+//! on CUDA too when a GPU exists (otherwise `SKIP (cuda): ...`; `DCC_REQUIRE_GPU=1`
 //! makes that a failure).
 
 use std::sync::Arc;
@@ -179,14 +179,13 @@ fn cuda_half_point_replay_arms_equal_eager_and_replay() {
 
 /// A batched pair of half-point SRc sessions, its batched calls replayed through graphs keyed
 /// on the point's flow catalog, gives each session the mel it gets alone.
-#[test]
-fn half_point_batched_pair_replays_and_equals_alone() {
+fn batched_pair_replays_and_equals_alone(be: Arc<dyn Backend>) {
     const SESSIONS: usize = 2;
     /// Rounds: the three classes captured, then two replays of class 402.
     const ROUNDS: usize = 5;
     let base = inputs();
     let c = half();
-    let dev = flow(dcc_runtime::backend::host(), &c, &base);
+    let dev = flow(be, &c, &base);
     let vocab = dev.config().vocab;
     let streams: Vec<StreamInputs> = (0..SESSIONS)
         .map(|k| base.variant(k, vocab).unwrap())
@@ -242,4 +241,22 @@ fn half_point_batched_pair_replays_and_equals_alone() {
         .map(|(_, v)| v)
         .sum();
     assert_eq!(other, 0, "{rep:?}");
+}
+
+#[test]
+fn half_point_batched_pair_replays_and_equals_alone() {
+    batched_pair_replays_and_equals_alone(dcc_runtime::backend::host());
+}
+
+#[test]
+fn cuda_half_point_batched_pair_replays_and_equals_alone() {
+    match dcc_runtime::backend::cuda(0) {
+        Ok(be) => batched_pair_replays_and_equals_alone(be),
+        Err(e) => {
+            if std::env::var("DCC_REQUIRE_GPU").is_ok_and(|v| v == "1") {
+                panic!("DCC_REQUIRE_GPU=1 but no GPU: {e}");
+            }
+            println!("SKIP (cuda): {e}");
+        }
+    }
 }

@@ -6,7 +6,7 @@ use dcc_generated as generated;
 use dcc_models::token2wav::serve::{
     BASE_POINT, ContractView, Token2Wav, Token2WavAdapter, Token2WavTiny, Token2WavTinyVendor,
 };
-use dcc_models::token2wav::{FlowConfig, FlowError};
+use dcc_models::token2wav::{FlowConfig, FlowError, SolverParams};
 use dcc_runtime::contract::{DType, NativeClock, NativeClockAdapter};
 
 use super::Res;
@@ -62,8 +62,9 @@ pub fn point_of(choice: ContractChoice, point: Option<&str>, gemm: GemmChoice) -
 }
 
 /// Checks `--point` against every contract `choice` may resolve to, before anything is loaded:
-/// the point must exist there, and a point whose carry is f16 needs `--gemm f16` (the only path
-/// whose attention keys and values are f16 values).
+/// the point must exist there, hold the solver steps the bench runs (10: `duplex`'s 5 are
+/// refused), and a point whose carry is f16 needs `--gemm f16` (the only path whose attention
+/// keys and values are f16 values).
 pub fn check_point(
     choice: ContractChoice,
     point: Option<&str>,
@@ -78,6 +79,19 @@ pub fn check_point(
             ),
             e => format!("--point {p}: {e}"),
         })?;
+        // every session of the bench runs the vendor's solver (`SolverParams::default()`)
+        let steps = SolverParams::default().n_steps;
+        let held = (view.carry.dim_names.iter().zip(view.carry.dims))
+            .find(|(n, _)| **n == "step")
+            .map(|(_, d)| *d);
+        if let Some(d) = held
+            && d != steps
+        {
+            return Err(format!(
+                "--point {p}: contract `{}` holds {d} solver steps at `{p}`; the bench runs {steps}",
+                view.family,
+            ));
+        }
         if view.carry.dtype == DType::F16 && gemm != GemmChoice::F16 {
             return Err(format!(
                 "--point {p}: contract `{}` stores the carry as f16 at `{p}`, which only --gemm f16 \
@@ -332,7 +346,11 @@ mod tests {
         let vendor = ContractChoice::Token2wavTinyVendor;
         assert_eq!(at(vendor, None, f16), (BASE_POINT, DType::F32));
         assert!(check_point(ContractChoice::Auto, None, f16).is_ok());
-        assert!(check_point(ContractChoice::Auto, Some("duplex"), inv).is_ok());
+        let e = check_point(ContractChoice::Auto, Some("duplex"), inv).unwrap_err();
+        assert!(
+            e.contains("holds 5 solver steps at `duplex`; the bench runs 10"),
+            "{e}"
+        );
         let e = check_point(vendor, Some("half"), f16).unwrap_err();
         assert!(
             e.contains("has no operating point `half` (its points: base, duplex)"),
