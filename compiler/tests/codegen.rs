@@ -195,6 +195,49 @@ fn clashing_names_are_refused() {
     );
 }
 
+/// Each operating point carries its callables' catalogs at that point: the `half` point's flow
+/// keys its carry as f16, the encoder (no region the point changes) re-exports the base's.
+#[test]
+fn operating_points_carry_their_own_catalogs() {
+    let m = module("token2wav.yaml");
+    let (base, points) = m.split_once("pub mod operating_points {").unwrap();
+    assert!(base.contains("pub static OPERATING_POINTS: [dcc::OperatingPoint; 2] = ["));
+    assert!(
+        base.contains(
+            "const OPERATING_POINTS: &'static [dcc::OperatingPoint] = &OPERATING_POINTS;"
+        )
+    );
+    let (duplex, half) = points.split_once("pub mod half {").unwrap();
+    for (point, text, dtype, steps) in [("duplex", duplex, "F32", 5), ("half", half, "F16", 10)] {
+        let has = |s: &str| assert!(text.contains(s), "point {point} lacks:\n{s}");
+        has("pub use super::super::ENCODER_CATALOG;");
+        has("pub static FLOW_CATALOG: [dcc::Signature; 3] = [");
+        has(&format!("dims: &[{steps}, 16, 2, 8, 402, 128],"));
+        has(&format!(
+            "dtype: dcc::DType::{dtype},\n                        aliased: true,"
+        ));
+        has("pub static CALLABLES: [dcc::CallableInfo; 4] = [");
+        has(&format!(
+            "name: \"{point}\",\n            arena: ARENA,\n            callables: &CALLABLES,"
+        ));
+    }
+    // the base's flow catalog is still f32 at 10 steps
+    assert!(!base.contains("dcc::DType::F16"));
+}
+
+/// A point's own items may not clash with its overrides: a quantity `point` overridden at a
+/// point would be its `POINT`.
+#[test]
+fn a_points_items_may_not_clash() {
+    let spec = "family: clash\nclocks:\n  frame: base\nquantities:\n  point: 3\nregions:\n  r:\n    clock: frame\n    growth: { frame: point }\n    retention: pinned\n    lifetime: session\n    mutability: mutable\n    placement: arena\n    dtype: f32\n    shape: [1]\ncallables: {}\noperating_points:\n  p: { point: 4 }\n";
+    let checked = dcc_compiler::check_source("clash.yaml", spec).expect("spec is valid");
+    let err = generate(&checked).unwrap_err().to_string();
+    assert!(
+        err.contains("`POINT`") && err.contains("operating point `p`"),
+        "{err}"
+    );
+}
+
 fn temp_dir(tag: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("dcc-codegen-{tag}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);

@@ -3577,6 +3577,8 @@ impl dcc::NativeClock for Contract {
 
     const SPEC_PATH: &'static str = SPEC_PATH;
 
+    const OPERATING_POINTS: &'static [dcc::OperatingPoint] = &OPERATING_POINTS;
+
     fn admit(callable: &str, f: usize) -> ::core::option::Option<bool> {
         match callable {
             "encoder" => ::core::option::Option::Some(Encoder::admit(f)),
@@ -3591,10 +3593,15 @@ impl dcc::NativeClock for Contract {
     }
 }
 
+/// The spec's named operating points as data, in declaration order (`NativeClock::OPERATING_POINTS`).
+pub static OPERATING_POINTS: [dcc::OperatingPoint; 1] = [
+    operating_points::duplex::POINT,
+];
+
 /// Values at the spec's named operating points.
 pub mod operating_points {
     /// Operating point `duplex` (n_steps = 5): the values that differ from the base.
-    /// Layout types and catalogs describe the base operating point; `ARENA` is the session arena at this one.
+    /// Layout types describe the base operating point; `ARENA` is the session arena at this one, `CALLABLES` the callables with their catalogs keyed on this point's dtypes and extents (a catalog the point leaves unchanged is the base's, re-exported), and `POINT` all three as data.
     pub mod duplex {
         use super::super::dcc;
 
@@ -3932,6 +3939,214 @@ pub mod operating_points {
             total_bytes: ARENA_BYTES,
             align: 256,
             regions: &REGIONS,
+        };
+
+        /// The signatures of `encoder` at this operating point: the base's.
+        pub use super::super::ENCODER_CATALOG;
+
+        /// Captured signatures of `flow` at this operating point: exact shapes, strides
+        /// (elements), dtypes and scalar arguments, indexed by class.
+        /// - Class 0: carry = 302; staging 32768 B.
+        /// - Class 1: carry = 352; staging 32768 B.
+        /// - Class 2: carry = 402; staging 32768 B.
+        pub static FLOW_CATALOG: [dcc::Signature; 3] = [
+            dcc::Signature {
+                callable: "flow",
+                class: 0,
+                attended: 302,
+                inputs: &[
+                    dcc::TensorSig {
+                        name: "mu",
+                        dims: &[50, 80],
+                        strides: &[80, 1],
+                        dtype: dcc::DType::F32,
+                        aliased: false,
+                    },
+                    dcc::TensorSig {
+                        name: "cond",
+                        dims: &[50, 80],
+                        strides: &[80, 1],
+                        dtype: dcc::DType::F32,
+                        aliased: false,
+                    },
+                    dcc::TensorSig {
+                        name: "spk",
+                        dims: &[1, 192],
+                        strides: &[192, 1],
+                        dtype: dcc::DType::F32,
+                        aliased: false,
+                    },
+                    dcc::TensorSig {
+                        name: "cache",
+                        dims: &[5, 2, 2, 2, 302, 64],
+                        strides: &[205_824, 102_912, 51_456, 25_728, 64, 1],
+                        dtype: dcc::DType::F32,
+                        aliased: true,
+                    },
+                    dcc::TensorSig {
+                        name: "conv_cache",
+                        dims: &[5, 2, 2, 2, 2, 64],
+                        strides: &[1024, 512, 256, 128, 64, 1],
+                        dtype: dcc::DType::F32,
+                        aliased: true,
+                    },
+                ],
+                scalars: &[302],
+            },
+            dcc::Signature {
+                callable: "flow",
+                class: 1,
+                attended: 352,
+                inputs: &[
+                    dcc::TensorSig {
+                        name: "mu",
+                        dims: &[50, 80],
+                        strides: &[80, 1],
+                        dtype: dcc::DType::F32,
+                        aliased: false,
+                    },
+                    dcc::TensorSig {
+                        name: "cond",
+                        dims: &[50, 80],
+                        strides: &[80, 1],
+                        dtype: dcc::DType::F32,
+                        aliased: false,
+                    },
+                    dcc::TensorSig {
+                        name: "spk",
+                        dims: &[1, 192],
+                        strides: &[192, 1],
+                        dtype: dcc::DType::F32,
+                        aliased: false,
+                    },
+                    dcc::TensorSig {
+                        name: "cache",
+                        dims: &[5, 2, 2, 2, 352, 64],
+                        strides: &[205_824, 102_912, 51_456, 25_728, 64, 1],
+                        dtype: dcc::DType::F32,
+                        aliased: true,
+                    },
+                    dcc::TensorSig {
+                        name: "conv_cache",
+                        dims: &[5, 2, 2, 2, 2, 64],
+                        strides: &[1024, 512, 256, 128, 64, 1],
+                        dtype: dcc::DType::F32,
+                        aliased: true,
+                    },
+                ],
+                scalars: &[352],
+            },
+            dcc::Signature {
+                callable: "flow",
+                class: 2,
+                attended: 402,
+                inputs: &[
+                    dcc::TensorSig {
+                        name: "mu",
+                        dims: &[50, 80],
+                        strides: &[80, 1],
+                        dtype: dcc::DType::F32,
+                        aliased: false,
+                    },
+                    dcc::TensorSig {
+                        name: "cond",
+                        dims: &[50, 80],
+                        strides: &[80, 1],
+                        dtype: dcc::DType::F32,
+                        aliased: false,
+                    },
+                    dcc::TensorSig {
+                        name: "spk",
+                        dims: &[1, 192],
+                        strides: &[192, 1],
+                        dtype: dcc::DType::F32,
+                        aliased: false,
+                    },
+                    dcc::TensorSig {
+                        name: "cache",
+                        dims: &[5, 2, 2, 2, 402, 64],
+                        strides: &[205_824, 102_912, 51_456, 25_728, 64, 1],
+                        dtype: dcc::DType::F32,
+                        aliased: true,
+                    },
+                    dcc::TensorSig {
+                        name: "conv_cache",
+                        dims: &[5, 2, 2, 2, 2, 64],
+                        strides: &[1024, 512, 256, 128, 64, 1],
+                        dtype: dcc::DType::F32,
+                        aliased: true,
+                    },
+                ],
+                scalars: &[402],
+            },
+        ];
+
+        /// The signatures of `vocoder` at this operating point: the base's.
+        pub use super::super::VOCODER_CATALOG;
+
+        /// The signatures of `vocoder_flush` at this operating point: the base's.
+        pub use super::super::VOCODER_FLUSH_CATALOG;
+
+        /// Every callable at this operating point, in declaration order: the base's
+        /// `CALLABLES` with this point's verdicts and catalogs.
+        pub static CALLABLES: [dcc::CallableInfo; 4] = [
+            dcc::CallableInfo {
+                name: "encoder",
+                verdict: dcc::Verdict::Captured,
+                reason: "3 signature classes reachable of ≤ |Q_o| 1 × ∏K_r 9 = 9 (`conformer_cache`: K_r = ceil(W_r 50 / s_r 25) + 1 = 3; `upsample_cache`: K_r = ceil(W_r 100 / s_r 50) + 1 = 3; `pre_lookahead_cache`: pinned, K_r = 1; `up_layer_cache`: pinned, K_r = 1; conformer_cache and upsample_cache advance together on the token clock), within the capture limit 64: every signature is known before traffic arrives",
+                granularity: dcc::Granularity::Step,
+                effects: dcc::Effects::NONE,
+                reads: &[
+                    "conformer_cache",
+                    "upsample_cache",
+                    "pre_lookahead_cache",
+                    "up_layer_cache",
+                ],
+                writes: &[
+                    "conformer_cache",
+                    "upsample_cache",
+                    "pre_lookahead_cache",
+                    "up_layer_cache",
+                ],
+                catalog: &ENCODER_CATALOG,
+            },
+            dcc::CallableInfo {
+                name: "flow",
+                verdict: dcc::Verdict::Captured,
+                reason: "3 signature classes = |Q_o| 1 × ∏K_r 3 (`carry`: K_r = ceil(W_r 100 / s_r 50) + 1 = 3; `estimator_conv_cache`: pinned, K_r = 1), within the capture limit 64: every signature is known before traffic arrives",
+                granularity: dcc::Granularity::Chunk,
+                effects: dcc::Effects::NONE,
+                reads: &["carry", "estimator_conv_cache"],
+                writes: &["solver_workspace", "carry", "estimator_conv_cache"],
+                catalog: &FLOW_CATALOG,
+            },
+            dcc::CallableInfo {
+                name: "vocoder",
+                verdict: dcc::Verdict::Captured,
+                reason: "2 signature classes reachable of ≤ |Q_o| 1 × ∏K_r 4 = 4 (`voc_mel`: K_r = ceil(W_r 39 / s_r 50) + 1 = 2; `voc_source`: K_r = ceil(W_r 17280 / s_r 24000) + 1 = 2; `voc_phase`: pinned, K_r = 1; `voc_offsets`: pinned, K_r = 1; voc_mel and voc_source advance together on the token clock), within the capture limit 64: every signature is known before traffic arrives",
+                granularity: dcc::Granularity::Chunk,
+                effects: dcc::Effects::NONE,
+                reads: &["voc_mel", "voc_source", "voc_phase", "voc_offsets"],
+                writes: &["voc_mel", "voc_source", "voc_phase", "voc_offsets"],
+                catalog: &VOCODER_CATALOG,
+            },
+            dcc::CallableInfo {
+                name: "vocoder_flush",
+                verdict: dcc::Verdict::Captured,
+                reason: "2 signature classes reachable of ≤ |Q_o| 1 × ∏K_r 4 = 4 (`voc_mel`: K_r = ceil(W_r 39 / s_r 50) + 1 = 2; `voc_source`: K_r = ceil(W_r 17280 / s_r 24000) + 1 = 2; `voc_phase`: pinned, K_r = 1; `voc_offsets`: pinned, K_r = 1; voc_mel and voc_source advance together on the token clock), within the capture limit 64: every signature is known before traffic arrives",
+                granularity: dcc::Granularity::Step,
+                effects: dcc::Effects::NONE,
+                reads: &["voc_mel", "voc_source", "voc_phase", "voc_offsets"],
+                writes: &["voc_mel", "voc_source", "voc_phase", "voc_offsets"],
+                catalog: &VOCODER_FLUSH_CATALOG,
+            },
+        ];
+
+        /// This operating point as data: its session arena and its callables.
+        pub const POINT: dcc::OperatingPoint = dcc::OperatingPoint {
+            name: "duplex",
+            arena: ARENA,
+            callables: &CALLABLES,
         };
     }
 }

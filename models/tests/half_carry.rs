@@ -57,7 +57,10 @@ fn half_point_session_equals_f32_cache_session() {
     );
     let contract = ContractView::of::<Token2WavTiny>().unwrap();
     let dev = flow(&contract, prompt.len(), GemmPath::Half);
-    let half: &ArenaLayout = &tiny::operating_points::half::ARENA;
+    let half: &ArenaLayout = &ContractView::at_point::<Token2WavTiny>("half")
+        .unwrap()
+        .arena;
+    assert_eq!(*half, tiny::operating_points::half::ARENA);
     let s = SolverParams::default();
 
     // the per-process parts first, so that a state's arena delta is its per-session part
@@ -118,9 +121,9 @@ fn half_point_batched_pair_equals_alone() {
         stream: tokens(&io, "stream_tokens"),
     };
     let contract = ContractView::of::<Token2WavTiny>().unwrap();
-    // the same contract, its sessions laid out at the half point
-    let mut half = contract;
-    half.arena = tiny::operating_points::half::ARENA;
+    // the same contract at the half point: its arena and its catalogs
+    let half = ContractView::at_point::<Token2WavTiny>("half").unwrap();
+    assert_eq!(half.arena, tiny::operating_points::half::ARENA);
     let dev = flow(&contract, base.prompt_tokens.len() + 3, GemmPath::Half);
     let vocab = dev.config().vocab;
     let streams: Vec<StreamInputs> = (0..SESSIONS)

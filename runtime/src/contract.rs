@@ -204,6 +204,26 @@ pub struct CallableInfo {
     pub catalog: &'static [Signature],
 }
 
+/// A named operating point of the contract (`operating_points:` in the spec), as data: the
+/// session arena and the callables (their catalogs keyed on the point's dtypes and extents) at
+/// that point. A port running the point lays its state out from `arena` and keys its replay
+/// engines on `callables`, so a graph captured over a point's f16 carry is looked up under the
+/// signature that carry really has.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct OperatingPoint {
+    /// The point's name in the spec (`half`, `duplex`).
+    pub name: &'static str,
+    pub arena: ArenaLayout,
+    /// Every callable at this point, in declaration order (as [`NativeClock::CALLABLES`]).
+    pub callables: &'static [CallableInfo],
+}
+
+impl OperatingPoint {
+    pub fn callable(&self, name: &str) -> Option<&'static CallableInfo> {
+        self.callables.iter().find(|c| c.name == name)
+    }
+}
+
 /// A whole contract. Implemented by generated code for one spec.
 pub trait NativeClock {
     const FAMILY: &'static str;
@@ -211,9 +231,16 @@ pub trait NativeClock {
     const SPEC_SHA256: &'static str;
     const ARENA: ArenaLayout;
     const CALLABLES: &'static [CallableInfo];
+    /// The spec's named operating points, in declaration order (none by default).
+    const OPERATING_POINTS: &'static [OperatingPoint] = &[];
 
     fn callable(name: &str) -> Option<&'static CallableInfo> {
         Self::CALLABLES.iter().find(|c| c.name == name)
+    }
+
+    /// The operating point `name`, if the contract declares it.
+    fn operating_point(name: &str) -> Option<&'static OperatingPoint> {
+        Self::OPERATING_POINTS.iter().find(|p| p.name == name)
     }
 
     /// The spec file the contract was generated from, as given to the generator (relative).

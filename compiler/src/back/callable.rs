@@ -10,14 +10,16 @@ use super::io::io_views;
 use super::model::{CallableView, SigView, TensorView};
 use super::spell::*;
 
+/// One input of a signature; `d` is the operating point whose regions lay the input out (the
+/// base's `checked.derived`, or a point's).
 pub(super) fn tensor_view(
-    checked: &Checked,
+    d: &Derived,
     source: Option<&ArgSource>,
     a: &ArgSig,
     loop_clock: Option<&str>,
 ) -> TensorView {
     let strides = match source {
-        Some(ArgSource::Region(rn)) => match checked.derived.region(&rn.value) {
+        Some(ArgSource::Region(rn)) => match d.region(&rn.value) {
             Some(reg) => {
                 // A view into the region's storage: the envelope's strides (storage order),
                 // minus the loop axis when one step's slice is passed.
@@ -43,7 +45,13 @@ pub(super) fn tensor_view(
     }
 }
 
-pub(super) fn sig_view(checked: &Checked, dc: &DerivedCallable, class: &ClassSig) -> SigView {
+/// One class of `dc`'s catalog at the operating point `d` (`dc` is `d`'s callable).
+pub(super) fn sig_view(
+    checked: &Checked,
+    d: &Derived,
+    dc: &DerivedCallable,
+    class: &ClassSig,
+) -> SigView {
     let ir = checked.spec.callable(&dc.name);
     let loop_clock = ir
         .and_then(|c| c.loop_clock.as_ref())
@@ -54,7 +62,7 @@ pub(super) fn sig_view(checked: &Checked, dc: &DerivedCallable, class: &ClassSig
         .enumerate()
         .map(|(i, a)| {
             let source = ir.and_then(|c| c.inputs.get(i)).map(|t| &t.source);
-            tensor_view(checked, source, a, loop_clock)
+            tensor_view(d, source, a, loop_clock)
         })
         .collect();
     let attended = match &dc.specializing_region {
@@ -63,7 +71,7 @@ pub(super) fn sig_view(checked: &Checked, dc: &DerivedCallable, class: &ClassSig
             .iter()
             .find(|(n, _)| n == r)
             .map(|(_, v)| *v)
-            .or_else(|| checked.derived.region(r).map(|x| x.attended_extent.value))
+            .or_else(|| d.region(r).map(|x| x.attended_extent.value))
             .unwrap_or(0),
         None => 0,
     };
@@ -126,7 +134,7 @@ pub(super) fn callable_view(
         dc.reserve()
             .classes
             .iter()
-            .map(|cl| sig_view(checked, dc, cl))
+            .map(|cl| sig_view(checked, d, dc, cl))
             .collect()
     } else {
         Vec::new()

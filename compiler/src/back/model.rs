@@ -77,10 +77,12 @@ pub struct IoFieldView {
 
 pub struct OperatingPointView {
     pub module: String,
-    /// Whether a constant names `dcc::` (the module then imports the runtime's contract).
-    pub uses_dcc: bool,
+    /// The point's name as a string literal.
+    pub name_lit: String,
     pub docs: Vec<String>,
     pub consts: Vec<ConstView>,
+    /// Every callable at this point: its catalog and `CallableInfo` (`back/point.rs`).
+    pub callables: Vec<super::point::PointCallableView>,
 }
 
 pub struct ModuleView {
@@ -202,6 +204,7 @@ pub fn build(checked: &Checked, spec_path: &str) -> Result<ModuleView, GenError>
         "CALLABLES",
         "Contract",
         "operating_points",
+        "OPERATING_POINTS",
     ] {
         names.claim(fixed, format!("the generated item `{fixed}`"))?;
     }
@@ -451,22 +454,40 @@ pub fn build(checked: &Checked, spec_path: &str) -> Result<ModuleView, GenError>
                 name: op.operating_point.clone(),
             });
         }
+        let point_callables = super::point::callables(checked, op);
+        // the point module's own items may not clash either (an overridden quantity named
+        // `point` would)
+        let mut point_names = Names(BTreeMap::new());
+        let origin = |what: &str| format!("{what} of operating point `{}`", op.operating_point);
+        for k in &consts {
+            point_names.claim(&k.name, origin(&format!("the constant `{}`", k.name)))?;
+        }
+        for fixed in ["CALLABLES", "POINT", "dcc"] {
+            point_names.claim(fixed, origin(&format!("the generated item `{fixed}`")))?;
+        }
+        for cl in &point_callables {
+            point_names.claim(
+                &cl.catalog_static,
+                origin(&format!("callable `{}` (catalog)", cl.name)),
+            )?;
+        }
         operating_points.push(OperatingPointView {
             module: op.operating_point.clone(),
-            uses_dcc: consts
-                .iter()
-                .any(|k| k.ty.contains("dcc::") || k.value.contains("dcc::")),
+            name_lit: rust_str(&op.operating_point),
             docs: vec![
                 format!(
                     "Operating point `{}` ({}): the values that differ from the base.",
                     op.operating_point,
                     overrides.join(", ")
                 ),
-                "Layout types and catalogs describe the base operating point; `ARENA` is the \
-                 session arena at this one."
+                "Layout types describe the base operating point; `ARENA` is the session arena at \
+                 this one, `CALLABLES` the callables with their catalogs keyed on this point's \
+                 dtypes and extents (a catalog the point leaves unchanged is the base's, \
+                 re-exported), and `POINT` all three as data."
                     .into(),
             ],
             consts,
+            callables: point_callables,
         });
     }
 

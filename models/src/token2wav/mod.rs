@@ -116,6 +116,14 @@ pub enum FlowError {
         embedded: &'static str,
         generated: &'static str,
     },
+    /// A session asked for an operating point its contract does not declare.
+    #[error("contract `{family}` has no operating point `{point}` (its points: {known})")]
+    UnknownPoint {
+        family: &'static str,
+        point: String,
+        /// The points it has, `base` first, comma-separated.
+        known: String,
+    },
     /// The runtime backend refused an operation.
     #[error("device: {0}")]
     Device(#[from] dcc_runtime::Error),

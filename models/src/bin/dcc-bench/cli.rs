@@ -170,6 +170,14 @@ pub struct Common {
     #[arg(long, value_enum, default_value_t = GemmChoice::Backend)]
     pub gemm: GemmChoice,
 
+    /// The contract's operating point the sessions are laid out at: `base` (the spec's own
+    /// values) or a point its `operating_points:` declares (`half`: the carry and the solver
+    /// workspace stored as f16, half their bytes; needs --gemm f16). Default: `half` with --gemm
+    /// f16 where the contract declares it, else `base`; `--point base` with --gemm f16 keeps an
+    /// f32 cache holding the same f16 values (the same mel, for comparison).
+    #[arg(long, value_name = "POINT")]
+    pub point: Option<String>,
+
     /// Bracket steady-state work for an external profiler started with collection off
     /// (`ncu --profile-from-start off --graph-profiling node ...`; `cuProfilerStart`/`Stop`):
     /// `token2wav`/`check`, each arm's last measured chunk; `sessions --batch`, each batched run's
@@ -390,6 +398,8 @@ pub struct Opts {
     /// `--profiler-window`.
     pub profiler_window: bool,
     pub gemm: GemmChoice,
+    /// `--point` (`None`: by the GEMM path, [`super::contract::point_of`]).
+    pub point: Option<String>,
     /// The vocoder's weights; `None` with `--no-vocoder`.
     pub vocoder: Option<VocoderFile>,
     /// `--wav` (token2wav).
@@ -445,6 +455,7 @@ impl Command {
             profiler_window: c.profiler_window,
             profile,
             gemm: c.gemm,
+            point: c.point,
         })
     }
 }
@@ -459,13 +470,18 @@ where
         Command::Flow(o) => o,
         k @ (Command::Kernels(_) | Command::Attention(_)) => return Ok(k),
         Command::Sessions(a) => {
-            return match super::sessions::check(&a) {
+            let c = &a.common;
+            let point = super::contract::check_point(c.contract, c.point.as_deref(), c.gemm);
+            return match point.and_then(|()| super::sessions::check(&a)) {
                 Ok(()) => Ok(Command::Sessions(a)),
                 Err(m) => Err(Cli::command().error(ErrorKind::ValueValidation, m)),
             };
         }
     };
     let fail = |kind, msg: String| Err(Cli::command().error(kind, msg));
+    if let Err(m) = super::contract::check_point(opts.contract, opts.point.as_deref(), opts.gemm) {
+        return fail(ErrorKind::ValueValidation, m);
+    }
     for (i, a) in opts.arms.iter().enumerate() {
         if opts.arms[..i].contains(a) {
             return fail(

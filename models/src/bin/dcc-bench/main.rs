@@ -151,7 +151,7 @@ fn setup(o: &Opts) -> Res<Setup> {
     let Contract {
         view: contract,
         sizes,
-    } = Contract::select(o.contract, &cfg)?;
+    } = Contract::select(o.contract, &cfg, o.point.as_deref(), o.gemm)?;
     let io = match &o.io {
         Some(p) => read_io(p, o.chunks, &sizes)?,
         None => {
@@ -471,6 +471,8 @@ fn run(o: &Opts) -> Res<Value> {
         "device": device,
         "backend": o.backend.name(),
         "contract": s.contract.family,
+        "point": s.contract.point,
+        "gemm": o.gemm.name(),
         "retention": format!("keep head {} ‖ tail {}", k.head, k.tail),
         "prompt_frames": k.prompt,
         "retained_frames": k.retained,

@@ -34,11 +34,13 @@ pub fn write_table(w: &mut impl Write, out: &Value, o: &Opts) -> std::io::Result
     let h = &out["run"];
     writeln!(
         w,
-        "{} on {} ({}), contract {} ({} retention, {} + {} frames), {} config, {} measured chunks after {} warm-up, inputs {}",
+        "{} on {} ({}), contract {} at point {} (gemm {}; {} retention, {} + {} frames), {} config, {} measured chunks after {} warm-up, inputs {}",
         h["bench"].as_str().unwrap_or(""),
         h["device"].as_str().unwrap_or(""),
         h["backend"].as_str().unwrap_or(""),
         h["contract"].as_str().unwrap_or(""),
+        h["point"].as_str().unwrap_or(""),
+        h["gemm"].as_str().unwrap_or(""),
         h["retention"].as_str().unwrap_or(""),
         h["prompt_frames"],
         h["retained_frames"],

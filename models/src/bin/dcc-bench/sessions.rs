@@ -146,6 +146,7 @@ fn opts(a: &SessionsArgs) -> Opts {
         profile: false,
         profiler_window: c.profiler_window,
         gemm: c.gemm,
+        point: c.point.clone(),
     }
 }
 
@@ -497,6 +498,7 @@ pub fn run(a: &SessionsArgs) -> Res<bool> {
         "config": if s.cfg == FlowConfig::tiny() { "tiny" } else if s.cfg == FlowConfig::full() { "full" } else { "other" },
         "inputs": a.io.as_ref().map_or_else(|| "synthetic".into(), |p| p.display().to_string()),
         "gemm": a.common.gemm.name(),
+        "point": s.contract.point,
         "cadence": match a.cadence { Cadence::Max => "max", Cadence::Realtime => "realtime" },
         "chunk_s": chunk_seconds(s.contract.family),
         "chunks": a.common.chunks,

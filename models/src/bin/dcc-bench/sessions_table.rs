@@ -14,11 +14,12 @@ pub fn table(w: &mut impl Write, out: &Value) -> std::io::Result<()> {
     let s = |v: &Value| v.as_str().unwrap_or("").to_string();
     writeln!(
         w,
-        "{} on {} ({}), contract {} ({} config), cadence {}, {} measured chunks after {} warm-up, chunk = {} s of audio, inputs {}",
+        "{} on {} ({}), contract {} at point {} ({} config), cadence {}, {} measured chunks after {} warm-up, chunk = {} s of audio, inputs {}",
         s(&h["bench"]),
         s(&h["device"]),
         s(&h["backend"]),
         s(&h["contract"]),
+        s(&h["point"]),
         s(&h["config"]),
         s(&h["cadence"]),
         h["chunks"],

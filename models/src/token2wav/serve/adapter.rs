@@ -11,10 +11,19 @@
 //! I/O structs. The three contracts generate the same structs (same fields, same order) in
 //! their own modules; the session uses `token2wav`'s, and [`ContractView::of`] checks that the
 //! adapter's callables declare exactly those names, in that order.
+//!
+//! A session runs the contract at one operating point: the base ([`ContractView::of`]) or a
+//! named point of the spec ([`ContractView::at_point`], e.g. `half`: the carry and the solver
+//! workspace in f16). The view then holds that point's arena (the regions' dtypes, dims and
+//! offsets) and that point's callables, whose catalogs key the replay engines on the point's
+//! dtypes and extents; the typed I/O structs are the same at every point.
 
 use dcc_runtime::contract::{
     ArenaLayout, CallableInfo, NativeClock, NativeClockAdapter, RegionInfo,
 };
+
+/// The name [`ContractView::at_point`] gives the base operating point (the spec's own values).
+pub const BASE_POINT: &str = "base";
 
 pub use dcc_generated::token2wav::{EncoderInputs, EncoderWrites, FlowInputs, FlowWrites};
 
@@ -186,6 +195,9 @@ adapter!(
 #[derive(Copy, Clone, Debug)]
 pub struct ContractView {
     pub family: &'static str,
+    /// The operating point the view describes: [`BASE_POINT`] or a name of the spec's
+    /// `operating_points:`.
+    pub point: &'static str,
     pub arena: ArenaLayout,
     /// The regions the signatures are keyed on, as the contract lays them out.
     pub carry: &'static RegionInfo,
@@ -209,54 +221,104 @@ pub struct ContractView {
     /// New tokens per chunk and the encoder's lookahead (the contract's quantities).
     pub chunk_tokens: usize,
     pub lookahead_tokens: usize,
-    /// The generated admission predicates (`NativeClock::admit`).
+    /// The generated admission predicates (`NativeClock::admit`), the base's at every point:
+    /// they read the chunk size, which no bundled point overrides.
     pub admit: fn(&str, usize) -> Option<bool>,
     /// The batch sizes of the `flow` callable (`batch:`; [`Token2WavAdapter::FLOW_BATCH`]).
     pub flow_batch: &'static [usize],
 }
 
 impl ContractView {
-    /// From a `#[native_clock]` adapter: the start-up check. The spec fingerprint the attribute
-    /// embedded must be the generated module's, and so must the catalogs the session keys its
-    /// signatures on ([`FlowError::Fingerprint`] otherwise, naming both hashes and the command
-    /// that regenerates the module).
+    /// From a `#[native_clock]` adapter, at the base operating point: the start-up check. The
+    /// spec fingerprint the attribute embedded must be the generated module's, and so must the
+    /// catalogs the session keys its signatures on ([`FlowError::Fingerprint`] otherwise,
+    /// naming both hashes and the command that regenerates the module).
     pub fn of<A: Token2WavAdapter>() -> Result<Self, FlowError> {
+        Self::verify::<A>()?;
+        if <A::Contract as NativeClock>::CALLABLES != <A::Generated as NativeClock>::CALLABLES {
+            return Err(stale::<A>("catalogs"));
+        }
+        Self::build::<A>(
+            BASE_POINT,
+            A::arena(),
+            <A::Contract as NativeClock>::CALLABLES,
+        )
+    }
+
+    /// From a `#[native_clock]` adapter, at the operating point `point` ([`BASE_POINT`]: the
+    /// same as [`ContractView::of`]): that point's arena and callables, checked as `of` checks
+    /// the base's. A point the contract does not declare is [`FlowError::UnknownPoint`],
+    /// naming the ones it does.
+    pub fn at_point<A: Token2WavAdapter>(point: &str) -> Result<Self, FlowError> {
+        if point == BASE_POINT {
+            return Self::of::<A>();
+        }
+        Self::verify::<A>()?;
+        let Some(p) = <A::Contract as NativeClock>::operating_point(point) else {
+            return Err(FlowError::UnknownPoint {
+                family: <A::Contract as NativeClock>::FAMILY,
+                point: point.to_string(),
+                known: Self::points::<A>().join(", "),
+            });
+        };
+        if <A::Generated as NativeClock>::operating_point(point) != Some(p) {
+            return Err(stale::<A>(&format!("operating point `{point}`")));
+        }
+        Self::build::<A>(p.name, p.arena, p.callables)
+    }
+
+    /// The operating points a session of adapter `A` may run: [`BASE_POINT`], then the spec's.
+    pub fn points<A: Token2WavAdapter>() -> Vec<&'static str> {
+        std::iter::once(BASE_POINT)
+            .chain(
+                <A::Contract as NativeClock>::OPERATING_POINTS
+                    .iter()
+                    .map(|p| p.name),
+            )
+            .collect()
+    }
+
+    /// The fingerprint half of the start-up check.
+    fn verify<A: Token2WavAdapter>() -> Result<(), FlowError> {
         verify_fingerprint(
             A::GENERATED_MODULE,
             A::SPEC_PATH,
             <A::Contract as NativeClock>::SPEC_SHA256,
             <A::Generated as NativeClock>::SPEC_SHA256,
-        )?;
-        if <A::Contract as NativeClock>::CALLABLES != <A::Generated as NativeClock>::CALLABLES {
-            return Err(FlowError::Config(format!(
-                "the catalogs of {} as the adapter expanded it and of `dcc_generated::{}` differ \
-                 (same spec sha256 {}, another compiler): regenerate the module (`cargo run -p \
-                 dcc-compiler --bin dcc -- compile {} -o generated/src/{}.rs`) and rebuild",
-                A::SPEC_PATH,
-                A::GENERATED_MODULE,
-                <A::Contract as NativeClock>::SPEC_SHA256,
-                A::SPEC_PATH,
-                A::GENERATED_MODULE
-            )));
-        }
+        )
+    }
+
+    /// The view of `A`'s contract at the point `point`, whose session arena is `arena` and whose
+    /// callables are `callables`; whether each callable is captured is the adapter's binding.
+    fn build<A: Token2WavAdapter>(
+        point: &'static str,
+        arena: ArenaLayout,
+        callables: &'static [CallableInfo],
+    ) -> Result<Self, FlowError> {
         let bad = |m: &str| FlowError::Config(format!("contract of the adapter: {m}"));
         let callable = |name: &str| {
-            A::CALLABLE_FIELDS
+            let bound = A::CALLABLE_FIELDS
                 .iter()
                 .find(|b| b.callable.name == name)
-                .ok_or_else(|| bad(&format!("no callable `{name}`")))
+                .ok_or_else(|| bad(&format!("no callable `{name}`")))?;
+            let info = callables
+                .iter()
+                .find(|c| c.name == name)
+                .ok_or_else(|| bad(&format!("no callable `{name}` at point `{point}`")))?;
+            Ok::<_, FlowError>((info, bound.capture))
         };
-        let (enc, flow) = (callable("encoder")?, callable("flow")?);
-        named(enc.callable, &EncoderInputs::NAMES, &EncoderWrites::NAMES)?;
-        named(flow.callable, &FlowInputs::NAMES, &FlowWrites::NAMES)?;
-        let arena = A::arena();
+        let ((enc, capture_encoder), (flow, capture_flow)) =
+            (callable("encoder")?, callable("flow")?);
+        named(enc, &EncoderInputs::NAMES, &EncoderWrites::NAMES)?;
+        named(flow, &FlowInputs::NAMES, &FlowWrites::NAMES)?;
         let region = |name: &str| {
             arena
                 .region(name)
-                .ok_or_else(|| bad(&format!("no region `{name}`")))
+                .ok_or_else(|| bad(&format!("no region `{name}` at point `{point}`")))
         };
         Ok(ContractView {
             family: A::Contract::FAMILY,
+            point,
             arena,
             carry: region("carry")?,
             conformer: region("conformer_cache")?,
@@ -265,10 +327,10 @@ impl ContractView {
             pre_lookahead: region("pre_lookahead_cache")?,
             up_layer: region("up_layer_cache")?,
             solver_workspace: region("solver_workspace")?,
-            encoder: enc.callable,
-            flow: flow.callable,
-            capture_encoder: enc.capture,
-            capture_flow: flow.capture,
+            encoder: enc,
+            flow,
+            capture_encoder,
+            capture_flow,
             keeps: Keeps::of(&arena)?,
             chunk_tokens: A::CHUNK_TOKENS,
             lookahead_tokens: A::LOOKAHEAD_TOKENS,
@@ -281,6 +343,21 @@ impl ContractView {
     pub fn call_tokens(&self) -> usize {
         self.chunk_tokens + self.lookahead_tokens
     }
+}
+
+/// The adapter's expansion and `dcc_generated`'s module agree on the spec's hash but not on
+/// `what` (another compiler generated one of them).
+fn stale<A: Token2WavAdapter>(what: &str) -> FlowError {
+    FlowError::Config(format!(
+        "the {what} of {} as the adapter expanded it and of `dcc_generated::{}` differ (same \
+         spec sha256 {}, another compiler): regenerate the module (`cargo run -p dcc-compiler \
+         --bin dcc -- compile {} -o generated/src/{}.rs`) and rebuild",
+        A::SPEC_PATH,
+        A::GENERATED_MODULE,
+        <A::Contract as NativeClock>::SPEC_SHA256,
+        A::SPEC_PATH,
+        A::GENERATED_MODULE
+    ))
 }
 
 /// The spec fingerprint an adapter's attribute embedded (`embedded`, of `spec`) against the one
@@ -368,6 +445,52 @@ mod tests {
         ] {
             assert!(msg.contains(part), "`{msg}` lacks `{part}`");
         }
+    }
+
+    /// A view at a point holds that point's arena and callables; an unknown point is a typed
+    /// error naming the points there are.
+    #[test]
+    fn a_view_at_a_point_reads_that_points_arena_and_catalogs() {
+        use dcc_generated::token2wav_tiny as tiny;
+        assert_eq!(
+            ContractView::points::<Token2WavTiny>(),
+            [BASE_POINT, "duplex", "half"]
+        );
+        assert_eq!(
+            ContractView::points::<Token2WavTinyVendor>(),
+            [BASE_POINT, "duplex"]
+        );
+        let base = ContractView::at_point::<Token2WavTiny>(BASE_POINT).unwrap();
+        assert_eq!((base.point, base.arena), (BASE_POINT, tiny::ARENA));
+        assert_eq!(base.flow.catalog, &tiny::FLOW_CATALOG[..]);
+        let duplex = ContractView::at_point::<Token2WavTiny>("duplex").unwrap();
+        assert_eq!(duplex.arena, tiny::operating_points::duplex::ARENA);
+        assert_eq!(
+            duplex.flow.catalog,
+            &tiny::operating_points::duplex::FLOW_CATALOG[..]
+        );
+        // five solver steps: the carry's leading extent in every duplex signature
+        assert!(duplex.flow.catalog.iter().all(|s| s.inputs[3].dims[0] == 5));
+        let half = ContractView::at_point::<Token2Wav>("half").unwrap();
+        assert_eq!(
+            half.arena,
+            dcc_generated::token2wav::operating_points::half::ARENA
+        );
+        assert_eq!(half.carry.dtype, dcc_runtime::contract::DType::F16);
+        assert_eq!(
+            half.flow.catalog,
+            &dcc_generated::token2wav::operating_points::half::FLOW_CATALOG[..]
+        );
+        let e = ContractView::at_point::<Token2WavTinyVendor>("half").unwrap_err();
+        assert_eq!(
+            e,
+            FlowError::UnknownPoint {
+                family: "token2wav_tiny_vendor",
+                point: "half".into(),
+                known: "base, duplex".into(),
+            }
+        );
+        assert!(e.to_string().contains("no operating point `half`"), "{e}");
     }
 
     #[test]

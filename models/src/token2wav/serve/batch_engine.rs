@@ -63,22 +63,23 @@ fn rt(e: FlowError) -> dcc_runtime::Error {
     }
 }
 
-/// A tensor signature, aliased (read in place).
-fn sig(name: &'static str, dims: Vec<usize>, strides: Vec<usize>) -> OwnedTensorSig {
+/// A tensor signature in `dtype` (the catalog's: the carry's is the contract point's),
+/// aliased (read in place).
+fn sig(name: &'static str, dims: Vec<usize>, strides: Vec<usize>, dtype: DType) -> OwnedTensorSig {
     OwnedTensorSig {
         name: Cow::Borrowed(name),
         dims: dims.into(),
         strides: strides.into(),
-        dtype: DType::F32,
+        dtype,
         aliased: true,
     }
 }
 
 /// `[n] ++ dims`, packed.
-fn stacked(name: &'static str, n: usize, dims: &[usize]) -> OwnedTensorSig {
+fn stacked(name: &'static str, n: usize, dims: &[usize], dtype: DType) -> OwnedTensorSig {
     let dims: Vec<usize> = std::iter::once(n).chain(dims.iter().copied()).collect();
     let strides = packed_strides(&dims);
-    sig(name, dims, strides)
+    sig(name, dims, strides, dtype)
 }
 
 impl GroupEngines {
@@ -252,13 +253,13 @@ impl GroupEngines {
                 let mut inputs = Vec::with_capacity(3 + 2 * n);
                 for name in ["mu", "cond", "spk"] {
                     if let Some(t) = input(name) {
-                        inputs.push(stacked(t.name, n, t.dims));
+                        inputs.push(stacked(t.name, n, t.dims, t.dtype));
                     }
                 }
                 for _ in 0..n {
                     for name in ["cache", "conv_cache"] {
                         if let Some(t) = input(name) {
-                            inputs.push(sig(t.name, t.dims.to_vec(), t.strides.to_vec()));
+                            inputs.push(sig(t.name, t.dims.to_vec(), t.strides.to_vec(), t.dtype));
                         }
                     }
                 }

@@ -44,7 +44,7 @@ mod session;
 mod streams;
 
 pub use adapter::{
-    ContractView, EncoderInputs, EncoderWrites, FlowInputs, FlowWrites, Token2Wav,
+    BASE_POINT, ContractView, EncoderInputs, EncoderWrites, FlowInputs, FlowWrites, Token2Wav,
     Token2WavAdapter, Token2WavTiny, Token2WavTinyVendor,
 };
 pub use arms::Arm;

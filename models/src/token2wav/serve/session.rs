@@ -371,10 +371,10 @@ impl Session {
             (layout(&tensors.pre_lookahead), layout(&tensors.up_layer));
         let enc_inputs = EncoderInputs {
             tokens: tensor(dev.ids(), &tok_dims, &tok_strides, DType::I32),
-            cache: tensor(st.conformer_carry(), &cdims, &cstrides, DType::F32),
-            up_cache: tensor(st.upsample_carry(), &udims, &ustrides, DType::F32),
-            pre_cache: tensor(ctx.pre_cnn, &pdims, &pstrides, DType::F32),
-            up_ctx: tensor(ctx.up_cnn, &xdims, &xstrides, DType::F32),
+            cache: tensor(st.conformer_carry(), &cdims, &cstrides, c.conformer.dtype),
+            up_cache: tensor(st.upsample_carry(), &udims, &ustrides, c.upsample.dtype),
+            pre_cache: tensor(ctx.pre_cnn, &pdims, &pstrides, c.pre_lookahead.dtype),
+            up_ctx: tensor(ctx.up_cnn, &xdims, &xstrides, c.up_layer.dtype),
         }
         .into_array();
         // written regions with their extents: the contract regions (state rule) or whole
@@ -435,6 +435,7 @@ impl Session {
         let layout = |r: &RawTensor| (r.dims().to_vec(), r.strides().to_vec());
         let ctx = st.contexts();
         let (edims, estrides) = layout(&tensors.estimator_conv);
+        let conv_dtype = c.estimator_conv.dtype;
         let region = |ptr: DevPtr, info: &RegionInfo| WriteArg {
             ptr,
             bytes: info.bytes,
@@ -487,8 +488,10 @@ impl Session {
                 mu: tensor(dev.mu(), &io_dims, &io_strides, DType::F32),
                 cond: tensor(dev.cond(), &io_dims, &io_strides, DType::F32),
                 spk: tensor(dev.spk(), &spk_dims, &spk_strides, DType::F32),
-                cache: tensor(carry, &est_dims, &est_strides, DType::F32),
-                conv_cache: tensor(ctx.est_cnn, &edims, &estrides, DType::F32),
+                // the carry's element type at the contract's point (f16 at `half`), as the
+                // point's catalog keys it
+                cache: tensor(carry, &est_dims, &est_strides, tensors.carry.dtype()),
+                conv_cache: tensor(ctx.est_cnn, &edims, &estrides, conv_dtype),
             }
             .into_array();
             let o = self.run.call(
