@@ -1,8 +1,10 @@
 //! The tile variants of the 3xTF32 linear (`kernels/cuda/gemm_tiles.cuh`), [`T64X64R`],
-//! [`T64X128W`] and [`T64X64W`]: the same arguments and **the same bits as [`tf32::LINEAR`] for
-//! every shape**, with more work per warp and per CTA. [`pick`] chooses one or the base by shape
-//! for speed, by the table [`PICK`]; [`BASE`] describes `gemm.linear_tf32x3` itself in the same
-//! terms.
+//! [`T64X128W`] and [`T64X64W`] for batched rows, and the small-row ones for one session's 112
+//! rows ([`SMALL`]: [`T16X32S8`], [`T16X32W8`], [`T16X32K128`], [`T16X32S4`], [`T16X64S4`], [`T32X32S6`];
+//! their design and why, in `tf32_tiles_small.rs`): the same arguments and **the same bits as
+//! [`tf32::LINEAR`] for every shape**, with other work per warp and per CTA. [`pick`] chooses
+//! one or the base by shape for speed, by the table [`PICK`]; [`BASE`] describes
+//! `gemm.linear_tf32x3` itself in the same terms.
 //!
 //! # Why the bits are those of `gemm.linear_tf32x3`
 //!
@@ -377,11 +379,39 @@ unsafe fn host_t64x64w(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> 
     }
 }
 
-/// The tile variants (not [`BASE`]), in the order `dcc-bench kernels` lists them.
-pub static TILES: &[&Tf32Variant] = &[&T64X64R, &T64X128W, &T64X64W];
+#[path = "tf32_tiles_small.rs"]
+mod small;
+pub use small::{
+    LINEAR_T16X32K128, LINEAR_T16X32S4, LINEAR_T16X32S8, LINEAR_T16X32W8, LINEAR_T16X64S4,
+    LINEAR_T32X32S6, SMALL, T16X32K128, T16X32S4, T16X32S8, T16X32W8, T16X64S4, T32X32S6,
+};
+
+/// The tile variants (not [`BASE`]), in the order `dcc-bench kernels` lists them: the large-row
+/// ones, then the small-row ones ([`SMALL`]).
+pub static TILES: &[&Tf32Variant] = &[
+    &T64X64R,
+    &T64X128W,
+    &T64X64W,
+    &T16X32S8,
+    &T16X32W8,
+    &T16X32K128,
+    &T16X32S4,
+    &T16X64S4,
+    &T32X32S6,
+];
 
 /// The kernels of [`TILES`].
-pub static KERNELS: &[&KernelDef] = &[&LINEAR_T64X64R, &LINEAR_T64X128W, &LINEAR_T64X64W];
+pub static KERNELS: &[&KernelDef] = &[
+    &LINEAR_T64X64R,
+    &LINEAR_T64X128W,
+    &LINEAR_T64X64W,
+    &LINEAR_T16X32S8,
+    &LINEAR_T16X32W8,
+    &LINEAR_T16X32K128,
+    &LINEAR_T16X32S4,
+    &LINEAR_T16X64S4,
+    &LINEAR_T32X32S6,
+];
 
 /// One row of [`PICK`]: from `rows` rows and `out` outputs on, `variant`.
 #[derive(Debug)]

@@ -43,6 +43,38 @@ fn entries_match_the_table_and_fit() {
     // The ring (3 · 192 · 68 floats) holds the four partial tiles (4 · 64 · 136).
     assert_eq!(T64X128W.shared_bytes(), 4 * 3 * 192 * 68);
     assert_eq!(T64X64W.shared_bytes(), 4 * 3 * 128 * 68);
+    // The small-row variants: one m16 tile and one chain a warp, each ring within its CTAs an
+    // SM.
+    assert_eq!(T16X32S8.template(), "gemm_t3w<1, 4, 1, 1, 4, 64, 8, 128>");
+    assert_eq!(T16X32W8.template(), "gemm_t3w<1, 2, 1, 2, 4, 64, 8, 256>");
+    assert_eq!(
+        T16X32K128.template(),
+        "gemm_t3w<1, 4, 1, 1, 4, 128, 4, 128>"
+    );
+    assert_eq!(T16X32S4.template(), "gemm_t3w<1, 4, 1, 1, 4, 64, 4, 128>");
+    assert_eq!(T16X64S4.template(), "gemm_t3w<1, 8, 1, 1, 4, 64, 4, 128>");
+    assert_eq!(T32X32S6.template(), "gemm_t3w<1, 4, 2, 1, 4, 64, 6, 256>");
+    assert_eq!(T16X32S8.shared_bytes(), 4 * 8 * 48 * 68);
+    assert_eq!(T16X32W8.shared_bytes(), 4 * 8 * 48 * 68);
+    assert_eq!(T16X32K128.shared_bytes(), 4 * 4 * 48 * 132);
+    assert_eq!(T16X32S4.shared_bytes(), 4 * 4 * 48 * 68);
+    assert_eq!(T16X64S4.shared_bytes(), 4 * 4 * 80 * 68);
+    assert_eq!(T32X32S6.shared_bytes(), 4 * 6 * 64 * 68);
+    for v in SMALL {
+        assert!(
+            TILES.iter().any(|t| std::ptr::eq(*t, *v)),
+            "{}",
+            v.kernel.name
+        );
+        assert_eq!(v.cg, 4, "{}: one chain a warp", v.kernel.name);
+        assert_eq!(v.bm() % 16 + v.bn() % 32, 0);
+        assert!(v.bm() <= 32 && v.bn() <= 64, "{}", v.kernel.name);
+        // At 112 rows every one fills at least 64 CTAs for 512 outputs.
+        let d = v.dims(112, 512).unwrap();
+        assert!(d.grid.0 * d.grid.1 >= 56, "{}", v.kernel.name);
+    }
+    assert_eq!(T16X32S8.dims(112, 512).unwrap().grid, (16, 7, 1));
+    assert_eq!(T32X32S6.dims(112, 2048).unwrap().grid, (64, 4, 1));
     assert_eq!(TILES.len(), KERNELS.len());
     for (v, k) in TILES.iter().zip(KERNELS) {
         assert!(std::ptr::eq(v.kernel, *k));

@@ -71,6 +71,7 @@ pub const TWIN_SHAPES: [(usize, usize, usize); 4] =
 #[command(after_help = "Examples:\n  \
 dcc-bench kernels                                   # every variant, tf32x3, its tiles, f16 and cuBLAS, full shapes, 1 to 32 sessions' rows\n  \
 dcc-bench kernels --variants tf32x3,tf32tiles,tf32auto --rows 112,896,1792,3584\n  \
+dcc-bench kernels --variants tf32x3,tf32x3_t16x32s8,tf32x3_t16x32s4,tf32x3_t32x32s6 --rows 112,224  # small-row tiles\n  \
 dcc-bench kernels --variants auto --rows 112 --samples 21\n  \
 dcc-bench kernels --shapes 512x2048 --variants 16x32,32x64 --cold-mib 0 --format json\n\n\
 To tune a tile size: edit or add a `variant!` line in kernels/src/gemm.rs (name, BM, BN, TM, TN,\n\
