@@ -1,6 +1,6 @@
 //! The tile variants of the 3xTF32 linear (`kernels/cuda/gemm_tiles.cuh`), [`T64X64R`],
 //! [`T64X128W`] and [`T64X64W`] for batched rows, and the small-row ones for one session's 112
-//! rows ([`SMALL`]: [`T16X32S8`], [`T16X32W8`], [`T16X32K128`], [`T16X32S4`], [`T16X64S4`], [`T32X32S6`];
+//! rows ([`SMALL`]: [`T16X32S8`], [`T16X32W8`], [`T16X32K128`], [`T16X32S4`], [`T16X64S4`], [`T32X32S6`], [`T32X64S4`];
 //! their design and why, in `tf32_tiles_small.rs`): the same arguments and **the same bits as
 //! [`tf32::LINEAR`] for every shape**, with other work per warp and per CTA. [`pick`] chooses
 //! one or the base by shape for speed, by the table [`PICK`]; [`BASE`] describes
@@ -383,7 +383,8 @@ unsafe fn host_t64x64w(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> 
 mod small;
 pub use small::{
     LINEAR_T16X32K128, LINEAR_T16X32S4, LINEAR_T16X32S8, LINEAR_T16X32W8, LINEAR_T16X64S4,
-    LINEAR_T32X32S6, SMALL, T16X32K128, T16X32S4, T16X32S8, T16X32W8, T16X64S4, T32X32S6,
+    LINEAR_T32X32S6, LINEAR_T32X64S4, SMALL, T16X32K128, T16X32S4, T16X32S8, T16X32W8, T16X64S4,
+    T32X32S6, T32X64S4,
 };
 
 /// The tile variants (not [`BASE`]), in the order `dcc-bench kernels` lists them: the large-row
@@ -398,6 +399,7 @@ pub static TILES: &[&Tf32Variant] = &[
     &T16X32S4,
     &T16X64S4,
     &T32X32S6,
+    &T32X64S4,
 ];
 
 /// The kernels of [`TILES`].
@@ -411,6 +413,7 @@ pub static KERNELS: &[&KernelDef] = &[
     &LINEAR_T16X32S4,
     &LINEAR_T16X64S4,
     &LINEAR_T32X32S6,
+    &LINEAR_T32X64S4,
 ];
 
 /// One row of [`PICK`]: from `rows` rows and `out` outputs on, `variant`.

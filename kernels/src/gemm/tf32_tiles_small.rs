@@ -1,7 +1,8 @@
 //! The small-row tile variants of the 3xTF32 linear (one session's 112 rows, a few sessions'
-//! up to 448): [`T16X32S8`], [`T16X32W8`], [`T16X32K128`], [`T16X32S4`], [`T16X64S4`] and [`T32X32S6`]. Each
-//! is an instance of `gemm_t3w` (`kernels/cuda/gemm_tiles.cuh`: the chains dealt to warps, one
-//! chain a warp here), so each gives **the bits of `gemm.linear_tf32x3`** for every shape for
+//! up to 448): [`T16X32S8`], [`T16X32W8`], [`T16X32K128`], [`T16X32S4`], [`T16X64S4`],
+//! [`T32X32S6`] and [`T32X64S4`]. Each is an instance of `gemm_t3w`
+//! (`kernels/cuda/gemm_tiles.cuh`: the chains dealt to warps, one chain a warp here), so each
+//! gives **the bits of `gemm.linear_tf32x3`** for every shape for
 //! the reasons [`super`]'s module docs give (the operand values of every `mma`, the chain
 //! `s mod 4` in ascending order with its three `mma` per step, and the end `(p0 + p1) +
 //! (p2 + p3)`, `+ b`, act, kept per output element); only the CTA tile, the k tile and the ring
@@ -43,16 +44,24 @@
 //! * **two row tiles** ([`T32X32S6`]): 32 × 32 outputs a CTA on eight warps (two warp tiles of
 //!   the base × four chains), a third less staged per output and k (64/1024), six buffers
 //!   (104 KB, two CTAs an SM); 112 rows take four row tiles (128 rows, one eighth of the work on
-//!   zero rows), so 64 CTAs for 512 outputs, 192 and 256 for 1,536 and 2,048.
+//!   zero rows), so 64 CTAs for 512 outputs, 192 and 256 for 1,536 and 2,048;
+//! * **a larger tile for the widest linears** ([`T32X64S4`]): 32 × 64 outputs a CTA on eight
+//!   warps of eight `n8` tiles, 48/1024 floats staged per output and k (half the base's), four
+//!   buffers (104 KB, two CTAs an SM); 96 and 128 CTAs for 1,536 and 2,048 outputs.
+//!
+//! Which tile stages least for a given number of CTAs: a launch stages about `4 · K · rows ·
+//! out · (1/bn + 1/bm)` bytes out of L2 (x once per CTA column, W once per CTA row; rows past
+//! `rows` are zero-filled without a read), least for a square CTA tile of `rows · out / CTAs`
+//! outputs: about 21 × 21 at 112 rows for 512 outputs on 132 SMs (the base's 16 × 32), 36 × 36
+//! for 1,536 and 42 × 42 for 2,048 (32 × 32 or 32 × 64).
 //!
 //! Split-K over CTAs is not among them: the chains are the only split of k the bits allow, and
 //! the variants that put the four chains on a thread-block cluster's CTAs lost everywhere
 //! (module docs of [`super`]).
 //!
-//! Expected, **not measured**: which variant wins per band. `dcc-bench kernels --variants
-//! tf32x3,tf32x3_t16x32s8,tf32x3_t16x32w8,tf32x3_t16x32k128,tf32x3_t16x32s4,tf32x3_t16x64s4,tf32x3_t32x32s6
-//! --rows 112,224,896 --samples 21` measures them; [`super::PICK`] takes the guesses below
-//! until then.
+//! Which variant wins per band is **not measured**: `dcc-bench kernels --variants
+//! tf32x3,tf32small --rows 112,224,896 --samples 21` (`tf32small`: every variant of [`SMALL`])
+//! measures them.
 
 use crate::abi::{Arg, KernelError, LaunchDims};
 use crate::{CudaSource, KernelDef};
@@ -318,6 +327,49 @@ unsafe fn host_t32x32s6(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError>
     unsafe { host(&T32X32S6, dims, a) }
 }
 
+/// The NVRTC module of [`LINEAR_T32X64S4`] alone.
+pub static SOURCE_T32X64S4: CudaSource = CudaSource {
+    name: "gemm/linear_tf32x3_t32x64s4",
+    code: concat!(
+        include_str!("../../cuda/common.cuh"),
+        include_str!("../../cuda/gemm.cu"),
+        include_str!("../../cuda/gemm_tiles.cuh"),
+        "\nextern \"C\" __global__ void __launch_bounds__(256, 2) gemm_linear_tf32x3_t32x64s4(\
+         float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, \
+         int act, float alpha, i64 rows, i64 in, i64 out) {\n    gemm_t3w<1, 8, 2, 1, 4, 64, 4, \
+         256>(GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});\n}\n"
+    ),
+};
+
+/// `gemm.linear_tf32x3_t32x64s4`: the 3xTF32 linear, bit-equal to `gemm.linear_tf32x3`; two
+/// row tiles of eight `n8` tiles a warp.
+pub static LINEAR_T32X64S4: KernelDef = KernelDef {
+    name: "gemm.linear_tf32x3_t32x64s4",
+    source: &SOURCE_T32X64S4,
+    entry: "gemm_linear_tf32x3_t32x64s4",
+    params: PARAMS,
+    host: host_t32x64s4,
+};
+
+/// The launch configuration of [`LINEAR_T32X64S4`]: 32 × 64 outputs a CTA on eight warps (two
+/// row tiles of 16 × 64 × four chains), 64-k tiles through four stages, two CTAs an SM.
+pub static T32X64S4: Tf32Variant = Tf32Variant {
+    kernel: &LINEAR_T32X64S4,
+    mt: 1,
+    ntl: 8,
+    wm: 2,
+    wn: 1,
+    cg: 4,
+    bk: 64,
+    stages: 4,
+    min_blocks: 2,
+};
+
+unsafe fn host_t32x64s4(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    // SAFETY: forwarded HostFn contract.
+    unsafe { host(&T32X64S4, dims, a) }
+}
+
 /// The twin of variant `v`: its geometry checked, then the base's model ([`tf32::dot`]).
 ///
 /// # Safety
@@ -335,4 +387,5 @@ pub static SMALL: &[&Tf32Variant] = &[
     &T16X32S4,
     &T16X64S4,
     &T32X32S6,
+    &T32X64S4,
 ];
