@@ -321,6 +321,13 @@ pub static KERNELS: &[&KernelDef] = &[
     &tf32_tiles::LINEAR_T64X64R,
     &tf32_tiles::LINEAR_T64X128W,
     &tf32_tiles::LINEAR_T64X64W,
+    &tf32_tiles::LINEAR_T16X32S8,
+    &tf32_tiles::LINEAR_T16X32W8,
+    &tf32_tiles::LINEAR_T16X32K128,
+    &tf32_tiles::LINEAR_T16X32S4,
+    &tf32_tiles::LINEAR_T16X64S4,
+    &tf32_tiles::LINEAR_T32X32S6,
+    &tf32_tiles::LINEAR_T32X64S4,
 ];
 
 /// Rows from which [`pick`] takes the widest tile whatever the outputs (sessions batched: the

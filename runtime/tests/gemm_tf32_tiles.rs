@@ -1,6 +1,8 @@
 //! The 3xTF32 tile variants (`dcc_kernels::gemm::tf32_tiles::TILES`: `t64x64r`, `t64x128w`,
-//! `t64x64w`): every variant gives the bits of `gemm.linear_tf32x3` (`tf32_tiles::BASE`) for
-//! every output, at the full model's shapes at 1, 7, 112, 1,600, 1,650 and 1,792 rows and at odd
+//! `t64x64w`, and the small-row `t16x32s8`, `t16x32w8`, `t16x32k128`, `t16x32s4`, `t16x64s4`,
+//! `t32x32s6`, `t32x64s4`):
+//! every variant gives the bits of `gemm.linear_tf32x3` (`tf32_tiles::BASE`) for every output,
+//! at the full model's shapes at 1, 7, 112, 224, 1,600, 1,650 and 1,792 rows and at odd
 //! shapes (outputs not a multiple of any tile, K not a multiple of a k tile nor of 4, unaligned
 //! and strided operands, row tails past the 64-row tiles at the model's K and at 80 and 1,536
 //! outputs, a fused activation), writes nothing but its outputs, and the rows of any window of x
@@ -101,7 +103,7 @@ fn tiles_equal_linear_tf32x3_bit_for_bit(be: Arc<dyn Backend>) {
     // there); the model's shapes at 1,600 rows only on the GPU.
     let cuda = be.kind() == BackendKind::Cuda;
     let rows: &[usize] = if cuda {
-        &[1, 7, 112, 1600, 1650, 1792]
+        &[1, 7, 112, 224, 1600, 1650, 1792]
     } else {
         &[1]
     };

@@ -1,6 +1,6 @@
 # Writes emu.cpp: kernels/cuda/gemm.cu and gemm_tiles.cuh with the device intrinsics replaced by
 # shim.h's emulation, the base entry and one per 3xTF32 tile variant of
-# kernels/src/gemm/tf32_tiles.rs (read from its CUDA entries), and the driver. Usage: python3 gen.py REPO_ROOT OUT_DIR (run.sh does it all).
+# kernels/src/gemm/tf32_tiles.rs and tf32_tiles_small.rs (read from their CUDA entries), and the driver. Usage: python3 gen.py REPO_ROOT OUT_DIR (run.sh does it all).
 import re, sys
 root=sys.argv[1].rstrip('/')+'/'
 out_dir=sys.argv[2].rstrip('/')+'/'
@@ -21,7 +21,7 @@ for n in ['gemm_cp16','gemm_cp4','gemm_commit','gemm_wait','gemm_dynamic_smem','
     src=remove(src,n)
 assert src.count('extern __shared__ float4 gemm_smem[];')==4
 src=src.replace('extern __shared__ float4 gemm_smem[];','float4* gemm_smem = emu_smem();')
-rs=open(root+'kernels/src/gemm/tf32_tiles.rs').read()
+rs=''.join(open(root+'kernels/src/gemm/'+f).read() for f in ['tf32_tiles.rs','tf32_tiles_small.rs'])
 ents=[]; table=[]
 sig='(float* y, i64 ldy, const float* x, i64 ldx, const float* w, const float* b, int bias, int act, float alpha, i64 rows, i64 in, i64 out)'
 args='GemmArgs{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out}'

@@ -45,7 +45,9 @@ int main(int argc, char** argv) {
                 want[r * c.ldy + o] = v;
             }
         for (const VariantEmu& v : VARIANTS) {
-            if (argc > 1 && strcmp(argv[1], v.name) != 0 && strcmp(v.name, "tf32x3") != 0) continue;
+            bool named = argc == 1 || strcmp(v.name, "tf32x3") == 0;
+            for (int a = 1; a < argc; ++a) named = named || strcmp(argv[a], v.name) == 0;
+            if (!named) continue;
             std::vector<float> y(c.rows * c.ldy, NAN);
             launch(v, y.data(), c.ldy, x, c.ldx, wa.data(), ba.data(), c.bias, c.act, 0.25f, c.rows, c.k, c.out);
             i64 diff = 0, first = -1;
@@ -53,7 +55,7 @@ int main(int argc, char** argv) {
                 const bool same = __float_as_uint(y[e]) == __float_as_uint(want[e]) || (std::isnan(y[e]) && std::isnan(want[e]));
                 if (!same) { if (first < 0) first = e; ++diff; }
             }
-            printf("%-8s rows %3lld k %4lld out %3lld off %lld: %s", v.name, c.rows, c.k, c.out, c.off, diff ? "DIFF" : "same");
+            printf("%-10s rows %3lld k %4lld out %3lld off %lld: %s", v.name, c.rows, c.k, c.out, c.off, diff ? "DIFF" : "same");
             if (diff) { printf(" (%lld, first (%lld, %lld): %g vs %g)", diff, first / c.ldy, first % c.ldy, y[first], want[first]); ++bad; }
             printf("\n");
             fflush(stdout);

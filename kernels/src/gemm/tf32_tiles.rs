@@ -1,8 +1,10 @@
 //! The tile variants of the 3xTF32 linear (`kernels/cuda/gemm_tiles.cuh`), [`T64X64R`],
-//! [`T64X128W`] and [`T64X64W`]: the same arguments and **the same bits as [`tf32::LINEAR`] for
-//! every shape**, with more work per warp and per CTA. [`pick`] chooses one or the base by shape
-//! for speed, by the table [`PICK`]; [`BASE`] describes `gemm.linear_tf32x3` itself in the same
-//! terms.
+//! [`T64X128W`] and [`T64X64W`] for batched rows, and the small-row ones for one session's 112
+//! rows ([`SMALL`]: [`T16X32S8`], [`T16X32W8`], [`T16X32K128`], [`T16X32S4`], [`T16X64S4`], [`T32X32S6`], [`T32X64S4`];
+//! their design and why, in `tf32_tiles_small.rs`): the same arguments and **the same bits as
+//! [`tf32::LINEAR`] for every shape**, with other work per warp and per CTA. [`pick`] chooses
+//! one or the base by shape for speed, by the table [`PICK`]; [`BASE`] describes
+//! `gemm.linear_tf32x3` itself in the same terms.
 //!
 //! # Why the bits are those of `gemm.linear_tf32x3`
 //!
@@ -95,8 +97,15 @@
 //!
 //! Expected, not yet measured: `t64x128w` about twice `t64x64r` from 896 rows (one wave of its
 //! CTAs takes about as long at 896 rows as at 1,792). [`PICK`] takes it from [`BATCH_ROWS`]
-//! rows and 512 outputs, `t64x64r` from [`LARGE_ROWS`], the base below; `dcc-bench kernels
-//! --variants tf32x3,tf32tiles,tf32auto --rows 112,896,1792,3584` measures the crossover.
+//! rows and 512 outputs, `t64x64r` from [`LARGE_ROWS`]; `dcc-bench kernels --variants
+//! tf32x3,tf32tiles,tf32auto --rows 112,896,1792,3584` measures the crossover.
+//!
+//! **Small rows, not measured.** Below [`LARGE_ROWS`] rows [`PICK`] takes [`T32X32S6`] from
+//! [`WIDEST_OUT`] outputs and [`T16X32S8`] from [`WIDE_OUT`], the base below (the 80-output
+//! linear): guesses from `tf32_tiles_small.rs`'s reasoning (a deeper ring where one CTA an SM
+//! waits on its loads; the tile that stages least out of L2 for enough CTAs on the widest
+//! linears), until `dcc-bench kernels --variants tf32x3,tf32small,tf32auto --rows 112,224,896`
+//! measures the small-row variants.
 //!
 //! The weights are not pre-split: storing big and small parts would double the weights' memory
 //! (and the stream a chunk reads, about 3 GB) to save the integer work of the split, which the
@@ -377,11 +386,42 @@ unsafe fn host_t64x64w(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> 
     }
 }
 
-/// The tile variants (not [`BASE`]), in the order `dcc-bench kernels` lists them.
-pub static TILES: &[&Tf32Variant] = &[&T64X64R, &T64X128W, &T64X64W];
+#[path = "tf32_tiles_small.rs"]
+mod small;
+pub use small::{
+    LINEAR_T16X32K128, LINEAR_T16X32S4, LINEAR_T16X32S8, LINEAR_T16X32W8, LINEAR_T16X64S4,
+    LINEAR_T32X32S6, LINEAR_T32X64S4, SMALL, T16X32K128, T16X32S4, T16X32S8, T16X32W8, T16X64S4,
+    T32X32S6, T32X64S4,
+};
+
+/// The tile variants (not [`BASE`]), in the order `dcc-bench kernels` lists them: the large-row
+/// ones, then the small-row ones ([`SMALL`]).
+pub static TILES: &[&Tf32Variant] = &[
+    &T64X64R,
+    &T64X128W,
+    &T64X64W,
+    &T16X32S8,
+    &T16X32W8,
+    &T16X32K128,
+    &T16X32S4,
+    &T16X64S4,
+    &T32X32S6,
+    &T32X64S4,
+];
 
 /// The kernels of [`TILES`].
-pub static KERNELS: &[&KernelDef] = &[&LINEAR_T64X64R, &LINEAR_T64X128W, &LINEAR_T64X64W];
+pub static KERNELS: &[&KernelDef] = &[
+    &LINEAR_T64X64R,
+    &LINEAR_T64X128W,
+    &LINEAR_T64X64W,
+    &LINEAR_T16X32S8,
+    &LINEAR_T16X32W8,
+    &LINEAR_T16X32K128,
+    &LINEAR_T16X32S4,
+    &LINEAR_T16X64S4,
+    &LINEAR_T32X32S6,
+    &LINEAR_T32X64S4,
+];
 
 /// One row of [`PICK`]: from `rows` rows and `out` outputs on, `variant`.
 #[derive(Debug)]
@@ -400,6 +440,11 @@ pub const BATCH_ROWS: usize = 896;
 /// Outputs from which [`pick`] takes a tile variant.
 pub const WIDE_OUT: usize = 512;
 
+/// Outputs from which [`pick`] takes [`T32X32S6`] below [`LARGE_ROWS`] rows (the DiT's qkv and
+/// MLP up: 1,536 and 2,048), [`T16X32S8`] from [`WIDE_OUT`] (not measured: the module docs of
+/// `tf32_tiles_small.rs`).
+pub const WIDEST_OUT: usize = 1536;
+
 /// The pick rule as a table (`dcc-bench kernels` prints it): the first row whose `rows` and
 /// `out` the shape reaches gives the variant, [`BASE`] when none does. By shape alone, and
 /// rows may decide: every variant gives the same bits, so the rows sharing a launch still
@@ -415,6 +460,16 @@ pub static PICK: &[PickRow] = &[
         out: WIDE_OUT,
         variant: &T64X64R,
     },
+    PickRow {
+        rows: 1,
+        out: WIDEST_OUT,
+        variant: &T32X32S6,
+    },
+    PickRow {
+        rows: 1,
+        out: WIDE_OUT,
+        variant: &T16X32S8,
+    },
 ];
 
 /// The variant the 3xTF32 `linear` launches for `rows × out` outputs ([`PICK`]'s first row
@@ -426,7 +481,7 @@ pub fn pick(rows: usize, out: usize) -> &'static Tf32Variant {
 }
 
 /// Every variant [`pick`] can choose: what a process on the 3xTF32 path compiles.
-pub static PICKED: &[&Tf32Variant] = &[&BASE, &T64X64R, &T64X128W];
+pub static PICKED: &[&Tf32Variant] = &[&BASE, &T64X64R, &T64X128W, &T32X32S6, &T16X32S8];
 
 /// The variant whose kernel is `name` (`gemm.linear_tf32x3`, `gemm.linear_tf32x3_t64x64r`).
 pub fn variant(name: &str) -> Option<&'static Tf32Variant> {

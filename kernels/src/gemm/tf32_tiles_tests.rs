@@ -43,6 +43,40 @@ fn entries_match_the_table_and_fit() {
     // The ring (3 · 192 · 68 floats) holds the four partial tiles (4 · 64 · 136).
     assert_eq!(T64X128W.shared_bytes(), 4 * 3 * 192 * 68);
     assert_eq!(T64X64W.shared_bytes(), 4 * 3 * 128 * 68);
+    // The small-row variants: one m16 tile and one chain a warp, each ring within its CTAs an
+    // SM.
+    assert_eq!(T16X32S8.template(), "gemm_t3w<1, 4, 1, 1, 4, 64, 8, 128>");
+    assert_eq!(T16X32W8.template(), "gemm_t3w<1, 2, 1, 2, 4, 64, 8, 256>");
+    assert_eq!(
+        T16X32K128.template(),
+        "gemm_t3w<1, 4, 1, 1, 4, 128, 4, 128>"
+    );
+    assert_eq!(T16X32S4.template(), "gemm_t3w<1, 4, 1, 1, 4, 64, 4, 128>");
+    assert_eq!(T16X64S4.template(), "gemm_t3w<1, 8, 1, 1, 4, 64, 4, 128>");
+    assert_eq!(T32X32S6.template(), "gemm_t3w<1, 4, 2, 1, 4, 64, 6, 256>");
+    assert_eq!(T32X64S4.template(), "gemm_t3w<1, 8, 2, 1, 4, 64, 4, 256>");
+    assert_eq!(T16X32S8.shared_bytes(), 4 * 8 * 48 * 68);
+    assert_eq!(T16X32W8.shared_bytes(), 4 * 8 * 48 * 68);
+    assert_eq!(T16X32K128.shared_bytes(), 4 * 4 * 48 * 132);
+    assert_eq!(T16X32S4.shared_bytes(), 4 * 4 * 48 * 68);
+    assert_eq!(T16X64S4.shared_bytes(), 4 * 4 * 80 * 68);
+    assert_eq!(T32X32S6.shared_bytes(), 4 * 6 * 64 * 68);
+    assert_eq!(T32X64S4.shared_bytes(), 4 * 4 * 96 * 68);
+    for v in SMALL {
+        assert!(
+            TILES.iter().any(|t| std::ptr::eq(*t, *v)),
+            "{}",
+            v.kernel.name
+        );
+        assert_eq!(v.cg, 4, "{}: one chain a warp", v.kernel.name);
+        assert_eq!(v.bm() % 16 + v.bn() % 32, 0);
+        assert!(v.bm() <= 32 && v.bn() <= 64, "{}", v.kernel.name);
+        // At 112 rows every one fills at least 96 CTAs for 1,536 outputs.
+        let d = v.dims(112, 1536).unwrap();
+        assert!(d.grid.0 * d.grid.1 >= 96, "{}", v.kernel.name);
+    }
+    assert_eq!(T16X32S8.dims(112, 512).unwrap().grid, (16, 7, 1));
+    assert_eq!(T32X32S6.dims(112, 2048).unwrap().grid, (64, 4, 1));
     assert_eq!(TILES.len(), KERNELS.len());
     for (v, k) in TILES.iter().zip(KERNELS) {
         assert!(std::ptr::eq(v.kernel, *k));
@@ -72,10 +106,11 @@ fn base_describes_linear_tf32x3() {
     assert!(variant("gemm.linear_32x64").is_none());
 }
 
-/// The rule at the model's shapes: the base at one session's 112 rows and for the
-/// 80-output linear, `t64x64r` for 4 sessions' rows of every linear of 512 outputs or more,
-/// `t64x128w` from 8 sessions' rows; every pick launches and stays in [`PICKED`], every
-/// variant of [`PICKED`] is picked, and [`pick`] is [`PICK`] read top down.
+/// The rule at the model's shapes: below 4 sessions' rows `t32x32s6` for the 1,536- and
+/// 2,048-output linears, `t16x32s8` for the 512-output ones, the base for the 80-output
+/// linear; `t64x64r` for 4 sessions' rows of every linear of 512 outputs or more, `t64x128w`
+/// from 8 sessions' rows; every pick launches and stays in [`PICKED`], every variant of
+/// [`PICKED`] is picked, and [`pick`] is [`PICK`] read top down.
 #[test]
 fn pick_follows_its_table() {
     assert_eq!(T64X64R.dims(1792, 512).unwrap().grid, (8, 28, 1));
@@ -83,26 +118,34 @@ fn pick_follows_its_table() {
     assert_eq!(T64X128W.dims(3584, 1536).unwrap().block, (256, 1, 1));
     assert_eq!(T64X64R.shared_bytes(), 4 * 4 * 128 * 36);
     for out in [1536, 512, 2048, 80] {
-        assert!(std::ptr::eq(pick(112, out), &BASE), "112 × {out}");
+        let small: &Tf32Variant = match out {
+            1536.. => &T32X32S6,
+            512.. => &T16X32S8,
+            _ => &BASE,
+        };
+        for rows in [1, 112, 224, 448, 511] {
+            assert!(std::ptr::eq(pick(rows, out), small), "{rows} × {out}");
+        }
         let (mid, big): (&Tf32Variant, &Tf32Variant) = if out >= 512 {
             (&T64X64R, &T64X128W)
         } else {
             (&BASE, &BASE)
         };
-        assert!(std::ptr::eq(pick(448, out), &BASE), "448 × {out}");
         assert!(std::ptr::eq(pick(560, out), mid), "560 × {out}");
         for rows in [896, 1600, 1792, 3584] {
             assert!(std::ptr::eq(pick(rows, out), big), "{rows} × {out}");
         }
     }
-    assert!(std::ptr::eq(pick(511, 2048), &BASE));
+    assert!(std::ptr::eq(pick(511, 2048), &T32X32S6));
+    assert!(std::ptr::eq(pick(511, 1535), &T16X32S8));
+    assert!(std::ptr::eq(pick(112, 511), &BASE));
     assert!(std::ptr::eq(pick(512, 512), &T64X64R));
     assert!(std::ptr::eq(pick(895, 512), &T64X64R));
     assert!(std::ptr::eq(pick(896, 512), &T64X128W));
     assert!(std::ptr::eq(pick(4096, 511), &BASE));
     let mut seen = vec![false; PICKED.len()];
     for rows in [1, 2, 7, 112, 256, 511, 512, 895, 896, 1600, 1792, 3584] {
-        for out in [1, 80, 511, 512, 1023, 1024, 2048] {
+        for out in [1, 80, 511, 512, 1023, 1024, 1536, 2048] {
             let v = pick(rows, out);
             let i = PICKED.iter().position(|p| std::ptr::eq(*p, v)).unwrap();
             seen[i] = true;
@@ -112,9 +155,16 @@ fn pick_follows_its_table() {
         }
     }
     assert!(seen.iter().all(|s| *s), "{seen:?}");
-    // A later row never shadows an earlier one's shapes it could not reach.
-    for w in PICK.windows(2) {
-        assert!(w[0].rows >= w[1].rows && w[0].out >= w[1].out);
+    // No row is shadowed: an earlier row never reaches every shape of a later one.
+    for (i, p) in PICK.iter().enumerate() {
+        for q in &PICK[..i] {
+            assert!(
+                q.rows > p.rows || q.out > p.out,
+                "{}",
+                p.variant.kernel.name
+            );
+        }
+        assert!(std::ptr::eq(pick(p.rows, p.out), p.variant));
     }
 }
 

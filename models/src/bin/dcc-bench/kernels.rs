@@ -71,6 +71,7 @@ pub const TWIN_SHAPES: [(usize, usize, usize); 4] =
 #[command(after_help = "Examples:\n  \
 dcc-bench kernels                                   # every variant, tf32x3, its tiles, f16 and cuBLAS, full shapes, 1 to 32 sessions' rows\n  \
 dcc-bench kernels --variants tf32x3,tf32tiles,tf32auto --rows 112,896,1792,3584\n  \
+dcc-bench kernels --variants tf32x3,tf32small --rows 112,224,896 --samples 21\n  \
 dcc-bench kernels --variants auto --rows 112 --samples 21\n  \
 dcc-bench kernels --shapes 512x2048 --variants 16x32,32x64 --cold-mib 0 --format json\n\n\
 To tune a tile size: edit or add a `variant!` line in kernels/src/gemm.rs (name, BM, BN, TM, TN,\n\
@@ -98,7 +99,7 @@ pub struct KernelsArgs {
     /// Kernels, comma-separated: `auto` (what `ops::linear` picks for the shape), `all` (every
     /// fp32 variant), tile names (`16x32`, `32x64`, ...: rows × outputs per CTA), `tf32x3`
     /// (the 3xTF32 tensor-core kernel), its tile variants by name (`tf32x3_t64x128w`) or all
-    /// (`tf32tiles`), `tf32auto` (what `ops::linear_tf32x3` picks for the shape), `f16` (every
+    /// (`tf32tiles`), the small-row ones (`tf32small`: `tf32_tiles::SMALL`), `tf32auto` (what `ops::linear_tf32x3` picks for the shape), `f16` (every
     /// half-precision variant) and their names (`f16_16x32`, `f16_64x64`, `f16_64x128`).
     #[arg(long, value_delimiter = ',', value_parser = variant,
           default_value = "auto,all,tf32x3,tf32tiles,tf32auto,f16")]
@@ -152,6 +153,8 @@ pub enum Choice {
     Fixed(&'static Variant),
     Tf32(&'static Tf32Variant),
     Tf32Tiles,
+    /// Every small-row 3xTF32 tile variant (`tf32_tiles::SMALL`).
+    Tf32Small,
     Tf32Auto,
     /// Every half-precision variant, or one.
     F16(Option<&'static F16Variant>),
@@ -208,6 +211,7 @@ fn variant(s: &str) -> Result<Choice, String> {
         "auto" => return Ok(Choice::Auto),
         "all" => return Ok(Choice::All),
         "tf32tiles" => return Ok(Choice::Tf32Tiles),
+        "tf32small" => return Ok(Choice::Tf32Small),
         "tf32auto" => return Ok(Choice::Tf32Auto),
         "f16" => return Ok(Choice::F16(None)),
         s => {
@@ -225,7 +229,8 @@ fn variant(s: &str) -> Result<Choice, String> {
             let names: Vec<&str> = gemm::VARIANTS.iter().map(|v| short(v)).collect();
             let tiles: Vec<&str> = tf32_tiles::TILES.iter().map(|v| tf32_short(v)).collect();
             format!(
-                "unknown variant `{s}` (auto, all, tf32x3, tf32tiles, tf32auto, f16, {}, {}, {})",
+                "unknown variant `{s}` (auto, all, tf32x3, tf32tiles, tf32small, tf32auto, f16, {}, {}, \
+                 {})",
                 h16::VARIANTS
                     .iter()
                     .map(|v| kf16::label(v))
@@ -267,6 +272,9 @@ fn expand(rows: usize, out: usize, choices: &[Choice]) -> Vec<(String, Kernel)> 
             Choice::Fixed(k) => push(short(k).into(), Kernel::Fp32(k)),
             Choice::Tf32(k) => push(tf32_short(k).into(), Kernel::Tf32(k)),
             Choice::Tf32Tiles => tf32_tiles::TILES
+                .iter()
+                .for_each(|k| push(tf32_short(k).into(), Kernel::Tf32(k))),
+            Choice::Tf32Small => tf32_tiles::SMALL
                 .iter()
                 .for_each(|k| push(tf32_short(k).into(), Kernel::Tf32(k))),
             Choice::Tf32Auto => {

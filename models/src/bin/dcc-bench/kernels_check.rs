@@ -156,7 +156,35 @@ pub(super) fn twin_check(
 
 #[cfg(test)]
 mod tests {
+    use super::super::Choice;
     use super::*;
+
+    /// `--variants tf32small` times every small-row variant, in `SMALL`'s order, and each one
+    /// is also named on its own; every one is checked against the 3xTF32 base.
+    #[test]
+    fn tf32small_names_every_small_row_variant() {
+        let all = super::super::variant("tf32small").unwrap();
+        let got: Vec<String> = super::super::expand(112, 512, &[all])
+            .into_iter()
+            .map(|(label, _)| label)
+            .collect();
+        let want: Vec<String> = tf32_tiles::SMALL
+            .iter()
+            .map(|v| tf32_short(v).to_string())
+            .collect();
+        assert_eq!(got, want);
+        assert_eq!(want.len(), 7);
+        for v in tf32_tiles::SMALL {
+            match super::super::variant(tf32_short(v)) {
+                Ok(Choice::Tf32(k)) => assert!(std::ptr::eq(k, *v)),
+                other => panic!("{}: {other:?}", v.kernel.name),
+            }
+            assert_eq!(
+                base_of(Kernel::Tf32(v)).map(|b| b.name()),
+                Some(BASE.kernel.name)
+            );
+        }
+    }
 
     /// Every tile variant has its path's base, the bases and the fp32 variants none, and a
     /// changed bit fails the comparison.
