@@ -90,22 +90,17 @@
 //! floats (`t64x64r`: 1/32), so at twice `t64x64r`'s rate it asks L2 for about 3 TB/s at
 //! 1,792 rows. [`T64X64W`] is its warp tile on a CTA of four warps, two CTAs an SM (more CTAs,
 //! an overlap of one CTA's barriers and ends with the other's work, a third more L2 traffic;
-//! 255 registers and 76 bytes of spills): for the benchmark's comparison, not picked.
+//! 255 registers and 76 bytes of spills): picked at sixteen sessions' rows (below).
 //! The grids at 1,792 rows: 28 × 4 CTAs of `t64x128w` for 512 outputs (one wave of 132 SMs,
 //! 85 % full), 28 × 12 for 1,536, 28 × 16 for 2,048; the 80-output linear keeps the base
 //! (one partial 128-output tile, 28 CTAs).
 //!
-//! Expected, not yet measured: `t64x128w` about twice `t64x64r` from 896 rows (one wave of its
-//! CTAs takes about as long at 896 rows as at 1,792). [`PICK`] takes it from [`BATCH_ROWS`]
-//! rows and 512 outputs, `t64x64r` from [`LARGE_ROWS`]; `dcc-bench kernels --variants
-//! tf32x3,tf32tiles,tf32auto --rows 112,896,1792,3584` measures the crossover.
-//!
-//! **Small rows, not measured.** Below [`LARGE_ROWS`] rows [`PICK`] takes [`T32X32S6`] from
-//! [`WIDEST_OUT`] outputs and [`T16X32S8`] from [`WIDE_OUT`], the base below (the 80-output
-//! linear): guesses from `tf32_tiles_small.rs`'s reasoning (a deeper ring where one CTA an SM
-//! waits on its loads; the tile that stages least out of L2 for enough CTAs on the widest
-//! linears), until `dcc-bench kernels --variants tf32x3,tf32small,tf32auto --rows 112,224,896`
-//! measures the small-row variants.
+//! **What [`PICK`] takes, measured** (one H100, `dcc-bench kernels --variants
+//! tf32x3,tf32tiles,tf32small,tf32auto --rows 112,224,896,1792`; [`PICK`]'s docs give the µs):
+//! at sixteen sessions' 1,792 rows [`T64X64W`] wins from 512 outputs (its second CTA an SM
+//! overlaps the other's barriers and ends), at 896 `t64x128w` only for 2,048 outputs and
+//! [`T32X64S4`] for the rest, at one session's 112 rows [`T32X64S4`] for 1,536 and 2,048 outputs
+//! and [`T16X32K128`] (one barrier per 128 k) for 512 and 80; `t64x64r` is no longer picked.
 //!
 //! The weights are not pre-split: storing big and small parts would double the weights' memory
 //! (and the stream a chunk reads, about 3 GB) to save the integer work of the split, which the
@@ -431,44 +426,82 @@ pub struct PickRow {
     pub variant: &'static Tf32Variant,
 }
 
-/// Rows from which [`pick`] takes [`T64X64R`] for wide enough linears (sessions batched).
-pub const LARGE_ROWS: usize = 512;
+/// Rows of sixteen sessions' batched calls (16 × 112): from here [`pick`] takes [`T64X64W`]
+/// for linears of [`WIDE_OUT`] outputs and more.
+pub const SIXTEEN_ROWS: usize = 1792;
 
-/// Rows from which [`pick`] takes [`T64X128W`] for wide enough linears (eight sessions and more).
+/// Rows from which [`pick`] takes [`T64X128W`] for the widest linears (eight sessions and more).
 pub const BATCH_ROWS: usize = 896;
 
-/// Outputs from which [`pick`] takes a tile variant.
+/// Rows from which [`pick`] takes [`T32X64S4`] / [`T32X32S6`] (sessions batched).
+pub const LARGE_ROWS: usize = 512;
+
+/// Rows of two sessions (2 × 112): from here the narrow linears take [`T32X32S6`].
+pub const PAIR_ROWS: usize = 224;
+
+/// Outputs from which [`pick`] takes a wide tile.
 pub const WIDE_OUT: usize = 512;
 
-/// Outputs from which [`pick`] takes [`T32X32S6`] below [`LARGE_ROWS`] rows (the DiT's qkv and
-/// MLP up: 1,536 and 2,048), [`T16X32S8`] from [`WIDE_OUT`] (not measured: the module docs of
-/// `tf32_tiles_small.rs`).
+/// Outputs of the DiT's qkv (1,536): from here one session's rows take [`T32X64S4`].
 pub const WIDEST_OUT: usize = 1536;
+
+/// Outputs of the DiT's MLP up (2,048).
+pub const MLP_OUT: usize = 2048;
 
 /// The pick rule as a table (`dcc-bench kernels` prints it): the first row whose `rows` and
 /// `out` the shape reaches gives the variant, [`BASE`] when none does. By shape alone, and
 /// rows may decide: every variant gives the same bits, so the rows sharing a launch still
 /// never change a row's result.
+///
+/// Measured on one H100 (`dcc-bench kernels --variants tf32x3,tf32tiles,tf32small --rows
+/// 112,224,896,1792`, µs per launch, the full model's linears): at 112 rows `t32x64s4` is the
+/// fastest for 1,536 and 2,048 outputs (12.2 and 12.6 against the base's 12.8 and 16.2) and
+/// `t16x32k128` for 512 and 80 (6.9 against 8.0 at 512 → 512; 15.6 against 19.8 at
+/// 2,048 → 512); at 224 rows `t32x64s4` for 2,048 outputs and `t32x32s6` for the others; at
+/// 896 `t64x128w` for 2,048 outputs (50.4) and `t32x64s4` for 512 and 1,536 (57.3 against
+/// 82.0 at 2,048 → 512); at 1,792 `t64x64w` (84.1 against 98.3 at 512 → 2,048, 71.2 against
+/// 75.2 at 512 → 1,536, 78.4 against 80.9 at 2,048 → 512); `t32x32s6` for 80 outputs from
+/// 512 rows.
 pub static PICK: &[PickRow] = &[
     PickRow {
-        rows: BATCH_ROWS,
+        rows: SIXTEEN_ROWS,
         out: WIDE_OUT,
+        variant: &T64X64W,
+    },
+    PickRow {
+        rows: BATCH_ROWS,
+        out: MLP_OUT,
         variant: &T64X128W,
     },
     PickRow {
         rows: LARGE_ROWS,
         out: WIDE_OUT,
-        variant: &T64X64R,
+        variant: &T32X64S4,
     },
     PickRow {
-        rows: 1,
-        out: WIDEST_OUT,
+        rows: LARGE_ROWS,
+        out: 1,
+        variant: &T32X32S6,
+    },
+    PickRow {
+        rows: PAIR_ROWS,
+        out: MLP_OUT,
+        variant: &T32X64S4,
+    },
+    PickRow {
+        rows: PAIR_ROWS,
+        out: 1,
         variant: &T32X32S6,
     },
     PickRow {
         rows: 1,
-        out: WIDE_OUT,
-        variant: &T16X32S8,
+        out: WIDEST_OUT,
+        variant: &T32X64S4,
+    },
+    PickRow {
+        rows: 1,
+        out: 1,
+        variant: &T16X32K128,
     },
 ];
 
@@ -481,7 +514,7 @@ pub fn pick(rows: usize, out: usize) -> &'static Tf32Variant {
 }
 
 /// Every variant [`pick`] can choose: what a process on the 3xTF32 path compiles.
-pub static PICKED: &[&Tf32Variant] = &[&BASE, &T64X64R, &T64X128W, &T32X32S6, &T16X32S8];
+pub static PICKED: &[&Tf32Variant] = &[&T64X64W, &T64X128W, &T32X64S4, &T32X32S6, &T16X32K128];
 
 /// The variant whose kernel is `name` (`gemm.linear_tf32x3`, `gemm.linear_tf32x3_t64x64r`).
 pub fn variant(name: &str) -> Option<&'static Tf32Variant> {

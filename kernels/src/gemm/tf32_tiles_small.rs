@@ -59,9 +59,9 @@
 //! the variants that put the four chains on a thread-block cluster's CTAs lost everywhere
 //! (module docs of [`super`]).
 //!
-//! Which variant wins per band is **not measured**: `dcc-bench kernels --variants
-//! tf32x3,tf32small --rows 112,224,896 --samples 21` (`tf32small`: every variant of [`SMALL`])
-//! measures them.
+//! Which variant wins per band was measured on an H100 (`dcc-bench kernels --variants
+//! tf32x3,tf32small --rows 112,224,896,1792`; `tf32small`: every variant of [`SMALL`]); the
+//! figures and the choice are in [`super::PICK`]'s docs.
 
 use crate::abi::{Arg, KernelError, LaunchDims};
 use crate::{CudaSource, KernelDef};

@@ -434,13 +434,11 @@ fn encoder_engine(
             let mut inputs = Vec::with_capacity(1 + 4 * n);
             if let Some(t) = input("tokens") {
                 let dims = [n, t.dims.last().copied().unwrap_or(0)];
-                let mut sig = sig(t.name, dims.to_vec(), packed_strides(&dims));
-                sig.dtype = t.dtype;
-                inputs.push(sig);
+                inputs.push(sig(t.name, dims.to_vec(), packed_strides(&dims), t.dtype));
             }
             for _ in 0..n {
                 for t in names.iter().filter_map(|name| input(name)) {
-                    inputs.push(sig(t.name, t.dims.to_vec(), t.strides.to_vec()));
+                    inputs.push(sig(t.name, t.dims.to_vec(), t.strides.to_vec(), t.dtype));
                 }
             }
             OwnedSignature {
