@@ -90,17 +90,16 @@
 //! floats (`t64x64r`: 1/32), so at twice `t64x64r`'s rate it asks L2 for about 3 TB/s at
 //! 1,792 rows. [`T64X64W`] is its warp tile on a CTA of four warps, two CTAs an SM (more CTAs,
 //! an overlap of one CTA's barriers and ends with the other's work, a third more L2 traffic;
-//! 255 registers and 76 bytes of spills): picked at sixteen sessions' rows (below).
+//! 255 registers and 76 bytes of spills): for the benchmark's comparison, not picked (below).
 //! The grids at 1,792 rows: 28 × 4 CTAs of `t64x128w` for 512 outputs (one wave of 132 SMs,
 //! 85 % full), 28 × 12 for 1,536, 28 × 16 for 2,048; the 80-output linear keeps the base
 //! (one partial 128-output tile, 28 CTAs).
 //!
 //! **What [`PICK`] takes, measured** (one H100, `dcc-bench kernels --variants
 //! tf32x3,tf32tiles,tf32small,tf32auto --rows 112,224,896,1792`; [`PICK`]'s docs give the µs):
-//! at sixteen sessions' 1,792 rows [`T64X64W`] wins from 512 outputs (its second CTA an SM
-//! overlaps the other's barriers and ends), at 896 `t64x128w` only for 2,048 outputs and
-//! [`T32X64S4`] for the rest, at one session's 112 rows [`T32X64S4`] for 1,536 and 2,048 outputs
-//! and [`T16X32K128`] (one barrier per 128 k) for 512 and 80; `t64x64r` is no longer picked.
+//! at one session's 112 rows [`T32X64S4`] for 1,536 and 2,048 outputs and [`T16X32K128`] (one
+//! barrier per 128 k) for 512 and 80; from 512 rows `t64x64r` and `t64x128w` as before (alone
+//! [`T64X64W`] launched faster at 1,792 rows, inside a batched call's graph it was slower).
 //!
 //! The weights are not pre-split: storing big and small parts would double the weights' memory
 //! (and the stream a chunk reads, about 3 GB) to save the integer work of the split, which the
@@ -426,14 +425,12 @@ pub struct PickRow {
     pub variant: &'static Tf32Variant,
 }
 
-/// Rows of sixteen sessions' batched calls (16 × 112): from here [`pick`] takes [`T64X64W`]
-/// for linears of [`WIDE_OUT`] outputs and more.
-pub const SIXTEEN_ROWS: usize = 1792;
-
-/// Rows from which [`pick`] takes [`T64X128W`] for the widest linears (eight sessions and more).
+/// Rows from which [`pick`] takes [`T64X128W`] for linears of [`WIDE_OUT`] outputs and more
+/// (eight sessions and more).
 pub const BATCH_ROWS: usize = 896;
 
-/// Rows from which [`pick`] takes [`T32X64S4`] / [`T32X32S6`] (sessions batched).
+/// Rows from which [`pick`] takes [`T64X64R`] for linears of [`WIDE_OUT`] outputs and more,
+/// [`T32X32S6`] for narrower ones (four sessions and more).
 pub const LARGE_ROWS: usize = 512;
 
 /// Rows of two sessions (2 × 112): from here the narrow linears take [`T32X32S6`].
@@ -454,29 +451,25 @@ pub const MLP_OUT: usize = 2048;
 /// never change a row's result.
 ///
 /// Measured on one H100 (`dcc-bench kernels --variants tf32x3,tf32tiles,tf32small --rows
-/// 112,224,896,1792`, µs per launch, the full model's linears): at 112 rows `t32x64s4` is the
+/// 112,224,896,1792`, µs per launch at the full model's linears): at 112 rows `t32x64s4` is the
 /// fastest for 1,536 and 2,048 outputs (12.2 and 12.6 against the base's 12.8 and 16.2) and
 /// `t16x32k128` for 512 and 80 (6.9 against 8.0 at 512 → 512; 15.6 against 19.8 at
-/// 2,048 → 512); at 224 rows `t32x64s4` for 2,048 outputs and `t32x32s6` for the others; at
-/// 896 `t64x128w` for 2,048 outputs (50.4) and `t32x64s4` for 512 and 1,536 (57.3 against
-/// 82.0 at 2,048 → 512); at 1,792 `t64x64w` (84.1 against 98.3 at 512 → 2,048, 71.2 against
-/// 75.2 at 512 → 1,536, 78.4 against 80.9 at 2,048 → 512); `t32x32s6` for 80 outputs from
-/// 512 rows.
+/// 2,048 → 512); at 224 rows `t32x64s4` for 2,048 outputs (19.9 against 23.1) and `t32x32s6`
+/// for the others. From 512 rows the table keeps `t64x64r` and `t64x128w`: alone, `t64x64w` at
+/// 1,792 rows and `t32x64s4` at 896 launched faster (84.1 against 98.3 µs at 512 → 2,048;
+/// 57.3 against 82.0 at 2,048 → 512), but a batched call of 16 sessions with them in its
+/// graph took 172.0 ms against 159.7 ms with these (`dcc-bench sessions --sessions 16 --batch`,
+/// the same H100 session; `models/BENCH.md`).
 pub static PICK: &[PickRow] = &[
     PickRow {
-        rows: SIXTEEN_ROWS,
-        out: WIDE_OUT,
-        variant: &T64X64W,
-    },
-    PickRow {
         rows: BATCH_ROWS,
-        out: MLP_OUT,
+        out: WIDE_OUT,
         variant: &T64X128W,
     },
     PickRow {
         rows: LARGE_ROWS,
         out: WIDE_OUT,
-        variant: &T32X64S4,
+        variant: &T64X64R,
     },
     PickRow {
         rows: LARGE_ROWS,
@@ -514,7 +507,7 @@ pub fn pick(rows: usize, out: usize) -> &'static Tf32Variant {
 }
 
 /// Every variant [`pick`] can choose: what a process on the 3xTF32 path compiles.
-pub static PICKED: &[&Tf32Variant] = &[&T64X64W, &T64X128W, &T32X64S4, &T32X32S6, &T16X32K128];
+pub static PICKED: &[&Tf32Variant] = &[&T64X128W, &T64X64R, &T32X64S4, &T32X32S6, &T16X32K128];
 
 /// The variant whose kernel is `name` (`gemm.linear_tf32x3`, `gemm.linear_tf32x3_t64x64r`).
 pub fn variant(name: &str) -> Option<&'static Tf32Variant> {
