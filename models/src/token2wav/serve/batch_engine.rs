@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use dcc_runtime::arena::packed_strides;
-use dcc_runtime::contract::{DType, Verdict};
+use dcc_runtime::contract::{CallableInfo, DType, TensorSig, Verdict};
 use dcc_runtime::ops;
 use dcc_runtime::replay::{
     Call, Catalog, EngineReport, ExactShapeReplay, Fallback, Invocation, Outcome, OwnedSignature,
@@ -80,6 +80,38 @@ fn stacked(name: &'static str, n: usize, dims: &[usize], dtype: DType) -> OwnedT
     let dims: Vec<usize> = std::iter::once(n).chain(dims.iter().copied()).collect();
     let strides = packed_strides(&dims);
     sig(name, dims, strides, dtype)
+}
+
+/// A callable's catalog batched over `n` members, named `callable`: per class, the inputs
+/// `shared` builds from the class's inputs (looked up by name: the batch's stacked rows), then
+/// each member's `per_member` inputs as the class declares them (aliased), the same class,
+/// extent and scalars.
+fn batched_catalog(
+    info: &CallableInfo,
+    callable: &str,
+    n: usize,
+    shared: impl Fn(&dyn Fn(&str) -> Option<&'static TensorSig>) -> Vec<OwnedTensorSig>,
+    per_member: &[&str],
+) -> Vec<OwnedSignature> {
+    info.catalog
+        .iter()
+        .map(|s| {
+            let input = |name: &str| s.inputs.iter().find(|t| t.name == name);
+            let mut inputs = shared(&input);
+            for _ in 0..n {
+                for t in per_member.iter().filter_map(|name| input(name)) {
+                    inputs.push(sig(t.name, t.dims.to_vec(), t.strides.to_vec(), t.dtype));
+                }
+            }
+            OwnedSignature {
+                callable: Cow::Owned(callable.to_string()),
+                class: s.class,
+                attended: s.attended,
+                inputs: inputs.into(),
+                scalars: s.scalars.into(),
+            }
+        })
+        .collect()
 }
 
 impl GroupEngines {
@@ -245,33 +277,19 @@ impl GroupEngines {
     ) -> Result<ExactShapeReplay<Callable>, FlowError> {
         let n = io.members.len();
         let info = contract.flow;
-        let catalog: Vec<OwnedSignature> = info
-            .catalog
-            .iter()
-            .map(|s| {
-                let input = |name: &str| s.inputs.iter().find(|t| t.name == name);
-                let mut inputs = Vec::with_capacity(3 + 2 * n);
-                for name in ["mu", "cond", "spk"] {
-                    if let Some(t) = input(name) {
-                        inputs.push(stacked(t.name, n, t.dims, t.dtype));
-                    }
-                }
-                for _ in 0..n {
-                    for name in ["cache", "conv_cache"] {
-                        if let Some(t) = input(name) {
-                            inputs.push(sig(t.name, t.dims.to_vec(), t.strides.to_vec(), t.dtype));
-                        }
-                    }
-                }
-                OwnedSignature {
-                    callable: Cow::Owned(format!("flow.batch{n}")),
-                    class: s.class,
-                    attended: s.attended,
-                    inputs: inputs.into(),
-                    scalars: s.scalars.into(),
-                }
-            })
-            .collect();
+        let catalog = batched_catalog(
+            info,
+            &format!("flow.batch{n}"),
+            n,
+            |t| {
+                ["mu", "cond", "spk"]
+                    .into_iter()
+                    .filter_map(t)
+                    .map(|t| stacked(t.name, n, t.dims, t.dtype))
+                    .collect()
+            },
+            &["cache", "conv_cache"],
+        );
         let mut spec = ReplaySpec::from_callable(info, 0);
         spec.name = Cow::Owned(format!("flow.batch{n}"));
         spec.catalog = Catalog::from(catalog);
@@ -426,30 +444,21 @@ fn encoder_engine(
     let n = io.members.len();
     let info = contract.encoder;
     let names = ["cache", "up_cache", "pre_cache", "up_ctx"];
-    let catalog: Vec<OwnedSignature> = info
-        .catalog
-        .iter()
-        .map(|s| {
-            let input = |name: &str| s.inputs.iter().find(|t| t.name == name);
-            let mut inputs = Vec::with_capacity(1 + 4 * n);
-            if let Some(t) = input("tokens") {
-                let dims = [n, t.dims.last().copied().unwrap_or(0)];
-                inputs.push(sig(t.name, dims.to_vec(), packed_strides(&dims), t.dtype));
-            }
-            for _ in 0..n {
-                for t in names.iter().filter_map(|name| input(name)) {
-                    inputs.push(sig(t.name, t.dims.to_vec(), t.strides.to_vec(), t.dtype));
-                }
-            }
-            OwnedSignature {
-                callable: Cow::Owned(format!("encoder.batch{n}")),
-                class: s.class,
-                attended: s.attended,
-                inputs: inputs.into(),
-                scalars: s.scalars.into(),
-            }
-        })
-        .collect();
+    let catalog = batched_catalog(
+        info,
+        &format!("encoder.batch{n}"),
+        n,
+        |t| {
+            t("tokens")
+                .map(|t| {
+                    let dims = [n, t.dims.last().copied().unwrap_or(0)];
+                    sig(t.name, dims.to_vec(), packed_strides(&dims), t.dtype)
+                })
+                .into_iter()
+                .collect()
+        },
+        &names,
+    );
     let mut spec = ReplaySpec::from_callable(info, 0);
     spec.name = Cow::Owned(format!("encoder.batch{n}"));
     spec.catalog = Catalog::from(catalog);
