@@ -200,8 +200,10 @@ mod tests {
         assert!(
             text.contains(
                 "tf32auto picks (first match): tf32x3_t64x128w from 896 rows and 512 outputs; \
-                 tf32x3_t64x64r from 512 rows and 512 outputs; tf32x3_t32x32s6 from 1 rows and \
-                 1536 outputs; tf32x3_t16x32s8 from 1 rows and 512 outputs; else tf32x3"
+                 tf32x3_t64x64r from 512 rows and 512 outputs; tf32x3_t32x32s6 from 512 rows and \
+                 1 outputs; tf32x3_t32x64s4 from 224 rows and 2048 outputs; tf32x3_t32x32s6 from \
+                 224 rows and 1 outputs; tf32x3_t32x64s4 from 1 rows and 1536 outputs; \
+                 tf32x3_t16x32k128 from 1 rows and 1 outputs; else tf32x3"
             ),
             "{text}"
         );
