@@ -130,36 +130,36 @@ fn only_classes_with_the_steady_shapes_batch() {
 }
 
 #[test]
-fn token2wav_batches_the_flow_at_16() {
+fn token2wav_batches_the_flow_at_32() {
     let c = load_file("../specs/token2wav.yaml").expect("bundled spec checks");
     for name in ["encoder", "vocoder", "vocoder_flush"] {
         let dc = c.derived.callable(name).expect("callable");
         assert!(dc.batch.is_none(), "`{name}` stays at the implicit [1]");
     }
     let b = batch(&c, "flow");
-    assert_eq!(b.sizes, [1, 2, 4, 8, 16]);
+    assert_eq!(b.sizes, [1, 2, 4, 8, 16, 32]);
     assert_eq!(b.row_input.as_deref(), Some("mu"));
     assert_eq!(b.rows_per_session.explain(), "100 = f_chunk 50 * cfg 2");
     assert_eq!(b.batchable, [true, true, true]); // carry extents 302, 352, 402
-    assert_eq!(b.graphs, 15);
-    assert_eq!(b.rows, [100, 200, 400, 800, 1600]);
-    assert_eq!(b.m_reserve_rows, 1600);
+    assert_eq!(b.graphs, 18);
+    assert_eq!(b.rows, [100, 200, 400, 800, 1600, 3200]);
+    assert_eq!(b.m_reserve_rows, 3200);
     let bt = c.derived.batching.as_ref().expect("batching");
-    assert_eq!(bt.largest, 16);
-    assert_eq!(bt.m_reserve_rows, 1600);
+    assert_eq!(bt.largest, 32);
+    assert_eq!(bt.m_reserve_rows, 3200);
     // One solver workspace per batch slot; the 112-byte attention mask is read by no callable.
     assert_eq!(bt.slot_regions, ["solver_workspace"]);
     assert_eq!(bt.slot_bytes, 600_309_760);
     assert_eq!(c.derived.arena.process_bytes(), 600_310_016);
-    assert_eq!(bt.process_bytes_at_largest, 9_604_956_416);
+    assert_eq!(bt.process_bytes_at_largest, 19_209_912_576);
     assert_eq!(c.derived.arena.session_bytes, 541_187_328);
     // The duplex point halves the workspace, the rows stay.
     let duplex = &c.operating_points[0];
     let bd = duplex.batching.as_ref().expect("batching at duplex");
     assert_eq!(bd.slot_bytes, 300_154_880);
-    assert_eq!(bd.process_bytes_at_largest, 300_155_136 + 15 * 300_154_880);
+    assert_eq!(bd.process_bytes_at_largest, 300_155_136 + 31 * 300_154_880);
     let fd = duplex.callable("flow").and_then(|f| f.batch.as_ref());
-    assert_eq!(fd.map(|b| b.m_reserve_rows), Some(1600));
+    assert_eq!(fd.map(|b| b.m_reserve_rows), Some(3200));
 }
 
 #[test]
@@ -209,22 +209,25 @@ fn json_report_carries_the_batched_catalog() {
         .and_then(|a| a.iter().find(|c| c["name"] == "flow"))
         .expect("flow");
     let b = &flow["batch"];
-    assert_eq!(b["sizes"], serde_json::json!([1, 2, 4, 8, 16]));
+    assert_eq!(b["sizes"], serde_json::json!([1, 2, 4, 8, 16, 32]));
     assert_eq!(b["rows_per_session"], 100);
     assert_eq!(b["rows_per_session_derivation"]["formula"], "f_chunk * cfg");
-    assert_eq!(b["graphs"], 15);
-    assert_eq!(b["rows"], serde_json::json!([100, 200, 400, 800, 1600]));
-    assert_eq!(b["m_reserve_rows"], 1600);
+    assert_eq!(b["graphs"], 18);
+    assert_eq!(
+        b["rows"],
+        serde_json::json!([100, 200, 400, 800, 1600, 3200])
+    );
+    assert_eq!(b["m_reserve_rows"], 3200);
     assert_eq!(b["batchable"], serde_json::json!([true, true, true]));
     let encoder = &j["callables"][0];
     assert_eq!(encoder["name"], "encoder");
     assert!(encoder["batch"].is_null());
     let bt = &j["batching"];
-    assert_eq!(bt["largest"], 16);
-    assert_eq!(bt["m_reserve_rows"], 1600);
+    assert_eq!(bt["largest"], 32);
+    assert_eq!(bt["m_reserve_rows"], 3200);
     assert_eq!(bt["slot_regions"], serde_json::json!(["solver_workspace"]));
     assert_eq!(bt["slot_bytes"], 600_309_760u64);
-    assert_eq!(bt["process_bytes_at_largest"], 9_604_956_416u64);
+    assert_eq!(bt["process_bytes_at_largest"], 19_209_912_576u64);
     assert_eq!(
         j["operating_points"][0]["batching"]["slot_bytes"],
         300_154_880u64
@@ -245,20 +248,20 @@ fn module(path: &str) -> String {
 fn the_generated_module_spells_the_batched_catalog() {
     let m = module("../specs/token2wav.yaml");
     let has = |s: &str| assert!(m.contains(s), "generated token2wav lacks:\n{s}");
-    has("pub const FLOW_BATCH: &[usize] = &[1, 2, 4, 8, 16];");
+    has("pub const FLOW_BATCH: &[usize] = &[1, 2, 4, 8, 16, 32];");
     has(
         "/// 100 = f_chunk (50) * cfg (2)\n///\n/// Rows one session presents to a batched `flow` call",
     );
     has("pub const FLOW_ROWS_PER_SESSION: usize = 100;");
-    has("pub const FLOW_BATCH_ROWS: &[usize] = &[100, 200, 400, 800, 1600];");
+    has("pub const FLOW_BATCH_ROWS: &[usize] = &[100, 200, 400, 800, 1600, 3200];");
     has("pub const FLOW_BATCHABLE: [bool; 3] = [true, true, true];");
-    has("pub const FLOW_GRAPHS: usize = 15;");
-    has("pub const FLOW_M_RESERVE_ROWS: usize = 1600;");
-    has("pub const MAX_BATCH: usize = 16;");
-    has("pub const M_RESERVE_ROWS: usize = 1600;");
+    has("pub const FLOW_GRAPHS: usize = 18;");
+    has("pub const FLOW_M_RESERVE_ROWS: usize = 3200;");
+    has("pub const MAX_BATCH: usize = 32;");
+    has("pub const M_RESERVE_ROWS: usize = 3200;");
     has("pub const BATCH_SLOT_REGIONS: &[&str] = &[\"solver_workspace\"];");
     has("pub const BATCH_SLOT_BYTES: usize = 600_309_760;");
-    has("pub const PROCESS_BYTES_AT_BATCH: usize = 9_604_956_416;");
+    has("pub const PROCESS_BYTES_AT_BATCH: usize = 19_209_912_576;");
     has("pub const fn process_bytes(batch: usize) -> usize {");
     has("const _: () = assert!(process_bytes(MAX_BATCH) == PROCESS_BYTES_AT_BATCH);");
     // The duplex point's workspace is half as large.

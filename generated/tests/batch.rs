@@ -4,15 +4,15 @@
 use dcc_generated::{token2wav as full, token2wav_tiny as tiny};
 
 #[test]
-fn token2wav_flow_batches_at_1_to_16() {
-    assert_eq!(full::FLOW_BATCH, &[1, 2, 4, 8, 16]);
+fn token2wav_flow_batches_at_1_to_32() {
+    assert_eq!(full::FLOW_BATCH, &[1, 2, 4, 8, 16, 32]);
     assert_eq!(full::FLOW_ROWS_PER_SESSION, full::F_CHUNK * full::CFG);
     assert_eq!(full::FLOW_BATCHABLE.len(), full::Flow::CLASSES);
     assert_eq!(
         full::FLOW_GRAPHS,
         full::Flow::CLASSES * full::FLOW_BATCH.len()
     );
-    assert_eq!(full::M_RESERVE_ROWS, 16 * full::FLOW_ROWS_PER_SESSION);
+    assert_eq!(full::M_RESERVE_ROWS, 32 * full::FLOW_ROWS_PER_SESSION);
     assert_eq!(full::BATCH_SLOT_REGIONS, &[full::SolverWorkspace::NAME]);
     assert_eq!(full::BATCH_SLOT_BYTES, full::SolverWorkspace::BYTES);
 }
