@@ -1,6 +1,7 @@
 // The estimator's key/value cache stored as IEEE binary16 (the contract's `half` operating point:
 // `carry` and `solver_workspace` in f16; GemmPath::Half, the vendor's fp16 mode). Host twins:
-// kernels/src/half_kv.rs. Prepended with common.cuh and attention_body.cuh.
+// kernels/src/half_kv.rs. Prepended with common.cuh and attention_body.cuh (dcc_kv: a binary16
+// element widened). SDPA over a binary16 cache is attention_f16.cu's (kernels/src/attention/f16.rs).
 //
 // In the vendor's fp16 mode the cache holds f16 keys and values: rn16(LN_k(k)) and v, a linear's
 // f16 output. The fp32 path of this port keeps those values in float storage (norm_qk_pack, then
@@ -11,9 +12,6 @@
 //     LN_k(k) ‖ v as binary16 bits (cvt.rn.f16.f32: round to nearest even, overflow to ±inf) into
 //     frames t0 .. t0 + t of a [batch, heads, cap, 2d] binary16 cache. Launch as norm_qk_pack: one
 //     warp per (row, head) of q, then of k.
-//   * half_sdpa: attention_sdpa over a binary16 cache (attention_body.cuh's dcc_attention_body with
-//     KV = unsigned short: each element widened to float when staged, which is exact), so the
-//     products, sums and their order are attention_sdpa's; launched with attention::sdpa_dims.
 //   * half_copy: dst = src over [rows, cols] blocks of binary16 elements with unit column stride
 //     (the carry's history into the solver workspace), one thread per element.
 
@@ -143,23 +141,6 @@ extern "C" __global__ void half_qk_pack(float* qn, unsigned short* cache, i64 ca
             dcc_ln_row16(dst, src + inner, d, gk, bk, eps, lane);
             for (i64 c = lane; c < d; c += DCC_WARP) dst[d + c] = dcc_f16_bits(src[2 * inner + c]);
         }
-    }
-}
-
-extern "C" __global__ void half_sdpa(float* out, const float* q, const unsigned short* kv, i64 batch, i64 heads,
-                                     i64 tq, i64 tk, i64 d, i64 cap, float scale) {
-    dcc_check_attention_launch(tk, d);
-    // Resident when the launch gave room for every key frame (as attention_sdpa); the 4-element
-    // loads of a binary16 cache take 8 bytes.
-    const i64 W = blockDim.x / DCC_WARP;
-    const i64 rows = (tk + DCC_TILE - 1) / DCC_TILE * DCC_TILE;
-    const bool res = (i64)dcc_dyn_smem_bytes() >= (2 * W * d + W * tk + rows * (d + 1)) * 4 &&
-                     (d % 4 != 0 || (reinterpret_cast<unsigned long long>(kv) & 7) == 0);
-    switch (d) {
-        case 32: dcc_attention_body<32, 0>(out, q, kv, batch, heads, tq, (int)tk, 32, cap, scale, res); break;
-        case 64: dcc_attention_body<64, 0>(out, q, kv, batch, heads, tq, (int)tk, 64, cap, scale, res); break;
-        case 128: dcc_attention_body<128, 0>(out, q, kv, batch, heads, tq, (int)tk, 128, cap, scale, res); break;
-        default: dcc_attention_body<0, 0>(out, q, kv, batch, heads, tq, (int)tk, (int)d, cap, scale, res); break;
     }
 }
 

@@ -6,7 +6,10 @@
 //! dimension), its max, the exp-sum in the warp order ([`warp_sum`]), then the weighted value sum
 //! (ascending over keys). No atomics; the order is fixed. [`tf32`]: the same SDPA with both
 //! products as 3xTF32 on tensor cores (`GemmPath::InvariantTf32x3`), its twin a model within a
-//! derived bound of [`attention`].
+//! derived bound of [`attention`]. [`f16`]: the half path's SDPA (`GemmPath::Half`) on tensor
+//! cores, one f16 `mma` per k step with the probabilities rounded to binary16 before `P·V`
+//! (FlashAttention-style, as the vendor's fp16 mode), its twin a model within a derived bound
+//! of [`attention`].
 #![allow(clippy::too_many_arguments)]
 
 use crate::CudaSource;
@@ -16,6 +19,7 @@ use crate::twin::{check_warp_block, invalid, kdef, rd, wr};
 
 use Param::{F32, I64, Ptr};
 
+pub mod f16;
 pub mod tf32;
 
 pub static SOURCE: CudaSource = CudaSource {

@@ -7,12 +7,11 @@
 //! - [`QK_PACK`] ([`qk_pack_f16`]): `norm.qk_pack`'s LayerNorms ([`crate::norm::layer_norm`],
 //!   the same arithmetic), then `qn = rn16(LN_q(q))` in f32 storage and `LN_k(k) ‖ v` as binary16
 //!   into the cache;
-//! - [`SDPA`] ([`sdpa_f16`]): `attention.sdpa` over a binary16 cache, each element widened to f32
-//!   (exact), then [`crate::attention::attention`] as `attention.sdpa`'s twin; on CUDA the same
-//!   templated body as `attention_sdpa` (`attention_body.cuh`), launched with
-//!   [`crate::attention::sdpa_dims`];
 //! - [`COPY`] ([`copy_f16`]): a `[rows, cols]` block of binary16 elements (the carry's history
 //!   into the solver workspace), one thread per element.
+//!
+//! SDPA over a binary16 cache is the half path's tensor-core attention,
+//! [`crate::attention::f16`] (`attention.sdpa_f16`), which reads either cache.
 //!
 //! The carry's write-back needs no kernel here: `carry.retain` moves 32-bit words, and a frame of
 //! `2d` binary16 values is `d` words.
@@ -21,7 +20,6 @@
 use half::f16;
 
 use crate::abi::{Arg, Args, KernelError, LaunchDims};
-use crate::attention::{AttnLayout, attention, check_attention_launch};
 use crate::elementwise::rn16;
 use crate::norm::layer_norm;
 use crate::twin::{check_warp_block, invalid, kdef, rd, span, wr};
@@ -49,14 +47,6 @@ kdef!(
     "`(qn, cache, cap, t0, qkv, ld, gamma_q, beta_q, gamma_k, beta_k, batch, heads, t, d, eps)`: `norm.qk_pack` into a binary16 cache ([`qk_pack_f16`]): `qn` `[batch·t, heads·d]` f32 holding `rn16(LN_q(q))`, `LN_k(k) ‖ v` as binary16 into frames `t0..t0+t` of a `[batch, heads, cap, 2d]` binary16 cache; one warp per (row, head) of q then of k."
 );
 kdef!(
-    SDPA,
-    "half",
-    "sdpa",
-    [Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, I64, F32],
-    host_sdpa,
-    "`(out, q, kv, batch, heads, tq, tk, d, cap, scale)`: `attention.sdpa` over a `[batch, heads, cap, 2d]` binary16 cache ([`sdpa_f16`]); launch with [`crate::attention::sdpa_dims`]."
-);
-kdef!(
     COPY,
     "half",
     "copy",
@@ -65,7 +55,7 @@ kdef!(
     "`(dst, ldd, src, lds, rows, cols)`: `dst = src` over `[rows, cols]` binary16 blocks with unit column stride ([`copy_f16`]); one thread per element."
 );
 
-pub static KERNELS: &[&crate::KernelDef] = &[&QK_PACK, &SDPA, &COPY];
+pub static KERNELS: &[&crate::KernelDef] = &[&QK_PACK, &COPY];
 
 /// `norm.qk_pack` into a binary16 cache: `qkv` is `[batch·t, ld]` with `q ‖ k ‖ v` at columns
 /// `0`, `heads·d`, `2·heads·d`. Writes `qn[(b·t + i), h·d + c] = rn16(LN_q(q))`
@@ -131,29 +121,6 @@ pub fn qk_pack_f16(
             }
         }
     }
-}
-
-/// `attention.sdpa`'s twin ([`attention`]) over a `[batch, heads, cap, 2d]` binary16 cache,
-/// widened to f32 (exact): `q`, `out` `[batch, tq, heads·d]`, frames `0..tk`.
-pub fn sdpa_f16(
-    batch: usize,
-    heads: usize,
-    tq: usize,
-    tk: usize,
-    d: usize,
-    cap: usize,
-    scale: f32,
-    q: &[f32],
-    kv: &[f16],
-    out: &mut [f32],
-) {
-    let kv: Vec<f32> = kv.iter().map(|h| h.to_f32()).collect();
-    let rows = AttnLayout::rows(tq, heads, d);
-    let kl = AttnLayout::kv_cache(heads, cap, d, false);
-    let vl = AttnLayout::kv_cache(heads, cap, d, true);
-    attention(
-        batch, heads, tq, tk, d, scale, q, rows, &kv, kl, &kv, vl, out, rows,
-    );
 }
 
 /// `dst[r·ldd + j] = src[r·lds + j]` for `r < rows`, `j < cols`.
@@ -232,33 +199,6 @@ unsafe fn host_qk_pack(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> 
         d,
         eps,
     );
-    Ok(())
-}
-
-unsafe fn host_sdpa(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
-    let (batch, heads, tq, tk, d, cap, scale) = (
-        a.usize(3)?,
-        a.usize(4)?,
-        a.usize(5)?,
-        a.usize(6)?,
-        a.usize(7)?,
-        a.usize(8)?,
-        a.f32(9)?,
-    );
-    if tk > cap || tk == 0 {
-        return Err(invalid("half.sdpa: tk outside 1..=cap"));
-    }
-    check_attention_launch("half.sdpa", dims, tk, d)?;
-    let n = batch * tq * heads * d;
-    // SAFETY: HostFn contract (out overlaps neither input).
-    let (out, q, kv) = unsafe {
-        (
-            wr(a.ptr(0)?, n)?,
-            rd(a.ptr(1)?, n)?,
-            rd16(a.ptr(2)?, batch * heads * cap * 2 * d)?,
-        )
-    };
-    sdpa_f16(batch, heads, tq, tk, d, cap, scale, q, kv, out);
     Ok(())
 }
 

@@ -104,36 +104,6 @@ fn qk_pack_f16_is_qk_norm_pack_rounded() {
     }
 }
 
-/// `sdpa_f16` over a binary16 cache equals the fp32 twin over the same values in f32 storage.
-#[test]
-fn sdpa_f16_is_sdpa_over_the_widened_cache() {
-    let (batch, heads, tq, d, cap, tk) = (2, 2, 7, 64, 40, 33);
-    let q = data(batch * tq * heads * d, 11);
-    let kv: Vec<f32> = data(batch * heads * cap * 2 * d, 12)
-        .into_iter()
-        .map(|v| rn16(v.clamp(-8.0, 8.0)))
-        .collect();
-    let kv16: Vec<f16> = kv.iter().map(|v| f16::from_f32(*v)).collect();
-    let scale = 0.125;
-    let mut want = vec![0.0f32; q.len()];
-    let rows = AttnLayout::rows(tq, heads, d);
-    let (kl, vl) = (
-        AttnLayout::kv_cache(heads, cap, d, false),
-        AttnLayout::kv_cache(heads, cap, d, true),
-    );
-    attention(
-        batch, heads, tq, tk, d, scale, &q, rows, &kv, kl, &kv, vl, &mut want, rows,
-    );
-    let mut got = vec![0.0f32; q.len()];
-    sdpa_f16(batch, heads, tq, tk, d, cap, scale, &q, &kv16, &mut got);
-    assert!(
-        got.iter()
-            .zip(&want)
-            .all(|(a, b)| a.to_bits() == b.to_bits())
-    );
-    assert!(got.iter().all(|v| v.is_finite()));
-}
-
 #[test]
 fn copy_f16_moves_the_block_only() {
     let src: Vec<f16> = data(5 * 9, 21).into_iter().map(f16::from_f32).collect();
@@ -155,22 +125,7 @@ fn copy_f16_moves_the_block_only() {
 #[test]
 fn launch_checks() {
     let dims = LaunchDims::blocks(1, 128);
-    let mut out = [0.0f32; 4];
     let kv = [f16::ZERO; 8];
-    let args = [
-        Arg::Ptr(DevPtr(out.as_mut_ptr() as u64)),
-        Arg::Ptr(DevPtr(out.as_ptr() as u64)),
-        Arg::Ptr(DevPtr(kv.as_ptr() as u64)),
-        Arg::I64(1),
-        Arg::I64(1),
-        Arg::I64(1),
-        Arg::I64(3), // tk past cap
-        Arg::I64(2),
-        Arg::I64(2),
-        Arg::F32(1.0),
-    ];
-    // SAFETY: the pointers address the arrays above; the twin refuses before touching them.
-    assert!(unsafe { SDPA.run_host(&dims, &args) }.is_err());
     let mut d16 = [f16::ZERO; 4];
     let copy = [
         Arg::Ptr(DevPtr(d16.as_mut_ptr() as u64)),
@@ -180,6 +135,6 @@ fn launch_checks() {
         Arg::I64(2),
         Arg::I64(3), // cols past ld
     ];
-    // SAFETY: as above.
+    // SAFETY: the pointers address the arrays above; the twin refuses before touching them.
     assert!(unsafe { COPY.run_host(&dims, &copy) }.is_err());
 }

@@ -1,9 +1,10 @@
 //! The binary16 estimator cache of the `half` operating point (`ops::qk_pack_f16`,
 //! `attention_f16`, `copy_f16`, and the carry's `write_back` over binary16 views): on each
-//! backend, every op equals its kernel's host twin, and the bits of the fp32 ops over the same
-//! values in f32 storage (`qk_norm_pack` then `round_f16`; `attention` over the rounded cache;
-//! `copy`; `write_back`), so a flow that stores its cache in f16 changes no bit. SDPA is also
-//! batch-invariant over a binary16 cache (`batch_invariant_half_sdpa`). On Host always, on CUDA
+//! backend, every op equals the bits the half path computes over the same values in f32 storage
+//! (`qk_norm_pack` then `round_f16`; `attention` on `GemmPath::Half` over the rounded cache;
+//! `copy`; `write_back`), so a flow that stores its cache in f16 changes no bit, and on the Host
+//! its kernel's host twin. SDPA is also batch-invariant over a binary16 cache
+//! (`batch_invariant_half_sdpa`; `attention_f16.rs` has the tensor-core SDPA's own tests). On Host always, on CUDA
 //! where a GPU exists (`SKIP (cuda): ...` otherwise; `DCC_REQUIRE_GPU=1` makes that a failure).
 
 mod common;
@@ -13,8 +14,9 @@ use std::sync::Arc;
 use common::data;
 use dcc_runtime::backend::{AllocKind, Backend, BackendKind, DeviceBuffer, Pod};
 use dcc_runtime::contract::Keep;
+use dcc_runtime::kernels::attention;
 use dcc_runtime::kernels::half_kv as hk;
-use dcc_runtime::ops::{self, Ctx, Tensor, carry};
+use dcc_runtime::ops::{self, Ctx, GemmPath, Tensor, carry};
 use half::f16;
 
 fn bits(v: &[f32]) -> Vec<u32> {
@@ -136,8 +138,8 @@ fn qk_pack_f16_is_qk_norm_pack_rounded(be: Arc<dyn Backend>) {
     }
 }
 
-/// `(batch, heads, tq, tk, d, cap)`: the tiny DiT's, a generic head width, a cache too long to
-/// be resident (tiled path) and, on CUDA, the full model's prompt and steady calls.
+/// `(batch, heads, tq, tk, d, cap)`: the tiny DiT's, a generic head width (plain staging), a
+/// long cache of the largest head width and, on CUDA, the full model's prompt and steady calls.
 fn sdpa_cases(be: &Arc<dyn Backend>) -> Vec<(usize, usize, usize, usize, usize, usize)> {
     let mut c = vec![
         (2, 2, 56, 458, 32, 458),
@@ -151,7 +153,8 @@ fn sdpa_cases(be: &Arc<dyn Backend>) -> Vec<(usize, usize, usize, usize, usize, 
 }
 
 fn attention_f16_is_attention_over_the_rounded_cache(be: Arc<dyn Backend>) {
-    let cx = Ctx::new(be.as_ref(), None);
+    // the half path's SDPA over an f32 cache holding the binary16 values
+    let cx = Ctx::new(be.as_ref(), None).with_gemm(GemmPath::Half);
     for (case, (batch, heads, tq, tk, d, cap)) in sdpa_cases(&be).into_iter().enumerate() {
         let n = batch * tq * heads * d;
         let q = rn16(&data(30 + case as u64, n));
@@ -189,7 +192,7 @@ fn attention_f16_is_attention_over_the_rounded_cache(be: Arc<dyn Backend>) {
         assert!(b.iter().all(|v| v.is_finite()), "case {case}");
         if be.kind() == BackendKind::Host {
             let mut want = vec![0f32; n];
-            hk::sdpa_f16(batch, heads, tq, tk, d, cap, 0.125, &q, &kv16, &mut want);
+            attention::f16::attention(batch, heads, tq, tk, d, cap, 0.125, &q, &kv, &mut want);
             assert_eq!(bits(&b), bits(&want), "case {case}: twin");
         }
     }

@@ -292,8 +292,9 @@ pub fn dot(x: &[f32], w: &[f16], k: usize) -> f32 {
 }
 
 /// [`dot`] over `x` already rounded to binary16 and `w`'s binary16 values as floats (the twin
-/// rounds each row of `x` and widens `w` once per launch, not once per output).
-fn dot_rounded(x: &[f32], w: &[f32], k: usize) -> f32 {
+/// rounds each row of `x` and widens `w` once per launch, not once per output; the half path's
+/// attention twin, [`crate::attention::f16`], its operands once per head).
+pub(crate) fn dot_rounded(x: &[f32], w: &[f32], k: usize) -> f32 {
     let (x, w) = (&x[..k], &w[..k]);
     let mut p = [0.0f32; CHAINS];
     for s in 0..k.div_ceil(STEP) {

@@ -141,9 +141,12 @@ pub fn qk_norm_pack(
 /// Unmasked scaled dot-product attention of `q` over frames `0..tk` of `kv`: `q`, `out` packed
 /// `[batch, tq, heads·d]`, `d <= 128`, on the context's GEMM path as [`super::linear`] is:
 /// `attention.sdpa_tf32x3` (both products as 3xTF32 on tensor cores, launched with
-/// `attention::tf32::dims`) on [`GemmPath::InvariantTf32x3`], `attention.sdpa` (fp32, launched
-/// with `sdpa_dims`) on the other paths. Both are batch-invariant: a (batch, head)'s bits never
-/// depend on the batch rows sharing the launch.
+/// `attention::tf32::dims`) on [`GemmPath::InvariantTf32x3`], `attention.sdpa_f16_kv32` (the
+/// half path's f16 tensor-core SDPA over the cache's values rounded to binary16, launched with
+/// `attention::f16::dims`: the bits of [`super::attention_f16`] over a binary16 cache of the
+/// same values) on [`GemmPath::Half`], `attention.sdpa` (fp32, launched with `sdpa_dims`) on the
+/// other paths. All are batch-invariant: a (batch, head)'s bits never depend on the batch rows
+/// sharing the launch.
 pub fn attention(
     cx: &Ctx<'_>,
     out: Tensor<'_>,
@@ -172,17 +175,7 @@ pub fn attention(
             operand("kv", &kv, false),
         ],
     )?;
-    let (kernel, dims) = if cx.gemm_path() == GemmPath::InvariantTf32x3 {
-        let dims = k::attention::tf32::dims(b * h, tq, tk, d)
-            .map_err(|e| OpError::arg(op, "tk", e.to_string()))?;
-        (&k::attention::tf32::SDPA_TF32X3, dims)
-    } else {
-        (
-            &k::attention::SDPA,
-            launch_dims(op, b * h, tq, tk, d, true)?,
-        )
-    };
-    let args = [
+    let mut args = vec![
         ptr(&out),
         ptr(&q),
         ptr(&kv),
@@ -194,6 +187,23 @@ pub fn attention(
         int(cap),
         Arg::F32(scale),
     ];
+    let (kernel, dims) = match cx.gemm_path() {
+        GemmPath::InvariantTf32x3 => {
+            let dims = k::attention::tf32::dims(b * h, tq, tk, d)
+                .map_err(|e| OpError::arg(op, "tk", e.to_string()))?;
+            (&k::attention::tf32::SDPA_TF32X3, dims)
+        }
+        GemmPath::Half => {
+            let (dims, tiling) = k::attention::f16::dims(b * h, tq, tk, d)
+                .map_err(|e| OpError::arg(op, "tk", e.to_string()))?;
+            args.push(int(tiling.rows()));
+            (&k::attention::f16::SDPA_F16_KV32, dims)
+        }
+        _ => (
+            &k::attention::SDPA,
+            launch_dims(op, b * h, tq, tk, d, true)?,
+        ),
+    };
     // scores and weighted values: 2 · 2·d flops per (query, key); q, out and tk frames of k ‖ v
     cx.work(Work::f32(
         4 * b * h * tq * tk * d,
@@ -201,8 +211,8 @@ pub fn attention(
     ));
     // SAFETY: the kernel reads q[0..batch·tq·heads·d] and frames < tk <= cap of the packed
     // cache and writes out (q's extent): the checked views; out overlaps neither input; `dims`
-    // come from the kernel's own launch function (`sdpa_dims`, `tf32::dims`), which its
-    // shared-memory layout assumes.
+    // (and the half kernel's rows argument) come from the kernel's own launch function
+    // (`sdpa_dims`, `tf32::dims`, `f16::dims`), which its shared-memory layout assumes.
     unsafe { cx.launch(kernel, dims, &args) }
 }
 

@@ -1,9 +1,11 @@
 //! The estimator's key/value cache stored as IEEE binary16 (the contract's `half` operating point:
 //! `carry` and `solver_workspace` in f16; `GemmPath::Half`). One function per kernel of
 //! `dcc_kernels::half_kv`: the q/k LayerNorms packing the new frames into a binary16 cache
-//! ([`qk_pack_f16`]), SDPA over one ([`attention_f16`]) and a block copy of binary16 rows
-//! ([`copy_f16`]). Each computes what the fp32 op plus `round_f16` computes on the same values,
-//! so a flow storing its cache in f16 gets the bits of one storing the rounded values in f32.
+//! ([`qk_pack_f16`]), SDPA over one ([`attention_f16`]: the half path's tensor-core SDPA) and a
+//! block copy of binary16 rows ([`copy_f16`]). Each computes what the half path computes over an
+//! f32 cache holding the same values (the fp32 op plus `round_f16`; [`super::attention`] on
+//! `GemmPath::Half`), so a flow storing its cache in f16 gets the bits of one storing the
+//! rounded values in f32.
 
 use dcc_kernels as k;
 use dcc_kernels::Arg;
@@ -67,11 +69,14 @@ pub fn qk_pack_f16(
     }
 }
 
-/// [`super::attention`]'s `attention.sdpa` over a binary16 cache (`HALF_SDPA`, launched with
-/// `sdpa_dims`): `q`, `out` packed `[batch, tq, heads·d]`, frames `0..tk` of `kv` (packed
-/// `[batch, heads, cap, 2·d]` binary16), `d <= 128`. The bits of `attention.sdpa` over the same
-/// values in f32 storage (the same kernel body, each element widened exactly); batch-invariant
-/// as it is.
+/// The half path's SDPA over a binary16 cache (`attention.sdpa_f16`, launched with
+/// `attention::f16::dims`): `q`, `out` packed `[batch, tq, heads·d]`, frames `0..tk` of `kv`
+/// (packed `[batch, heads, cap, 2·d]` binary16), `d <= 128`. Both products on tensor cores, one
+/// f16 `mma` per k step, the probabilities rounded to binary16 before `P·V` (FlashAttention's
+/// order, as the vendor's fp16 mode): within `attention::f16::bound` of the fp32 SDPA over the
+/// same values, and the bits [`super::attention`] gives on `GemmPath::Half` over an f32 cache
+/// holding them. Batch-invariant: a (batch, head)'s bits never depend on the rows sharing the
+/// launch.
 pub fn attention_f16(
     cx: &Ctx<'_>,
     out: Tensor<'_>,
@@ -100,7 +105,7 @@ pub fn attention_f16(
             operand("kv", &kv, false),
         ],
     )?;
-    let launch = k::attention::sdpa_dims(b * h, tq, tk, d)
+    let (launch, tiling) = k::attention::f16::dims(b * h, tq, tk, d)
         .map_err(|e| OpError::arg(op, "tk", e.to_string()))?;
     let args = [
         ptr(&out),
@@ -113,6 +118,7 @@ pub fn attention_f16(
         int(d),
         int(cap),
         Arg::F32(scale),
+        int(tiling.rows()),
     ];
     // scores and weighted values: 2 · 2·d flops per (query, key); q, out (floats) and tk frames
     // of k ‖ v (halves)
@@ -122,8 +128,9 @@ pub fn attention_f16(
     ));
     // SAFETY: the kernel reads q[0..batch·tq·heads·d] and frames < tk <= cap of the packed
     // binary16 cache and writes out (q's extent): the checked views; out overlaps neither
-    // input; `launch` comes from `sdpa_dims`, which the kernel's shared-memory layout assumes.
-    unsafe { cx.launch(&k::half_kv::SDPA, launch, &args) }
+    // input; `launch` and the rows argument come from `attention::f16::dims`, which the
+    // kernel's shared-memory layout assumes.
+    unsafe { cx.launch(&k::attention::f16::SDPA_F16, launch, &args) }
 }
 
 /// `dst = src` over `[rows, cols]` binary16 views with unit column stride (`HALF_COPY`, one

@@ -1,19 +1,23 @@
 //! `dcc-bench attention`: the DiT's attention kernels, `attention.sdpa` (fp32, one warp per query
-//! row, what `ops::attention` launches on the fp32 GEMM paths) and `attention.sdpa_tf32x3`
-//! (3xTF32 on tensor cores, launched on `GemmPath::InvariantTf32x3`), at the estimator's shapes:
+//! row, what `ops::attention` launches on the fp32 GEMM paths), `attention.sdpa_tf32x3`
+//! (3xTF32 on tensor cores, launched on `GemmPath::InvariantTf32x3`) and `attention.sdpa_f16`
+//! (f16 on tensor cores over a binary16 cache, what the half point launches on `GemmPath::Half`;
+//! [`super::attention_half`]), at the estimator's shapes:
 //! CFG 2 × sessions batch entries (`--batch`, default one session and eight), 8 heads of 64, 56
 //! queries over 458 keys (402 carried frames and the chunk's 56).
 //!
 //! Per batch and kernel: device µs per launch (median of `--samples` samples of `--reps` launches
 //! queued behind a spin kernel, after one warm-up launch, as `dcc-bench kernels` times them) and
-//! TFLOP/s (`4 · batch · heads · tq · tk · d` per launch: both products), the speed-up of the
-//! tensor-core kernel, and its check against the fp32 twin (`dcc_kernels::attention::attention`
-//! on the host): `attention.sdpa` bit for bit, `attention.sdpa_tf32x3` every output within
-//! `attention::tf32::bound`, with its largest distance from the fp32 kernel relative to the
-//! largest output. `--cold-mib 0` (the default) reuses one operand set: in the model the cache
+//! TFLOP/s (`4 · batch · heads · tq · tk · d` per launch: both products), the speed-ups of the
+//! tensor-core kernels over `attention.sdpa`, and their checks against the fp32 twin
+//! (`dcc_kernels::attention::attention` on the host): `attention.sdpa` bit for bit,
+//! `attention.sdpa_tf32x3` every output within `attention::tf32::bound`, `attention.sdpa_f16`
+//! within `attention::f16::bound` of the twin over the same binary16 values, each with its
+//! largest distance from the twin relative to the largest output. `--cold-mib 0` (the default) reuses one operand set: in the model the cache
 //! was written by the launches just before, so the attention reads it from L2. `--tiling`
-//! launches the tensor-core kernel in one of its query tilings (`attention::tf32::Tiling`: 16 or
-//! 64 rows per CTA, the same bits) instead of the one `ops::attention` picks, to compare them.
+//! launches the tensor-core kernels in one of their query tilings (`attention::tf32::Tiling`,
+//! `attention::f16::Tiling`: 16 or 64 rows per CTA, the same bits) instead of the ones the ops
+//! pick, to compare them.
 
 use std::io::Write;
 use std::sync::Arc;
@@ -21,13 +25,14 @@ use std::sync::Arc;
 use clap::Args;
 use dcc_runtime::backend::{AllocKind, Backend, DeviceBuffer};
 use dcc_runtime::kernels::attention::tf32::Tiling;
-use dcc_runtime::kernels::attention::{self, AttnLayout, tf32};
+use dcc_runtime::kernels::attention::{self, AttnLayout, f16 as fa, tf32};
 use dcc_runtime::kernels::synthetic::SPIN;
 use dcc_runtime::ops::{self, Ctx, GemmPath, Tensor};
 use dcc_runtime::{Arg, LaunchDims};
 use serde_json::{Value, json};
 
 use super::Res;
+use super::attention_half as half;
 use super::cli::{BackendChoice, Format};
 use super::error::BenchError;
 use super::kernels::{Timing, time};
@@ -37,8 +42,8 @@ use super::kernels::{Timing, time};
 dcc-bench attention                          # batch 2 and 16, the DiT's shapes\n  \
 dcc-bench attention --batch 2,4,8,16,32 --samples 21 --format json\n  \
 dcc-bench attention --batch 2,32 --tiling rows16     # the 16-row tiling at any batch\n\n\
-Exit codes: 0 both kernels pass against the fp32 twin (sdpa bit for bit, sdpa_tf32x3 within its\n\
-bound), 1 otherwise or on a run error, 2 usage.")]
+Exit codes: 0 every kernel passes against the fp32 twin (sdpa bit for bit, sdpa_tf32x3 and\n\
+sdpa_f16 within their bounds), 1 otherwise or on a run error, 2 usage.")]
 pub struct AttentionArgs {
     /// Where to run. On `host` the timings are the CPU twins'.
     #[arg(long, value_enum, default_value_t = BackendChoice::Cuda)]
@@ -84,8 +89,8 @@ pub struct AttentionArgs {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=16_384))]
     pub cold_mib: usize,
 
-    /// The query tiling of `attention.sdpa_tf32x3`: as `ops::attention` picks it by shape, or
-    /// 16 (64) rows per CTA at every batch (an error where the kernel cannot take it).
+    /// The query tiling of the tensor-core kernels: as the ops pick it by shape, or 16 (64) rows
+    /// per CTA at every batch (an error where a kernel cannot take it).
     #[arg(long, value_enum, default_value_t = TilingChoice::Auto)]
     pub tiling: TilingChoice,
 
@@ -97,7 +102,8 @@ pub struct AttentionArgs {
 /// `--tiling`.
 #[derive(clap::ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TilingChoice {
-    /// `attention::tf32::dims`: 64 rows from 96 such CTAs where they apply, else 16.
+    /// `attention::tf32::dims`, `attention::f16::dims`: 64 rows from 96 such CTAs where they
+    /// apply, else 16.
     Auto,
     /// `Tiling::Rows16`.
     Rows16,
@@ -113,6 +119,14 @@ impl TilingChoice {
             TilingChoice::Rows64 => Some(Tiling::Rows64),
         }
     }
+
+    fn half(self) -> Option<fa::Tiling> {
+        match self {
+            TilingChoice::Auto => None,
+            TilingChoice::Rows16 => Some(fa::Tiling::Rows16),
+            TilingChoice::Rows64 => Some(fa::Tiling::Rows64),
+        }
+    }
 }
 
 /// The launch of `attention.sdpa_tf32x3` at shape `s` under `tiling` (`None`: `dims`'s pick).
@@ -124,11 +138,21 @@ fn tc_dims((b, h, tq, tk, d): Shape, tiling: Option<Tiling>) -> Res<LaunchDims> 
     .map_err(|e| dcc_runtime::Error::from(e).into())
 }
 
-/// One operand set: `q`, `out` `[batch, tq, heads·d]`, the cache `[batch, heads, tk, 2d]`.
+/// One operand set: `q`, `out` `[batch, tq, heads·d]`, the cache `[batch, heads, tk, 2d]` in f32
+/// and rounded to binary16.
 struct Operands {
     q: DeviceBuffer,
     kv: DeviceBuffer,
+    kv16: DeviceBuffer,
     out: DeviceBuffer,
+}
+
+/// The kernel a timing launches: `ops::attention` on a GEMM path (with a forced tiling of the
+/// 3xTF32 kernel), or the half point's `attention.sdpa_f16`.
+#[derive(Clone, Copy, Debug)]
+enum Kernel {
+    Path(GemmPath, Option<Tiling>),
+    Half(Option<fa::Tiling>),
 }
 
 /// `(batch, heads, tq, tk, d)`.
@@ -148,19 +172,22 @@ impl Operands {
         Ok(Operands {
             q: up(&q)?,
             kv: up(&kv)?,
+            kv16: half::upload_kv16(be, &kv)?,
             out: up(&vec![f32::NAN; q.len()])?,
         })
     }
 
-    /// Queues `ops::attention` on `path` (the tensor-core kernel on `InvariantTf32x3`), or with
-    /// `tiling` the tensor-core kernel itself in that tiling.
-    fn launch(
-        &self,
-        be: &dyn Backend,
-        path: GemmPath,
-        tiling: Option<Tiling>,
-        (b, h, tq, tk, d): Shape,
-    ) -> Res<()> {
+    /// Queues `kernel`: `ops::attention` on its path (the tensor-core kernel on
+    /// `InvariantTf32x3`), with a tiling the 3xTF32 kernel itself in that tiling, or
+    /// `attention.sdpa_f16` over the binary16 cache.
+    fn launch(&self, be: &dyn Backend, kernel: Kernel, (b, h, tq, tk, d): Shape) -> Res<()> {
+        let (path, tiling) = match kernel {
+            Kernel::Path(p, t) => (p, t),
+            Kernel::Half(t) => {
+                let ops = (&self.out, &self.q, &self.kv16);
+                return half::launch(be, ops, (b, h, tq, tk, d), t, scale(d));
+            }
+        };
         if let Some(t) = tiling {
             let dims = tc_dims((b, h, tq, tk, d), Some(t))?;
             let int = |v: usize| Arg::I64(v as i64);
@@ -284,7 +311,7 @@ pub fn run(a: &AttentionArgs) -> Res<bool> {
         BackendChoice::Cuda => dcc_runtime::backend::cuda(0).map_err(BenchError::Cuda)?,
         BackendChoice::Host => dcc_runtime::backend::host(),
     };
-    be.preload(&[&attention::SDPA, &tf32::SDPA_TF32X3, &SPIN])?;
+    be.preload(&[&attention::SDPA, &tf32::SDPA_TF32X3, &fa::SDPA_F16, &SPIN])?;
     let timing = Timing {
         reps: a.reps,
         samples: a.samples,
@@ -295,57 +322,69 @@ pub fn run(a: &AttentionArgs) -> Res<bool> {
         let s = (b, a.heads, a.tq, a.tk, a.head_dim);
         let (h, tq, tk, d) = (a.heads, a.tq, a.tk, a.head_dim);
         let flop = 4.0 * (b * h * tq * tk * d) as f64;
-        let set_bytes = 4 * (2 * b * tq * h * d + b * h * tk * 2 * d);
+        let set_bytes = 4 * (2 * b * tq * h * d + b * h * tk * 2 * d) + 2 * b * h * tk * 2 * d;
         let n_sets = (a.cold_mib << 20).div_ceil(set_bytes).clamp(1, 64);
         let sets = (0..n_sets)
             .map(|n| Operands::new(&be, n as u64, s))
             .collect::<Res<Vec<_>>>()?;
-        let mut us = [0.0f64; 2];
-        let mut outs: [Vec<f32>; 2] = Default::default();
+        let mut us = [0.0f64; 3];
+        let mut outs: [Vec<f32>; 3] = Default::default();
         let tiling = a.tiling.tiling();
         let picked = tc_dims(s, tiling)?;
         let picked = tf32::tiling_of(tq, tk, d, picked.shared_bytes as usize);
-        for (k, (path, tiling)) in [
-            (GemmPath::Invariant, None),
-            (GemmPath::InvariantTf32x3, tiling),
-        ]
-        .into_iter()
-        .enumerate()
-        {
+        let picked16 = half::dims(s, a.tiling.half())?.1;
+        let kernels = [
+            Kernel::Path(GemmPath::Invariant, None),
+            Kernel::Path(GemmPath::InvariantTf32x3, tiling),
+            Kernel::Half(a.tiling.half()),
+        ];
+        for (k, kernel) in kernels.into_iter().enumerate() {
             let ms = time(be.as_ref(), timing, &|n| {
-                sets[n % n_sets].launch(be.as_ref(), path, tiling, s)
+                sets[n % n_sets].launch(be.as_ref(), kernel, s)
             })?;
             us[k] = ms * 1e3;
-            sets[0].launch(be.as_ref(), path, tiling, s)?;
+            sets[0].launch(be.as_ref(), kernel, s)?;
             be.synchronize()?;
             outs[k] = be.download(sets[0].out.ptr(), b * tq * h * d)?;
         }
         let (bits, within, err) = check(s, &outs[0], &outs[1]);
-        ok &= bits && within;
-        for (k, name) in ["attention.sdpa", "attention.sdpa_tf32x3"]
-            .into_iter()
-            .enumerate()
+        let (q0, kv0) = host_data(0, s);
+        let (within16, err16) = half::check(s, &q0, &kv0, &outs[2], scale(d));
+        ok &= bits && within && within16;
+        let tilings = [
+            String::new(),
+            format!(" ({picked:?})"),
+            format!(" ({picked16:?})"),
+        ];
+        for (k, name) in [
+            "attention.sdpa",
+            "attention.sdpa_tf32x3",
+            "attention.sdpa_f16",
+        ]
+        .into_iter()
+        .enumerate()
         {
             eprintln!(
                 "batch {b:>3}  {name:<22} {:>9.2} µs {:>7.2} TFLOP/s{}",
                 us[k],
                 flop / (us[k] * 1e-6) / 1e12,
-                if k == 1 {
-                    format!(" ({picked:?})")
-                } else {
-                    String::new()
-                }
+                tilings[k]
             );
         }
         rows.push(json!({
             "batch": b, "heads": h, "tq": tq, "tk": tk, "head_dim": d,
-            "sdpa_us": us[0], "sdpa_tf32x3_us": us[1],
+            "sdpa_us": us[0], "sdpa_tf32x3_us": us[1], "sdpa_f16_us": us[2],
             "sdpa_tf32x3_tiling": picked.map(|t| format!("{t:?}")),
+            "sdpa_f16_tiling": format!("{picked16:?}"),
             "sdpa_tflops": flop / (us[0] * 1e-6) / 1e12,
             "sdpa_tf32x3_tflops": flop / (us[1] * 1e-6) / 1e12,
+            "sdpa_f16_tflops": flop / (us[2] * 1e-6) / 1e12,
             "speedup": us[0] / us[1],
+            "speedup_f16": us[0] / us[2],
             "sdpa_bit_equal_twin": bits, "sdpa_tf32x3_within_bound": within,
             "sdpa_tf32x3_rel_err_vs_sdpa": err,
+            "sdpa_f16_within_bound": within16,
+            "sdpa_f16_rel_err_vs_twin": err16,
         }));
     }
     let out = json!({
@@ -373,14 +412,15 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
     writeln!(
         w,
         "dcc-bench attention on {} (median of {} samples of {} launches; twin: sdpa bit-equal to \
-         the fp32 twin, tf32x3 within its bound; err: max |tf32x3 − sdpa| / max |sdpa|)",
+         the fp32 twin, bound: tf32x3 and f16 within theirs; err: max |Δ| from the fp32 twin / \
+         max |output|, f16's over the same binary16 values)",
         out["device"].as_str().unwrap_or("?"),
         out["samples"],
         out["reps"]
     )?;
     writeln!(
         w,
-        "{:>5} {:>5} {:>5} {:>4}  {:>9} {:>8}  {:>9} {:>8} {:>7}  {:>7}  {:>5} {:>5} {:>9}",
+        "{:>5} {:>5} {:>5} {:>4}  {:>9} {:>8}  {:>9} {:>8} {:>7}  {:>7}  {:>9} {:>8} {:>7}  {:>7}  {:>5} {:>5} {:>9} {:>5} {:>9}",
         "batch",
         "tq",
         "tk",
@@ -391,9 +431,15 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
         "TFLOP/s",
         "tiling",
         "speedup",
+        "f16 µs",
+        "TFLOP/s",
+        "tiling",
+        "speedup",
         "twin",
         "bound",
-        "err"
+        "err",
+        "bound",
+        "f16 err"
     )?;
     let yes = |v: &Value| {
         if v.as_bool() == Some(true) {
@@ -407,7 +453,7 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
         let n = |k: &str| r[k].as_u64().unwrap_or(0);
         writeln!(
             w,
-            "{:>5} {:>5} {:>5} {:>4}  {:>9.2} {:>8.2}  {:>9.2} {:>8.2} {:>7}  {:>6.2}×  {:>5} {:>5} {:>9.1e}",
+            "{:>5} {:>5} {:>5} {:>4}  {:>9.2} {:>8.2}  {:>9.2} {:>8.2} {:>7}  {:>6.2}×  {:>9.2} {:>8.2} {:>7}  {:>6.2}×  {:>5} {:>5} {:>9.1e} {:>5} {:>9.1e}",
             n("batch"),
             n("tq"),
             n("tk"),
@@ -418,16 +464,22 @@ fn table(w: &mut dyn Write, out: &Value) -> std::io::Result<()> {
             f("sdpa_tf32x3_tflops"),
             r["sdpa_tf32x3_tiling"].as_str().unwrap_or("?"),
             f("speedup"),
+            f("sdpa_f16_us"),
+            f("sdpa_f16_tflops"),
+            r["sdpa_f16_tiling"].as_str().unwrap_or("?"),
+            f("speedup_f16"),
             yes(&r["sdpa_bit_equal_twin"]),
             yes(&r["sdpa_tf32x3_within_bound"]),
-            f("sdpa_tf32x3_rel_err_vs_sdpa")
+            f("sdpa_tf32x3_rel_err_vs_sdpa"),
+            yes(&r["sdpa_f16_within_bound"]),
+            f("sdpa_f16_rel_err_vs_twin")
         )?;
     }
     writeln!(
         w,
         "{}",
         if out["ok"] == Value::Bool(true) {
-            "ok: sdpa equals its twin, sdpa_tf32x3 within its bound"
+            "ok: sdpa equals its twin, sdpa_tf32x3 and sdpa_f16 within their bounds"
         } else {
             "FAILED: a kernel is off its twin"
         }
@@ -447,8 +499,8 @@ mod tests {
         }
     }
 
-    /// On the Host both kernels are their twins: sdpa equals the fp32 twin, the 3xTF32 model is
-    /// within its bound, and the run passes; the flags are range-checked.
+    /// On the Host the kernels are their twins: sdpa equals the fp32 twin, the 3xTF32 and f16
+    /// models are within their bounds, and the run passes; the flags are range-checked.
     #[test]
     fn host_run_passes_and_flags_are_checked() {
         let a = parse(&[

@@ -97,11 +97,11 @@ pub enum Cmd {
     /// the cuBLAS path, whether each variant's output equals its host twin bit for bit, and its
     /// normwise relative error against cuBLAS. No weights needed (random operands).
     Kernels(KernelsArgs),
-    /// Time the DiT's attention kernels, fp32 (`attention.sdpa`) and 3xTF32 on tensor cores
-    /// (`attention.sdpa_tf32x3`), at the estimator's shapes.
+    /// Time the DiT's attention kernels, fp32 (`attention.sdpa`), 3xTF32 (`attention.sdpa_tf32x3`)
+    /// and f16 (`attention.sdpa_f16`, the half point's) on tensor cores, at the estimator's shapes.
     ///
-    /// Per batch: device µs and TFLOP/s of each, the speed-up, and each checked against the fp32
-    /// twin (sdpa bit for bit, sdpa_tf32x3 within its bound). No weights needed.
+    /// Per batch: device µs and TFLOP/s of each, the speed-ups, and each checked against the fp32
+    /// twin (sdpa bit for bit, sdpa_tf32x3 and sdpa_f16 within their bounds). No weights needed.
     Attention(AttentionArgs),
     /// Run N sessions on one device, time-multiplexed: memory, latency, throughput, and each
     /// session's audio against the same session alone (the capacity harness).

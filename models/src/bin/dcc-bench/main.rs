@@ -28,8 +28,9 @@
 //! cuBLAS), for tuning the tiles on the GPU.
 //!
 //! `attention` ([`attention`]): the DiT's attention, fp32 (`attention.sdpa`) against 3xTF32 on
-//! tensor cores (`attention.sdpa_tf32x3`), at the estimator's shapes (device µs, TFLOP/s, each
-//! checked against the fp32 twin).
+//! tensor cores (`attention.sdpa_tf32x3`) and the half point's f16 on tensor cores
+//! (`attention.sdpa_f16`), at the estimator's shapes (device µs, TFLOP/s, each checked against
+//! the fp32 twin).
 //!
 //! `check`: streams `--io`'s chunks and compares each chunk's mel with its `feat_i` (relative L2
 //! error ≤ `--tol`). With a `pcm.safetensors` beside `--io`, the vocoder on the vendor's own mel
@@ -39,6 +40,7 @@
 //! Progress on stderr; results on stdout (a table, or one JSON object with `--format json`).
 
 mod attention;
+mod attention_half;
 mod audio;
 mod cli;
 mod contract;
