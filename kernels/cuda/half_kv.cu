@@ -14,8 +14,8 @@
 //   * half_sdpa: attention_sdpa over a binary16 cache (attention_body.cuh's dcc_attention_body with
 //     KV = unsigned short: each element widened to float when staged, which is exact), so the
 //     products, sums and their order are attention_sdpa's; launched with attention::sdpa_dims.
-//   * half_copy: dst = src over [rows, cols] blocks of binary16 elements with unit column stride
-//     (the carry's history into the solver workspace), one thread per element.
+// The cache's copies are copy.cu's copy_batched_f16 (the history into the solver workspace) and
+// carry.cu's carry_retain (the write-back, in 32-bit words).
 
 #define DCC_WARP_ROWS(r, rows)                                                                       \
     for (i64 r = (blockIdx.x * (i64)blockDim.x + threadIdx.x) / DCC_WARP; r < (rows);                 \
@@ -35,7 +35,14 @@ __device__ __forceinline__ void dcc_put16(unsigned short* p, float v) { *p = dcc
 
 // ---- norm.cu's row LayerNorm (dcc_moments, dcc_moments_regs, dcc_load_row, dcc_load_vec,
 // dcc_ln_row), the same operations in the same order; only the store rounds (dcc_put16).
-#define DCC_ROW_REGS 16
+// A head's row is held in DCC_ROW_REGS registers a lane: 4 here (rows of up to 128, the DiT's
+// heads are 64 wide) where norm.cu holds 16 (its rows are up to 512 wide). The register path and
+// the looped path (wider rows, read from memory) add the same values in the same order (lane l's
+// partial sums over columns l, l + 32, ... ascending, then the warp tree), so the width changes
+// no bit; the unrolled row arrays are what this kernel keeps live across its reductions, and 16
+// of each (3 × 16 floats a lane, mostly predicated off for a 64-wide head) limit how many warps an
+// SM holds.
+#define DCC_ROW_REGS 4
 
 __device__ __forceinline__ void dcc_moments(const float* row, i64 n, float eps, int lane, float* mean,
                                             float* rstd) {
@@ -160,13 +167,5 @@ extern "C" __global__ void half_sdpa(float* out, const float* q, const unsigned 
         case 64: dcc_attention_body<64, 0>(out, q, kv, batch, heads, tq, (int)tk, 64, cap, scale, res); break;
         case 128: dcc_attention_body<128, 0>(out, q, kv, batch, heads, tq, (int)tk, 128, cap, scale, res); break;
         default: dcc_attention_body<0, 0>(out, q, kv, batch, heads, tq, (int)tk, (int)d, cap, scale, res); break;
-    }
-}
-
-extern "C" __global__ void half_copy(unsigned short* dst, i64 ldd, const unsigned short* src, i64 lds, i64 rows,
-                                     i64 cols) {
-    DCC_GRID_STRIDE(i, rows * cols) {
-        const i64 r = i / cols, j = i % cols;
-        dst[r * ldd + j] = src[r * lds + j];
     }
 }

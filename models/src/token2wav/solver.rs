@@ -193,10 +193,9 @@ impl DeviceFlow {
             }
         }
         if s.steps.end == sv.n_steps {
+            // every session's mel `[mel, frames]` from its rows `[frames, mel]`, one launch
             let out = v(&w.mel_out, &[n, mel, frames])?;
-            for i in 0..n {
-                ops::transpose(cx, out.index(0, i)?, xs.index(0, i)?)?;
-            }
+            ops::transpose(cx, out, xs)?;
         }
         Ok(kept)
     }

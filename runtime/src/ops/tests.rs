@@ -102,6 +102,13 @@ fn batched_copies_transposes_and_memsets() {
     let t = buf(&be, &[0.0; 6]);
     transpose(&cx, Tensor::of(&t).unwrap().view(&[3, 2]).unwrap(), xt).unwrap();
     assert_eq!(read(&be, &t), [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+    // a batch of two [1, 3] → [3, 1] in one launch
+    let tb = buf(&be, &[0.0; 6]);
+    let xb = xt.view(&[2, 1, 3]).unwrap();
+    transpose(&cx, Tensor::of(&tb).unwrap().view(&[2, 3, 1]).unwrap(), xb).unwrap();
+    assert_eq!(read(&be, &tb), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+    let e = transpose(&cx, Tensor::of(&tb).unwrap().view(&[3, 2]).unwrap(), xb).unwrap_err();
+    assert!(matches!(e, OpError::Shape { .. }));
     memset(
         &cx,
         Tensor::of(&t).unwrap().view(&[4]).unwrap(),

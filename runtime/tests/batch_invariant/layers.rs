@@ -6,6 +6,7 @@ use dcc_runtime::DeviceBuffer;
 use dcc_runtime::backend::Backend;
 use dcc_runtime::contract::Keep;
 use dcc_runtime::ops::{self, Act, Ctx, OpError, Tensor};
+use half::f16;
 
 use super::common::data;
 use super::harness::{Batched, Init, Layer, check, per_unit};
@@ -309,6 +310,18 @@ pub fn batch_invariant_copies(be: Arc<dyn Backend>) {
         vec![],
         |cx, b, _, u| {
             let v = |i: usize| t(&b[i], &[u * PAIR, FRAMES, d]);
+            ops::copy_batched(cx, v(0)?, v(1)?)
+        },
+    );
+    // the same bytes as binary16 values (the half point's cache): twice the columns
+    let bufs = vec![per_unit(PAIR * FRAMES * d); 2];
+    lay(
+        &be,
+        format!("copy_batched_f16 {}", 2 * d),
+        bufs,
+        vec![],
+        |cx, b, _, u| {
+            let v = |i: usize| Tensor::<f16>::of(&b[i])?.view(&[u * PAIR, FRAMES, 2 * d]);
             ops::copy_batched(cx, v(0)?, v(1)?)
         },
     );

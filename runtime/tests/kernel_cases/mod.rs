@@ -157,7 +157,35 @@ pub fn cases() -> Vec<Case> {
         &copy::TRANSPOSE,
         lin(80 * 514),
         vec![zeros(513 * 96 + 80), f(6, 79 * 520 + 514)],
-        vec![A::B(0), A::I(96), A::B(1), A::I(520), A::I(80), A::I(514)],
+        vec![
+            A::B(0),
+            A::I(0),
+            A::I(96),
+            A::B(1),
+            A::I(0),
+            A::I(520),
+            A::I(1),
+            A::I(80),
+            A::I(514),
+        ],
+    ));
+    // sixteen sessions' mels [80, 56] from their rows [56, 80] in one launch
+    c.push(case(
+        "copy.transpose batch16 rows56 cols80",
+        &copy::TRANSPOSE,
+        lin(16 * 56 * 80),
+        vec![zeros(16 * 80 * 56), f(7, 16 * 56 * 80)],
+        vec![
+            A::B(0),
+            A::I(80 * 56),
+            A::I(56),
+            A::B(1),
+            A::I(56 * 80),
+            A::I(80),
+            A::I(16),
+            A::I(56),
+            A::I(80),
+        ],
     ));
     // norms
     c.push(layer_norm("full dit", 112, 512, 512, 512, 1e-6, 0.5));
@@ -386,12 +414,27 @@ pub fn cases() -> Vec<Case> {
             ],
         ));
     }
-    for (frames, k, dim) in [(56usize, 3usize, 512usize), (1, 3, 64), (50, 5, 32)] {
-        let (batch, src_b, ctx_b) = (2, frames * dim + 7, 2 * (k - 1) * dim);
+    // at the ops' geometry (16-byte rows where src_b is a multiple of 4) and at a linear one:
+    // the kernel covers every element once at any geometry
+    let im2col = [
+        (56usize, 3usize, 512usize, 7usize, false),
+        (56, 3, 512, 8, false),
+        (56, 3, 512, 8, true),
+        (1, 3, 64, 7, false),
+        (50, 5, 32, 4, false),
+        (50, 5, 36, 3, true),
+    ];
+    for (frames, k, dim, pad, linear) in im2col {
+        let (batch, src_b, ctx_b) = (2, frames * dim + pad, 2 * (k - 1) * dim);
+        let (dims, how) = if linear {
+            (lin(batch * frames * k * dim), ", linear geometry")
+        } else {
+            (copy::im2col_dims(batch, frames, k, dim, 128), "")
+        };
         c.push(case(
-            format!("copy.im2col b{batch} frames{frames} k{k} dim{dim}"),
+            format!("copy.im2col b{batch} frames{frames} k{k} dim{dim} src_b{src_b}{how}"),
             &copy::IM2COL,
-            lin(batch * frames * k * dim),
+            dims,
             vec![
                 zeros(batch * frames * k * dim),
                 f(101, src_b + frames * dim),
@@ -521,7 +564,7 @@ pub fn cases() -> Vec<Case> {
     // 16-byte rows on both sides (the kernel's vector path), at the ops' geometry and at a
     // linear one: the kernel covers every element once at any geometry
     for (what, dims) in [
-        ("its geometry", copy::batched_dims(3, 5, 1028, 128)),
+        ("its geometry", copy::batched_dims(3, 5, 1028, 4, 128)),
         ("linear geometry", lin(3 * 5 * 1028)),
     ] {
         c.push(case(
@@ -545,6 +588,54 @@ pub fn cases() -> Vec<Case> {
             ],
         ));
     }
+    // binary16 values (buffers of 32-bit words, two halves each; counts in halves): 16-byte
+    // rows (8 halves a move) at the ops' geometry and at a linear one, then rows that start at
+    // odd halves (one half at a time)
+    for (what, dims) in [
+        ("its geometry", copy::batched_dims(3, 5, 1032, 2, 128)),
+        ("linear geometry", lin(3 * 5 * 1032)),
+    ] {
+        c.push(case(
+            format!("copy.batched_f16 b3 rows5 cols1032, 16-byte rows, {what}"),
+            &copy::BATCHED_F16,
+            dims,
+            vec![
+                f(115, (2 * 5200 + 4 * 1040 + 1032usize) / 2),
+                f(116, (2 * 6000 + 4 * 1104 + 1032usize) / 2),
+            ],
+            vec![
+                A::B(0),
+                A::I(5200),
+                A::I(1040),
+                A::B(1),
+                A::I(6000),
+                A::I(1104),
+                A::I(3),
+                A::I(5),
+                A::I(1032),
+            ],
+        ));
+    }
+    c.push(case(
+        "copy.batched_f16 b2 rows3 cols1021, odd strides",
+        &copy::BATCHED_F16,
+        copy::batched_dims(2, 3, 1021, 2, 128),
+        vec![
+            f(117, (4201 + 2 * 2075 + 1021usize).div_ceil(2)),
+            f(118, (4601 + 2 * 2203 + 1021usize).div_ceil(2)),
+        ],
+        vec![
+            A::B(0),
+            A::I(4201),
+            A::I(2075),
+            A::B(1),
+            A::I(4601),
+            A::I(2203),
+            A::I(2),
+            A::I(3),
+            A::I(1021),
+        ],
+    ));
     c.extend(vocoder::cases());
     c
 }
