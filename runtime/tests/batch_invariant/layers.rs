@@ -128,22 +128,17 @@ pub fn batch_invariant_elementwise(be: Arc<dyn Backend>) {
     lay(&be, format!("add {d}"), two, vec![], |cx, b, _, u| {
         ops::add(cx, t(&b[0], &[n(u), d])?, t(&b[1], &[n(u), d])?)
     });
-    // v is [2, rows, dim]: each unit's rows sit in both halves.
-    let v = Batched {
-        outer: 2,
-        inner: ROWS * d,
-        init: Init::F32,
-    };
+    // one session a unit: x [units, rows, dim], v [units, 2, rows, dim]
     lay(
         &be,
         format!("cfg_euler {d}"),
-        vec![per_unit(ROWS * d), v],
+        vec![per_unit(ROWS * d), per_unit(2 * ROWS * d)],
         vec![],
         |cx, b, _, u| {
             ops::cfg_euler(
                 cx,
-                t(&b[0], &[n(u), d])?,
-                t(&b[1], &[2, n(u), d])?,
+                t(&b[0], &[u, ROWS, d])?,
+                t(&b[1], &[u, 2, ROWS, d])?,
                 0.7,
                 0.1,
             )
