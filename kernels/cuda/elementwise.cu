@@ -9,10 +9,15 @@ extern "C" __global__ void elementwise_gated_add(float* x, const float* gate, co
     DCC_GRID_STRIDE(i, rows * dim) x[i] = x[i] + gate[i % dim] * y[i];
 }
 
-extern "C" __global__ void elementwise_cfg_euler(float* x, const float* v, i64 n, float cfg, float dt) {
+// Guidance and one Euler step of the solver rows of a batch of sessions in one launch: x is
+// [n / m, m] (session s's m elements at s·m), v [n / m, 2, m] (its conditional then its
+// unconditional velocities), so element i = s·m + e reads v[i + s·m] and v[i + s·m + m]; one
+// session (m = n) reads v[i] and v[n + i].
+extern "C" __global__ void elementwise_cfg_euler(float* x, const float* v, i64 n, i64 m, float cfg, float dt) {
     const float a = 1.0f + cfg;
     DCC_GRID_STRIDE(i, n) {
-        const float d = a * v[i] - cfg * v[n + i];
+        const i64 c = i + (i / m) * m;
+        const float d = a * v[c] - cfg * v[c + m];
         x[i] = x[i] + dt * d;
     }
 }
@@ -61,10 +66,12 @@ extern "C" __global__ void elementwise_gated_add_f16(float* x, const float* gate
 
 // Guidance and the Euler step as the vendor's fp16 mode computes them, every op an f16 op
 // (computed in float, rounded): x = rn16(x + rn16(dt * rn16(rn16((1 + cfg) * v) - rn16(cfg * u)))).
-extern "C" __global__ void elementwise_cfg_euler_f16(float* x, const float* v, i64 n, float cfg, float dt) {
+// elementwise_cfg_euler's batch layout.
+extern "C" __global__ void elementwise_cfg_euler_f16(float* x, const float* v, i64 n, i64 m, float cfg, float dt) {
     const float a = 1.0f + cfg;
     DCC_GRID_STRIDE(i, n) {
-        const float d = dcc_rn16(dcc_rn16(a * v[i]) - dcc_rn16(cfg * v[n + i]));
+        const i64 c = i + (i / m) * m;
+        const float d = dcc_rn16(dcc_rn16(a * v[c]) - dcc_rn16(cfg * v[c + m]));
         x[i] = dcc_rn16(x[i] + dcc_rn16(dt * d));
     }
 }

@@ -12,8 +12,8 @@
 //     LN_k(k) ‖ v as binary16 bits (cvt.rn.f16.f32: round to nearest even, overflow to ±inf) into
 //     frames t0 .. t0 + t of a [batch, heads, cap, 2d] binary16 cache. Launch as norm_qk_pack: one
 //     warp per (row, head) of q, then of k.
-//   * half_copy: dst = src over [rows, cols] blocks of binary16 elements with unit column stride
-//     (the carry's history into the solver workspace), one thread per element.
+// The cache's copies are copy.cu's copy_batched_f16 (the history into the solver workspace) and
+// carry.cu's carry_retain (the write-back, in 32-bit words).
 
 #define DCC_WARP_ROWS(r, rows)                                                                       \
     for (i64 r = (blockIdx.x * (i64)blockDim.x + threadIdx.x) / DCC_WARP; r < (rows);                 \
@@ -33,7 +33,14 @@ __device__ __forceinline__ void dcc_put16(unsigned short* p, float v) { *p = dcc
 
 // ---- norm.cu's row LayerNorm (dcc_moments, dcc_moments_regs, dcc_load_row, dcc_load_vec,
 // dcc_ln_row), the same operations in the same order; only the store rounds (dcc_put16).
-#define DCC_ROW_REGS 16
+// A head's row is held in DCC_ROW_REGS registers a lane: 4 here (rows of up to 128, the DiT's
+// heads are 64 wide) where norm.cu holds 16 (its rows are up to 512 wide). The register path and
+// the looped path (wider rows, read from memory) add the same values in the same order (lane l's
+// partial sums over columns l, l + 32, ... ascending, then the warp tree), so the width changes
+// no bit; the unrolled row arrays are what this kernel keeps live across its reductions, and 16
+// of each (3 × 16 floats a lane, mostly predicated off for a 64-wide head) limit how many warps an
+// SM holds.
+#define DCC_ROW_REGS 4
 
 __device__ __forceinline__ void dcc_moments(const float* row, i64 n, float eps, int lane, float* mean,
                                             float* rstd) {
@@ -144,10 +151,3 @@ extern "C" __global__ void half_qk_pack(float* qn, unsigned short* cache, i64 ca
     }
 }
 
-extern "C" __global__ void half_copy(unsigned short* dst, i64 ldd, const unsigned short* src, i64 lds, i64 rows,
-                                     i64 cols) {
-    DCC_GRID_STRIDE(i, rows * cols) {
-        const i64 r = i / cols, j = i % cols;
-        dst[r * ldd + j] = src[r * lds + j];
-    }
-}

@@ -1,14 +1,18 @@
 //! Copies, packs and gathers (`kernels/cuda/copy.cu`): strided row blocks (concat into an offset,
 //! bias broadcast, nearest upsampling, im2col with overlapping rows), transposes, key/value cache
-//! packing, causal-conv im2col and batched 2-D copies. Each kernel's host twin's body is the
-//! slice function below (`copy.block`'s is the loop in its twin).
-//! Launch: one thread per destination element, grid-strided.
+//! packing, causal-conv im2col and batched 2-D copies of floats ([`BATCHED`]) or binary16 values
+//! ([`BATCHED_F16`]: the half point's estimator cache, one launch per session over every layer as
+//! the f32 cache's). Each kernel's host twin's body is the slice function below (`copy.block`'s
+//! is the loop in its twin).
+//! Launch: one thread per destination element, grid-strided; the batched copies
+//! [`batched_dims`], im2col [`im2col_dims`] (one grid row per destination row: its index
+//! arithmetic once per row).
 
 #![allow(clippy::too_many_arguments)]
 
 use crate::CudaSource;
 use crate::abi::{Arg, Args, KernelError, LaunchDims, Param};
-use crate::twin::{invalid, kdef, rd, span, wr};
+use crate::twin::{invalid, kdef, rd, rd16, span, wr, wr16};
 
 use Param::{I64, Ptr};
 
@@ -32,9 +36,9 @@ kdef!(
     TRANSPOSE,
     "copy",
     "transpose",
-    [Ptr, I64, Ptr, I64, I64, I64],
+    [Ptr, I64, I64, Ptr, I64, I64, I64, I64, I64],
     host_transpose,
-    "`(out, ldo, x, ldx, rows, cols)`: `out[c·ldo + r] = x[r·ldx + c]` ([`transpose`])."
+    "`(out, out_b, ldo, x, x_b, ldx, batch, rows, cols)`: `out[b·out_b + c·ldo + r] = x[b·x_b + r·ldx + c]` ([`transpose`] per batch entry)."
 );
 kdef!(
     KV_PACK,
@@ -50,7 +54,7 @@ kdef!(
     "im2col",
     [Ptr, Ptr, I64, Ptr, I64, I64, I64, I64, I64],
     host_im2col,
-    "`(col, src, src_b, ctx, ctx_b, batch, frames, k, dim)`: im2col rows of a causal conv of kernel `k` over `ctx_b ‖ src_b` per batch (`k − 1` context rows; [`conv_im2col`])."
+    "`(col, src, src_b, ctx, ctx_b, batch, frames, k, dim)`: im2col rows of a causal conv of kernel `k` over `ctx_b ‖ src_b` per batch (`k − 1` context rows; [`conv_im2col`]); launch [`im2col_dims`] (any geometry covers every element)."
 );
 kdef!(
     BATCHED,
@@ -61,21 +65,56 @@ kdef!(
     "`(dst, dst_b, ldd, src, src_b, lds, batch, rows, cols)`: `dst[b·dst_b + r·ldd + j] = src[b·src_b + r·lds + j]` ([`copy_batched`])."
 );
 
-pub static KERNELS: &[&crate::KernelDef] = &[&BLOCK, &TRANSPOSE, &KV_PACK, &IM2COL, &BATCHED];
+kdef!(
+    BATCHED_F16,
+    "copy",
+    "batched_f16",
+    [Ptr, I64, I64, Ptr, I64, I64, I64, I64, I64],
+    host_batched_f16,
+    "`(dst, dst_b, ldd, src, src_b, lds, batch, rows, cols)`: [`BATCHED`] over binary16 elements (counts and strides in elements; 2-byte aligned addresses)."
+);
 
-/// Launch geometry of `copy.batched` over `[batch, rows, cols]`: one grid row per (batch, row)
-/// pair (at most 65,535; the kernel strides over the rest), and across x enough blocks of
-/// `threads` for the row's columns moved four at a time (the kernel strides over the rest, and
-/// moves one at a time where the rows are not 16-byte aligned). The kernel covers every element
-/// once at any geometry, so the geometry changes only its speed.
-pub fn batched_dims(batch: usize, rows: usize, cols: usize, threads: u32) -> LaunchDims {
+pub static KERNELS: &[&crate::KernelDef] = &[
+    &BLOCK,
+    &TRANSPOSE,
+    &KV_PACK,
+    &IM2COL,
+    &BATCHED,
+    &BATCHED_F16,
+];
+
+/// Launch geometry of `copy.batched` (`elem_bytes` 4) and `copy.batched_f16` (2) over `[batch,
+/// rows, cols]`: one grid row per (batch, row) pair (at most 65,535; the kernel strides over the
+/// rest), and across x enough blocks of `threads` for the row's columns moved 16 bytes at a time
+/// (the kernel strides over the rest, and moves one element at a time where the rows are not
+/// 16-byte aligned). The kernel covers every element once at any geometry, so the geometry
+/// changes only its speed.
+pub fn batched_dims(
+    batch: usize,
+    rows: usize,
+    cols: usize,
+    elem_bytes: usize,
+    threads: u32,
+) -> LaunchDims {
+    let per_move = (16 / elem_bytes.clamp(1, 16)).max(1);
     let pairs = batch.saturating_mul(rows).clamp(1, 65_535);
-    let across = cols.div_ceil(4).div_ceil(threads as usize).clamp(1, 65_535);
+    let across = cols
+        .div_ceil(per_move)
+        .div_ceil(threads as usize)
+        .clamp(1, 65_535);
     LaunchDims {
         grid: (across as u32, pairs as u32, 1),
         block: (threads, 1, 1),
         shared_bytes: 0,
     }
+}
+
+/// Launch geometry of `copy.im2col` over `batch·frames·k` destination rows of `dim` columns: one
+/// grid row per destination row (at most 65,535; the kernel strides over the rest), and across x
+/// enough blocks of `threads` for a row's columns moved four at a time. The kernel covers every
+/// element once at any geometry, so the geometry changes only its speed.
+pub fn im2col_dims(batch: usize, frames: usize, k: usize, dim: usize, threads: u32) -> LaunchDims {
+    batched_dims(batch.saturating_mul(frames), k, dim, 4, threads)
 }
 
 /// `out[c, r] = x[r, c]` for an `rows × cols` input (`x` with leading dimension `ldx`,
@@ -118,7 +157,7 @@ pub fn kv_pack(
 /// context: with `cat_b = ctx_b ‖ src_b` (`ctx_b` at `ctx[b·ctx_b..]`, `k − 1` rows; `src_b` at
 /// `src[b·src_b..]`, `frames` rows; rows of `dim`), writes
 /// `col[((b·frames + f)·k + s)·dim + c] = cat_b[f + s, c]`.
-/// Launch: one thread per element of `col`.
+/// Launch: [`im2col_dims`] (one grid row per row of `col`).
 pub fn conv_im2col(
     col: &mut [f32],
     src: &[f32],
@@ -148,19 +187,23 @@ pub fn conv_im2col(
     }
 }
 
-/// Batched 2-D copy: `dst[b·dst_b + r·ldd + j] = src[b·src_b + r·lds + j]`.
-/// Launch: one thread per element.
-pub fn copy_batched(
-    dst: &mut [f32],
+/// Batched 2-D copy of any element type (the twin of [`BATCHED`] over floats and of
+/// [`BATCHED_F16`] over binary16 values): `dst[b·dst_b + r·ldd + j] = src[b·src_b + r·lds + j]`.
+/// Launch: [`batched_dims`].
+pub fn copy_batched<T: Copy>(
+    dst: &mut [T],
     dst_b: usize,
     ldd: usize,
-    src: &[f32],
+    src: &[T],
     src_b: usize,
     lds: usize,
     batch: usize,
     rows: usize,
     cols: usize,
 ) {
+    if cols == 0 {
+        return;
+    }
     for b in 0..batch {
         for r in 0..rows {
             let (d, s) = (b * dst_b + r * ldd, b * src_b + r * lds);
@@ -196,15 +239,21 @@ unsafe fn host_block(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
 }
 
 unsafe fn host_transpose(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
-    let (ldo, ldx, rows, cols) = (a.usize(1)?, a.usize(3)?, a.usize(4)?, a.usize(5)?);
+    let (out_b, ldo, x_b, ldx) = (a.usize(1)?, a.usize(2)?, a.usize(4)?, a.usize(5)?);
+    let (batch, rows, cols) = (a.usize(6)?, a.usize(7)?, a.usize(8)?);
+    if batch == 0 || rows == 0 || cols == 0 {
+        return Ok(());
+    }
     // SAFETY: HostFn contract.
     let (out, x) = unsafe {
         (
-            wr(a.ptr(0)?, span(cols, rows, ldo))?,
-            rd(a.ptr(2)?, span(rows, cols, ldx))?,
+            wr(a.ptr(0)?, (batch - 1) * out_b + span(cols, rows, ldo))?,
+            rd(a.ptr(3)?, (batch - 1) * x_b + span(rows, cols, ldx))?,
         )
     };
-    transpose(rows, cols, x, ldx, out, ldo);
+    for b in 0..batch {
+        transpose(rows, cols, &x[b * x_b..], ldx, &mut out[b * out_b..], ldo);
+    }
     Ok(())
 }
 
@@ -247,26 +296,45 @@ unsafe fn host_im2col(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
     Ok(())
 }
 
-unsafe fn host_batched(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+/// `(dst_b, ldd, src_b, lds, batch, rows, cols)` of a batched copy's arguments and the elements
+/// each side spans.
+struct Batched {
+    shape: [usize; 7],
+    dst_span: usize,
+    src_span: usize,
+}
+
+fn batched_args(a: &[Arg]) -> Result<Batched, KernelError> {
     let (dst_b, ldd, src_b, lds) = (a.usize(1)?, a.usize(2)?, a.usize(4)?, a.usize(5)?);
     let (batch, rows, cols) = (a.usize(6)?, a.usize(7)?, a.usize(8)?);
     let ext = |bs: usize, ld: usize| {
-        if batch == 0 {
+        if batch == 0 || rows == 0 || cols == 0 {
             0
         } else {
             (batch - 1) * bs + span(rows, cols, ld)
         }
     };
+    Ok(Batched {
+        shape: [dst_b, ldd, src_b, lds, batch, rows, cols],
+        dst_span: ext(dst_b, ldd),
+        src_span: ext(src_b, lds),
+    })
+}
+
+unsafe fn host_batched(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    let c = batched_args(a)?;
+    let [dst_b, ldd, src_b, lds, batch, rows, cols] = c.shape;
     // SAFETY: HostFn contract; dst and src do not overlap.
-    let (dst, src) = unsafe {
-        (
-            wr(a.ptr(0)?, ext(dst_b, ldd))?,
-            rd(a.ptr(3)?, ext(src_b, lds))?,
-        )
-    };
-    if rows == 0 || cols == 0 {
-        return Ok(());
-    }
+    let (dst, src) = unsafe { (wr(a.ptr(0)?, c.dst_span)?, rd(a.ptr(3)?, c.src_span)?) };
+    copy_batched(dst, dst_b, ldd, src, src_b, lds, batch, rows, cols);
+    Ok(())
+}
+
+unsafe fn host_batched_f16(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    let c = batched_args(a)?;
+    let [dst_b, ldd, src_b, lds, batch, rows, cols] = c.shape;
+    // SAFETY: HostFn contract; dst and src do not overlap.
+    let (dst, src) = unsafe { (wr16(a.ptr(0)?, c.dst_span)?, rd16(a.ptr(3)?, c.src_span)?) };
     copy_batched(dst, dst_b, ldd, src, src_b, lds, batch, rows, cols);
     Ok(())
 }
@@ -300,5 +368,62 @@ mod tests {
         // SAFETY: buffers sized for the launch.
         unsafe { BLOCK.run_host(&LaunchDims::linear(8, 128), &args).unwrap() };
         assert_eq!(dst, [1.0, 2.0, 1.0, 2.0, 3.0, 4.0, 3.0, 4.0]);
+    }
+
+    /// `copy.batched_f16` moves exactly the `[batch, rows, cols]` block of binary16 values, bit for
+    /// bit (NaN payloads included), at any strides, and refuses an address that is no binary16
+    /// element's.
+    #[test]
+    fn batched_f16_twin_moves_the_block_only() {
+        use half::f16;
+        let (batch, rows, cols, ldd, lds, dst_b, src_b) = (3, 4, 9, 11, 13, 50, 60);
+        let src: Vec<f16> = (0..batch * src_b)
+            .map(|i| f16::from_bits((i as u16).wrapping_mul(40_503) ^ 0x7e01))
+            .collect();
+        let fill = f16::from_bits(0xbeef);
+        let mut dst = vec![fill; batch * dst_b];
+        let p16 = |v: &[f16]| Arg::Ptr(DevPtr(v.as_ptr() as u64));
+        let args = |dst: &mut [f16]| {
+            [
+                Arg::Ptr(DevPtr(dst.as_mut_ptr() as u64)),
+                Arg::I64(dst_b as i64),
+                Arg::I64(ldd as i64),
+                p16(&src),
+                Arg::I64(src_b as i64),
+                Arg::I64(lds as i64),
+                Arg::I64(batch as i64),
+                Arg::I64(rows as i64),
+                Arg::I64(cols as i64),
+            ]
+        };
+        let dims = batched_dims(batch, rows, cols, 2, 128);
+        // SAFETY: dst and src hold batch·stride ≥ (batch − 1)·stride + (rows − 1)·ld + cols
+        // elements each, disjoint.
+        unsafe { BATCHED_F16.run_host(&dims, &args(&mut dst)).unwrap() };
+        for b in 0..batch {
+            for i in 0..dst_b {
+                let (r, j) = (i / ldd, i % ldd);
+                let want = if r < rows && j < cols {
+                    src[b * src_b + r * lds + j]
+                } else {
+                    fill
+                };
+                assert_eq!(dst[b * dst_b + i].to_bits(), want.to_bits(), "({b}, {i})");
+            }
+        }
+        // an odd byte address is no binary16 element
+        let mut odd = args(&mut dst);
+        odd[0] = Arg::Ptr(DevPtr(dst.as_ptr() as u64 + 1));
+        // SAFETY: refused before any access.
+        assert!(unsafe { BATCHED_F16.run_host(&dims, &odd) }.is_err());
+    }
+
+    /// The geometry moves 16 bytes a thread: four floats, eight binary16 values.
+    #[test]
+    fn batched_dims_cover_a_row_in_16_byte_moves() {
+        assert_eq!(batched_dims(2, 3, 1024, 4, 128).grid, (2, 6, 1));
+        assert_eq!(batched_dims(2, 3, 1024, 2, 128).grid, (1, 6, 1));
+        assert_eq!(batched_dims(16, 16, 402 * 128, 2, 128).grid, (51, 256, 1));
+        assert_eq!(batched_dims(0, 0, 0, 2, 128).grid, (1, 1, 1));
     }
 }

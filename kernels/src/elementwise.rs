@@ -42,9 +42,9 @@ kdef!(
     CFG_EULER,
     "elementwise",
     "cfg_euler",
-    [Ptr, Ptr, I64, F32, F32],
+    [Ptr, Ptr, I64, I64, F32, F32],
     host_cfg_euler,
-    "`(x, v, n, cfg, dt)`: `x += dt · ((1 + cfg) · v[i] − cfg · v[n + i])` in place ([`cfg_euler_step`])."
+    "`(x, v, n, m, cfg, dt)`: `x += dt · ((1 + cfg) · v_c − cfg · v_u)` in place over `n / m` sessions' rows at once ([`cfg_euler_step`] per session): `x` `[n / m, m]`, `v` `[n / m, 2, m]` (each session's conditional `v_c` then unconditional `v_u` velocities; one session: `v[i]`, `v[n + i]`)."
 );
 
 kdef!(
@@ -78,9 +78,9 @@ kdef!(
     CFG_EULER_F16,
     "elementwise",
     "cfg_euler_f16",
-    [Ptr, Ptr, I64, F32, F32],
+    [Ptr, Ptr, I64, I64, F32, F32],
     host_cfg_euler_f16,
-    "`(x, v, n, cfg, dt)`: [`CFG_EULER`] with every operation rounded to f16 ([`cfg_euler_step_f16`])."
+    "`(x, v, n, m, cfg, dt)`: [`CFG_EULER`] with every operation rounded to f16 ([`cfg_euler_step_f16`])."
 );
 kdef!(
     TIMESTEP_F16,
@@ -235,12 +235,33 @@ unsafe fn host_gated_add(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> 
     Ok(())
 }
 
-unsafe fn host_cfg_euler(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
-    let (n, cfg, dt) = (a.usize(2)?, a.f32(3)?, a.f32(4)?);
-    // SAFETY: HostFn contract.
+/// Runs `step` over each session of a `cfg_euler` launch `(x, v, n, m, cfg, dt)`: `x` `[n / m,
+/// m]`, `v` `[n / m, 2, m]`.
+///
+/// # Safety
+/// HostFn contract: `x` addresses `n` writable floats, `v` `2n` readable ones, not overlapping.
+unsafe fn cfg_euler_sessions(
+    a: &[Arg],
+    step: fn(&mut [f32], &[f32], &[f32], f32, f32),
+) -> Result<(), KernelError> {
+    let (n, m, cfg, dt) = (a.usize(2)?, a.usize(3)?, a.f32(4)?, a.f32(5)?);
+    if n > 0 && (m == 0 || !n.is_multiple_of(m)) {
+        return Err(crate::twin::invalid(
+            "cfg_euler: n is not a whole number of sessions of m elements",
+        ));
+    }
+    // SAFETY: HostFn contract (the caller's).
     let (x, v) = unsafe { (wr(a.ptr(0)?, n)?, rd(a.ptr(1)?, 2 * n)?) };
-    cfg_euler_step(x, &v[..n], &v[n..], cfg, dt);
+    for (x, v) in x.chunks_mut(m.max(1)).zip(v.chunks(2 * m.max(1))) {
+        let (c, u) = v.split_at(m);
+        step(x, c, u, cfg, dt);
+    }
     Ok(())
+}
+
+unsafe fn host_cfg_euler(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    // SAFETY: HostFn contract (the caller's).
+    unsafe { cfg_euler_sessions(a, cfg_euler_step) }
 }
 
 /// The rows `(rows, cols, ld)` of a round kernel's launch, each as a mutable slice.
@@ -286,11 +307,8 @@ unsafe fn host_gated_add_f16(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelErr
 }
 
 unsafe fn host_cfg_euler_f16(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
-    let (n, cfg, dt) = (a.usize(2)?, a.f32(3)?, a.f32(4)?);
-    // SAFETY: HostFn contract.
-    let (x, v) = unsafe { (wr(a.ptr(0)?, n)?, rd(a.ptr(1)?, 2 * n)?) };
-    cfg_euler_step_f16(x, &v[..n], &v[n..], cfg, dt);
-    Ok(())
+    // SAFETY: HostFn contract (the caller's).
+    unsafe { cfg_euler_sessions(a, cfg_euler_step_f16) }
 }
 
 unsafe fn host_timestep_f16(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {

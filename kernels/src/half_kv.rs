@@ -6,24 +6,25 @@
 //!
 //! - [`QK_PACK`] ([`qk_pack_f16`]): `norm.qk_pack`'s LayerNorms ([`crate::norm::layer_norm`],
 //!   the same arithmetic), then `qn = rn16(LN_q(q))` in f32 storage and `LN_k(k) ‖ v` as binary16
-//!   into the cache;
-//! - [`COPY`] ([`copy_f16`]): a `[rows, cols]` block of binary16 elements (the carry's history
-//!   into the solver workspace), one thread per element.
+//!   into the cache.
 //!
 //! SDPA over a binary16 cache is the half path's tensor-core attention,
 //! [`crate::attention::f16`] (`attention.sdpa_f16`), which reads either cache.
 //!
-//! The carry's write-back needs no kernel here: `carry.retain` moves 32-bit words, and a frame of
-//! `2d` binary16 values is `d` words.
+//! The copies of the cache need no kernel here: the history into the solver workspace is
+//! `copy.batched_f16` ([`crate::copy::BATCHED_F16`], one launch per session over every layer), and
+//! the carry's write-back `carry.retain`, which moves 32-bit words (a frame of `2d` binary16
+//! values is `d` words).
+
 #![allow(clippy::too_many_arguments)]
 
 use half::f16;
 
+use crate::CudaSource;
 use crate::abi::{Arg, Args, KernelError, LaunchDims};
 use crate::elementwise::rn16;
 use crate::norm::layer_norm;
-use crate::twin::{check_warp_block, invalid, kdef, rd, span, wr};
-use crate::{CudaSource, DevPtr};
+use crate::twin::{check_warp_block, invalid, kdef, rd, span, wr, wr16};
 
 use crate::abi::Param::{F32, I64, Ptr};
 
@@ -46,16 +47,7 @@ kdef!(
     host_qk_pack,
     "`(qn, cache, cap, t0, qkv, ld, gamma_q, beta_q, gamma_k, beta_k, batch, heads, t, d, eps)`: `norm.qk_pack` into a binary16 cache ([`qk_pack_f16`]): `qn` `[batch·t, heads·d]` f32 holding `rn16(LN_q(q))`, `LN_k(k) ‖ v` as binary16 into frames `t0..t0+t` of a `[batch, heads, cap, 2d]` binary16 cache; one warp per (row, head) of q then of k."
 );
-kdef!(
-    COPY,
-    "half",
-    "copy",
-    [Ptr, I64, Ptr, I64, I64, I64],
-    host_copy,
-    "`(dst, ldd, src, lds, rows, cols)`: `dst = src` over `[rows, cols]` binary16 blocks with unit column stride ([`copy_f16`]); one thread per element."
-);
-
-pub static KERNELS: &[&crate::KernelDef] = &[&QK_PACK, &COPY];
+pub static KERNELS: &[&crate::KernelDef] = &[&QK_PACK];
 
 /// `norm.qk_pack` into a binary16 cache: `qkv` is `[batch·t, ld]` with `q ‖ k ‖ v` at columns
 /// `0`, `heads·d`, `2·heads·d`. Writes `qn[(b·t + i), h·d + c] = rn16(LN_q(q))`
@@ -123,39 +115,6 @@ pub fn qk_pack_f16(
     }
 }
 
-/// `dst[r·ldd + j] = src[r·lds + j]` for `r < rows`, `j < cols`.
-pub fn copy_f16(dst: &mut [f16], ldd: usize, src: &[f16], lds: usize, rows: usize, cols: usize) {
-    for r in 0..rows {
-        dst[r * ldd..r * ldd + cols].copy_from_slice(&src[r * lds..r * lds + cols]);
-    }
-}
-
-/// # Safety
-/// `p` addresses `n` readable binary16 values (or `n == 0`).
-unsafe fn rd16<'a>(p: DevPtr, n: usize) -> Result<&'a [f16], KernelError> {
-    if n == 0 {
-        return Ok(&[]);
-    }
-    if p.is_null() || !p.0.is_multiple_of(2) {
-        return Err(invalid("null or unaligned binary16 input address"));
-    }
-    // SAFETY: HostFn contract (caller); f16 is a 2-byte plain value, the address 2-aligned.
-    Ok(unsafe { std::slice::from_raw_parts(p.0 as *const f16, n) })
-}
-
-/// # Safety
-/// `p` addresses `n` writable binary16 values not aliased by any other slice of the launch.
-unsafe fn wr16<'a>(p: DevPtr, n: usize) -> Result<&'a mut [f16], KernelError> {
-    if n == 0 {
-        return Ok(&mut []);
-    }
-    if p.is_null() || !p.0.is_multiple_of(2) {
-        return Err(invalid("null or unaligned binary16 output address"));
-    }
-    // SAFETY: HostFn contract (caller); f16 is a 2-byte plain value, the address 2-aligned.
-    Ok(unsafe { std::slice::from_raw_parts_mut(p.0 as *mut f16, n) })
-}
-
 unsafe fn host_qk_pack(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
     check_warp_block("half.qk_pack", dims)?;
     let (cap, t0, ld) = (a.usize(2)?, a.usize(3)?, a.usize(5)?);
@@ -199,22 +158,6 @@ unsafe fn host_qk_pack(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> 
         d,
         eps,
     );
-    Ok(())
-}
-
-unsafe fn host_copy(_dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
-    let (ldd, lds, rows, cols) = (a.usize(1)?, a.usize(3)?, a.usize(4)?, a.usize(5)?);
-    if rows > 0 && (cols > ldd || cols > lds) {
-        return Err(invalid("half.copy: cols past a leading dimension"));
-    }
-    // SAFETY: HostFn contract (dst and src do not overlap).
-    let (dst, src) = unsafe {
-        (
-            wr16(a.ptr(0)?, span(rows, cols, ldd))?,
-            rd16(a.ptr(2)?, span(rows, cols, lds))?,
-        )
-    };
-    copy_f16(dst, ldd, src, lds, rows, cols);
     Ok(())
 }
 

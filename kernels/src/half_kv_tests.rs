@@ -3,6 +3,7 @@
 use half::f16;
 
 use super::*;
+use crate::DevPtr;
 use crate::norm::qk_norm_pack;
 
 /// Deterministic values in about [-2, 2), with a few large ones (past f16's range) and tiny ones.
@@ -104,37 +105,32 @@ fn qk_pack_f16_is_qk_norm_pack_rounded() {
     }
 }
 
-#[test]
-fn copy_f16_moves_the_block_only() {
-    let src: Vec<f16> = data(5 * 9, 21).into_iter().map(f16::from_f32).collect();
-    let mut dst = vec![f16::from_f32(3.0); 5 * 11];
-    copy_f16(&mut dst, 11, &src, 9, 5, 7);
-    for r in 0..5 {
-        for j in 0..11 {
-            let want = if j < 7 {
-                src[r * 9 + j]
-            } else {
-                f16::from_f32(3.0)
-            };
-            assert_eq!(dst[r * 11 + j].to_bits(), want.to_bits());
-        }
-    }
-}
-
-/// The twins refuse what the kernels cannot do (nothing written).
+/// The twin refuses what the kernel cannot do (nothing written).
 #[test]
 fn launch_checks() {
     let dims = LaunchDims::blocks(1, 128);
-    let kv = [f16::ZERO; 8];
-    let mut d16 = [f16::ZERO; 4];
-    let copy = [
-        Arg::Ptr(DevPtr(d16.as_mut_ptr() as u64)),
+    let mut qn = [0.0f32; 4];
+    let mut cache = [f16::ZERO; 8];
+    let qkv = [0.0f32; 12];
+    let g = [1.0f32; 2];
+    let gp = Arg::Ptr(DevPtr(g.as_ptr() as u64));
+    let args = [
+        Arg::Ptr(DevPtr(qn.as_mut_ptr() as u64)),
+        Arg::Ptr(DevPtr(cache.as_mut_ptr() as u64)),
+        Arg::I64(1), // cap
+        Arg::I64(1), // t0: frame 1 is past the capacity
+        Arg::Ptr(DevPtr(qkv.as_ptr() as u64)),
+        Arg::I64(6),
+        gp,
+        gp,
+        gp,
+        gp,
+        Arg::I64(1),
+        Arg::I64(1),
+        Arg::I64(1),
         Arg::I64(2),
-        Arg::Ptr(DevPtr(kv.as_ptr() as u64)),
-        Arg::I64(2),
-        Arg::I64(2),
-        Arg::I64(3), // cols past ld
+        Arg::F32(1e-5),
     ];
     // SAFETY: the pointers address the arrays above; the twin refuses before touching them.
-    assert!(unsafe { COPY.run_host(&dims, &copy) }.is_err());
+    assert!(unsafe { QK_PACK.run_host(&dims, &args) }.is_err());
 }

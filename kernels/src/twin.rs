@@ -6,6 +6,8 @@
 //! address is allowed only where a kernel's doc says so (optional LayerNorm affine parameters).
 //! Buffers a kernel reads and writes must not overlap unless its doc says "in place".
 
+use half::f16;
+
 use crate::abi::{DevPtr, KernelError, LaunchDims};
 use crate::math::WARP;
 
@@ -62,6 +64,32 @@ pub(crate) unsafe fn wr<'a>(p: DevPtr, n: usize) -> Result<&'a mut [f32], Kernel
     }
     // SAFETY: HostFn contract (caller).
     Ok(unsafe { std::slice::from_raw_parts_mut(p.0 as *mut f32, n) })
+}
+
+/// # Safety
+/// `p` addresses `n` readable binary16 values (or `n == 0`).
+pub(crate) unsafe fn rd16<'a>(p: DevPtr, n: usize) -> Result<&'a [f16], KernelError> {
+    if n == 0 {
+        return Ok(&[]);
+    }
+    if p.is_null() || !p.0.is_multiple_of(2) {
+        return Err(invalid("null or unaligned binary16 input address"));
+    }
+    // SAFETY: HostFn contract (caller); f16 is a 2-byte plain value, the address 2-aligned.
+    Ok(unsafe { std::slice::from_raw_parts(p.0 as *const f16, n) })
+}
+
+/// # Safety
+/// `p` addresses `n` writable binary16 values not aliased by any other slice of the launch.
+pub(crate) unsafe fn wr16<'a>(p: DevPtr, n: usize) -> Result<&'a mut [f16], KernelError> {
+    if n == 0 {
+        return Ok(&mut []);
+    }
+    if p.is_null() || !p.0.is_multiple_of(2) {
+        return Err(invalid("null or unaligned binary16 output address"));
+    }
+    // SAFETY: HostFn contract (caller); f16 is a 2-byte plain value, the address 2-aligned.
+    Ok(unsafe { std::slice::from_raw_parts_mut(p.0 as *mut f16, n) })
 }
 
 /// Checks a warp-per-row launch: 1-D blocks of a multiple of 32 threads (the kernels trap

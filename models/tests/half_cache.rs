@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use dcc_models::nn::{Ctx, Loader, SelfAttention, Tensor, WeightStore};
 use dcc_runtime::backend::{AllocKind, Backend, DeviceBuffer, Pod};
-use dcc_runtime::ops::GemmPath;
+use dcc_runtime::ops::{self, GemmPath};
 use half::f16;
 use safetensors::tensor::TensorView;
 use safetensors::{Dtype, serialize};
@@ -147,7 +147,7 @@ fn run<K: dcc_models::nn::KvElem + Pod>(
         let dst = work.narrow(0, i * 2, 2)?.narrow(2, T, L)?;
         let dst = dst.flatten(0, 1)?.flatten(1, 2)?.broadcast(0, 1)?;
         let src = h.flatten(0, 1)?.flatten(1, 2)?.broadcast(0, 1)?;
-        K::copy_layers(&cx, dst, src)?;
+        ops::copy_batched(&cx, dst, src)?;
     }
     attn.forward(&cx, x, L, work, scratch, o)?;
     be.synchronize().unwrap();

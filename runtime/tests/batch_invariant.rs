@@ -11,9 +11,10 @@
 //! variants, which must not matter) and `linear_act`, `layer_norm`, `layer_norm_modulate`,
 //! `layer_norm_modulate_f16`, `gated_norm_modulate`, `gated_norm_modulate_f16`,
 //! `l2_normalize`, `qk_norm_pack`, `act` (every activation), `add`, `cfg_euler`, `attention`,
-//! `kv_pack`, `conv_im2col`, `layer_norm_act_im2col`, `copy`, `repeat_rows`, `copy_batched`,
-//! `transpose`, `embedding`, `rel_pos_attention` (one session a unit: its queries and cache,
-//! the positions shared) and the carry's `write_back` (both of its paths). Not covered, for
+//! `kv_pack`, `conv_im2col`, `layer_norm_act_im2col`, `copy`, `repeat_rows`, `copy_batched` (of
+//! floats and of binary16 values), `transpose`, `embedding`, `rel_pos_attention` (one session a
+//! unit: its queries and cache, the positions shared) and the carry's `write_back` (both of its
+//! paths). Not covered, for
 //! want of a batch axis: `timestep_embedding` (one vector).
 //! Host shapes are the tiny model's (64/128 wide, plus tails); CUDA adds the full model's.
 

@@ -1,10 +1,11 @@
 //! The binary16 estimator cache of the `half` operating point (`ops::qk_pack_f16`,
-//! `attention_f16`, `copy_f16`, and the carry's `write_back` over binary16 views): on each
+//! `attention_f16`, `copy_batched`, and the carry's `write_back` over binary16 views): on each
 //! backend, every op equals the bits the half path computes over the same values in f32 storage
 //! (`qk_norm_pack` then `round_f16`; `attention` on `GemmPath::Half` over the rounded cache;
 //! `copy`; `write_back`), so a flow that stores its cache in f16 changes no bit, and on the Host
 //! its kernel's host twin. SDPA is also batch-invariant over a binary16 cache
-//! (`batch_invariant_half_sdpa`; `attention_f16.rs` has the tensor-core SDPA's own tests). On Host always, on CUDA
+//! (`batch_invariant_half_sdpa`; `attention_f16.rs` has the tensor-core SDPA's own tests). On
+//! Host always, on CUDA
 //! where a GPU exists (`SKIP (cuda): ...` otherwise; `DCC_REQUIRE_GPU=1` makes that a failure).
 
 mod common;
@@ -15,6 +16,7 @@ use common::data;
 use dcc_runtime::backend::{AllocKind, Backend, BackendKind, DeviceBuffer, Pod};
 use dcc_runtime::contract::Keep;
 use dcc_runtime::kernels::attention;
+use dcc_runtime::kernels::copy;
 use dcc_runtime::kernels::half_kv as hk;
 use dcc_runtime::ops::{self, Ctx, GemmPath, Tensor, carry};
 use half::f16;
@@ -36,10 +38,15 @@ fn buf<T: Pod>(be: &Arc<dyn Backend>, v: &[T]) -> DeviceBuffer {
 }
 
 /// `(batch, heads, t, d, cap, t0)` of the q/k pack: the tiny DiT's (CFG 2, 2 heads of 32), a
-/// generic head width, and on CUDA the full model's (CFG 2, 8 heads of 64, 56 new frames ahead
-/// of a 402-frame history).
+/// generic head width, heads wider than `half.qk_pack` holds in registers (128; `norm.qk_pack`
+/// holds up to 512: the two take different paths to the same sums), and on CUDA the full
+/// model's (CFG 2, 8 heads of 64, 56 new frames ahead of a 402-frame history).
 fn pack_cases(be: &Arc<dyn Backend>) -> Vec<(usize, usize, usize, usize, usize, usize)> {
-    let mut c = vec![(2, 2, 56, 32, 458, 0), (4, 3, 7, 40, 20, 5)];
+    let mut c = vec![
+        (2, 2, 56, 32, 458, 0),
+        (4, 3, 7, 40, 20, 5),
+        (2, 2, 5, 160, 9, 2),
+    ];
     if be.kind() == BackendKind::Cuda {
         c.push((2, 8, 56, 64, 458, 0));
     }
@@ -271,24 +278,32 @@ fn copy_and_write_back_move_halves(be: Arc<dyn Backend>) {
         .unwrap()
         .view(&[rows, frames * w])
         .unwrap();
-    ops::copy_f16(
+    ops::copy_batched(
         &cx,
-        dst.narrow(1, t, frames).unwrap().flatten(1, 2).unwrap(),
-        hist,
+        dst.narrow(1, t, frames)
+            .unwrap()
+            .flatten(1, 2)
+            .unwrap()
+            .broadcast(0, 1)
+            .unwrap(),
+        hist.broadcast(0, 1).unwrap(),
     )
     .unwrap();
     be.synchronize().unwrap();
     let got: Vec<f16> = be.download(db.ptr(), rows * cap * w).unwrap();
     let mut want = vec![f16::from_f32(2.0); rows * cap * w];
-    hk::copy_f16(
+    copy::copy_batched(
         &mut want[t * w..],
+        0,
         cap * w,
         &src,
+        0,
         frames * w,
+        1,
         rows,
         frames * w,
     );
-    assert_eq!(bits16(&got), bits16(&want), "copy_f16");
+    assert_eq!(bits16(&got), bits16(&want), "copy_batched");
 
     // the write-back keeps head 100 ‖ tail 302 of 458 frames: the same moves as over f32 values
     let keep = Keep {

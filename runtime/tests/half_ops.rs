@@ -73,16 +73,21 @@ fn half_ops_match_slice_functions(be: Arc<dyn Backend>) {
     let got: Vec<f32> = be.download(xb.ptr(), x.len()).unwrap();
     assert_eq!(bits(&got), bits(&want), "gated_add_f16");
 
-    let (n, xs, v) = (80 * 50, data(5, 80 * 50), data(6, 2 * 80 * 50));
+    // three sessions' rows in one launch, each session's step its own
+    let (s, m) = (3, 80 * 50);
+    let n = s * m;
+    let (xs, v) = (data(5, n), data(6, 2 * n));
     let (xb, vb) = (
         be.alloc_from(&xs, AllocKind::Other).unwrap(),
         be.alloc_from(&v, AllocKind::Other).unwrap(),
     );
-    let xt = Tensor::of(&xb).unwrap().view(&[50, 80]).unwrap();
-    let vt = Tensor::of(&vb).unwrap().view(&[2, 50, 80]).unwrap();
+    let xt = Tensor::of(&xb).unwrap().view(&[s, 50, 80]).unwrap();
+    let vt = Tensor::of(&vb).unwrap().view(&[s, 2, 50, 80]).unwrap();
     ops::cfg_euler_f16(&cx, xt, vt, 0.7, 0.0913).unwrap();
     let mut want = xs.clone();
-    ew::cfg_euler_step_f16(&mut want, &v[..n], &v[n..], 0.7, 0.0913);
+    for (x, v) in want.chunks_mut(m).zip(v.chunks(2 * m)) {
+        ew::cfg_euler_step_f16(x, &v[..m], &v[m..], 0.7, 0.0913);
+    }
     be.synchronize().unwrap();
     let got: Vec<f32> = be.download(xb.ptr(), n).unwrap();
     assert_eq!(bits(&got), bits(&want), "cfg_euler_f16");

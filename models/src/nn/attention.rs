@@ -2,21 +2,22 @@
 //! after (or before) the cached ones, and the queries attend over all of them.
 
 use dcc_runtime::backend::DeviceBuffer;
-use dcc_runtime::ops::Elem;
+use dcc_runtime::ops::CopyElem;
 
 use super::{Ctx, LayerNorm, Linear, LoadError, Loader, OpError, Tensor, ops};
 use crate::token2wav::half;
 
 /// The element type of the DiT's key/value cache (its history and the workspace the new frames
 /// join): `f32`, or `half::f16` where the contract's `half` operating point stores the carry and
-/// the solver workspace as binary16. The three launches that touch the cache go through it, so
-/// [`SelfAttention::forward`] is one body for both.
+/// the solver workspace as binary16. The two launches that compute on the cache go through it,
+/// so [`SelfAttention::forward`] is one body for both; its copies are [`ops::copy_batched`] over
+/// either type ([`CopyElem`]).
 ///
 /// In the vendor's fp16 mode the cache holds f16 keys (the k LayerNorm's output, rounded) and
 /// values (a linear's f16 output): an f32 cache on the half path holds those values after
 /// `round_f16` launches, a binary16 cache holds the same values in half the bytes, so both give
 /// the same bits.
-pub trait KvElem: Elem {
+pub trait KvElem: CopyElem {
     /// q/k LayerNorms of the fused `qkv` rows into `qn` and the new frames `0..t` of `work`
     /// (`[batch, heads, cap, 2·head_dim]`), rounded to f16 where the path rounds.
     #[allow(clippy::too_many_arguments)]
@@ -29,14 +30,6 @@ pub trait KvElem: Elem {
         q_ln: (Tensor<'_>, Tensor<'_>),
         k_ln: (Tensor<'_>, Tensor<'_>),
         eps: f32,
-    ) -> Result<(), OpError>;
-
-    /// `dst = src` over `[layers, rows, cols]` views (a session's histories of every layer into
-    /// its rows of the workspace, staged once per solver step).
-    fn copy_layers(
-        cx: &Ctx<'_>,
-        dst: Tensor<'_, Self>,
-        src: Tensor<'_, Self>,
     ) -> Result<(), OpError>;
 
     /// SDPA of `q` over frames `0..tk` of `kv`.
@@ -70,10 +63,6 @@ impl KvElem for f32 {
             ops::round_f16(cx, new)?;
         }
         Ok(())
-    }
-
-    fn copy_layers(cx: &Ctx<'_>, dst: Tensor<'_>, src: Tensor<'_>) -> Result<(), OpError> {
-        ops::copy_batched(cx, dst, src)
     }
 
     fn attention(
@@ -112,18 +101,6 @@ impl KvElem for ::half::f16 {
             });
         }
         ops::qk_pack_f16(cx, qn, work, 0, qkv, q_ln, k_ln, eps)
-    }
-
-    fn copy_layers(
-        cx: &Ctx<'_>,
-        dst: Tensor<'_, Self>,
-        src: Tensor<'_, Self>,
-    ) -> Result<(), OpError> {
-        // one binary16 block copy per layer
-        for li in 0..dst.dims().first().copied().unwrap_or(0) {
-            ops::copy_f16(cx, dst.index(0, li)?, src.index(0, li)?)?;
-        }
-        Ok(())
     }
 
     fn attention(

@@ -95,9 +95,9 @@ pub(super) struct StepState<'a, 'b, K: KvElem = f32> {
 
 /// Copies each session's history (its carry's frames `0..extent`, every layer) behind the
 /// `frames` new frames of its rows of the workspace (`[new ‖ history]`, the prepend order the
-/// attention reads): one `copy.batched` launch per session covering all `depth` layers (one
-/// binary16 copy per layer on a binary16 cache), since a
-/// session's rows repeat at one stride from layer to layer on both sides. Nothing in a step
+/// attention reads): one `copy.batched` launch per session covering all `depth` layers
+/// (`copy.batched_f16` on a binary16 cache), since a session's rows repeat at one stride from
+/// layer to layer on both sides. Nothing in a step
 /// writes those frames before the attention of the last layer reads them (each layer writes only
 /// its new frames `0..frames`), so staging them once per step equals copying them layer by layer
 /// before each attention, as moves, bit for bit.
@@ -119,7 +119,7 @@ fn stage_histories<K: KvElem>(
             .work
             .narrow(1, i * CFG_BATCH, CFG_BATCH)?
             .narrow(3, frames, l)?;
-        K::copy_layers(cx, rows(dst)?, rows(carry.narrow(3, 0, l)?)?)?;
+        ops::copy_batched(cx, rows(dst)?, rows(carry.narrow(3, 0, l)?)?)?;
     }
     Ok(())
 }

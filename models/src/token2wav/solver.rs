@@ -184,19 +184,18 @@ impl DeviceFlow {
             } else {
                 ops::cfg_euler
             };
-            for (i, x) in (0..n).map(|i| (i, xs.index(0, i))) {
-                euler(cx, x?, vel.index(0, i)?, sv.cfg_rate, dt)?;
-            }
+            // every session's rows in one launch: x `[n, frames, mel]`, its velocities `[n, cfg,
+            // frames, mel]`
+            euler(cx, xs, vel, sv.cfg_rate, dt)?;
             t = round(t + dt);
             if step < sv.n_steps {
                 dt = round(t_span[step + 1] - t);
             }
         }
         if s.steps.end == sv.n_steps {
+            // every session's mel `[mel, frames]` from its rows `[frames, mel]`, one launch
             let out = v(&w.mel_out, &[n, mel, frames])?;
-            for i in 0..n {
-                ops::transpose(cx, out.index(0, i)?, xs.index(0, i)?)?;
-            }
+            ops::transpose(cx, out, xs)?;
         }
         Ok(kept)
     }

@@ -51,7 +51,7 @@ fn im2col_operands(
 }
 
 /// The im2col rows of a causal conv of kernel `k` over `ctx ‖ src` per batch (`CONV_IM2COL`,
-/// one thread per element): `col` packed `[batch, frames, k·dim]`, `src` `[batch, frames, dim]`
+/// one grid row per row of `col`, `dcc_kernels::copy::im2col_dims`): `col` packed `[batch, frames, k·dim]`, `src` `[batch, frames, dim]`
 /// and `ctx` `[batch, k − 1, dim]` with packed rows and any batch stride.
 pub fn conv_im2col(
     cx: &Ctx<'_>,
@@ -83,9 +83,10 @@ pub fn conv_im2col(
         int(dim),
     ];
     cx.work(Work::f32(0, b * frames * dim + b * frames * k * dim));
+    let dims = k::copy::im2col_dims(b, frames, k, dim, super::THREADS);
     // SAFETY: the kernel reads the checked src and ctx views and writes col[0..batch·frames·k·
-    // dim], the checked packed view, which overlaps neither.
-    unsafe { cx.launch_linear(&k::copy::IM2COL, b * frames * k * dim, &args) }
+    // dim] (at any geometry), the checked packed view, which overlaps neither.
+    unsafe { cx.launch(&k::copy::IM2COL, dims, &args) }
 }
 
 /// Affine LayerNorm and activation `f` of `x`'s rows written as [`conv_im2col`] rows over `ctx ‖

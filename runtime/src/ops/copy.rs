@@ -1,9 +1,24 @@
 //! Data movement: block copies (concatenation, broadcast, im2col over overlapping windows,
 //! nearest upsampling), batched copies, transposes, memsets and the embedding gather.
 
-use dcc_kernels as k;
+use dcc_kernels::{self as k, KernelDef};
 
-use super::{Ctx, OpError, Tensor, Work, dims, disjoint, int, matrix, operand, packed, ptr};
+use super::{Ctx, Elem, OpError, Tensor, Work, dims, disjoint, int, matrix, operand, packed, ptr};
+
+/// Element types [`copy_batched`] moves: `f32` (`COPY_BATCHED`) and binary16 (`COPY_BATCHED_F16`:
+/// the half point's estimator cache).
+pub trait CopyElem: Elem {
+    /// The batched copy over this element type.
+    const BATCHED: &'static KernelDef;
+}
+
+impl CopyElem for f32 {
+    const BATCHED: &'static KernelDef = &k::copy::BATCHED;
+}
+
+impl CopyElem for half::f16 {
+    const BATCHED: &'static KernelDef = &k::copy::BATCHED_F16;
+}
 
 /// `dst = src` over `[rows, cols]` views with unit column stride (`COPY_BLOCK`, one thread per
 /// element). `src` may have row stride 0 (one row broadcast) or overlapping rows
@@ -65,11 +80,17 @@ fn block(
     unsafe { cx.launch_linear(&k::copy::BLOCK, rows * cols, &args) }
 }
 
-/// `dst = src` over `[batch, rows, cols]` views with unit column stride (`COPY_BATCHED`, one
-/// thread per element); either batch stride may be 0 on the source (a broadcast).
-pub fn copy_batched(cx: &Ctx<'_>, dst: Tensor<'_>, src: Tensor<'_>) -> Result<(), OpError> {
+/// `dst = src` over `[batch, rows, cols]` views of `f32` or binary16 elements with unit column
+/// stride (`COPY_BATCHED` / `COPY_BATCHED_F16`, one grid row per copied row,
+/// [`k::copy::batched_dims`]); either batch stride may be 0 on the source (a broadcast). A copy:
+/// the same bits land whatever the geometry.
+pub fn copy_batched<E: CopyElem>(
+    cx: &Ctx<'_>,
+    dst: Tensor<'_, E>,
+    src: Tensor<'_, E>,
+) -> Result<(), OpError> {
     let op = "copy_batched";
-    let three = |view, t: &Tensor<'_>| match (t.dims(), t.strides()) {
+    let three = |view, t: &Tensor<'_, E>| match (t.dims(), t.strides()) {
         (&[b, r, c], &[bs, ld, 1]) => Ok(([b, r, c], bs, ld)),
         (&[_, _, _], s) => Err(OpError::layout(op, view, "[batch stride, ld, 1]", s)),
         (d, _) => Err(OpError::shape(op, view, "[batch, rows, cols]", d)),
@@ -95,34 +116,53 @@ pub fn copy_batched(cx: &Ctx<'_>, dst: Tensor<'_>, src: Tensor<'_>) -> Result<()
         int(rows),
         int(cols),
     ];
-    cx.work(Work::f32(0, 2 * batch * rows * cols));
-    let dims = k::copy::batched_dims(batch, rows, cols, super::THREADS);
+    let size = std::mem::size_of::<E>();
+    // bytes moved, counted in floats
+    cx.work(Work::f32(0, (2 * batch * rows * cols * size).div_ceil(4)));
+    let dims = k::copy::batched_dims(batch, rows, cols, size, super::THREADS);
     // SAFETY: the kernel touches `dst[b·dst_b + r·ldd + j]` and `src[b·src_b + r·lds + j]` for
-    // b < batch, r < rows, j < cols (at any geometry): the two checked views, which do not
-    // overlap.
-    unsafe { cx.launch(&k::copy::BATCHED, dims, &args) }
+    // b < batch, r < rows, j < cols (at any geometry), elements of `E`'s size (`E::BATCHED` is
+    // the kernel over `E`): the two checked views, which do not overlap.
+    unsafe { cx.launch(E::BATCHED, dims, &args) }
 }
 
-/// `out[c, r] = x[r, c]`: `out` `[cols, rows]`, `x` `[rows, cols]`, unit column strides
-/// (`TRANSPOSE`, one thread per element).
+/// `out[c, r] = x[r, c]`: `out` `[cols, rows]`, `x` `[rows, cols]`, unit column strides; or a
+/// batch of them in one launch, `out[b, c, r] = x[b, r, c]` over `[batch, cols, rows]` and
+/// `[batch, rows, cols]` views with unit column strides and any batch strides (`TRANSPOSE`, one
+/// thread per element).
 pub fn transpose(cx: &Ctx<'_>, out: Tensor<'_>, x: Tensor<'_>) -> Result<(), OpError> {
     let op = "transpose";
-    let (rows, cols, ldx) = matrix(op, "x", &x)?;
-    let (orows, ocols, ldo) = matrix(op, "out", &out)?;
-    if (orows, ocols) != (cols, rows) {
-        return Err(OpError::shape(
-            op,
-            "out",
-            format!("[{cols}, {rows}]"),
-            out.dims(),
-        ));
+    let three = |view, t: &Tensor<'_>| match (t.dims(), t.strides()) {
+        (&[r, c], &[ld, 1]) => Ok((1, r, c, 0, ld)),
+        (&[b, r, c], &[bs, ld, 1]) => Ok((b, r, c, bs, ld)),
+        (&[_, _] | &[_, _, _], s) => Err(OpError::layout(op, view, "[.., ld, 1]", s)),
+        (d, _) => Err(OpError::shape(op, view, "[batch?, rows, cols]", d)),
+    };
+    let (batch, rows, cols, x_b, ldx) = three("x", &x)?;
+    let (obatch, orows, ocols, out_b, ldo) = three("out", &out)?;
+    if out.rank() != x.rank() || (obatch, orows, ocols) != (batch, cols, rows) {
+        let mut want = x.dims().to_vec();
+        let r = want.len();
+        want.swap(r - 2, r - 1);
+        return Err(OpError::shape(op, "out", format!("{want:?}"), out.dims()));
     }
     disjoint(op, &[operand("out", &out, true), operand("x", &x, false)])?;
-    let args = [ptr(&out), int(ldo), ptr(&x), int(ldx), int(rows), int(cols)];
-    cx.work(Work::f32(0, 2 * rows * cols));
-    // SAFETY: the kernel writes `out[c·ldo + r]` and reads `x[r·ldx + c]` for r < rows, c <
-    // cols: the two checked views, which do not overlap.
-    unsafe { cx.launch_linear(&k::copy::TRANSPOSE, rows * cols, &args) }
+    let args = [
+        ptr(&out),
+        int(out_b),
+        int(ldo),
+        ptr(&x),
+        int(x_b),
+        int(ldx),
+        int(batch),
+        int(rows),
+        int(cols),
+    ];
+    let n = batch * rows * cols;
+    cx.work(Work::f32(0, 2 * n));
+    // SAFETY: the kernel writes `out[b·out_b + c·ldo + r]` and reads `x[b·x_b + r·ldx + c]` for
+    // b < batch, r < rows, c < cols: the two checked views, which do not overlap.
+    unsafe { cx.launch_linear(&k::copy::TRANSPOSE, n, &args) }
 }
 
 /// Sets every element of a packed view to the 32-bit pattern `value`

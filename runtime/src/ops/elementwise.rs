@@ -58,8 +58,11 @@ pub fn add(cx: &Ctx<'_>, x: Tensor<'_>, y: Tensor<'_>) -> Result<(), OpError> {
     unsafe { cx.launch_linear(&k::elementwise::ADD, n, &args) }
 }
 
-/// Classifier-free guidance and one Euler step, in place: `x += dt · ((1 + cfg) · v[0] − cfg ·
-/// v[1])`, `x` packed, `v` packed `[2, x dims...]` (conditional, unconditional) (`CFG_EULER`).
+/// Classifier-free guidance and one Euler step of a batch of sessions, in place: for each
+/// session `s`, `x[s] += dt · ((1 + cfg) · v[s, 0] − cfg · v[s, 1])`; `x` packed `[batch, e...]`
+/// (the solver rows of `batch` sessions), `v` packed `[batch, 2, e...]` (each session's
+/// conditional and unconditional velocities) (`CFG_EULER`, one launch for every session: one
+/// thread per element of `x`, each element's arithmetic that of one session's step).
 pub fn cfg_euler(
     cx: &Ctx<'_>,
     x: Tensor<'_>,
@@ -99,20 +102,32 @@ fn euler_by(
 ) -> Result<(), OpError> {
     packed(op, "x", &x)?;
     packed(op, "v", &v)?;
-    if v.dims().split_first() != Some((&2, x.dims())) {
-        return Err(OpError::shape(
-            op,
-            "v",
-            format!("[2, {:?}]", x.dims()),
-            v.dims(),
-        ));
+    let batched = match (x.dims().split_first(), v.dims()) {
+        (Some((&b, e)), &[vb, 2, ref ve @ ..]) => vb == b && ve == e,
+        _ => false,
+    };
+    if !batched {
+        let want = match x.dims().split_first() {
+            Some((b, e)) => format!("[{b}, 2, {e:?}]"),
+            None => "[batch, 2, ...] beside x [batch, ...]".into(),
+        };
+        return Err(OpError::shape(op, "v", want, v.dims()));
     }
     disjoint(op, &[operand("x", &x, true), operand("v", &v, false)])?;
     let n = x.elems();
-    let args = [ptr(&x), ptr(&v), int(n), Arg::F32(cfg), Arg::F32(dt)];
+    // elements of one session (a batch of none queues nothing: n = 0)
+    let m = n.checked_div(x.dims()[0]).unwrap_or(0);
+    let args = [
+        ptr(&x),
+        ptr(&v),
+        int(n),
+        int(m),
+        Arg::F32(cfg),
+        Arg::F32(dt),
+    ];
     cx.work(Work::f32(5 * n, 4 * n));
-    // SAFETY: the kernel writes x[0..n] and reads v[0..2n]: the checked packed views, which do
-    // not overlap.
+    // SAFETY: the kernel writes x[0..n] and reads v[0..2n] (session s's m elements of x at s·m,
+    // its 2m of v at 2·s·m): the checked packed views, which do not overlap.
     unsafe { cx.launch_linear(kernel, n, &args) }
 }
 

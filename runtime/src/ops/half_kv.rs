@@ -1,17 +1,17 @@
 //! The estimator's key/value cache stored as IEEE binary16 (the contract's `half` operating point:
 //! `carry` and `solver_workspace` in f16; `GemmPath::Half`). One function per kernel of
 //! `dcc_kernels::half_kv`: the q/k LayerNorms packing the new frames into a binary16 cache
-//! ([`qk_pack_f16`]), SDPA over one ([`attention_f16`]: the half path's tensor-core SDPA) and a
-//! block copy of binary16 rows ([`copy_f16`]). Each computes what the half path computes over an
-//! f32 cache holding the same values (the fp32 op plus `round_f16`; [`super::attention`] on
-//! `GemmPath::Half`), so a flow storing its cache in f16 gets the bits of one storing the
-//! rounded values in f32.
+//! ([`qk_pack_f16`]) and SDPA over one ([`attention_f16`]: the half path's tensor-core SDPA).
+//! Each computes what the half path computes over an f32 cache holding the same values (the fp32
+//! op plus `round_f16`; [`super::attention`] on `GemmPath::Half`), so a flow storing its cache in
+//! f16 gets the bits of one storing the rounded values in f32. The cache's copies are
+//! [`super::copy_batched`] over binary16 views.
 
 use dcc_kernels as k;
 use dcc_kernels::Arg;
 use half::f16;
 
-use super::{Ctx, OpError, Tensor, Work, dims, disjoint, int, matrix, operand, packed, ptr};
+use super::{Ctx, OpError, Tensor, Work, dims, disjoint, int, operand, packed, ptr};
 
 /// `(batch, heads, cap, d)` of a packed `[batch, heads, cap, 2·d]` binary16 cache view.
 fn cache16(
@@ -131,33 +131,4 @@ pub fn attention_f16(
     // input; `launch` and the rows argument come from `attention::f16::dims`, which the
     // kernel's shared-memory layout assumes.
     unsafe { cx.launch(&k::attention::f16::SDPA_F16, launch, &args) }
-}
-
-/// `dst = src` over `[rows, cols]` binary16 views with unit column stride (`HALF_COPY`, one
-/// thread per element): the carry's history into the solver workspace. Nothing is queued for
-/// an empty view.
-pub fn copy_f16(cx: &Ctx<'_>, dst: Tensor<'_, f16>, src: Tensor<'_, f16>) -> Result<(), OpError> {
-    let op = "copy_f16";
-    let (rows, cols, ldd) = matrix(op, "dst", &dst)?;
-    let (_, _, lds) = matrix(op, "src", &src)?;
-    dims(op, "src", &src, &[rows, cols])?;
-    disjoint(
-        op,
-        &[operand("dst", &dst, true), operand("src", &src, false)],
-    )?;
-    if rows == 0 || cols == 0 {
-        return Ok(());
-    }
-    let args = [
-        ptr(&dst),
-        int(ldd),
-        ptr(&src),
-        int(lds),
-        int(rows),
-        int(cols),
-    ];
-    cx.work(Work::f32(0, rows * cols));
-    // SAFETY: the kernel writes `dst[r·ldd + j]` and reads `src[r·lds + j]` for r < rows,
-    // j < cols: exactly the two checked views, which do not overlap.
-    unsafe { cx.launch_linear(&k::half_kv::COPY, rows * cols, &args) }
 }

@@ -42,13 +42,13 @@ mod tests;
 pub use attention::{attention, kv_pack, qk_norm_pack, rel_pos_attention};
 pub use conv::{conv_im2col, layer_norm_act_im2col};
 pub use conv1d::{Conv, ConvElem, ConvGeom, Residual, conv1d, conv1d_group};
-pub use copy::{copy, copy_batched, embedding, memset, repeat_rows, transpose};
+pub use copy::{CopyElem, copy, copy_batched, embedding, memset, repeat_rows, transpose};
 pub use elementwise::{
     Act, act, add, cfg_euler, cfg_euler_f16, gated_add_f16, round_f16, round_f16_shifted,
     timestep_embedding, timestep_embedding_f16,
 };
 pub use error::OpError;
-pub use half_kv::{attention_f16, copy_f16, qk_pack_f16};
+pub use half_kv::{attention_f16, qk_pack_f16};
 pub use linear::{
     GemmPath, LinearWeights, WeightElem, linear, linear_act, linear_f16, linear_f16_with,
     linear_tf32x3, linear_tf32x3_with, linear_with,

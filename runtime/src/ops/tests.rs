@@ -102,6 +102,13 @@ fn batched_copies_transposes_and_memsets() {
     let t = buf(&be, &[0.0; 6]);
     transpose(&cx, Tensor::of(&t).unwrap().view(&[3, 2]).unwrap(), xt).unwrap();
     assert_eq!(read(&be, &t), [0.0, 3.0, 1.0, 4.0, 2.0, 5.0]);
+    // a batch of two [1, 3] → [3, 1] in one launch
+    let tb = buf(&be, &[0.0; 6]);
+    let xb = xt.view(&[2, 1, 3]).unwrap();
+    transpose(&cx, Tensor::of(&tb).unwrap().view(&[2, 3, 1]).unwrap(), xb).unwrap();
+    assert_eq!(read(&be, &tb), [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]);
+    let e = transpose(&cx, Tensor::of(&tb).unwrap().view(&[3, 2]).unwrap(), xb).unwrap_err();
+    assert!(matches!(e, OpError::Shape { .. }));
     memset(
         &cx,
         Tensor::of(&t).unwrap().view(&[4]).unwrap(),
@@ -183,12 +190,18 @@ fn linear_norm_and_elementwise_match_plain_loops() {
     add(&cx, at, Tensor::of(&b).unwrap()).unwrap();
     assert_eq!(read(&be, &a), [2.5, 3.75]);
     let v = buf(&be, &[1.0, 1.0, 3.0, 3.0]);
-    let vt = Tensor::of(&v).unwrap().view(&[2, 2]).unwrap();
-    cfg_euler(&cx, at, vt, 0.5, 0.1).unwrap();
+    let vt = Tensor::of(&v).unwrap().view(&[1, 2, 2]).unwrap();
+    cfg_euler(&cx, at.view(&[1, 2]).unwrap(), vt, 0.5, 0.1).unwrap();
     let got = read(&be, &a);
     assert!((got[0] - (2.5 + 0.1 * (1.5 - 1.5))).abs() < 1e-6);
     assert!(matches!(add(&cx, at, at), Err(OpError::Overlap { .. })));
     assert!(cfg_euler(&cx, at, at, 0.5, 0.1).is_err());
+    // the velocities of one session beside x of two: refused
+    let two = at.view(&[2, 1]).unwrap();
+    assert!(matches!(
+        cfg_euler(&cx, two, vt.view(&[1, 2, 2]).unwrap(), 0.5, 0.1),
+        Err(OpError::Shape { .. })
+    ));
 }
 
 #[test]

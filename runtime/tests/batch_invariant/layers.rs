@@ -6,6 +6,7 @@ use dcc_runtime::DeviceBuffer;
 use dcc_runtime::backend::Backend;
 use dcc_runtime::contract::Keep;
 use dcc_runtime::ops::{self, Act, Ctx, OpError, Tensor};
+use half::f16;
 
 use super::common::data;
 use super::harness::{Batched, Init, Layer, check, per_unit};
@@ -127,22 +128,17 @@ pub fn batch_invariant_elementwise(be: Arc<dyn Backend>) {
     lay(&be, format!("add {d}"), two, vec![], |cx, b, _, u| {
         ops::add(cx, t(&b[0], &[n(u), d])?, t(&b[1], &[n(u), d])?)
     });
-    // v is [2, rows, dim]: each unit's rows sit in both halves.
-    let v = Batched {
-        outer: 2,
-        inner: ROWS * d,
-        init: Init::F32,
-    };
+    // one session a unit: x [units, rows, dim], v [units, 2, rows, dim]
     lay(
         &be,
         format!("cfg_euler {d}"),
-        vec![per_unit(ROWS * d), v],
+        vec![per_unit(ROWS * d), per_unit(2 * ROWS * d)],
         vec![],
         |cx, b, _, u| {
             ops::cfg_euler(
                 cx,
-                t(&b[0], &[n(u), d])?,
-                t(&b[1], &[2, n(u), d])?,
+                t(&b[0], &[u, ROWS, d])?,
+                t(&b[1], &[u, 2, ROWS, d])?,
                 0.7,
                 0.1,
             )
@@ -309,6 +305,18 @@ pub fn batch_invariant_copies(be: Arc<dyn Backend>) {
         vec![],
         |cx, b, _, u| {
             let v = |i: usize| t(&b[i], &[u * PAIR, FRAMES, d]);
+            ops::copy_batched(cx, v(0)?, v(1)?)
+        },
+    );
+    // the same bytes as binary16 values (the half point's cache): twice the columns
+    let bufs = vec![per_unit(PAIR * FRAMES * d); 2];
+    lay(
+        &be,
+        format!("copy_batched_f16 {}", 2 * d),
+        bufs,
+        vec![],
+        |cx, b, _, u| {
+            let v = |i: usize| Tensor::<f16>::of(&b[i])?.view(&[u * PAIR, FRAMES, 2 * d]);
             ops::copy_batched(cx, v(0)?, v(1)?)
         },
     );

@@ -157,7 +157,35 @@ pub fn cases() -> Vec<Case> {
         &copy::TRANSPOSE,
         lin(80 * 514),
         vec![zeros(513 * 96 + 80), f(6, 79 * 520 + 514)],
-        vec![A::B(0), A::I(96), A::B(1), A::I(520), A::I(80), A::I(514)],
+        vec![
+            A::B(0),
+            A::I(0),
+            A::I(96),
+            A::B(1),
+            A::I(0),
+            A::I(520),
+            A::I(1),
+            A::I(80),
+            A::I(514),
+        ],
+    ));
+    // sixteen sessions' mels [80, 56] from their rows [56, 80] in one launch
+    c.push(case(
+        "copy.transpose batch16 rows56 cols80",
+        &copy::TRANSPOSE,
+        lin(16 * 56 * 80),
+        vec![zeros(16 * 80 * 56), f(7, 16 * 56 * 80)],
+        vec![
+            A::B(0),
+            A::I(80 * 56),
+            A::I(56),
+            A::B(1),
+            A::I(56 * 80),
+            A::I(80),
+            A::I(16),
+            A::I(56),
+            A::I(80),
+        ],
     ));
     // norms
     c.push(layer_norm("full dit", 112, 512, 512, 512, 1e-6, 0.5));
@@ -220,13 +248,24 @@ pub fn cases() -> Vec<Case> {
         vec![f(10, 112 * 512), f(11, 512), f(12, 112 * 512)],
         vec![A::B(0), A::B(1), A::B(2), A::I(112), A::I(512)],
     ));
-    c.push(case(
-        "elementwise.cfg_euler n4480",
-        &elementwise::CFG_EULER,
-        lin(56 * 80),
-        vec![f(13, 56 * 80), f(14, 2 * 56 * 80)],
-        vec![A::B(0), A::B(1), A::I(56 * 80), A::F(0.7), A::F(0.0913)],
-    ));
+    // one session's rows, and sixteen sessions' in one launch
+    for s in [1usize, 16] {
+        let n = s * 56 * 80;
+        c.push(case(
+            format!("elementwise.cfg_euler sessions{s} n{n}"),
+            &elementwise::CFG_EULER,
+            lin(n),
+            vec![f(13, n), f(14, 2 * n)],
+            vec![
+                A::B(0),
+                A::B(1),
+                A::I(n),
+                A::I(56 * 80),
+                A::F(0.7),
+                A::F(0.0913),
+            ],
+        ));
+    }
     // rounding to f16: normal values up to ±6e4 (below the overflow at 65520), f16 subnormals
     // (|x| < 2^-14) and plain data, 112 × 512 each
     let n = 112 * 512;
@@ -261,13 +300,23 @@ pub fn cases() -> Vec<Case> {
         vec![f(10, 112 * 512), f(11, 512), f(12, 112 * 512)],
         vec![A::B(0), A::B(1), A::B(2), A::I(112), A::I(512)],
     ));
-    c.push(case(
-        "elementwise.cfg_euler_f16 n4480",
-        &elementwise::CFG_EULER_F16,
-        lin(56 * 80),
-        vec![f(13, 56 * 80), f(14, 2 * 56 * 80)],
-        vec![A::B(0), A::B(1), A::I(56 * 80), A::F(0.7), A::F(0.0913)],
-    ));
+    for s in [1usize, 16] {
+        let n = s * 56 * 80;
+        c.push(case(
+            format!("elementwise.cfg_euler_f16 sessions{s} n{n}"),
+            &elementwise::CFG_EULER_F16,
+            lin(n),
+            vec![f(13, n), f(14, 2 * n)],
+            vec![
+                A::B(0),
+                A::B(1),
+                A::I(n),
+                A::I(56 * 80),
+                A::F(0.7),
+                A::F(0.0913),
+            ],
+        ));
+    }
     for (dim, t) in [(256usize, 0.37f32), (255, 0.999), (16, 0.0)] {
         c.push(case(
             format!("elementwise.timestep_f16 dim{dim} t{t}"),
@@ -386,12 +435,27 @@ pub fn cases() -> Vec<Case> {
             ],
         ));
     }
-    for (frames, k, dim) in [(56usize, 3usize, 512usize), (1, 3, 64), (50, 5, 32)] {
-        let (batch, src_b, ctx_b) = (2, frames * dim + 7, 2 * (k - 1) * dim);
+    // at the ops' geometry (16-byte rows where src_b is a multiple of 4) and at a linear one:
+    // the kernel covers every element once at any geometry
+    let im2col = [
+        (56usize, 3usize, 512usize, 7usize, false),
+        (56, 3, 512, 8, false),
+        (56, 3, 512, 8, true),
+        (1, 3, 64, 7, false),
+        (50, 5, 32, 4, false),
+        (50, 5, 36, 3, true),
+    ];
+    for (frames, k, dim, pad, linear) in im2col {
+        let (batch, src_b, ctx_b) = (2, frames * dim + pad, 2 * (k - 1) * dim);
+        let (dims, how) = if linear {
+            (lin(batch * frames * k * dim), ", linear geometry")
+        } else {
+            (copy::im2col_dims(batch, frames, k, dim, 128), "")
+        };
         c.push(case(
-            format!("copy.im2col b{batch} frames{frames} k{k} dim{dim}"),
+            format!("copy.im2col b{batch} frames{frames} k{k} dim{dim} src_b{src_b}{how}"),
             &copy::IM2COL,
-            lin(batch * frames * k * dim),
+            dims,
             vec![
                 zeros(batch * frames * k * dim),
                 f(101, src_b + frames * dim),
@@ -521,7 +585,7 @@ pub fn cases() -> Vec<Case> {
     // 16-byte rows on both sides (the kernel's vector path), at the ops' geometry and at a
     // linear one: the kernel covers every element once at any geometry
     for (what, dims) in [
-        ("its geometry", copy::batched_dims(3, 5, 1028, 128)),
+        ("its geometry", copy::batched_dims(3, 5, 1028, 4, 128)),
         ("linear geometry", lin(3 * 5 * 1028)),
     ] {
         c.push(case(
@@ -545,6 +609,54 @@ pub fn cases() -> Vec<Case> {
             ],
         ));
     }
+    // binary16 values (buffers of 32-bit words, two halves each; counts in halves): 16-byte
+    // rows (8 halves a move) at the ops' geometry and at a linear one, then rows that start at
+    // odd halves (one half at a time)
+    for (what, dims) in [
+        ("its geometry", copy::batched_dims(3, 5, 1032, 2, 128)),
+        ("linear geometry", lin(3 * 5 * 1032)),
+    ] {
+        c.push(case(
+            format!("copy.batched_f16 b3 rows5 cols1032, 16-byte rows, {what}"),
+            &copy::BATCHED_F16,
+            dims,
+            vec![
+                f(115, (2 * 5200 + 4 * 1040 + 1032usize) / 2),
+                f(116, (2 * 6000 + 4 * 1104 + 1032usize) / 2),
+            ],
+            vec![
+                A::B(0),
+                A::I(5200),
+                A::I(1040),
+                A::B(1),
+                A::I(6000),
+                A::I(1104),
+                A::I(3),
+                A::I(5),
+                A::I(1032),
+            ],
+        ));
+    }
+    c.push(case(
+        "copy.batched_f16 b2 rows3 cols1021, odd strides",
+        &copy::BATCHED_F16,
+        copy::batched_dims(2, 3, 1021, 2, 128),
+        vec![
+            f(117, (4201 + 2 * 2075 + 1021usize).div_ceil(2)),
+            f(118, (4601 + 2 * 2203 + 1021usize).div_ceil(2)),
+        ],
+        vec![
+            A::B(0),
+            A::I(4201),
+            A::I(2075),
+            A::B(1),
+            A::I(4601),
+            A::I(2203),
+            A::I(2),
+            A::I(3),
+            A::I(1021),
+        ],
+    ));
     c.extend(vocoder::cases());
     c
 }
