@@ -42,7 +42,7 @@ dcc-bench attention                          # batch 2 and 16, the DiT's shapes\
 dcc-bench attention --batch 2,4,8,16,32 --samples 21 --format json\n  \
 dcc-bench attention --batch 2,32 --tiling rows16     # the 16-row tiling at any batch\n  \
 dcc-bench attention --rel-pos                # the encoder's rel-pos, 1 and 16 sessions\n  \
-dcc-bench attention --rel-pos --batch 16 --warps 4 --rel-pos-shapes 50x452\n\n\
+dcc-bench attention --rel-pos --batch 1,16 --warps 2,4,8  # each rows-per-block choice\n\n\
 Exit codes: 0 both kernels pass against the fp32 twin (sdpa bit for bit, sdpa_tf32x3 within its\n\
 bound; --rel-pos: both launches bit for bit), 1 otherwise or on a run error, 2 usage.")]
 pub struct AttentionArgs {
@@ -109,10 +109,11 @@ pub struct AttentionArgs {
           value_parser = rel_pos::shape)]
     pub rel_pos_shapes: Vec<(usize, usize)>,
 
-    /// `--rel-pos` query rows per block (1..=8): as `rel_pos_dims` picks them by shape, unless
-    /// given.
-    #[arg(long, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=8))]
-    pub warps: Option<usize>,
+    /// `--rel-pos` query rows per block (1..=8), comma-separated, each timed: as
+    /// `rel_pos_dims` picks them by shape, unless given.
+    #[arg(long, value_delimiter = ',',
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=8))]
+    pub warps: Vec<usize>,
 
     /// Output on stdout: the table, or one JSON object on one line.
     #[arg(long, value_enum, default_value_t = Format::Table)]

@@ -155,6 +155,62 @@ fn launches(warps: Option<usize>, (b, h, tq, tk, d): Shape) -> Res<(LaunchDims, 
     Ok((staged, global))
 }
 
+/// One shape's operand sets on the device (several with `--cold-mib`) and the twin's output of
+/// set 0.
+struct Bench<'a> {
+    be: &'a dyn Backend,
+    timing: Timing,
+    shape: Shape,
+    sets: Vec<Operands>,
+    want: Vec<f32>,
+}
+
+impl Bench<'_> {
+    /// Times the staged and the global launch at `warps` rows per block (`None`: the pick of
+    /// `rel_pos_dims`) and checks both outputs against the twin: the table row and whether both
+    /// are bit-equal.
+    fn row(&self, warps: Option<usize>) -> Res<(Value, bool)> {
+        let (b, h, tq, tk, d) = self.shape;
+        let (staged, global) = launches(warps, self.shape)?;
+        let mut us = [0.0f64; 2];
+        let mut bits = [false; 2];
+        for (k, dims) in [staged, global].into_iter().enumerate() {
+            let n_sets = self.sets.len();
+            let ms = time(self.be, self.timing, &|n| {
+                self.sets[n % n_sets].launch(self.be, dims, self.shape)
+            })?;
+            us[k] = ms * 1e3;
+            self.sets[0].launch(self.be, dims, self.shape)?;
+            self.be.synchronize()?;
+            let got: Vec<f32> = self.be.download(self.sets[0].out.ptr(), self.want.len())?;
+            bits[k] = got
+                .iter()
+                .zip(&self.want)
+                .all(|(x, y)| x.to_bits() == y.to_bits());
+        }
+        let w = staged.block.0 / 32;
+        for (k, name) in ["staged", "global"].into_iter().enumerate() {
+            eprintln!(
+                "batch {b:>3} tq {tq:>4} tk {tk:>4}  attention.rel_pos {name:<6} ({w} rows/block) {:>9.2} µs/launch{}",
+                us[k],
+                if bits[k] {
+                    ""
+                } else {
+                    "  NOT equal to the twin"
+                }
+            );
+        }
+        let row = json!({
+            "batch": b, "heads": h, "tq": tq, "tk": tk, "head_dim": d, "warps": w,
+            "staged_shared_bytes": staged.shared_bytes,
+            "global_shared_bytes": global.shared_bytes,
+            "staged_us": us[0], "global_us": us[1], "speedup": us[1] / us[0],
+            "staged_bit_equal_twin": bits[0], "global_bit_equal_twin": bits[1],
+        });
+        Ok((row, bits[0] && bits[1]))
+    }
+}
+
 /// Runs `--rel-pos`; returns whether both launches equal the twin everywhere.
 pub fn run(a: &AttentionArgs, be: Arc<dyn Backend>) -> Res<bool> {
     be.preload(&[&attention::REL_POS, &dcc_runtime::kernels::synthetic::SPIN])?;
@@ -163,55 +219,36 @@ pub fn run(a: &AttentionArgs, be: Arc<dyn Backend>) -> Res<bool> {
         samples: a.samples,
     };
     let (h, d) = (a.heads, a.head_dim);
+    let warps: Vec<Option<usize>> = if a.warps.is_empty() {
+        vec![None]
+    } else {
+        a.warps.iter().copied().map(Some).collect()
+    };
     let mut rows = Vec::new();
     let mut ok = true;
     for b in a.batches() {
         for &(tq, tk) in &a.rel_pos_shapes {
-            let s = (b, h, tq, tk, d);
-            let (staged, global) = launches(a.warps, s)?;
+            let shape = (b, h, tq, tk, d);
             let set_bytes = 4 * (2 * b * tq * h * d + b * h * tk * 2 * d + (2 * tk - 1) * h * d);
             let n_sets = (a.cold_mib << 20).div_ceil(set_bytes).clamp(1, 64);
-            let host: Vec<HostData> = (0..n_sets).map(|n| HostData::new(n as u64, s)).collect();
-            let sets = host
-                .iter()
-                .map(|x| Operands::new(&be, x))
-                .collect::<Res<Vec<_>>>()?;
-            let want = host[0].twin(s);
-            let mut us = [0.0f64; 2];
-            let mut bits = [false; 2];
-            for (k, dims) in [staged, global].into_iter().enumerate() {
-                let ms = time(be.as_ref(), timing, &|n| {
-                    sets[n % n_sets].launch(be.as_ref(), dims, s)
-                })?;
-                us[k] = ms * 1e3;
-                sets[0].launch(be.as_ref(), dims, s)?;
-                be.synchronize()?;
-                let got: Vec<f32> = be.download(sets[0].out.ptr(), want.len())?;
-                bits[k] = got
+            let host: Vec<HostData> = (0..n_sets)
+                .map(|n| HostData::new(n as u64, shape))
+                .collect();
+            let bench = Bench {
+                be: be.as_ref(),
+                timing,
+                shape,
+                sets: host
                     .iter()
-                    .zip(&want)
-                    .all(|(x, y)| x.to_bits() == y.to_bits());
+                    .map(|x| Operands::new(&be, x))
+                    .collect::<Res<Vec<_>>>()?,
+                want: host[0].twin(shape),
+            };
+            for &w in &warps {
+                let (row, equal) = bench.row(w)?;
+                rows.push(row);
+                ok &= equal;
             }
-            ok &= bits[0] && bits[1];
-            let w = staged.block.0 / 32;
-            for (k, name) in ["staged", "global"].into_iter().enumerate() {
-                eprintln!(
-                    "batch {b:>3} tq {tq:>4} tk {tk:>4}  attention.rel_pos {name:<6} ({w} rows/block) {:>9.2} µs/launch{}",
-                    us[k],
-                    if bits[k] {
-                        ""
-                    } else {
-                        "  NOT equal to the twin"
-                    }
-                );
-            }
-            rows.push(json!({
-                "batch": b, "heads": h, "tq": tq, "tk": tk, "head_dim": d, "warps": w,
-                "staged_shared_bytes": staged.shared_bytes,
-                "global_shared_bytes": global.shared_bytes,
-                "staged_us": us[0], "global_us": us[1], "speedup": us[1] / us[0],
-                "staged_bit_equal_twin": bits[0], "global_bit_equal_twin": bits[1],
-            }));
         }
     }
     let out = json!({
@@ -313,7 +350,7 @@ mod tests {
             "--heads",
             "2",
             "--warps",
-            "2",
+            "2,1",
             "--reps",
             "1",
             "--samples",
@@ -326,7 +363,7 @@ mod tests {
         assert!(d.rel_pos);
         assert_eq!(
             (d.batches(), d.rel_pos_shapes, d.warps, d.heads, d.head_dim),
-            (vec![1, 16], vec![(25, 226), (50, 452)], None, 8, 64)
+            (vec![1, 16], vec![(25, 226), (50, 452)], vec![], 8, 64)
         );
         for bad in [
             &["--rel-pos-shapes", "10x5"][..],
