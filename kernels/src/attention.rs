@@ -2,11 +2,12 @@
 //! conformer's relative-position attention ([`REL_POS`]), whose host twins' bodies are
 //! [`attention`] and [`rel_pos_attention`]. Launch: one warp per `(batch, head, query row)`
 //! (several rows of one head per block, sharing key/value tiles in shared memory, see
-//! [`attention_dims`]; [`rel_pos_dims`] stages the position rows of each key tile too); the warp computes the score row (each dot product ascending over the head
-//! dimension), its max, the exp-sum in the warp order ([`warp_sum`]), then the weighted value sum
-//! (ascending over keys). No atomics; the order is fixed. [`tf32`]: the same SDPA with both
-//! products as 3xTF32 on tensor cores (`GemmPath::InvariantTf32x3`), its twin a model within a
-//! derived bound of [`attention`].
+//! [`attention_dims`]; [`rel_pos_dims`] stages the position rows of each key tile too); the warp
+//! computes the score row (each dot product ascending over the head dimension), its max, the
+//! exp-sum in the warp order ([`warp_sum`]), then the weighted value sum (ascending over keys).
+//! No atomics; the order is fixed. [`tf32`]: the same SDPA with both products as 3xTF32 on
+//! tensor cores (`GemmPath::InvariantTf32x3`), its twin a model within a derived bound of
+//! [`attention`].
 #![allow(clippy::too_many_arguments)]
 
 use crate::CudaSource;
