@@ -12,14 +12,17 @@
 // lane l accumulates the output columns l, l + 32, ... over all keys in ascending order.
 //
 // Dynamic shared memory (launch's shared_bytes): floats [W·d (queries) | W·d (rel-pos: q + w) |
-// W·tk (scores) | 64·(d + 1) (key/value tile)], see `attention::attention_dims`.
+// W·tk (scores) | 64·(d + 1) (key/value tile)], see `attention::attention_dims`; the rel-pos
+// kernel's staged launch adds (W + 63)·(d + 1) for the tile's position rows
+// (`attention::rel_pos_dims`, described in attention.cu).
 //
 // Resident SDPA: when the launch gives room for ALL keys at once (`attention::sdpa_dims`:
 // [W·d | W·d | W·tk | ceil64(tk)·(d + 1)] floats, up to ~152 KB for the DiT's 458 keys of d = 64),
 // attention_sdpa stages every key of the (batch, head) in one pass, computes the score rows with no
 // barrier between tiles, then stages every value the same way. Same products, sums and order as
-// the tiled path (and the Host twin): only the number of barriers and load rounds changes. The kernel traps if
-// the launch gives less, or if d is outside 1..=128. The bodies are templated on the head
+// the tiled path (and the Host twin): only the number of barriers and load rounds changes. Both
+// kernels trap if the launch gives less than the tiled layout above (the minimum), or if d is
+// outside 1..=128. The bodies are templated on the head
 // dimension (D = 32, 64, 128 unrolled; D = 0 any d): same operations in the same order.
 
 #define DCC_MAX_HEAD_DIM 128

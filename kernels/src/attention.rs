@@ -2,14 +2,14 @@
 //! conformer's relative-position attention ([`REL_POS`]), whose host twins' bodies are
 //! [`attention`] and [`rel_pos_attention`]. Launch: one warp per `(batch, head, query row)`
 //! (several rows of one head per block, sharing key/value tiles in shared memory, see
-//! [`attention_dims`]); the warp computes the score row (each dot product ascending over the head
-//! dimension), its max, the exp-sum in the warp order ([`warp_sum`]), then the weighted value sum
-//! (ascending over keys). No atomics; the order is fixed. [`tf32`]: the same SDPA with both
-//! products as 3xTF32 on tensor cores (`GemmPath::InvariantTf32x3`), its twin a model within a
-//! derived bound of [`attention`]. [`f16`]: the half path's SDPA (`GemmPath::Half`) on tensor
-//! cores, one f16 `mma` per k step with the probabilities rounded to binary16 before `P·V`
-//! (FlashAttention-style, as the vendor's fp16 mode), its twin a model within a derived bound
-//! of [`attention`].
+//! [`attention_dims`]; [`rel_pos_dims`] stages the position rows of each key tile too); the warp
+//! computes the score row (each dot product ascending over the head dimension), its max, the
+//! exp-sum in the warp order ([`warp_sum`]), then the weighted value sum (ascending over keys).
+//! No atomics; the order is fixed. [`tf32`]: the same SDPA with both products as 3xTF32 on
+//! tensor cores (`GemmPath::InvariantTf32x3`), its twin a model within a derived bound of
+//! [`attention`]. [`f16`]: the half path's SDPA (`GemmPath::Half`) on tensor cores, one f16
+//! `mma` per k step with the probabilities rounded to binary16 before `P·V` (FlashAttention-
+//! style, as the vendor's fp16 mode), its twin a model within a derived bound of [`attention`].
 #![allow(clippy::too_many_arguments)]
 
 use crate::CudaSource;
@@ -45,7 +45,7 @@ kdef!(
     "rel_pos",
     [Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, I64],
     host_rel_pos,
-    "`(out, q, pos_bias_u, pos_bias_v, kv, p, batch, heads, tq, tk, d, cap)`: the conformer's relative-position attention ([`rel_pos_attention`]) of `batch` independent entries (sessions) at once: `q`/`out` `[batch, tq, heads·d]`, keys/values a `[batch, heads, cap, 2d]` cache, the projected positions `p` and the biases shared; `d ≤ 128`; one warp per (entry, head, query row), launch with [`attention_dims`] (`outer` = batch · heads)."
+    "`(out, q, pos_bias_u, pos_bias_v, kv, p, batch, heads, tq, tk, d, cap)`: the conformer's relative-position attention ([`rel_pos_attention`]) of `batch` independent entries (sessions) at once: `q`/`out` `[batch, tq, heads·d]`, keys/values a `[batch, heads, cap, 2d]` cache, the projected positions `p` and the biases shared; `d ≤ 128`; one warp per (entry, head, query row), launch with [`rel_pos_dims`] (`outer` = batch · heads; [`attention_dims`]'s smaller shared memory reads the positions from global memory, the same bits)."
 );
 
 pub static KERNELS: &[&crate::KernelDef] = &[&SDPA, &REL_POS];
@@ -122,9 +122,10 @@ pub fn attention_dims(
     attention_dims_with(w, outer, tq, tk, d)
 }
 
-/// Dynamic shared memory a resident SDPA launch may take (`sdpa_dims`): below the opt-in limit of
-/// every GPU since sm_80 (A100: 163 KB, H100/H200: 227 KB). The CUDA backend raises a kernel's
-/// dynamic shared memory limit to what a launch asks for.
+/// Dynamic shared memory a launch above [`MAX_SHARED_BYTES`] may take (resident SDPA, `sdpa_dims`;
+/// staged relative-position attention, [`rel_pos_dims`]): below the opt-in limit of every GPU
+/// since sm_80 (A100: 163 KB, H100/H200: 227 KB). The CUDA backend raises a kernel's dynamic
+/// shared memory limit to what a launch asks for.
 pub const RESIDENT_MAX_SHARED_BYTES: usize = 160 * 1024;
 
 /// Dynamic shared memory of a resident SDPA block (see `kernels/cuda/attention.cu`): queries
@@ -146,6 +147,58 @@ pub fn sdpa_dims(outer: usize, tq: usize, tk: usize, d: usize) -> Result<LaunchD
         dims.shared_bytes = resident as u32;
     }
     Ok(dims)
+}
+
+/// Dynamic shared memory of a staged [`REL_POS`] block (see `kernels/cuda/attention.cu`):
+/// [`attention_shared_bytes`] and the position rows one key tile pairs with, `warps + 63` rows
+/// (query rows `i0..i0 + warps` against keys `j0..j0 + 64` read rows `tq − i0 − warps + j0` on)
+/// of `d + 1` floats.
+pub const fn rel_pos_staged_bytes(warps: usize, tk: usize, d: usize) -> usize {
+    attention_shared_bytes(warps, tk, d) + (warps + ATTN_TILE - 1) * (d + 1) * 4
+}
+
+/// Most [`rel_pos_staged_bytes`] of a launch whose [`attention_shared_bytes`] is within
+/// [`MAX_SHARED_BYTES`]: 48 KB and 71 rows of 129 floats (8 rows per block, d = 128), under
+/// [`RESIDENT_MAX_SHARED_BYTES`], so every [`attention_dims`] shape can be staged.
+pub const REL_POS_MAX_SHARED_BYTES: usize =
+    MAX_SHARED_BYTES + (ATTN_WARPS + ATTN_TILE - 1) * (MAX_HEAD_DIM + 1) * 4;
+const _: () = assert!(REL_POS_MAX_SHARED_BYTES <= RESIDENT_MAX_SHARED_BYTES);
+
+/// `dims` (an [`attention_dims`] shape) with the shared memory raised to
+/// [`rel_pos_staged_bytes`] (at most [`REL_POS_MAX_SHARED_BYTES`]).
+fn rel_pos_staged(mut dims: LaunchDims, tk: usize, d: usize) -> LaunchDims {
+    dims.shared_bytes = rel_pos_staged_bytes(dims.block.0 as usize / WARP, tk, d) as u32;
+    dims
+}
+
+/// Launch shape of [`REL_POS`]: [`attention_dims`], with the shared memory raised to stage the
+/// position rows of each key tile beside it ([`rel_pos_staged_bytes`]: coalesced loads shared by
+/// the block's query rows, instead of each lane reading its own row from global memory, as the
+/// kernel does when a launch gives only [`attention_shared_bytes`]). The result is the same bits
+/// either way: each score takes the same products and sums in the same order, only the memory
+/// its position row is read from differs.
+pub fn rel_pos_dims(
+    outer: usize,
+    tq: usize,
+    tk: usize,
+    d: usize,
+) -> Result<LaunchDims, KernelError> {
+    Ok(rel_pos_staged(attention_dims(outer, tq, tk, d)?, tk, d))
+}
+
+/// [`rel_pos_dims`] with `warps` query rows per block (`1..=8`, as [`attention_dims_with`]).
+pub fn rel_pos_dims_with(
+    warps: usize,
+    outer: usize,
+    tq: usize,
+    tk: usize,
+    d: usize,
+) -> Result<LaunchDims, KernelError> {
+    Ok(rel_pos_staged(
+        attention_dims_with(warps, outer, tq, tk, d)?,
+        tk,
+        d,
+    ))
 }
 
 /// Checks an attention launch against what the kernel needs (it traps otherwise).

@@ -21,8 +21,8 @@ use dcc_runtime::backend::{AllocKind, Backend, DeviceBuffer};
 use dcc_runtime::kernels::{attention, elementwise, norm};
 use dcc_runtime::{Arg, LaunchDims};
 use kernel_cases::{
-    A, Case, attention, attention_resident, case, cases, f, layer_norm, layer_norm_modulate, lin,
-    model_kernels, rel_pos,
+    A, Case, ENCODER_REL_POS, attention, attention_resident, case, cases, f, layer_norm,
+    layer_norm_modulate, lin, model_kernels, rel_pos, rel_pos_batch, rel_pos_global,
 };
 
 /// Allocates the case's buffers on `b` (uploaded from `c.bufs`) and binds its arguments to them.
@@ -131,6 +131,48 @@ fn cuda_kernels_match_host_twins() {
     );
 }
 
+/// The encoder's relative-position attention at its real shapes (a steady chunk's blocks and
+/// up-blocks, and the prompt call's 151 tokens and 302 frames), one session and sixteen batched,
+/// on CUDA: the staged launch (`rel_pos_dims`, position rows in shared memory) and the
+/// global-memory one (`attention_dims`) each bit for bit equal to the host twin.
+#[test]
+fn cuda_rel_pos_encoder_shapes_match_twin() {
+    let Some(cuda) = common::cuda() else { return };
+    let host = dcc_runtime::backend::host();
+    cuda.preload(&[&attention::REL_POS]).unwrap();
+    let shapes = ENCODER_REL_POS.into_iter().chain([
+        ("encoder prompt", 151, 151),
+        ("encoder prompt up", 302, 302),
+    ]);
+    let mut bad = Vec::new();
+    for (tag, tq, tk) in shapes {
+        for batch in [1, 16] {
+            let staged = rel_pos_batch(tag, None, batch, 8, tq, tk, 64);
+            let w = staged.dims.block.0 as usize / 32;
+            assert_eq!(
+                staged.dims.shared_bytes as usize,
+                attention::rel_pos_staged_bytes(w, tk, 64),
+                "{}",
+                staged.name
+            );
+            let want = run(&*host, &staged).unwrap();
+            for c in [staged, rel_pos_global(tag, batch, 8, tq, tk, 64)] {
+                let got = run(&*cuda, &c).unwrap_or_else(|e| panic!("{}: cuda: {e}", c.name));
+                match diff(&got, &want) {
+                    None => println!("bit-equal  {} ({} B shared)", c.name, c.dims.shared_bytes),
+                    Some(d) => bad.push(format!("{}: {d}", c.name)),
+                }
+            }
+        }
+    }
+    assert!(
+        bad.is_empty(),
+        "{} cases differ:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+}
+
 #[test]
 fn host_launches_run_the_slice_functions() {
     let host = dcc_runtime::backend::host();
@@ -219,6 +261,25 @@ fn malformed_launch_shapes_are_refused() {
         attention::sdpa_dims(16, 56, 3000, 64).unwrap(),
         attention::attention_dims(16, 56, 3000, 64).unwrap()
     );
+    // staged rel-pos: attention_dims's rows per block and grid, the position rows of one key
+    // tile (rows + 63 of d + 1 floats) added; the Host accepts both launches alike
+    for (outer, tq, tk, d) in [(128, 50, 452, 64), (8, 25, 226, 64), (2, 9, 40, 128)] {
+        let base = attention::attention_dims(outer, tq, tk, d).unwrap();
+        let r = attention::rel_pos_dims(outer, tq, tk, d).unwrap();
+        let w = base.block.0 as usize / 32;
+        assert_eq!((r.grid, r.block), (base.grid, base.block));
+        assert_eq!(
+            r.shared_bytes as usize,
+            base.shared_bytes as usize + (w + 63) * (d + 1) * 4
+        );
+        assert!(r.shared_bytes as usize <= attention::REL_POS_MAX_SHARED_BYTES);
+    }
+    let staged = rel_pos_batch("staged", None, 2, 2, 9, 70, 32);
+    let global = rel_pos_global("staged", 2, 2, 9, 70, 32);
+    assert!(staged.dims.shared_bytes > global.dims.shared_bytes);
+    assert_eq!(run(&*host, &staged).unwrap(), run(&*host, &global).unwrap());
+    assert!(attention::rel_pos_dims(2, 56, 514, 129).is_err());
+    assert!(attention::rel_pos_dims_with(9, 2, 56, 514, 64).is_err());
 }
 
 /// µs per launch of the hot kernels at full size (printed, never asserted).
@@ -238,6 +299,11 @@ fn cuda_kernel_timings() {
         timed.push(rel_pos("full up", Some(w), 8, 56, 514, 64));
     }
     timed.push(rel_pos("full prompt", None, 8, 154, 154, 64));
+    for (tag, tq, tk) in ENCODER_REL_POS {
+        timed.push(rel_pos(tag, None, 8, tq, tk, 64));
+        timed.push(rel_pos_batch(tag, None, 16, 8, tq, tk, 64));
+        timed.push(rel_pos_global(tag, 16, 8, tq, tk, 64));
+    }
     timed.push(layer_norm("full dit", 112, 512, 512, 512, 1e-6, 0.5));
     timed.push(layer_norm("full qk", 896, 64, 64, 64, 1e-6, 0.0));
     timed.push(layer_norm_modulate("full", 112, 512));

@@ -32,22 +32,15 @@ fn frames(op: &'static str, t0: usize, t: usize, cap: usize) -> Result<(), OpErr
     Ok(())
 }
 
-/// Launch shape of the attention kernels (`resident`: SDPA's, which may hold every key frame in
-/// shared memory), or why there is none.
+/// Launch shape of an attention kernel from its launch function (`sdpa_dims`, which may hold
+/// every key frame in shared memory; `rel_pos_dims`, which stages the position rows), or why
+/// there is none.
 fn launch_dims(
     op: &'static str,
-    outer: usize,
-    tq: usize,
-    tk: usize,
-    d: usize,
-    resident: bool,
+    dims: fn(usize, usize, usize, usize) -> Result<dcc_kernels::LaunchDims, k::KernelError>,
+    (outer, tq, tk, d): (usize, usize, usize, usize),
 ) -> Result<dcc_kernels::LaunchDims, OpError> {
-    if resident {
-        k::attention::sdpa_dims(outer, tq, tk, d)
-    } else {
-        k::attention::attention_dims(outer, tq, tk, d)
-    }
-    .map_err(|e| OpError::arg(op, "tk", e.to_string()))
+    dims(outer, tq, tk, d).map_err(|e| OpError::arg(op, "tk", e.to_string()))
 }
 
 /// Writes `t` new key/value rows into frames `t0..t0 + t` of `cache` (`KV_PACK`, one thread per
@@ -201,7 +194,7 @@ pub fn attention(
         }
         _ => (
             &k::attention::SDPA,
-            launch_dims(op, b * h, tq, tk, d, true)?,
+            launch_dims(op, k::attention::sdpa_dims, (b * h, tq, tk, d))?,
         ),
     };
     // scores and weighted values: 2 · 2·d flops per (query, key); q, out and tk frames of k ‖ v
@@ -217,7 +210,8 @@ pub fn attention(
 }
 
 /// The conformer's relative-position attention over `batch` independent entries (sessions) at
-/// once (`REL_POS_ATTENTION`, launched with `attention_dims` over `batch · heads`): `kv` packed
+/// once (`attention.rel_pos`, launched with `rel_pos_dims` over `batch · heads`: the position
+/// rows each key tile pairs with staged in shared memory): `kv` packed
 /// `[batch, heads, cap, 2·d]` (or `[heads, cap, 2·d]`, batch 1), `q`, `out` packed `[batch·tq,
 /// heads·d]` (entry `b`'s queries rows `b·tq..(b + 1)·tq`), `u`, `v` packed `[heads, d]` (the
 /// position biases), `pos` packed `[2·tk − 1, heads·d]` (the projected relative positions, one
@@ -276,7 +270,7 @@ pub fn rel_pos_attention(
             operand("pos", &pos, false),
         ],
     )?;
-    let dims = launch_dims(op, b * h, tq, tk, d, false)?;
+    let dims = launch_dims(op, k::attention::rel_pos_dims, (b * h, tq, tk, d))?;
     let args = [
         ptr(&out),
         ptr(&q),
@@ -298,7 +292,8 @@ pub fn rel_pos_attention(
     ));
     // SAFETY: the kernel reads q, u, v, pos and frames < tk <= cap of the packed cache's
     // batch·heads rows, and writes out (batch·tq rows): the checked packed views; out overlaps
-    // no input; `dims` come from `attention_dims`.
+    // no input; `dims` come from the kernel's own launch function (`rel_pos_dims`), which its
+    // shared-memory layout assumes.
     unsafe { cx.launch(&k::attention::REL_POS, dims, &args) }
 }
 

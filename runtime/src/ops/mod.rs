@@ -12,8 +12,9 @@
 //! Launch geometry is part of each op's contract (a reduction's order follows from it, and
 //! CUDA graphs key on it): elementwise kernels run one thread per element in blocks of
 //! [`THREADS`], warp-per-row kernels `row_threads(rows)` threads, attention
-//! `attention_dims`, the fused LayerNorm im2col one block of `LN_ACT_BLOCK` threads per row,
-//! the carry one block of [`THREADS`] per row. `linear` runs on the context's [`GemmPath`]: the
+//! `attention_dims` (with more shared memory: `sdpa_dims`, `rel_pos_dims`), the fused
+//! LayerNorm im2col one block of `LN_ACT_BLOCK` threads per row, the carry one block of
+//! [`THREADS`] per row. `linear` runs on the context's [`GemmPath`]: the
 //! backend's GEMM (cuBLAS picks its algorithm by shape and leading dimension), or the
 //! `gemm.linear_*` variant `dcc_kernels::gemm::pick` chooses (every variant computes the same
 //! bits), or the 3xTF32 `gemm.linear_tf32x3`, or the half-precision `gemm.linear_f16_*` over

@@ -10,8 +10,10 @@ use super::common::data;
 mod shapes;
 mod vocoder;
 
-use shapes::rel_pos_batch;
-pub use shapes::{attention, attention_resident, layer_norm, layer_norm_modulate, rel_pos};
+pub use shapes::{
+    attention, attention_resident, layer_norm, layer_norm_modulate, rel_pos, rel_pos_batch,
+    rel_pos_global,
+};
 use shapes::{kv_pack, l2};
 
 /// Every kernel of the model families.
@@ -45,7 +47,8 @@ pub struct Case {
     /// Initial contents of every buffer (f32 bits, or u32 ids), all compared after the launch.
     pub bufs: Vec<Vec<u32>>,
     pub args: Vec<A>,
-    /// A rows-per-block variant of another case (same arithmetic; CUDA only).
+    /// A launch variant of another case (rows per block, or the rel-pos kernel's global-memory
+    /// positions; same arithmetic; CUDA only).
     pub variant: bool,
 }
 
@@ -63,6 +66,12 @@ pub(crate) fn scaled(seed: u64, n: usize, s: f32, o: f32) -> Vec<u32> {
 pub(crate) fn zeros(n: usize) -> Vec<u32> {
     vec![0; n]
 }
+
+/// The encoder's rel-pos shapes `(tag, tq, tk)` (8 heads of 64): a steady chunk's token-clock
+/// blocks (25 tokens over the 151 + 50 kept and the chunk's 25) and frame-clock up-blocks (50
+/// frames over 302 + 100 and the chunk's 50).
+pub const ENCODER_REL_POS: [(&str, usize, usize); 2] =
+    [("encoder blocks", 25, 226), ("encoder up", 50, 452)];
 
 pub fn lin(n: usize) -> LaunchDims {
     LaunchDims::linear(n, 128)
@@ -366,6 +375,16 @@ pub fn cases() -> Vec<Case> {
     c.push(rel_pos_batch("tiny", None, 4, 2, 50, 250, 32));
     c.push(rel_pos("d40 odd", None, 3, 5, 33, 40));
     c.push(rel_pos("d128", None, 2, 9, 40, 128));
+    c.push(rel_pos("d30 scalar", None, 2, 7, 70, 30));
+    // the encoder's steady chunk (25 tokens over 201 kept + 25, 50 frames over 402 + 50), one
+    // session and sixteen batched, its staged launch and the global-memory one
+    for (tag, tq, tk) in ENCODER_REL_POS {
+        c.push(rel_pos(tag, None, 8, tq, tk, 64));
+        c.push(rel_pos_batch(tag, None, 16, 8, tq, tk, 64));
+        c.push(rel_pos_global(tag, 16, 8, tq, tk, 64));
+    }
+    c.push(rel_pos_global("d40 odd", 1, 3, 5, 33, 40));
+    c.push(rel_pos_global("d30 scalar", 1, 2, 7, 70, 30));
     // fused DiT ops
     for (tag, batch, heads, t, d, cap, t0) in [
         ("full", 2usize, 8usize, 56usize, 64usize, 520usize, 0usize),

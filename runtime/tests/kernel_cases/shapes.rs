@@ -81,7 +81,8 @@ pub fn rel_pos(
 }
 
 /// Conformer relative-position attention over `batch` entries (sessions), each its own queries
-/// and cache, the positions and biases shared.
+/// and cache, the positions and biases shared; launched with [`attn::rel_pos_dims`] (the
+/// position rows staged in shared memory).
 pub fn rel_pos_batch(
     tag: &str,
     warps: Option<usize>,
@@ -94,8 +95,8 @@ pub fn rel_pos_batch(
     let cap = tk + 7;
     let hd = heads * d;
     let dims = match warps {
-        Some(w) => attn::attention_dims_with(w, batch * heads, tq, tk, d),
-        None => attn::attention_dims(batch * heads, tq, tk, d),
+        Some(w) => attn::rel_pos_dims_with(w, batch * heads, tq, tk, d),
+        None => attn::rel_pos_dims(batch * heads, tq, tk, d),
     }
     .unwrap();
     let batched = if batch > 1 {
@@ -134,6 +135,23 @@ pub fn rel_pos_batch(
         ],
     );
     c.variant = warps.is_some_and(|w| w != attn::ATTN_WARPS);
+    c
+}
+
+/// [`rel_pos_batch`] launched with [`attn::attention_dims`]'s smaller shared memory: the kernel
+/// reads each position row from global memory (the same bits; the name says which launch ran).
+pub fn rel_pos_global(
+    tag: &str,
+    batch: usize,
+    heads: usize,
+    tq: usize,
+    tk: usize,
+    d: usize,
+) -> Case {
+    let mut c = rel_pos_batch(tag, None, batch, heads, tq, tk, d);
+    c.dims = attn::attention_dims(batch * heads, tq, tk, d).unwrap();
+    c.name = format!("{} global positions", c.name);
+    c.variant = true;
     c
 }
 

@@ -18,6 +18,10 @@
 //! launches the tensor-core kernels in one of their query tilings (`attention::tf32::Tiling`,
 //! `attention::f16::Tiling`: 16 or 64 rows per CTA, the same bits) instead of the ones the ops
 //! pick, to compare them.
+//!
+//! `--rel-pos` times the encoder's `attention.rel_pos` instead ([`rel_pos`]).
+
+mod rel_pos;
 
 use std::io::Write;
 use std::sync::Arc;
@@ -41,18 +45,22 @@ use super::kernels::{Timing, time};
 #[command(after_help = "Examples:\n  \
 dcc-bench attention                          # batch 2 and 16, the DiT's shapes\n  \
 dcc-bench attention --batch 2,4,8,16,32 --samples 21 --format json\n  \
-dcc-bench attention --batch 2,32 --tiling rows16     # the 16-row tiling at any batch\n\n\
+dcc-bench attention --batch 2,32 --tiling rows16     # the 16-row tiling at any batch\n  \
+dcc-bench attention --rel-pos                # the encoder's rel-pos, 1 and 16 sessions\n  \
+dcc-bench attention --rel-pos --batch 1,16 --warps 2,4,8  # each rows-per-block choice\n\n\
 Exit codes: 0 every kernel passes against the fp32 twin (sdpa bit for bit, sdpa_tf32x3 and\n\
-sdpa_f16 within their bounds), 1 otherwise or on a run error, 2 usage.")]
+sdpa_f16 within their bounds; --rel-pos: both launches bit for bit), 1 otherwise or on a run\n\
+error, 2 usage.")]
 pub struct AttentionArgs {
     /// Where to run. On `host` the timings are the CPU twins'.
     #[arg(long, value_enum, default_value_t = BackendChoice::Cuda)]
     pub backend: BackendChoice,
 
-    /// Batch entries, comma-separated: 2 is one session's CFG pair, 16 eight sessions batched.
-    #[arg(long, value_delimiter = ',', default_value = "2,16",
+    /// Batch entries, comma-separated: 2 is one session's CFG pair, 16 eight sessions batched
+    /// (default 2,16); with `--rel-pos` one entry per session (default 1,16).
+    #[arg(long, value_delimiter = ',',
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=256))]
-    pub batch: Vec<usize>,
+    pub batch: Option<Vec<usize>>,
 
     /// Heads.
     #[arg(long, default_value_t = 8,
@@ -94,9 +102,39 @@ pub struct AttentionArgs {
     #[arg(long, value_enum, default_value_t = TilingChoice::Auto)]
     pub tiling: TilingChoice,
 
+    /// Time the encoder's relative-position attention (`attention.rel_pos`) instead: its
+    /// staged launch (`rel_pos_dims`, what the model runs) against the global-memory one
+    /// (`attention_dims`), at `--rel-pos-shapes` (`--heads`, `--head-dim` apply; `--tq`, `--tk`,
+    /// `--tiling` do not).
+    #[arg(long)]
+    pub rel_pos: bool,
+
+    /// `--rel-pos` shapes, comma-separated `TQxTK`: the encoder's steady chunk, its token-clock
+    /// blocks (25 tokens over 201 kept + 25) and frame-clock up-blocks (50 over 402 + 50).
+    #[arg(long, value_delimiter = ',', default_value = "25x226,50x452",
+          value_parser = rel_pos::shape)]
+    pub rel_pos_shapes: Vec<(usize, usize)>,
+
+    /// `--rel-pos` query rows per block (1..=8), comma-separated, each timed: as
+    /// `rel_pos_dims` picks them by shape, unless given.
+    #[arg(long, value_delimiter = ',',
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=8))]
+    pub warps: Vec<usize>,
+
     /// Output on stdout: the table, or one JSON object on one line.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
+}
+
+impl AttentionArgs {
+    /// `--batch`, or its default for the kernel timed.
+    fn batches(&self) -> Vec<usize> {
+        match (&self.batch, self.rel_pos) {
+            (Some(b), _) => b.clone(),
+            (None, false) => vec![2, 16],
+            (None, true) => vec![1, 16],
+        }
+    }
 }
 
 /// `--tiling`.
@@ -311,6 +349,9 @@ pub fn run(a: &AttentionArgs) -> Res<bool> {
         BackendChoice::Cuda => dcc_runtime::backend::cuda(0).map_err(BenchError::Cuda)?,
         BackendChoice::Host => dcc_runtime::backend::host(),
     };
+    if a.rel_pos {
+        return rel_pos::run(a, be);
+    }
     be.preload(&[&attention::SDPA, &tf32::SDPA_TF32X3, &fa::SDPA_F16, &SPIN])?;
     let timing = Timing {
         reps: a.reps,
@@ -318,7 +359,7 @@ pub fn run(a: &AttentionArgs) -> Res<bool> {
     };
     let mut rows = Vec::new();
     let mut ok = true;
-    for &b in &a.batch {
+    for b in a.batches() {
         let s = (b, a.heads, a.tq, a.tk, a.head_dim);
         let (h, tq, tk, d) = (a.heads, a.tq, a.tk, a.head_dim);
         let flop = 4.0 * (b * h * tq * tk * d) as f64;
@@ -520,7 +561,7 @@ mod tests {
             "1",
         ])
         .unwrap();
-        assert_eq!(a.batch, vec![1, 2]);
+        assert_eq!(a.batch, Some(vec![1, 2]));
         assert!(run(&a).unwrap());
         // Each tiling forced where it applies (64 rows: more shared memory than 16), and an
         // error where it does not.
@@ -555,7 +596,7 @@ mod tests {
         assert!(run(&narrow.unwrap()).is_err());
         let d = parse(&[]).unwrap();
         assert_eq!(
-            (d.batch, d.heads, d.head_dim, d.tq, d.tk, d.tiling),
+            (d.batches(), d.heads, d.head_dim, d.tq, d.tk, d.tiling),
             (vec![2, 16], 8, 64, 56, 458, TilingChoice::Auto)
         );
         for bad in [

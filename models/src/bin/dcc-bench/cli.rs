@@ -101,7 +101,8 @@ pub enum Cmd {
     /// and f16 (`attention.sdpa_f16`, the half point's) on tensor cores, at the estimator's shapes.
     ///
     /// Per batch: device µs and TFLOP/s of each, the speed-ups, and each checked against the fp32
-    /// twin (sdpa bit for bit, sdpa_tf32x3 and sdpa_f16 within their bounds). No weights needed.
+    /// twin (sdpa bit for bit, sdpa_tf32x3 and sdpa_f16 within their bounds). With `--rel-pos`,
+    /// the encoder's `attention.rel_pos` at its shapes instead. No weights needed.
     Attention(AttentionArgs),
     /// Run N sessions on one device, time-multiplexed: memory, latency, throughput, and each
     /// session's audio against the same session alone (the capacity harness).

@@ -30,7 +30,8 @@
 //! `attention` ([`attention`]): the DiT's attention, fp32 (`attention.sdpa`) against 3xTF32 on
 //! tensor cores (`attention.sdpa_tf32x3`) and the half point's f16 on tensor cores
 //! (`attention.sdpa_f16`), at the estimator's shapes (device µs, TFLOP/s, each checked against
-//! the fp32 twin).
+//! the fp32 twin); with `--rel-pos`, the encoder's `attention.rel_pos`, its staged launch
+//! against the global-memory one (device µs, each bit-equal to the twin).
 //!
 //! `check`: streams `--io`'s chunks and compares each chunk's mel with its `feat_i` (relative L2
 //! error ≤ `--tol`). With a `pcm.safetensors` beside `--io`, the vocoder on the vendor's own mel
