@@ -1,7 +1,7 @@
-// The SDPA body shared by attention.cu (attention_sdpa: fp32 caches) and half_kv.cu
-// (half_sdpa: binary16 caches), templated on the cache's element type KV; what follows is the
-// description of both (host twins: kernels/src/attention.rs, kernels/src/half_kv.rs).
-// Included after common.cuh.
+// The SDPA body of attention.cu (attention_sdpa: fp32 caches), templated on the cache's element
+// type KV; what follows is its description (host twin: kernels/src/attention.rs). half_kv.cu
+// includes this file for dcc_kv (a binary16 element widened); the half point's SDPA over a
+// binary16 cache is attention_f16.cu's. Included after common.cuh.
 //
 // One warp per query row, W = blockDim.x / 32 query rows per block.
 //
