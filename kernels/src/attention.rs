@@ -392,8 +392,13 @@ pub fn rel_pos_attention(
     }
 }
 
-unsafe fn host_sdpa(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
-    let (batch, heads, tq, tk, d, cap, scale) = (
+/// The shape arguments every SDPA entry shares (`attention.sdpa`, [`tf32`]'s and [`f16`]'s, slots
+/// 3 to 9): `(batch, heads, tq, tk, d, cap, scale)`, with `tk` checked inside `1..=cap`.
+pub(crate) type SdpaShape = (usize, usize, usize, usize, usize, usize, f32);
+
+/// Reads [`SdpaShape`] from an SDPA kernel's arguments; `name` labels the refusal.
+pub(crate) fn sdpa_shape(name: &str, a: &[Arg]) -> Result<SdpaShape, KernelError> {
+    let shape = (
         a.usize(3)?,
         a.usize(4)?,
         a.usize(5)?,
@@ -402,9 +407,15 @@ unsafe fn host_sdpa(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
         a.usize(8)?,
         a.f32(9)?,
     );
+    let (tk, cap) = (shape.3, shape.5);
     if tk > cap || tk == 0 {
-        return Err(invalid("attention.sdpa: tk outside 1..=cap"));
+        return Err(invalid(format!("{name}: tk outside 1..=cap")));
     }
+    Ok(shape)
+}
+
+unsafe fn host_sdpa(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    let (batch, heads, tq, tk, d, cap, scale) = sdpa_shape("attention.sdpa", a)?;
     check_attention_launch("attention.sdpa", dims, tk, d)?;
     let n = batch * tq * heads * d;
     // SAFETY: HostFn contract.

@@ -315,25 +315,14 @@ pub fn bound(d: usize, tk: usize, scale: f32, t: f64, vmax: f64, y1: f32, y2: f3
 
 /// The launch's arguments after checking them against what the kernel needs (it traps
 /// otherwise): `(batch, heads, tq, tk, d, cap, scale)`.
-#[allow(clippy::type_complexity)]
 fn check_launch(
     name: &str,
     dims_: &LaunchDims,
     a: &[Arg],
-) -> Result<(usize, usize, usize, usize, usize, usize, f32), KernelError> {
-    let (batch, heads, tq, tk, d, cap, scale, rows) = (
-        a.usize(3)?,
-        a.usize(4)?,
-        a.usize(5)?,
-        a.usize(6)?,
-        a.usize(7)?,
-        a.usize(8)?,
-        a.f32(9)?,
-        a.usize(10)?,
-    );
-    if tk > cap || tk == 0 {
-        return Err(invalid(format!("{name}: tk outside 1..=cap")));
-    }
+) -> Result<super::SdpaShape, KernelError> {
+    let shape = super::sdpa_shape(name, a)?;
+    let (_, _, tq, tk, d, _, _) = shape;
+    let rows = a.usize(10)?;
     if dims_.block != (THREADS, 1, 1) {
         return Err(invalid(format!(
             "{name}: block {:?}, the kernel needs ({THREADS}, 1, 1)",
@@ -355,7 +344,7 @@ fn check_launch(
             dims_.shared_bytes
         )));
     }
-    Ok((batch, heads, tq, tk, d, cap, scale))
+    Ok(shape)
 }
 
 unsafe fn host_sdpa_f16(dims_: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {

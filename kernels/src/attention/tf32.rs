@@ -350,18 +350,7 @@ fn check_launch(dims_: &LaunchDims, tq: usize, tk: usize, d: usize) -> Result<()
 }
 
 unsafe fn host_sdpa_tf32x3(dims_: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
-    let (batch, heads, tq, tk, d, cap, scale) = (
-        a.usize(3)?,
-        a.usize(4)?,
-        a.usize(5)?,
-        a.usize(6)?,
-        a.usize(7)?,
-        a.usize(8)?,
-        a.f32(9)?,
-    );
-    if tk > cap || tk == 0 {
-        return Err(invalid("attention.sdpa_tf32x3: tk outside 1..=cap"));
-    }
+    let (batch, heads, tq, tk, d, cap, scale) = super::sdpa_shape("attention.sdpa_tf32x3", a)?;
     check_launch(dims_, tq, tk, d)?;
     let n = batch * tq * heads * d;
     // SAFETY: HostFn contract.
