@@ -11,9 +11,7 @@ use dcc_runtime::{Arg, LaunchDims};
 use half::f16;
 
 use super::Res;
-
-/// `(batch, heads, tq, tk, d)`.
-type Shape = (usize, usize, usize, usize, usize);
+use super::attention::Shape;
 
 /// The binary16 cache of `kv`'s values (round to nearest even), on `be`.
 pub fn upload_kv16(be: &Arc<dyn Backend>, kv: &[f32]) -> Res<DeviceBuffer> {
@@ -79,39 +77,7 @@ pub fn check(s: Shape, q: &[f32], kv: &[f32], got: &[f32], scale: f32) -> (bool,
     attention::attention(
         b, h, tq, tk, d, scale, &q, rows, &kv, kl, &kv, vl, &mut want, rows,
     );
-    let mut within = got.len() == want.len();
-    let (mut num, mut den) = (0.0f64, 0.0f64);
-    for bb in 0..b {
-        for hh in 0..h {
-            let vmax: Vec<f64> = (0..d)
-                .map(|c| {
-                    (0..tk)
-                        .map(|j| f64::from(kv[vl.at(bb, hh, j) + c]).abs())
-                        .fold(0.0, f64::max)
-                })
-                .collect();
-            for i in 0..tq {
-                let qi = &q[rows.at(bb, hh, i)..][..d];
-                let t = (0..tk)
-                    .map(|j| {
-                        qi.iter()
-                            .zip(&kv[kl.at(bb, hh, j)..][..d])
-                            .map(|(x, y)| (f64::from(*x) * f64::from(*y)).abs())
-                            .sum::<f64>()
-                    })
-                    .fold(0.0, f64::max);
-                for (c, vm) in vmax.iter().enumerate() {
-                    let e = rows.at(bb, hh, i) + c;
-                    let (Some(&a), Some(&f)) = (got.get(e), want.get(e)) else {
-                        continue;
-                    };
-                    let dist = (f64::from(a) - f64::from(f)).abs();
-                    within &= dist <= fa::bound(d, tk, scale, t, *vm, a, f);
-                    num = num.max(dist);
-                    den = den.max(f64::from(f).abs());
-                }
-            }
-        }
-    }
-    (within, num / den.max(f64::MIN_POSITIVE))
+    super::attention::within_bound(s, &q, &kv, got, &want, |t, vmax, a, f| {
+        fa::bound(d, tk, scale, t, vmax, a, f)
+    })
 }
