@@ -19,7 +19,7 @@
 // chain): BM = 16·MT·WM rows, BN = 8·NT·WN outputs, 32 · WM · WN · H16_KW threads. k tiles of
 // BK (a multiple of 64: BK / 16 k steps, step j of a tile belongs to chain j mod 4, its warp
 // taking them in ascending order; H16_BK = 64 for all but the 64 × 128 tile) are staged through
-// a ring of ST buffers (H16_ST = 4 likewise), x as float ([BM][BK + 4]) and W as binary16
+// a ring of ST buffers (H16_ST = 4 likewise), x as float ([BM][BK + 8]) and W as binary16
 // ([BN][BK + 8]), with 16-byte
 // asynchronous copies (cp.async) when every row allows them (x: address and leading dimension
 // multiples of 4 floats, K a multiple of 4; W: address a multiple of 16 bytes, K a multiple of 8),
@@ -126,7 +126,7 @@ __device__ __forceinline__ void h16_tile(const H16Args a) {
     constexpr int BM = 16 * MT * WM;
     constexpr int BN = 8 * NT * WN;
     constexpr int NTH = 32 * WM * WN * H16_KW;
-    constexpr int LDX = BK + 4;  // staged x row stride, floats
+    constexpr int LDX = BK + 8;  // staged x row stride, floats (see the a fragments' loads)
     constexpr int LDW = BK + 8;  // staged W row stride, halves
     constexpr int SJ = BK / 16;  // k steps per tile
     constexpr int XQ = BK / 4;   // x slots per row of a tile (4 floats each)
@@ -214,6 +214,8 @@ __device__ __forceinline__ void h16_tile(const H16Args a) {
             const int j = H16_KW * jj + chain;
             if (c * SJ + j >= steps) return;
             const int k0 = 16 * j;
+            // Row g of an m16 tile at floats k0 + 2t, + 1 (one 64-bit load): with rows LDX = BK + 8
+            // floats apart (≡ 8 banks), the 16 lanes of a half warp cover 32 distinct banks.
             unsigned af[MT][4];
 #pragma unroll
             for (int m = 0; m < MT; ++m) {

@@ -125,12 +125,12 @@ impl F16Variant {
         (32 * self.wm * self.wn * CHAINS) as u32
     }
 
-    /// Bytes of dynamic shared memory: the staging ring, `stages` stages of `bm · (bk + 4)`
+    /// Bytes of dynamic shared memory: the staging ring, `stages` stages of `bm · (bk + 8)`
     /// floats and `bn · (bk + 8)` halves, or the chains' partials, `CHAINS · bm · (bn + 8)`
     /// floats (rows padded for conflict-free stores), whichever is larger (the kernel traps on
     /// less).
     pub const fn shared_bytes(&self) -> usize {
-        let stage = self.bm() * (self.bk + 4) * 4 + self.bn() * (self.bk + 8) * 2;
+        let stage = self.bm() * (self.bk + 8) * 4 + self.bn() * (self.bk + 8) * 2;
         let red = CHAINS * self.bm() * (self.bn() + 8) * 4;
         if self.stages * stage > red {
             self.stages * stage

@@ -209,13 +209,13 @@ fn variants_match_the_cuda_source() {
     assert_eq!(V64X64.bn(), 64);
     assert_eq!(V16X32.bm(), 16);
     assert_eq!(V16X32.bn(), 32);
-    assert_eq!(V64X64.shared_bytes(), 4 * (64 * 68 * 4 + 64 * 72 * 2));
+    assert_eq!(V64X64.shared_bytes(), 4 * (64 * 72 * 4 + 64 * 72 * 2));
     assert_eq!(
         (V64X128.bm(), V64X128.bn(), V64X128.threads()),
         (64, 128, 256)
     );
     // The ring (3 stages of 128 k) holds the four padded partial tiles (4 · 64 · 136 floats).
-    assert_eq!(V64X128.shared_bytes(), 3 * (64 * 132 * 4 + 128 * 136 * 2));
+    assert_eq!(V64X128.shared_bytes(), 3 * (64 * 136 * 4 + 128 * 136 * 2));
     assert!(4 * 64 * 136 * 4 <= V64X128.shared_bytes());
     assert_eq!(V64X128.template(), "h16_linear<4, 8, 1, 2, 128, 3>");
     assert_eq!(V64X64.template(), "h16_linear<2, 4, 2, 2, H16_BK, H16_ST>");
