@@ -483,8 +483,60 @@ unsafe fn host_rel_pos(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> 
     Ok(())
 }
 
+/// What the attention twins' tests share (this module's, [`f16`]'s and [`tf32`]'s).
+#[cfg(test)]
+pub(crate) mod test_data {
+    /// `n` deterministic values in about [-1, 1) (xorshift32 from `seed`).
+    pub(crate) fn data(seed: u32, n: usize) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(2654435761).wrapping_add(1);
+        (0..n)
+            .map(|_| {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                (s as f32 / u32::MAX as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// The largest ratio of `|got − want|` to `lim(t, vmax, got, want)` over one head's outputs
+    /// `[tq, d]` (above 1: outside the bound), `t` the row's largest `Σ_c |q·k|` over the keys
+    /// and `vmax` the column's largest `|v|` (in f64), `kv` packed `[tk, 2d]`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn worst_ratio(
+        got: &[f32],
+        want: &[f32],
+        q: &[f32],
+        kv: &[f32],
+        tq: usize,
+        tk: usize,
+        d: usize,
+        lim: impl Fn(f64, f64, f32, f32) -> f64,
+    ) -> f64 {
+        let mut worst = 0.0f64;
+        for i in 0..tq {
+            let t = (0..tk)
+                .map(|j| {
+                    (0..d)
+                        .map(|c| (q[i * d + c] as f64 * kv[j * 2 * d + c] as f64).abs())
+                        .sum::<f64>()
+                })
+                .fold(0.0, f64::max);
+            for c in 0..d {
+                let vmax = (0..tk)
+                    .map(|j| (kv[j * 2 * d + d + c] as f64).abs())
+                    .fold(0.0, f64::max);
+                let (a, b) = (got[i * d + c], want[i * d + c]);
+                worst = worst.max((a as f64 - b as f64).abs() / lim(t, vmax, a, b));
+            }
+        }
+        worst
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::test_data::data;
     use super::*;
 
     /// Naive reference: explicit score matrix, softmax, matmul.
@@ -518,24 +570,12 @@ mod tests {
         out
     }
 
-    fn pseudo(n: usize, seed: u32) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(2654435761).wrapping_add(1);
-        (0..n)
-            .map(|_| {
-                s ^= s << 13;
-                s ^= s >> 17;
-                s ^= s << 5;
-                (s as f32 / u32::MAX as f32) * 2.0 - 1.0
-            })
-            .collect()
-    }
-
     #[test]
     fn sdpa_matches_naive() {
         let (tq, tk, d) = (3, 5, 4);
-        let q = pseudo(tq * d, 1);
-        let k = pseudo(tk * d, 2);
-        let v = pseudo(tk * d, 3);
+        let q = data(1, tq * d);
+        let k = data(2, tk * d);
+        let v = data(3, tk * d);
         let mut out = vec![0.0; tq * d];
         let l = AttnLayout::rows;
         attention(
@@ -564,12 +604,12 @@ mod tests {
     fn rel_pos_attention_with_zero_pos_is_plain_attention() {
         // With p = 0 and u = 0 the rel-pos scores reduce to q·k / √d.
         let (h, tq, tk, d) = (2, 2, 4, 4);
-        let q = pseudo(tq * h * d, 4);
-        let kvh: Vec<Vec<f32>> = (0..h).map(|i| pseudo(tk * 2 * d, 10 + i as u32)).collect();
+        let q = data(4, tq * h * d);
+        let kvh: Vec<Vec<f32>> = (0..h).map(|i| data(10 + i as u32, tk * 2 * d)).collect();
         let kv: Vec<f32> = kvh.concat();
         let p = vec![0.0; (2 * tk - 1) * h * d];
         let u = vec![0.0; h * d];
-        let w = pseudo(h * d, 7);
+        let w = data(7, h * d);
         let mut out = vec![0.0; tq * h * d];
         rel_pos_attention(
             h,

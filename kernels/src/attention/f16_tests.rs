@@ -1,18 +1,11 @@
 use super::*;
 use crate::abi::DevPtr;
 use crate::attention::AttnLayout;
+use crate::attention::test_data::{self, worst_ratio};
 
-/// Deterministic binary16 values in about [-1, 1).
+/// Deterministic binary16 values in about [-1, 1) (the shared values, rounded).
 fn data(seed: u32, n: usize) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(2654435761).wrapping_add(1);
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            rn16((s as f32 / u32::MAX as f32) * 2.0 - 1.0)
-        })
-        .collect()
+    test_data::data(seed, n).into_iter().map(rn16).collect()
 }
 
 /// The fp32 twin over one head's `(q [tq, d], kv [tk, 2d])`.
@@ -62,25 +55,9 @@ fn twin_with(
 /// The largest ratio of `|got − fp32 twin|` to [`bound`] over every output (above 1: outside).
 fn worst(got: &[f32], q: &[f32], kv: &[f32], tq: usize, tk: usize, d: usize, scale: f32) -> f64 {
     let want = fp32(q, kv, tq, tk, d, scale);
-    let mut worst = 0.0f64;
-    for i in 0..tq {
-        let t = (0..tk)
-            .map(|j| {
-                (0..d)
-                    .map(|c| (q[i * d + c] as f64 * kv[j * 2 * d + c] as f64).abs())
-                    .sum::<f64>()
-            })
-            .fold(0.0, f64::max);
-        for c in 0..d {
-            let vmax = (0..tk)
-                .map(|j| (kv[j * 2 * d + d + c] as f64).abs())
-                .fold(0.0, f64::max);
-            let (a, b) = (got[i * d + c], want[i * d + c]);
-            let lim = bound(d, tk, scale, t, vmax, a, b);
-            worst = worst.max((a as f64 - b as f64).abs() / lim);
-        }
-    }
-    worst
+    worst_ratio(got, &want, q, kv, tq, tk, d, |t, vmax, a, b| {
+        bound(d, tk, scale, t, vmax, a, b)
+    })
 }
 
 const SHAPES: [(usize, usize, usize); 7] = [

@@ -1,18 +1,7 @@
 use super::*;
 use crate::abi::DevPtr;
+use crate::attention::test_data::{data, worst_ratio};
 use crate::gemm::tf32::tf32;
-
-fn data(seed: u32, n: usize) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(2654435761).wrapping_add(1);
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s as f32 / u32::MAX as f32) * 2.0 - 1.0
-        })
-        .collect()
-}
 
 type Sdpa = fn(
     usize,
@@ -48,25 +37,9 @@ fn run(f: Sdpa, q: &[f32], kv: &[f32], tq: usize, tk: usize, d: usize, scale: f3
 /// The largest ratio of `|got − fp32 twin|` to [`bound`] over every output (above 1: outside).
 fn worst(got: &[f32], q: &[f32], kv: &[f32], tq: usize, tk: usize, d: usize, scale: f32) -> f64 {
     let want = run(super::super::attention, q, kv, tq, tk, d, scale);
-    let mut worst = 0.0f64;
-    for i in 0..tq {
-        let t = (0..tk)
-            .map(|j| {
-                (0..d)
-                    .map(|c| (q[i * d + c] as f64 * kv[j * 2 * d + c] as f64).abs())
-                    .sum::<f64>()
-            })
-            .fold(0.0, f64::max);
-        for c in 0..d {
-            let vmax = (0..tk)
-                .map(|j| (kv[j * 2 * d + d + c] as f64).abs())
-                .fold(0.0, f64::max);
-            let (a, b) = (got[i * d + c], want[i * d + c]);
-            let lim = bound(d, tk, scale, t, vmax, a, b);
-            worst = worst.max((a as f64 - b as f64).abs() / lim);
-        }
-    }
-    worst
+    worst_ratio(got, &want, q, kv, tq, tk, d, |t, vmax, a, b| {
+        bound(d, tk, scale, t, vmax, a, b)
+    })
 }
 
 #[test]
