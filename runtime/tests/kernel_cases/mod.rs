@@ -257,23 +257,28 @@ pub fn cases() -> Vec<Case> {
         vec![f(10, 112 * 512), f(11, 512), f(12, 112 * 512)],
         vec![A::B(0), A::B(1), A::B(2), A::I(112), A::I(512)],
     ));
-    // one session's rows, and sixteen sessions' in one launch
-    for s in [1usize, 16] {
-        let n = s * 56 * 80;
-        c.push(case(
-            format!("elementwise.cfg_euler sessions{s} n{n}"),
-            &elementwise::CFG_EULER,
-            lin(n),
-            vec![f(13, n), f(14, 2 * n)],
-            vec![
-                A::B(0),
-                A::B(1),
-                A::I(n),
-                A::I(56 * 80),
-                A::F(0.7),
-                A::F(0.0913),
-            ],
-        ));
+    // one session's rows, and sixteen sessions' in one launch; fp32 and the half point's
+    for (name, kernel) in [
+        ("cfg_euler", &elementwise::CFG_EULER),
+        ("cfg_euler_f16", &elementwise::CFG_EULER_F16),
+    ] {
+        for s in [1usize, 16] {
+            let n = s * 56 * 80;
+            c.push(case(
+                format!("elementwise.{name} sessions{s} n{n}"),
+                kernel,
+                lin(n),
+                vec![f(13, n), f(14, 2 * n)],
+                vec![
+                    A::B(0),
+                    A::B(1),
+                    A::I(n),
+                    A::I(56 * 80),
+                    A::F(0.7),
+                    A::F(0.0913),
+                ],
+            ));
+        }
     }
     // rounding to f16: normal values up to ±6e4 (below the overflow at 65520), f16 subnormals
     // (|x| < 2^-14) and plain data, 112 × 512 each
@@ -309,23 +314,6 @@ pub fn cases() -> Vec<Case> {
         vec![f(10, 112 * 512), f(11, 512), f(12, 112 * 512)],
         vec![A::B(0), A::B(1), A::B(2), A::I(112), A::I(512)],
     ));
-    for s in [1usize, 16] {
-        let n = s * 56 * 80;
-        c.push(case(
-            format!("elementwise.cfg_euler_f16 sessions{s} n{n}"),
-            &elementwise::CFG_EULER_F16,
-            lin(n),
-            vec![f(13, n), f(14, 2 * n)],
-            vec![
-                A::B(0),
-                A::B(1),
-                A::I(n),
-                A::I(56 * 80),
-                A::F(0.7),
-                A::F(0.0913),
-            ],
-        ));
-    }
     for (dim, t) in [(256usize, 0.37f32), (255, 0.999), (16, 0.0)] {
         c.push(case(
             format!("elementwise.timestep_f16 dim{dim} t{t}"),
