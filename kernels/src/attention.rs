@@ -500,8 +500,9 @@ pub(crate) mod test_data {
     }
 
     /// The largest ratio of `|got − want|` to `lim(t, vmax, got, want)` over one head's outputs
-    /// `[tq, d]` (above 1: outside the bound), `t` the row's largest `Σ_c |q·k|` over the keys
-    /// and `vmax` the column's largest `|v|` (in f64), `kv` packed `[tk, 2d]`.
+    /// `[tq, d]` (above 1: outside the bound; infinite where a ratio is NaN), `t` the row's
+    /// largest `Σ_c |q·k|` over the keys and `vmax` the column's largest `|v|` (in f64), `kv`
+    /// packed `[tk, 2d]`.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn worst_ratio(
         got: &[f32],
@@ -527,7 +528,13 @@ pub(crate) mod test_data {
                     .map(|j| (kv[j * 2 * d + d + c] as f64).abs())
                     .fold(0.0, f64::max);
                 let (a, b) = (got[i * d + c], want[i * d + c]);
-                worst = worst.max((a as f64 - b as f64).abs() / lim(t, vmax, a, b));
+                let r = (a as f64 - b as f64).abs() / lim(t, vmax, a, b);
+                // f64::max would drop a NaN: a non-finite output is outside every bound
+                worst = if r.is_nan() {
+                    f64::INFINITY
+                } else {
+                    worst.max(r)
+                };
             }
         }
         worst
@@ -536,7 +543,16 @@ pub(crate) mod test_data {
 
 #[cfg(test)]
 mod tests {
-    use super::test_data::data;
+    use super::test_data::{data, worst_ratio};
+
+    #[test]
+    fn worst_ratio_is_infinite_on_a_non_finite_output() {
+        let (q, kv) = ([1.0f32], [1.0f32, 1.0]);
+        let r = |got: f32| worst_ratio(&[got], &[0.5], &q, &kv, 1, 1, 1, |_, _, _, _| 1.0);
+        assert_eq!(r(0.75), 0.25);
+        assert_eq!(r(f32::NAN), f64::INFINITY);
+        assert_eq!(r(f32::INFINITY), f64::INFINITY);
+    }
     use super::*;
 
     /// Naive reference: explicit score matrix, softmax, matmul.
