@@ -69,12 +69,17 @@ __device__ __forceinline__ void dcc_retain_row(unsigned* d, const unsigned* s, b
     }
 }
 
-__device__ __forceinline__ void dcc_retain(unsigned* dst, const unsigned* src, long long outer, long long dst_rs,
-                                           long long src_rs, long long inner, long long head, long long tail_src,
-                                           long long tail_len) {
+// `layers` blocks of `outer` rows: row r of layer l at word l * ls + r * rs of each side (one
+// block of rows, layers = 1, for carry_retain). One block per row, grid-strided over all rows.
+__device__ __forceinline__ void dcc_retain(unsigned* dst, const unsigned* src, long long layers, long long dst_ls,
+                                           long long src_ls, long long outer, long long dst_rs, long long src_rs,
+                                           long long inner, long long head, long long tail_src, long long tail_len) {
     const bool inplace = (const unsigned*)dst == src;
-    for (long long r = blockIdx.x; r < outer; r += gridDim.x) {
-        dcc_retain_row(dst + r * dst_rs, src + r * src_rs, inplace, inner, head, tail_src, tail_len);
+    const long long rows = layers * outer;
+    for (long long q = blockIdx.x; q < rows; q += gridDim.x) {
+        const long long l = q / outer, r = q - l * outer;
+        dcc_retain_row(dst + l * dst_ls + r * dst_rs, src + l * src_ls + r * src_rs, inplace, inner, head, tail_src,
+                       tail_len);
     }
 }
 
@@ -89,5 +94,22 @@ extern "C" __global__ void carry_retain(unsigned* dst, const unsigned* src, long
     if (outer < 0 || dst_rs < 0 || src_rs < 0 || inner < 0 || head < 0 || tail < 0) return;
     if (tail > extent || extent - tail <= head) return;
     if ((const unsigned*)dst == src && dst_rs != src_rs) return;
-    dcc_retain(dst, src, outer, dst_rs, src_rs, inner, head, extent - tail, tail);
+    dcc_retain(dst, src, 1, 0, 0, outer, dst_rs, src_rs, inner, head, extent - tail, tail);
+}
+
+// carry_retain over `layers` blocks of `outer` rows at layer strides `dst_ls` / `src_ls` words
+// (a session's rows of every layer of a batched workspace, whose layers repeat at a stride of
+// their own): row r of layer l as carry_retain's row r of a launch at dst + l * dst_ls,
+// src + l * src_ls; one launch instead of one per layer, the same words moved the same way. The
+// guards of carry_retain, plus: a negative layer count or stride, more rows than i64 counts, or
+// in place with different layer strides returns without writing.
+extern "C" __global__ void carry_retain_layers(unsigned* dst, const unsigned* src, long long layers, long long dst_ls,
+                                               long long src_ls, long long outer, long long dst_rs, long long src_rs,
+                                               long long inner, long long head, long long tail, long long extent) {
+    if (layers < 0 || dst_ls < 0 || src_ls < 0) return;
+    if (outer < 0 || dst_rs < 0 || src_rs < 0 || inner < 0 || head < 0 || tail < 0) return;
+    if (outer > 0 && layers > 0x7fffffffffffffffLL / outer) return;
+    if (tail > extent || extent - tail <= head) return;
+    if ((const unsigned*)dst == src && (dst_rs != src_rs || dst_ls != src_ls)) return;
+    dcc_retain(dst, src, layers, dst_ls, src_ls, outer, dst_rs, src_rs, inner, head, extent - tail, tail);
 }

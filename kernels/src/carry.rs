@@ -41,7 +41,34 @@ pub static RETAIN: KernelDef = KernelDef {
     host: host_retain,
 };
 
-pub static KERNELS: &[&KernelDef] = &[&RETAIN];
+/// `carry_retain_layers(dst, src, layers, dst_layer_stride, src_layer_stride, outer,
+/// dst_row_stride, src_row_stride, inner, head, tail, extent)`: [`RETAIN`] over `layers` blocks of
+/// `outer` rows, layer `l`'s rows at `l · layer_stride` words from each side's start (a session's
+/// rows of every layer of a batched workspace): one launch for what [`RETAIN`] takes one per
+/// layer, the same words moved the same way. One block per row (grid-strided over `layers ·
+/// outer` rows), any block size.
+pub static RETAIN_LAYERS: KernelDef = KernelDef {
+    name: "carry.retain_layers",
+    source: &SOURCE,
+    entry: "carry_retain_layers",
+    params: &[
+        Param::Ptr,
+        Param::Ptr,
+        Param::I64,
+        Param::I64,
+        Param::I64,
+        Param::I64,
+        Param::I64,
+        Param::I64,
+        Param::I64,
+        Param::I64,
+        Param::I64,
+        Param::I64,
+    ],
+    host: host_retain_layers,
+};
+
+pub static KERNELS: &[&KernelDef] = &[&RETAIN, &RETAIN_LAYERS];
 
 /// Geometry of one retention, as the kernel sees it.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -78,24 +105,35 @@ impl Retention {
     }
 }
 
-/// The twin of `dcc_retain`: the same passes, row by row.
+/// Row strides of one side of a retention, in 32-bit words: `layers` blocks of `outer` rows,
+/// row `r` of layer `l` at `l · layer + r · row`.
+#[derive(Copy, Clone, Debug)]
+struct Rows {
+    layer: usize,
+    row: usize,
+}
+
+/// The twin of `dcc_retain`: the same passes, row by row, layer by layer.
 ///
 /// # Safety
 /// Rows of `dst`/`src` hold the frames the retention touches.
-#[allow(clippy::too_many_arguments)]
 unsafe fn retain(
     dst: *mut u32,
     src: *const u32,
-    outer: usize,
-    dst_rs: usize,
-    src_rs: usize,
-    inner: usize,
+    (layers, outer, inner): (usize, usize, usize),
+    (dr, sr): (Rows, Rows),
     r: Retention,
 ) {
     let inplace = std::ptr::eq(dst, src);
-    for row in 0..outer {
+    for row in 0..layers * outer {
+        let (l, o) = (row / outer, row % outer);
         // SAFETY: row bases are inside the buffers (caller).
-        let (d, s) = unsafe { (dst.add(row * dst_rs), src.add(row * src_rs)) };
+        let (d, s) = unsafe {
+            (
+                dst.add(l * dr.layer + o * dr.row),
+                src.add(l * sr.layer + o * sr.row),
+            )
+        };
         if !inplace {
             // SAFETY: distinct buffers; the head is `head * inner` words in each.
             unsafe { std::ptr::copy_nonoverlapping(s, d, r.head * inner) };
@@ -118,22 +156,77 @@ unsafe fn retain(
     }
 }
 
+/// The guards both entries share: in place only with equal strides, and a window that moves
+/// left ([`Retention::new`]).
+fn guard(
+    name: &str,
+    inplace: bool,
+    (dr, sr): (Rows, Rows),
+    (head, tail, extent): (usize, usize, usize),
+) -> Result<Retention, KernelError> {
+    if inplace && (dr.row != sr.row || dr.layer != sr.layer) {
+        return Err(KernelError::Invalid(format!(
+            "{name} in place with different strides (rows {} and {}, layers {} and {})",
+            dr.row, sr.row, dr.layer, sr.layer
+        )));
+    }
+    Retention::new(head, tail, extent).ok_or_else(|| {
+        KernelError::Invalid(format!(
+            "{name} needs tail {tail} <= extent {extent} and extent > head {head} + tail"
+        ))
+    })
+}
+
 unsafe fn host_retain(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
     let (dst, src) = (a.ptr(0)?.0 as *mut u32, a.ptr(1)?.0 as *const u32);
     let (outer, dst_rs, src_rs, inner) = (a.usize(2)?, a.usize(3)?, a.usize(4)?, a.usize(5)?);
     let (head, tail, extent) = (a.usize(6)?, a.usize(7)?, a.usize(8)?);
-    if std::ptr::eq(dst, src) && dst_rs != src_rs {
+    let (dr, sr) = (
+        Rows {
+            layer: 0,
+            row: dst_rs,
+        },
+        Rows {
+            layer: 0,
+            row: src_rs,
+        },
+    );
+    let inplace = std::ptr::eq(dst, src);
+    let r = guard("carry.retain", inplace, (dr, sr), (head, tail, extent))?;
+    // SAFETY: HostFn contract.
+    unsafe { retain(dst, src, (1, outer, inner), (dr, sr), r) };
+    Ok(())
+}
+
+unsafe fn host_retain_layers(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    let (dst, src) = (a.ptr(0)?.0 as *mut u32, a.ptr(1)?.0 as *const u32);
+    let (layers, dst_ls, src_ls) = (a.usize(2)?, a.usize(3)?, a.usize(4)?);
+    let (outer, dst_rs, src_rs, inner) = (a.usize(5)?, a.usize(6)?, a.usize(7)?, a.usize(8)?);
+    let (head, tail, extent) = (a.usize(9)?, a.usize(10)?, a.usize(11)?);
+    if layers.checked_mul(outer).is_none() {
         return Err(KernelError::Invalid(format!(
-            "carry.retain in place with different row strides ({dst_rs} and {src_rs})"
+            "carry.retain_layers: {layers} layers of {outer} rows overflow"
         )));
     }
-    let r = Retention::new(head, tail, extent).ok_or_else(|| {
-        KernelError::Invalid(format!(
-            "carry.retain needs tail {tail} <= extent {extent} and extent > head {head} + tail"
-        ))
-    })?;
+    let (dr, sr) = (
+        Rows {
+            layer: dst_ls,
+            row: dst_rs,
+        },
+        Rows {
+            layer: src_ls,
+            row: src_rs,
+        },
+    );
+    let inplace = std::ptr::eq(dst, src);
+    let r = guard(
+        "carry.retain_layers",
+        inplace,
+        (dr, sr),
+        (head, tail, extent),
+    )?;
     // SAFETY: HostFn contract.
-    unsafe { retain(dst, src, outer, dst_rs, src_rs, inner, r) };
+    unsafe { retain(dst, src, (layers, outer, inner), (dr, sr), r) };
     Ok(())
 }
 
@@ -268,6 +361,106 @@ mod tests {
         args[6] = Arg::I64(-1);
         // SAFETY: as above.
         assert!(unsafe { RETAIN.run_host(&LaunchDims::blocks(1, 32), &args) }.is_err());
+        assert_eq!(buf, orig);
+    }
+
+    /// `carry.retain_layers` over layers at their own strides equals one `carry.retain` per
+    /// layer, word for word: from a separate source (the batched write-back: the source's layers
+    /// farther apart than its rows) and in place.
+    #[test]
+    fn layers_equal_one_launch_per_layer() {
+        let (layers, outer, inner, cap) = (3, 2, 2, 16);
+        let rs = cap * inner;
+        let (src_ls, dst_ls) = (5 * outer * rs, outer * rs);
+        let fill = |n: usize, salt: u32| -> Vec<u32> {
+            (0..n)
+                .map(|i| (i as u32 ^ salt).wrapping_mul(2654435761))
+                .collect()
+        };
+        let i = |v: usize| Arg::I64(v as i64);
+        for (head, tail) in [(4, 7), (7, 4), (0, 5)] {
+            for ext in head + tail + 1..=cap {
+                for inplace in [false, true] {
+                    let src = fill(layers * src_ls, 1);
+                    let (sl, dl) = if inplace {
+                        (dst_ls, dst_ls)
+                    } else {
+                        (src_ls, dst_ls)
+                    };
+                    let mut one = if inplace {
+                        fill(layers * dst_ls, 1)
+                    } else {
+                        fill(layers * dst_ls, 2)
+                    };
+                    let mut each = one.clone();
+                    let s_ptr = |d: &mut Vec<u32>| {
+                        if inplace {
+                            DevPtr(d.as_mut_ptr() as u64)
+                        } else {
+                            DevPtr(src.as_ptr() as u64)
+                        }
+                    };
+                    let sp = s_ptr(&mut one);
+                    let args = [
+                        Arg::Ptr(DevPtr(one.as_mut_ptr() as u64)),
+                        Arg::Ptr(sp),
+                        i(layers),
+                        i(dl),
+                        i(sl),
+                        i(outer),
+                        i(rs),
+                        i(rs),
+                        i(inner),
+                        i(head),
+                        i(tail),
+                        i(ext),
+                    ];
+                    // SAFETY: every layer's rows lie inside `one` / `src` (strides above).
+                    unsafe { RETAIN_LAYERS.run_host(&LaunchDims::blocks(1, 32), &args) }.unwrap();
+                    let sp = s_ptr(&mut each);
+                    for l in 0..layers {
+                        let args = [
+                            Arg::Ptr(DevPtr(each.as_mut_ptr() as u64 + 4 * (l * dl) as u64)),
+                            Arg::Ptr(DevPtr(sp.0 + 4 * (l * sl) as u64)),
+                            i(outer),
+                            i(rs),
+                            i(rs),
+                            i(inner),
+                            i(head),
+                            i(tail),
+                            i(ext),
+                        ];
+                        // SAFETY: layer l's rows lie inside `each` / `src`.
+                        unsafe { RETAIN.run_host(&LaunchDims::blocks(1, 32), &args) }.unwrap();
+                    }
+                    assert_eq!(
+                        one, each,
+                        "head {head} tail {tail} ext {ext} in place {inplace}"
+                    );
+                }
+            }
+        }
+        // in place with different layer strides is refused without writing
+        let mut buf = fill(layers * src_ls, 3);
+        let orig = buf.clone();
+        let p = DevPtr(buf.as_mut_ptr() as u64);
+        let args = [
+            Arg::Ptr(p),
+            Arg::Ptr(p),
+            i(layers),
+            i(dst_ls),
+            i(src_ls),
+            i(outer),
+            i(rs),
+            i(rs),
+            i(inner),
+            i(4),
+            i(7),
+            i(12),
+        ];
+        // SAFETY: refused before any access.
+        let r = unsafe { RETAIN_LAYERS.run_host(&LaunchDims::blocks(1, 32), &args) };
+        assert!(matches!(r, Err(KernelError::Invalid(_))), "{r:?}");
         assert_eq!(buf, orig);
     }
 }

@@ -258,7 +258,7 @@ fn typed_write_back_goes_through_the_rows(b: Arc<dyn Backend>) {
 /// `write_back_layers` over one session's rows of a batched workspace (two sessions' rows per
 /// layer, so the session's rows repeat at a stride from layer to layer) equals `write_back` layer
 /// by layer, word for word: one `copy.batched` launch while the rows are copied as they are
-/// (ℓ ≤ L), one `carry.retain` per layer above. Rows of 4 words (CUDA's 16-byte path) and of 3.
+/// (ℓ ≤ L), one `carry.retain_layers` above. Rows of 4 words (CUDA's 16-byte path) and of 3.
 fn layered_write_back_equals_per_layer(b: Arc<dyn Backend>) {
     const LAYERS: usize = 3;
     const SESSIONS: usize = 2;
@@ -276,7 +276,7 @@ fn layered_write_back_equals_per_layer(b: Arc<dyn Backend>) {
         for (extent, launches) in [
             (9, ("copy.batched", 1)),
             (12, ("copy.batched", 1)),
-            (20, ("carry.retain", LAYERS)),
+            (20, ("carry.retain_layers", 1)),
         ] {
             let what = format!("inner {inner} extent {extent}");
             let bytes = LAYERS * OUTER * DCAP * inner * 4;
@@ -331,7 +331,43 @@ fn layered_write_back_equals_per_layer(b: Arc<dyn Backend>) {
     }
 }
 
+/// `write_back_layered_rows` refuses, before anything runs, layers whose stride is shorter than
+/// their rows (rows of two layers would overlap) and an in-place write-back whose layer strides
+/// differ; at a stride that leaves room it retains every layer in one launch.
+fn layered_rows_refuse_overlapping_layers(b: Arc<dyn Backend>) {
+    let (layers, rf) = (2, 10);
+    let keep = Keep::natural(CacheOrder::Prepend, 3, 2);
+    let rs = rf * INNER;
+    let buf = b
+        .alloc_from(&words(7, 4 * OUTER * rs), AllocKind::Arena)
+        .unwrap();
+    let other = b.alloc(4 * 4 * OUTER * rs, AllocKind::Arena).unwrap();
+    let cx = Ctx::new(&*b, None);
+    let run = |dst: DevPtr, src: DevPtr, l: carry::Layers| {
+        carry::write_back_layered_rows(&cx, (dst, rf), (src, rf), l, OUTER, INNER, keep, 8)
+    };
+    let lay = |dst: usize, src: usize| carry::Layers {
+        count: layers,
+        dst,
+        src,
+    };
+    let before: Vec<u32> = b.download(other.ptr(), 4 * OUTER * rs).unwrap();
+    for l in [lay(OUTER * rs - INNER, OUTER * rs), lay(OUTER * rs, rs)] {
+        let r = run(other.ptr(), buf.ptr(), l);
+        assert!(matches!(r, Err(Error::Carry(_))), "{l:?}: {r:?}");
+    }
+    let r = run(buf.ptr(), buf.ptr(), lay(OUTER * rs, 2 * OUTER * rs));
+    assert!(matches!(r, Err(Error::Carry(_))), "in place: {r:?}");
+    let after: Vec<u32> = b.download(other.ptr(), 4 * OUTER * rs).unwrap();
+    assert_eq!(before, after, "a refused write-back wrote");
+    assert_eq!(
+        run(other.ptr(), buf.ptr(), lay(OUTER * rs, 2 * OUTER * rs)),
+        Ok(keep.bound())
+    );
+}
+
 both!(
+    layered_rows_refuse_overlapping_layers,
     write_back_equals_naive,
     write_back_refuses_bad_geometry,
     typed_write_back_goes_through_the_rows,

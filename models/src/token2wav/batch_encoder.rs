@@ -22,7 +22,7 @@
 //! workspace `[layers, n, heads, work, 2·d_k]` (one `copy.batched` per stack); what it writes
 //! back is written per session: the new contexts (one copy each) and the kept frames of every
 //! layer of a stack (`carry::write_back_layers`: one `copy.batched` below retention, one
-//! `carry.retain` per layer above). Everything else is one launch for all members. The batch's
+//! `carry.retain_layers` above). Everything else is one launch for all members. The batch's
 //! buffers are call-lifetime and per process, sized for the largest batch (`Work` with the
 //! encoder's buffers for `max` sessions; the conformer workspaces at the flow's own per-session
 //! capacity, so any call the flow takes alone fits). The members' `mu` lands directly in the

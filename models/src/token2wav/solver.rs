@@ -203,8 +203,8 @@ impl DeviceFlow {
     /// Writes one step's workspace back into each session's carry step slice (`[depth, cfg,
     /// heads, cap, 2·hd]`): one launch over every layer's rows for a session alone; for a batch,
     /// per session, one launch over its rows of every layer of the batched workspace `[depth,
-    /// n·cfg, heads, work, 2·hd]` while the rows are copied as they are, and one per layer when
-    /// retention moves them (`ops::carry::write_back_layers`).
+    /// n·cfg, heads, work, 2·hd]`, copied as they are or retained
+    /// (`ops::carry::write_back_layers`).
     fn write_back<K: Elem>(
         &self,
         cx: &Ctx<'_>,

@@ -21,11 +21,13 @@
 //! copies both parts in one pass each. Turn reset copies the saved base state into the same
 //! bytes.
 //!
-//! One function launches `carry.retain`: [`write_back_rows`], which validates the geometry
-//! and checks every range the kernel will touch against the backend's live buffers before
-//! launching, so both backends refuse a bad write-back alike, with a typed error. [`Carry`]
-//! calls it with its regions' addresses; the model calls [`write_back`] (re-exported as
-//! `ops::carry::write_back`), which checks its [`crate::ops::Tensor`] views and goes through it.
+//! One function launches `carry.retain` and `carry.retain_layers`: [`write_back_layered_rows`]
+//! (one block of rows: [`write_back_rows`]), which validates the geometry and checks every range
+//! the kernel will touch against the backend's live buffers before launching, so both backends
+//! refuse a bad write-back alike, with a typed error. [`Carry`] calls `write_back_rows` with its
+//! regions' addresses; the model calls [`write_back`] (re-exported as `ops::carry::write_back`)
+//! and, for one session's rows of a batched workspace, [`write_back_layers`] (every layer in one
+//! launch), which check their [`crate::ops::Tensor`] views and go through it.
 
 use std::collections::BTreeSet;
 use std::marker::PhantomData;
@@ -41,7 +43,9 @@ use crate::ops::Ctx;
 
 mod write_back;
 
-pub use write_back::{kept, write_back, write_back_layers, write_back_rows};
+pub use write_back::{
+    Layers, kept, write_back, write_back_layered_rows, write_back_layers, write_back_rows,
+};
 
 /// Geometry and policy of one carried cache.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -1,6 +1,7 @@
-//! The write-back: the one function in the runtime that launches `carry.retain`
-//! ([`write_back_rows`]), and the typed entry point the model calls ([`write_back`]), which
-//! checks its views and goes through it.
+//! The write-back: the one function in the runtime that launches `carry.retain` and
+//! `carry.retain_layers` ([`write_back_layered_rows`]; [`write_back_rows`] is its one-layer
+//! form), and the typed entry points the model calls ([`write_back`], [`write_back_layers`]),
+//! which check their views and go through it.
 
 use dcc_kernels::carry::{self as kc, Retention};
 use dcc_kernels::{Arg, LaunchDims};
@@ -52,13 +53,67 @@ pub fn write_back_rows(
     keep: Keep,
     extent: usize,
 ) -> Result<usize> {
+    write_back_layered_rows(
+        cx,
+        (dst, dst_row_frames),
+        (src, src_row_frames),
+        Layers::ONE,
+        outer,
+        inner,
+        keep,
+        extent,
+    )
+}
+
+/// Layers of a write-back: `count` blocks of `outer` rows each, layer `l`'s rows starting
+/// `l · dst` (`l · src`) 32-bit words after the first layer's on each side. A session's rows of
+/// every layer of a batched workspace repeat at the workspace's layer stride, its carry's at its
+/// own; [`Layers::ONE`] is one block of rows.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Layers {
+    /// Blocks of rows.
+    pub count: usize,
+    /// Words from one destination layer to the next.
+    pub dst: usize,
+    /// Words from one source layer to the next.
+    pub src: usize,
+}
+
+impl Layers {
+    /// One block of rows.
+    pub const ONE: Layers = Layers {
+        count: 1,
+        dst: 0,
+        src: 0,
+    };
+}
+
+/// [`write_back_rows`] over `layers.count` blocks of `outer` rows ([`Layers`]), each block as
+/// `write_back_rows` takes one, in one launch: below retention one copy of every layer's rows
+/// (`copy.block` for one layer, `copy.batched` for more); above, one `carry.retain` (one layer)
+/// or one `carry.retain_layers` (more), one block of [`THREADS`] threads per row of every layer,
+/// moving each layer's words exactly as one `carry.retain` per layer would. `dst` and `src` are
+/// (address, row stride in frames). The checks of `write_back_rows`, over the whole span of
+/// every layer, plus: with more than one layer, each side's layer stride leaves room for its
+/// `outer` rows (rows never overlap), and in place the layer strides are equal too.
+#[allow(clippy::too_many_arguments)]
+pub fn write_back_layered_rows(
+    cx: &Ctx<'_>,
+    (dst, dst_row_frames): (DevPtr, usize),
+    (src, src_row_frames): (DevPtr, usize),
+    layers: Layers,
+    outer: usize,
+    inner: usize,
+    keep: Keep,
+    extent: usize,
+) -> Result<usize> {
     let be = cx.backend();
     let bad = |why: &str| {
         Error::Carry(format!(
-            "write-back of {outer} rows of {extent} frames × {inner} words keeping \
+            "write-back of {} × {outer} rows of {extent} frames × {inner} words keeping \
              head {} ‖ tail {} from rows of {src_row_frames} into rows of {dst_row_frames} \
              frames: {why}",
-            keep.head, keep.tail
+            layers.count, keep.head, keep.tail
         ))
     };
     let retention = Retention::new(keep.head, keep.tail, extent);
@@ -68,29 +123,31 @@ pub fn write_back_rows(
         return Err(bad("the frames do not fit the rows"));
     }
     let inplace = dst == src;
-    if inplace && dst_row_frames != src_row_frames {
-        return Err(bad("in place with different row strides"));
+    if inplace && (dst_row_frames != src_row_frames || layers.dst != layers.src) {
+        return Err(bad("in place with different row or layer strides"));
     }
-    if outer > MAX_GRID_X {
-        return Err(bad("more rows than a launch grid holds"));
-    }
-    // Words each side spans, `((outer − 1)·row_frames + frames)·inner`, and every kernel
-    // argument, as checked integers that fit the kernels' i64.
-    let span = |row_frames: usize, frames: usize| -> Option<usize> {
-        if outer == 0 || frames == 0 || inner == 0 {
+    let rows = layers
+        .count
+        .checked_mul(outer)
+        .filter(|&r| r <= MAX_GRID_X)
+        .ok_or_else(|| bad("more rows than a launch grid holds"))?;
+    // Words each side spans, `(count − 1)·layer + (outer − 1)·row_frames·inner + frames·inner`,
+    // and every kernel argument, as checked integers that fit the kernels' i64.
+    let span = |layer: usize, row_frames: usize, frames: usize| -> Option<usize> {
+        if rows == 0 || frames == 0 || inner == 0 {
             return Some(0);
         }
-        (outer - 1)
-            .checked_mul(row_frames)?
-            .checked_add(frames)?
-            .checked_mul(inner)
+        (layers.count - 1)
+            .checked_mul(layer)?
+            .checked_add((outer - 1).checked_mul(row_frames)?.checked_mul(inner)?)?
+            .checked_add(frames.checked_mul(inner)?)
     };
     let fits = |v: Option<usize>| {
         v.filter(|&w| w.checked_mul(4).is_some_and(|b| i64::try_from(b).is_ok()))
     };
     let (Some(dst_words), Some(src_words), Some(dst_rs), Some(src_rs)) = (
-        fits(span(dst_row_frames, kept)),
-        fits(span(src_row_frames, extent)),
+        fits(span(layers.dst, dst_row_frames, kept)),
+        fits(span(layers.src, src_row_frames, extent)),
         fits(dst_row_frames.checked_mul(inner)),
         fits(src_row_frames.checked_mul(inner)),
     ) else {
@@ -98,6 +155,15 @@ pub fn write_back_rows(
     };
     if fits(extent.checked_mul(inner)).is_none() {
         return Err(bad("the sizes overflow"));
+    }
+    // a layer's rows end before the next layer's begin (so no row of one side overlaps another)
+    let room = |layer: usize, rs: usize| outer.checked_mul(rs).is_some_and(|w| w <= layer);
+    if layers.count > 1
+        && rows > 0
+        && inner > 0
+        && !(room(layers.dst, dst_rs) && room(layers.src, src_rs))
+    {
+        return Err(bad("a layer stride is shorter than its layer's rows"));
     }
     if !dst.0.is_multiple_of(4) || !src.0.is_multiple_of(4) {
         return Err(Error::Invalid(format!(
@@ -116,32 +182,67 @@ pub fn write_back_rows(
         if inplace || dst_words == 0 {
             return Ok(extent);
         }
-        let view = |p: DevPtr, rs: usize| {
-            RawTensor::<f32>::new(p, &[outer, extent * inner], &[rs, 1]).map_err(op_err)
-        };
-        let (d, s) = (view(dst, dst_rs)?, view(src, src_rs)?);
-        // SAFETY: each view spans `(outer − 1)·rs + extent·inner` words from its address, the
-        // `dst_words` / `src_words` range checked above to lie inside one live buffer of the
-        // backend `cx` queues on; the buffers outlive the work per this function's contract.
-        let (d, s) = unsafe { (d.bind(), s.bind()) };
-        ops::copy(cx, d, s).map_err(op_err)?;
+        let cols = extent * inner;
+        if layers.count == 1 {
+            let view = |p: DevPtr, rs: usize| {
+                RawTensor::<f32>::new(p, &[outer, cols], &[rs, 1]).map_err(op_err)
+            };
+            let (d, s) = (view(dst, dst_rs)?, view(src, src_rs)?);
+            // SAFETY: each view spans `(outer − 1)·rs + extent·inner` words from its address,
+            // the `dst_words` / `src_words` range checked above to lie inside one live buffer of
+            // the backend `cx` queues on; the buffers outlive the work per this function's
+            // contract.
+            let (d, s) = unsafe { (d.bind(), s.bind()) };
+            ops::copy(cx, d, s).map_err(op_err)?;
+        } else {
+            let view = |p: DevPtr, ls: usize, rs: usize| {
+                RawTensor::<f32>::new(p, &[layers.count, outer, cols], &[ls, rs, 1]).map_err(op_err)
+            };
+            let (d, s) = (
+                view(dst, layers.dst, dst_rs)?,
+                view(src, layers.src, src_rs)?,
+            );
+            // SAFETY: as above, each view spanning `(count − 1)·layer + (outer − 1)·rs +
+            // extent·inner` words, the checked `dst_words` / `src_words`.
+            let (d, s) = unsafe { (d.bind(), s.bind()) };
+            ops::copy_batched(cx, d, s).map_err(op_err)?;
+        }
         return Ok(extent);
     };
     if dst_words == 0 {
         return Ok(r.kept());
     }
     let n = |v: usize| Arg::I64(v as i64);
-    let args = [
-        Arg::Ptr(dst),
-        Arg::Ptr(src),
-        n(outer),
-        n(dst_rs),
-        n(src_rs),
-        n(inner),
-        n(keep.head),
-        n(keep.tail),
-        n(extent),
-    ];
+    let (kernel, args) = if layers.count == 1 {
+        let args = vec![
+            Arg::Ptr(dst),
+            Arg::Ptr(src),
+            n(outer),
+            n(dst_rs),
+            n(src_rs),
+            n(inner),
+            n(keep.head),
+            n(keep.tail),
+            n(extent),
+        ];
+        (&kc::RETAIN, args)
+    } else {
+        let args = vec![
+            Arg::Ptr(dst),
+            Arg::Ptr(src),
+            n(layers.count),
+            n(layers.dst),
+            n(layers.src),
+            n(outer),
+            n(dst_rs),
+            n(src_rs),
+            n(inner),
+            n(keep.head),
+            n(keep.tail),
+            n(extent),
+        ];
+        (&kc::RETAIN_LAYERS, args)
+    };
     if let Some(p) = cx.profiler() {
         // words moved: the tail window (in place) or both kept parts (copy), read and written
         let moved = if dst == src {
@@ -149,23 +250,19 @@ pub fn write_back_rows(
         } else {
             keep.head + keep.tail
         };
-        p.declare(ops::Work::f32(0, 2 * outer * moved * inner));
-        p.mark(be, kc::RETAIN.name)?;
+        p.declare(ops::Work::f32(0, 2 * rows * moved * inner));
+        p.mark(be, kernel.name)?;
     }
-    // SAFETY: `carry.retain` at these arguments (extent > head + tail, so the kernel runs and its
-    // window moves left) writes frames [0, head + tail) of `outer` rows at stride `dst_rs` words
-    // from `dst` and reads frames [0, extent) at stride `src_rs` from `src`: the `dst_words` /
-    // `src_words` ranges checked above to lie inside one live buffer each, 4-byte aligned, every
-    // count within i64. In place, dst == src with equal strides, the aliasing the kernel is
-    // written for; otherwise the ranges do not overlap (checked). The buffers outlive the work
-    // per this function's contract (frees are stream-ordered). `outer ≤ 2^31 − 1` (checked).
-    unsafe {
-        be.launch(
-            &kc::RETAIN,
-            LaunchDims::blocks(outer as u32, THREADS),
-            &args,
-        )
-    }?;
+    // SAFETY: `carry.retain` (`carry.retain_layers`) at these arguments (extent > head + tail, so
+    // the kernel runs and its window moves left) writes frames [0, head + tail) of `outer` rows
+    // of every layer at stride `dst_rs` words (layers `layers.dst` apart) from `dst` and reads
+    // frames [0, extent) of the same rows of `src`: the `dst_words` / `src_words` ranges checked
+    // above to lie inside one live buffer each, 4-byte aligned, every count within i64; no two
+    // rows of a side overlap (a layer stride leaves room for its rows, checked). In place, dst ==
+    // src with equal strides, the aliasing the kernel is written for; otherwise the ranges do not
+    // overlap (checked). The buffers outlive the work per this function's contract (frees are
+    // stream-ordered). `count · outer ≤ 2^31 − 1` (checked).
+    unsafe { be.launch(kernel, LaunchDims::blocks(rows as u32, THREADS), &args) }?;
     Ok(r.kept())
 }
 
@@ -259,11 +356,13 @@ pub fn write_back<T: Elem>(
 /// The model's write-back of one session's rows of several layers: `dst` and `src` are
 /// `[layers, outer, frames, inner]` views of one element type whose layers each are a packed
 /// `[outer, frames, inner]` block (the layers themselves at any stride: a session's rows of a
-/// batched workspace repeat from layer to layer), one layer as [`write_back`] takes it. Below
-/// retention (`extent ≤ head + tail`, where [`write_back`] copies the rows as they are) one
-/// `copy.batched` launch moves every layer's 32-bit words; above, one [`write_back`] per layer
-/// (`carry.retain`). Either way each layer's frames land exactly as [`write_back`] puts them,
-/// word for word. Returns the extent after retention ([`kept`]).
+/// batched workspace repeat from layer to layer), one layer as [`write_back`] takes it, in one
+/// launch through [`write_back_layered_rows`]: below retention (`extent ≤ head + tail`, where
+/// [`write_back`] copies the rows as they are) one `copy.batched` moves every layer's 32-bit
+/// words; above, one `carry.retain_layers` (one block per row of every layer, where a launch per
+/// layer would give each only the rows of one layer). Either way each layer's frames land
+/// exactly as [`write_back`] puts them, word for word. Returns the extent after retention
+/// ([`kept`]).
 pub fn write_back_layers<T: Elem>(
     cx: &Ctx<'_>,
     dst: Tensor<'_, T>,
@@ -306,12 +405,6 @@ pub fn write_back_layers<T: Elem>(
         ));
     }
     let after = kept(keep, extent);
-    if Retention::new(keep.head, keep.tail, extent).is_some() || layers < 2 {
-        for li in 0..layers {
-            write_back(cx, dst.index(0, li)?, src.index(0, li)?, extent, keep)?;
-        }
-        return Ok(after);
-    }
     if after > dst_cap {
         return Err(OpError::shape(
             op,
@@ -320,27 +413,29 @@ pub fn write_back_layers<T: Elem>(
             dst.dims(),
         ));
     }
-    if extent == 0 || outer == 0 || inner == 0 {
-        return Ok(after);
+    let (d, s) = (dst.byte_range(), src.byte_range());
+    if d.0 != d.1 && s.0 != s.1 && d.0 < s.1 && s.0 < d.1 {
+        return Err(OpError::Overlap {
+            op,
+            written: "dst",
+            other: "src",
+        });
     }
-    // The frames [0, extent) of every row of every layer as 32-bit words, `[layers, outer,
-    // extent·inner·size / 4]` on both sides. The element views are checked views of live
-    // buffers; these word views span exactly their bytes (frames past `extent` excluded), and
-    // copy_batched checks them again (inside one live buffer each, not overlapping).
-    let cols = extent * inner * size / 4;
-    let words = |t: &Tensor<'_, T>, ls: usize, cap: usize| -> Result<RawTensor<f32>, OpError> {
-        let (ls, rs) = (ls * size / 4, cap * inner * size / 4);
-        let span = (layers - 1) * ls + (outer - 1) * rs + cols;
-        cx.backend()
-            .check_range(t.ptr(), span * 4)
-            .map_err(|error| OpError::Backend { op, error })?;
-        RawTensor::<f32>::new(t.ptr(), &[layers, outer, cols], &[ls, rs, 1])
-    };
-    let (d, s) = (words(&dst, dst_ls, dst_cap)?, words(&src, src_ls, src_cap)?);
-    // SAFETY: each word view spans bytes of its element view (checked above to lie inside one
-    // live buffer of the backend `cx` queues on); the buffers outlive the work per this
-    // function's contract (stream-ordered frees, graphs keep theirs alive).
-    let (d, s) = unsafe { (d.bind(), s.bind()) };
-    ops::copy_batched(cx, d, s)?;
-    Ok(after)
+    // in 32-bit words: a frame of `inner` elements of T, a layer `ls` elements
+    let words = |v: usize| v * size / 4;
+    write_back_layered_rows(
+        cx,
+        (dst.ptr(), dst_cap),
+        (src.ptr(), src_cap),
+        Layers {
+            count: layers,
+            dst: words(dst_ls),
+            src: words(src_ls),
+        },
+        outer,
+        words(inner),
+        *keep,
+        extent,
+    )
+    .map_err(|error| OpError::Backend { op, error })
 }

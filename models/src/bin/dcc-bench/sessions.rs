@@ -32,7 +32,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use dcc_models::token2wav::serve::{Arm, Session, StreamInputs};
+use dcc_models::token2wav::serve::{Arm, GroupPhases, Session, StreamInputs};
 use dcc_models::token2wav::{FlowConfig, FlowError, SolverParams};
 use serde_json::json;
 
@@ -250,6 +250,8 @@ struct RunResult {
     encoder_replays: Option<(u64, u64)>,
     /// Device MiB of the batch's per-process buffers and graphs.
     batch_mib: f64,
+    /// Where the measured rounds' batched groups spent their time.
+    phases: Option<GroupPhases>,
     /// `None` when it completed; the error otherwise (out of memory or another).
     failure: Option<(bool, String)>,
     latency_ms: Vec<f64>,
@@ -281,6 +283,7 @@ fn run_n(
         batch_replays: None,
         encoder_replays: None,
         batch_mib: 0.0,
+        phases: None,
         failure: None,
         latency_ms: Vec::new(),
         wall_s: 0.0,

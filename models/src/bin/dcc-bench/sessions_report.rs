@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use dcc_models::token2wav::serve::Arm;
+use dcc_models::token2wav::serve::{Arm, GroupPhases};
 use dcc_runtime::stats;
 use serde_json::{Value, json};
 
@@ -107,6 +107,7 @@ pub(super) fn report(
             "batch_encoder_calls": r.encoder_replays.map(|c| c.0),
             "batch_encoder_replays": r.encoder_replays.map(|c| c.1),
             "batch_mib": r.batched.then(|| num(r.batch_mib)),
+            "group_phases_ms": r.phases.as_ref().map(phases_json),
             "status": match &r.failure {
                 None => "ok",
                 Some((true, _)) => "out of memory",
@@ -180,4 +181,19 @@ pub(super) fn report(
         "sessions": sessions_json,
         "ok": ok,
     }))
+}
+
+/// A batched run's group phases, each the mean per group in ms (`groups`: how many were timed).
+fn phases_json(p: &GroupPhases) -> Value {
+    let per = |x: f64| num(x / p.groups.max(1) as f64);
+    json!({
+        "groups": p.groups,
+        "stage": per(p.stage_ms),
+        "encode_host": per(p.encode_host_ms),
+        "encode_device": per(p.encode_device_ms),
+        "between": per(p.between_ms),
+        "flow_host": per(p.flow_host_ms),
+        "flow_device": per(p.flow_device_ms),
+        "finish": per(p.finish_ms),
+    })
 }

@@ -231,6 +231,7 @@ fn done(arm: Arm, n: usize, ms: f64, sha: &str) -> RunResult {
         not_batchable: BTreeMap::new(),
         batch_replays: None,
         encoder_replays: None,
+        phases: None,
         batch_mib: 0.0,
         failure: None,
         latency_ms: vec![ms; 4 * n],
@@ -311,6 +312,7 @@ fn batched_runs_are_reported_under_their_own_name() {
         not_batchable: BTreeMap::from([("reset", 1)]),
         batch_replays: Some((3, 2)),
         encoder_replays: Some((3, 1)),
+        phases: None,
         ..done(Arm::SRc, 2, 10.0, "a")
     };
     let runs = [done(Arm::SRc, 2, 300.0, "a"), batched];

@@ -19,6 +19,9 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
+use std::time::Instant;
+
+use dcc_runtime::backend::Marker;
 
 use super::super::{
     BatchEncoderIo, BatchIo, BatchedFlow, DeviceFlow, EncoderMember, FlowError, Member,
@@ -102,6 +105,47 @@ pub struct BatchStats {
     pub encoder_batches: BTreeMap<usize, u64>,
 }
 
+/// Where the batched groups' wall time went, summed over the groups run so far: the host's
+/// phases of [`Batcher::round`]'s group (each from its start to its end on the host) and the
+/// device's time between stream markers around the two batched calls. A host phase much longer
+/// than its call's device time is host work the device waited for; a call whose host phase is
+/// long although its launch is asynchronous waited on the device.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct GroupPhases {
+    /// Groups timed.
+    pub groups: u64,
+    /// Host: the members' inputs staged into their rows (uploads).
+    pub stage_ms: f64,
+    /// Host: the batched encoder call, from its start until it returned.
+    pub encode_host_ms: f64,
+    /// Device: from the marker before the encoder call to the one after it.
+    pub encode_device_ms: f64,
+    /// Host: the members' faults taken and rows closed up, the flow call's members read.
+    pub between_ms: f64,
+    /// Host: the batched flow call, from its start until it returned.
+    pub flow_host_ms: f64,
+    /// Device: from the marker before the flow call to the one after it.
+    pub flow_device_ms: f64,
+    /// Host: every member's extents advanced and its mel downloaded (waits for the device).
+    pub finish_ms: f64,
+}
+
+impl GroupPhases {
+    /// Each phase's sum minus `before`'s (the phases of the groups run since `before`).
+    pub fn since(&self, before: &GroupPhases) -> GroupPhases {
+        GroupPhases {
+            groups: self.groups - before.groups,
+            stage_ms: self.stage_ms - before.stage_ms,
+            encode_host_ms: self.encode_host_ms - before.encode_host_ms,
+            encode_device_ms: self.encode_device_ms - before.encode_device_ms,
+            between_ms: self.between_ms - before.between_ms,
+            flow_host_ms: self.flow_host_ms - before.flow_host_ms,
+            flow_device_ms: self.flow_device_ms - before.flow_device_ms,
+            finish_ms: self.finish_ms - before.finish_ms,
+        }
+    }
+}
+
 /// A catalog class of the flow as far as a batch is concerned: what fixes a call's host values
 /// (the estimator extent, the conformer extent the encoder left, the solver, the retention of
 /// every cache, the call's tokens): the members of a group run one batched encoder call and
@@ -125,6 +169,9 @@ pub struct Batcher {
     flow: Arc<BatchedFlow>,
     engines: GroupEngines,
     stats: BatchStats,
+    phases: GroupPhases,
+    /// The current group's markers around its encoder and its flow call.
+    marks: [Option<(Marker, Marker)>; 2],
     /// Per session of the last round: the wall time of the call that produced its chunk (its
     /// group's batched call, its own chunk when alone; zero when refused).
     call_times: Vec<std::time::Duration>,
@@ -138,6 +185,8 @@ impl Batcher {
             engines: GroupEngines::new(replay.copied()),
             flow: Arc::new(flow),
             stats: BatchStats::default(),
+            phases: GroupPhases::default(),
+            marks: [None, None],
             call_times: Vec::new(),
         }
     }
@@ -156,6 +205,11 @@ impl Batcher {
 
     pub fn stats(&self) -> &BatchStats {
         &self.stats
+    }
+
+    /// Where the batched groups' time went so far.
+    pub fn phases(&self) -> &GroupPhases {
+        &self.phases
     }
 
     /// The group engines' replay counters (graphs captured and replayed, eager fallbacks).
@@ -281,7 +335,7 @@ impl Batcher {
         group: &[usize],
         out: &mut [Option<Result<Vec<f32>, FlowError>>],
     ) {
-        let t = std::time::Instant::now();
+        let t = Instant::now();
         let mut rows: Vec<usize> = Vec::with_capacity(group.len());
         for &i in group {
             let r = &reqs[i];
@@ -291,6 +345,8 @@ impl Batcher {
                 Err(e) => out[i] = Some(Err(e)),
             }
         }
+        self.phases.stage_ms += ms(t);
+        self.marks = [None, None];
         if let Some(frames) = self.encode(sessions, reqs, &mut rows, out) {
             self.flow_call(sessions, &rows, frames, out);
         }
@@ -298,6 +354,23 @@ impl Batcher {
         for &i in group {
             self.call_times[i] = took;
         }
+        self.phases.groups += 1;
+        // after the members' downloads, so the markers' events have completed
+        let be = self.flow.device().backend().clone();
+        let device = self.marks.each_ref().map(|m| {
+            m.as_ref()
+                .and_then(|(a, b)| be.elapsed_ms(a, b).ok())
+                .unwrap_or(0.0)
+        });
+        self.phases.encode_device_ms += device[0];
+        self.phases.flow_device_ms += device[1];
+        self.marks = [None, None];
+    }
+
+    /// A stream marker for [`GroupPhases`]: timing only, so a marker the backend cannot record
+    /// leaves its phase's device time out (0) and fails nothing.
+    fn marker(&self) -> Option<Marker> {
+        self.flow.device().backend().marker().ok()
     }
 
     /// The batched encoder call of the staged `rows`; a member that fails after it (or every
@@ -323,7 +396,11 @@ impl Batcher {
             keeps: st.keeps(),
         };
         let ids: Vec<u64> = rows.iter().map(|&i| sessions[i].id()).collect();
+        let (t0, m0) = (Instant::now(), self.marker());
         let encoded = self.engines.encode(&self.flow, &io, &ids);
+        self.marks[0] = m0.zip(self.marker());
+        self.phases.encode_host_ms += ms(t0);
+        let t1 = Instant::now();
         *self.stats.encoder_batches.entry(rows.len()).or_default() += 1;
         let frames = match encoded {
             Ok((frames, _)) => frames,
@@ -350,6 +427,7 @@ impl Batcher {
             }
         }
         *rows = left;
+        self.phases.between_ms += ms(t1);
         (!rows.is_empty()).then_some(frames)
     }
 
@@ -362,6 +440,7 @@ impl Batcher {
         frames: usize,
         out: &mut [Option<Result<Vec<f32>, FlowError>>],
     ) {
+        let t0 = Instant::now();
         let members: Vec<Member> = rows
             .iter()
             .map(|&i| Member::of(sessions[i].state()))
@@ -375,7 +454,11 @@ impl Batcher {
             solver: st.solver(),
         };
         let ids: Vec<u64> = rows.iter().map(|&i| sessions[i].id()).collect();
+        let m0 = self.marker();
         let r = self.engines.call(&self.flow, &io, &ids);
+        self.marks[1] = m0.zip(self.marker());
+        self.phases.flow_host_ms += ms(t0);
+        let t1 = Instant::now();
         *self.stats.batches.entry(rows.len()).or_default() += 1;
         self.stats.batched_chunks += rows.len() as u64;
         let mel = self.flow.device().config().mel;
@@ -388,7 +471,13 @@ impl Batcher {
             });
             out[i] = Some(s.settle(done));
         }
+        self.phases.finish_ms += ms(t1);
     }
+}
+
+/// Milliseconds since `t`.
+fn ms(t: Instant) -> f64 {
+    t.elapsed().as_secs_f64() * 1e3
 }
 
 impl Session {

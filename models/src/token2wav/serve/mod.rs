@@ -48,7 +48,7 @@ pub use adapter::{
     Token2WavAdapter, Token2WavTiny, Token2WavTinyVendor,
 };
 pub use arms::Arm;
-pub use batch::{BatchStats, Batcher, NotBatchable, Request};
+pub use batch::{BatchStats, Batcher, GroupPhases, NotBatchable, Request};
 pub use batch_engine::{GroupEngines, GroupReport};
 pub use engines::Callable;
 pub use session::{Session, SessionStats};
