@@ -344,7 +344,7 @@ fn layered_rows_refuse_overlapping_layers(b: Arc<dyn Backend>) {
     let other = b.alloc(4 * 4 * OUTER * rs, AllocKind::Arena).unwrap();
     let cx = Ctx::new(&*b, None);
     let run = |dst: DevPtr, src: DevPtr, l: carry::Layers| {
-        carry::write_back_layered_rows(&cx, (dst, rf), (src, rf), l, OUTER, INNER, keep, 8)
+        carry::write_back_layered_rows(&cx, (dst, rf), (src, rf), l, OUTER, INNER, keep, 8, None)
     };
     let lay = |dst: usize, src: usize| carry::Layers {
         count: layers,
@@ -366,7 +366,118 @@ fn layered_rows_refuse_overlapping_layers(b: Arc<dyn Backend>) {
     );
 }
 
+/// A staged write-back (the source holds a copy of the destination's first frames, as a call's
+/// workspace holds the history it staged from the cache) leaves the destination with the bytes
+/// the full write-back leaves, for both storage orders' keeps, extents below, at and above the
+/// bound, every staging offset the model uses (prepend: behind the new frames; append: at the
+/// start) and one that puts nothing in place; at a prepend cache's steady state it moves only the
+/// head (one `copy.batched`), at an append cache's only the tail. One layer and three.
+fn staged_write_back_equals_full(b: Arc<dyn Backend>) {
+    const LAYERS: usize = 3;
+    const DCAP: usize = 14;
+    let (p, r) = (7, 5);
+    let cx = Ctx::new(&*b, None);
+    for order in [CacheOrder::Prepend, CacheOrder::Append] {
+        let keep = Keep::natural(order, p, r);
+        for l_old in [0, 4, p + r] {
+            for new in [3, 6] {
+                let extent = l_old + new;
+                // prepend: [new ‖ history]; append: [history ‖ new]; then one offset off by one
+                let natural = if order == CacheOrder::Prepend { new } else { 0 };
+                for at in [natural, natural + 1] {
+                    let what = format!("{order:?} l_old {l_old} new {new} at {at}");
+                    let dwords = LAYERS * OUTER * DCAP * INNER;
+                    let carry0 = words(l_old as u32 + 11, dwords);
+                    let mut ws = words(at as u32 + 101, LAYERS * OUTER * CAP * INNER);
+                    for li in 0..LAYERS {
+                        for o in 0..OUTER {
+                            let d = (li * OUTER + o) * DCAP * INNER;
+                            let s = (li * OUTER + o) * CAP * INNER + at * INNER;
+                            ws[s..s + l_old * INNER].copy_from_slice(&carry0[d..d + l_old * INNER]);
+                        }
+                    }
+                    let src = b.alloc_from(&ws, AllocKind::Arena).unwrap();
+                    let (one, full) = (
+                        b.alloc_from(&carry0, AllocKind::Arena).unwrap(),
+                        b.alloc_from(&carry0, AllocKind::Arena).unwrap(),
+                    );
+                    let v = |buf, cap| {
+                        Tensor::<f32>::of(buf)
+                            .unwrap()
+                            .view(&[LAYERS, OUTER, cap, INNER])
+                            .unwrap()
+                    };
+                    let staged = Some(carry::Staged { at, frames: l_old });
+                    let prof = Profiler::new();
+                    let pcx = Ctx::new(&*b, Some(&prof));
+                    prof.begin();
+                    let k1 = carry::write_back_layers_staged(
+                        &pcx,
+                        v(&one, DCAP),
+                        v(&src, CAP),
+                        extent,
+                        &keep,
+                        staged,
+                    );
+                    let cats: Vec<_> = prof
+                        .end(&*b)
+                        .unwrap()
+                        .iter()
+                        .map(|r| (r.category, r.launches))
+                        .collect();
+                    let k2 =
+                        carry::write_back_layers(&cx, v(&full, DCAP), v(&src, CAP), extent, &keep);
+                    assert_eq!(k1, k2, "{what}");
+                    let got: Vec<u32> = b.download(one.ptr(), dwords).unwrap();
+                    let want: Vec<u32> = b.download(full.ptr(), dwords).unwrap();
+                    assert_eq!(got, want, "{what}");
+                    if l_old == p + r && at == natural {
+                        assert_eq!(cats, [("copy.batched", 1)], "{what}: one part moved");
+                    }
+                    // one layer through the typed one-layer entry
+                    let one1 = b.alloc_from(&carry0, AllocKind::Arena).unwrap();
+                    let l0 = |buf, cap| v(buf, cap).index(0, 0).unwrap();
+                    carry::write_back_staged(
+                        &cx,
+                        l0(&one1, DCAP),
+                        l0(&src, CAP),
+                        extent,
+                        &keep,
+                        staged,
+                    )
+                    .unwrap();
+                    let n0 = OUTER * DCAP * INNER;
+                    let got: Vec<u32> = b.download(one1.ptr(), n0).unwrap();
+                    assert_eq!(got, want[..n0], "{what}: one layer");
+                }
+            }
+        }
+    }
+    // staged frames past the source rows are refused
+    let src = b.alloc(OUTER * CAP * INNER * 4, AllocKind::Arena).unwrap();
+    let dst = b.alloc(OUTER * DCAP * INNER * 4, AllocKind::Arena).unwrap();
+    let t = |buf, cap| {
+        Tensor::<f32>::of(buf)
+            .unwrap()
+            .view(&[OUTER, cap, INNER])
+            .unwrap()
+    };
+    let keep = Keep::natural(CacheOrder::Prepend, p, r);
+    let bad = Some(carry::Staged {
+        at: CAP - 2,
+        frames: 3,
+    });
+    assert!(matches!(
+        carry::write_back_staged(&cx, t(&dst, DCAP), t(&src, CAP), 15, &keep, bad),
+        Err(OpError::Backend {
+            error: Error::Carry(_),
+            ..
+        })
+    ));
+}
+
 both!(
+    staged_write_back_equals_full,
     layered_rows_refuse_overlapping_layers,
     write_back_equals_naive,
     write_back_refuses_bad_geometry,

@@ -175,7 +175,7 @@ impl DeviceFlow {
             // carry write-back for this step (every layer's [new ‖ old] → carry), state rule:
             // the frames the contract's keep names, head ‖ tail of the prepend storage
             if s.write_back {
-                kept = self.write_back(cx, &carry_steps, ws_step, tk, &s.keep)?;
+                kept = self.write_back(cx, &carry_steps, ws_step, tk, frames, &s.keep)?;
             }
             // final layer (w.xn = modulate(norm_final(x))), guidance, Euler step
             self.dit().output(cx, w, frames, n)?;
@@ -204,25 +204,36 @@ impl DeviceFlow {
     /// heads, cap, 2·hd]`): one launch over every layer's rows for a session alone; for a batch,
     /// per session, one launch over its rows of every layer of the batched workspace `[depth,
     /// n·cfg, heads, work, 2·hd]`, copied as they are or retained
-    /// (`ops::carry::write_back_layers`).
+    /// (`ops::carry::write_back_layers`). The workspace rows are `[new ‖ history]`, the
+    /// history the step staged from these very carries behind its `frames` new frames
+    /// (`dit::stage_histories`; nothing writes either side of it during the step), so the
+    /// kept frames that copy already puts in place are not moved again
+    /// (`ops::carry::Staged`: at the steady state, the prompt's frames).
     fn write_back<K: Elem>(
         &self,
         cx: &Ctx<'_>,
         carries: &[Tensor<'_, K>],
         ws: Tensor<'_, K>,
         tk: usize,
+        frames: usize,
         keep: &Keep,
     ) -> Result<usize, FlowError> {
         let mut kept = ops::carry::kept(keep, tk);
+        let staged = Some(ops::carry::Staged {
+            at: frames,
+            frames: tk - frames,
+        });
         if let [carry] = carries {
             let (dst, src) = (carry.flatten(0, 2)?, ws.flatten(0, 2)?);
-            return Ok(ops::carry::write_back(cx, dst, src, tk, keep)?);
+            return Ok(ops::carry::write_back_staged(
+                cx, dst, src, tk, keep, staged,
+            )?);
         }
         for (i, carry) in carries.iter().enumerate() {
             // [depth, cfg·heads, frames, 2·hd] on both sides
             let dst = carry.flatten(1, 2)?;
             let src = ws.narrow(1, i * CFG_BATCH, CFG_BATCH)?.flatten(1, 2)?;
-            kept = ops::carry::write_back_layers(cx, dst, src, tk, keep)?;
+            kept = ops::carry::write_back_layers_staged(cx, dst, src, tk, keep, staged)?;
         }
         Ok(kept)
     }

@@ -44,7 +44,8 @@ use crate::ops::Ctx;
 mod write_back;
 
 pub use write_back::{
-    Layers, kept, write_back, write_back_layered_rows, write_back_layers, write_back_rows,
+    Layers, Staged, kept, write_back, write_back_layered_rows, write_back_layers,
+    write_back_layers_staged, write_back_rows, write_back_staged,
 };
 
 /// Geometry and policy of one carried cache.

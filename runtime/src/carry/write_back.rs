@@ -62,7 +62,61 @@ pub fn write_back_rows(
         inner,
         keep,
         extent,
+        None,
     )
+}
+
+/// What the source of a write-back already shares with its destination: in every row, source
+/// frames `[at, at + frames)` hold the bytes of destination frames `[0, frames)` (the history
+/// a call staged from this very cache into its workspace, behind `at` new frames, neither side
+/// written there since). A kept part whose source lies inside that copy at its own destination
+/// offset is already in place and is not moved again: at the steady state of a prepend cache
+/// (extent before the call at `head + tail`) the whole tail, at an append cache's the head.
+/// The caller's promise; a false one leaves stale frames in the destination (every range is
+/// still checked, so never memory outside the two views).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Staged {
+    /// First source frame of the copy (the new frames before it).
+    pub at: usize,
+    /// Frames copied from the destination's start.
+    pub frames: usize,
+}
+
+/// The parts of a write-back left to move when `staged` says some are in place: `(destination
+/// frame, source frame, frames)` of every row, or `None` when nothing is in place (the whole
+/// write-back runs as without `staged`).
+fn staged_parts(
+    st: Staged,
+    keep: Keep,
+    extent: usize,
+    retention: Option<Retention>,
+) -> Option<Vec<(usize, usize, usize)>> {
+    let Some(r) = retention else {
+        // rows copied as they are: a copy at the start of the source is already there
+        let p = if st.at == 0 { st.frames.min(extent) } else { 0 };
+        return (p > 0).then(|| {
+            if p < extent {
+                vec![(p, p, extent - p)]
+            } else {
+                Vec::new()
+            }
+        });
+    };
+    let head_in_place = st.at == 0 && keep.head <= st.frames;
+    let tail_in_place = r.tail_src >= st.at
+        && r.tail_src - st.at == r.head
+        && r.tail_src + r.tail_len <= st.at + st.frames;
+    if !head_in_place && !tail_in_place {
+        return None;
+    }
+    let mut parts = Vec::with_capacity(1);
+    if !head_in_place && r.head > 0 {
+        parts.push((0, 0, r.head));
+    }
+    if !tail_in_place && r.tail_len > 0 {
+        parts.push((r.head, r.tail_src, r.tail_len));
+    }
+    Some(parts)
 }
 
 /// Layers of a write-back: `count` blocks of `outer` rows each, layer `l`'s rows starting
@@ -106,6 +160,7 @@ pub fn write_back_layered_rows(
     inner: usize,
     keep: Keep,
     extent: usize,
+    staged: Option<Staged>,
 ) -> Result<usize> {
     let be = cx.backend();
     let bad = |why: &str| {
@@ -177,6 +232,40 @@ pub fn write_back_layered_rows(
     let (s0, s1) = (src.0, src.0 + src_words as u64 * 4);
     if !inplace && dst_words > 0 && src_words > 0 && d0 < s1 && s0 < d1 {
         return Err(bad("the destination overlaps the source"));
+    }
+    if let Some(st) = staged {
+        let inside = st
+            .at
+            .checked_add(st.frames)
+            .is_some_and(|e| e <= src_row_frames)
+            && st.frames <= dst_row_frames;
+        if !inside {
+            return Err(bad("the staged frames lie outside the rows"));
+        }
+    }
+    let parts = staged
+        .filter(|_| !inplace && dst_words > 0)
+        .and_then(|st| staged_parts(st, keep, extent, retention));
+    if let Some(parts) = parts {
+        for (d_at, s_at, frames) in parts {
+            let view = |p: DevPtr, at: usize, ls: usize, rs: usize| {
+                let p = DevPtr(p.0 + (at * inner * 4) as u64);
+                RawTensor::<f32>::new(p, &[layers.count, outer, frames * inner], &[ls, rs, 1])
+                    .map_err(op_err)
+            };
+            let (d, s) = (
+                view(dst, d_at, layers.dst, dst_rs)?,
+                view(src, s_at, layers.src, src_rs)?,
+            );
+            // SAFETY: frames [d_at, d_at + frames) of every destination row lie inside its kept
+            // frames and [s_at, s_at + frames) of every source row inside its `extent` frames
+            // (`staged_parts`), so each view lies inside the `dst_words` / `src_words` range
+            // checked above to lie inside one live buffer of the backend `cx` queues on; the
+            // buffers outlive the work per this function's contract.
+            let (d, s) = unsafe { (d.bind(), s.bind()) };
+            ops::copy_batched(cx, d, s).map_err(op_err)?;
+        }
+        return Ok(kept);
     }
     let Some(r) = retention else {
         if inplace || dst_words == 0 {
@@ -309,6 +398,21 @@ pub fn write_back<T: Elem>(
     extent: usize,
     keep: &Keep,
 ) -> Result<usize, OpError> {
+    write_back_staged(cx, dst, src, extent, keep, None)
+}
+
+/// [`write_back`] of a source that holds a copy of the destination's first frames ([`Staged`]):
+/// the kept parts that copy already puts in place are not moved again (at a prepend cache's
+/// steady state the write-back moves its `head` frames instead of `head + tail`), the rest as
+/// `write_back` moves it, so the destination ends with the same bytes. `None` is `write_back`.
+pub fn write_back_staged<T: Elem>(
+    cx: &Ctx<'_>,
+    dst: Tensor<'_, T>,
+    src: Tensor<'_, T>,
+    extent: usize,
+    keep: &Keep,
+    staged: Option<Staged>,
+) -> Result<usize, OpError> {
     let op = "write_back";
     let (outer, dst_cap, inner) = rows("dst", &dst)?;
     let (src_outer, src_cap, src_inner) = rows("src", &src)?;
@@ -339,16 +443,16 @@ pub fn write_back<T: Elem>(
             other: "src",
         });
     }
-    write_back_rows(
+    write_back_layered_rows(
         cx,
-        dst.ptr(),
-        dst_cap,
-        src.ptr(),
-        src_cap,
+        (dst.ptr(), dst_cap),
+        (src.ptr(), src_cap),
+        Layers::ONE,
         outer,
         inner,
         *keep,
         extent,
+        staged,
     )
     .map_err(|error| OpError::Backend { op, error })
 }
@@ -369,6 +473,19 @@ pub fn write_back_layers<T: Elem>(
     src: Tensor<'_, T>,
     extent: usize,
     keep: &Keep,
+) -> Result<usize, OpError> {
+    write_back_layers_staged(cx, dst, src, extent, keep, None)
+}
+
+/// [`write_back_layers`] of a source whose every layer holds a copy of the destination layer's
+/// first frames ([`Staged`], as [`write_back_staged`] takes it).
+pub fn write_back_layers_staged<T: Elem>(
+    cx: &Ctx<'_>,
+    dst: Tensor<'_, T>,
+    src: Tensor<'_, T>,
+    extent: usize,
+    keep: &Keep,
+    staged: Option<Staged>,
 ) -> Result<usize, OpError> {
     let op = "write_back";
     let size = std::mem::size_of::<T>();
@@ -436,6 +553,7 @@ pub fn write_back_layers<T: Elem>(
         words(inner),
         *keep,
         extent,
+        staged,
     )
     .map_err(|error| OpError::Backend { op, error })
 }

@@ -4,4 +4,6 @@
 //! the cache the next call reads. Defined in [`crate::carry`], beside the one function that
 //! launches `carry.retain` and `carry.retain_layers`.
 
-pub use crate::carry::{kept, write_back, write_back_layers};
+pub use crate::carry::{
+    Staged, kept, write_back, write_back_layers, write_back_layers_staged, write_back_staged,
+};
