@@ -413,48 +413,99 @@ pub fn write_back_staged<T: Elem>(
     keep: &Keep,
     staged: Option<Staged>,
 ) -> Result<usize, OpError> {
-    let op = "write_back";
     let (outer, dst_cap, inner) = rows("dst", &dst)?;
     let (src_outer, src_cap, src_inner) = rows("src", &src)?;
     // the frame width in elements, for the messages (`inner` counts words)
     let width = dst.dims()[2];
-    if (src_outer, src_inner) != (outer, inner) || extent > src_cap {
-        return Err(OpError::shape(
-            op,
-            "src",
-            format!("[{outer}, >= {extent}, {width}]"),
-            src.dims(),
-        ));
+    let sides = [(dst_cap, 0), (src_cap, 0)];
+    let same = (src_outer, src_inner) == (outer, inner);
+    let lead = String::new();
+    let io = Typed {
+        dst,
+        src,
+        sides,
+        same,
+        lead,
+    };
+    io.write_back(cx, (1, outer), (width, inner), extent, keep, staged)
+}
+
+/// What a typed write-back's views checked out as: the two views, each side's (frames a row
+/// holds, 32-bit words from one layer to the next), whether the source's rows and frame width
+/// are the destination's, and the leading dimensions of the messages (`""` for one layer).
+struct Typed<'a, 'b, T: Elem> {
+    dst: Tensor<'a, T>,
+    src: Tensor<'b, T>,
+    sides: [(usize, usize); 2],
+    same: bool,
+    lead: String,
+}
+
+impl<T: Elem> Typed<'_, '_, T> {
+    /// The checks both typed entries share once their views are read — the source's rows match
+    /// and hold `extent` frames, the kept frames fit the destination, the views do not overlap —
+    /// then [`write_back_layered_rows`] over `layers` blocks of `outer` rows of frames of
+    /// `width` elements, `inner` words.
+    fn write_back(
+        self,
+        cx: &Ctx<'_>,
+        (layers, outer): (usize, usize),
+        (width, inner): (usize, usize),
+        extent: usize,
+        keep: &Keep,
+        staged: Option<Staged>,
+    ) -> Result<usize, OpError> {
+        let op = "write_back";
+        let Typed {
+            dst,
+            src,
+            sides: [(dst_cap, dst_ls), (src_cap, src_ls)],
+            same,
+            lead,
+        } = self;
+        if !same || extent > src_cap {
+            return Err(OpError::shape(
+                op,
+                "src",
+                format!("[{lead}{outer}, >= {extent}, {width}]"),
+                src.dims(),
+            ));
+        }
+        let after = kept(keep, extent);
+        if after > dst_cap {
+            return Err(OpError::shape(
+                op,
+                "dst",
+                format!("[{lead}{outer}, >= {after}, {width}]"),
+                dst.dims(),
+            ));
+        }
+        let (d, s) = (dst.byte_range(), src.byte_range());
+        if d.0 != d.1 && s.0 != s.1 && d.0 < s.1 && s.0 < d.1 {
+            return Err(OpError::Overlap {
+                op,
+                written: "dst",
+                other: "src",
+            });
+        }
+        let layers = Layers {
+            count: layers,
+            dst: dst_ls,
+            src: src_ls,
+        };
+        write_back_layered_rows(
+            cx,
+            (dst.ptr(), dst_cap),
+            (src.ptr(), src_cap),
+            layers,
+            outer,
+            inner,
+            *keep,
+            extent,
+            staged,
+        )
+        .map_err(|error| OpError::Backend { op, error })
     }
-    let after = kept(keep, extent);
-    if after > dst_cap {
-        return Err(OpError::shape(
-            op,
-            "dst",
-            format!("[{outer}, >= {after}, {width}]"),
-            dst.dims(),
-        ));
-    }
-    let (d, s) = (dst.byte_range(), src.byte_range());
-    if d.0 != d.1 && s.0 != s.1 && d.0 < s.1 && s.0 < d.1 {
-        return Err(OpError::Overlap {
-            op,
-            written: "dst",
-            other: "src",
-        });
-    }
-    write_back_layered_rows(
-        cx,
-        (dst.ptr(), dst_cap),
-        (src.ptr(), src_cap),
-        Layers::ONE,
-        outer,
-        inner,
-        *keep,
-        extent,
-        staged,
-    )
-    .map_err(|error| OpError::Backend { op, error })
 }
 
 /// The model's write-back of one session's rows of several layers: `dst` and `src` are
@@ -513,47 +564,24 @@ pub fn write_back_layers_staged<T: Elem>(
     };
     let (layers, outer, dst_cap, inner, dst_ls) = layered("dst", &dst)?;
     let (src_layers, src_outer, src_cap, src_inner, src_ls) = layered("src", &src)?;
-    if (src_layers, src_outer, src_inner) != (layers, outer, inner) || extent > src_cap {
-        return Err(OpError::shape(
-            op,
-            "src",
-            format!("[{layers}, {outer}, >= {extent}, {inner}]"),
-            src.dims(),
-        ));
-    }
-    let after = kept(keep, extent);
-    if after > dst_cap {
-        return Err(OpError::shape(
-            op,
-            "dst",
-            format!("[{layers}, {outer}, >= {after}, {inner}]"),
-            dst.dims(),
-        ));
-    }
-    let (d, s) = (dst.byte_range(), src.byte_range());
-    if d.0 != d.1 && s.0 != s.1 && d.0 < s.1 && s.0 < d.1 {
-        return Err(OpError::Overlap {
-            op,
-            written: "dst",
-            other: "src",
-        });
-    }
     // in 32-bit words: a frame of `inner` elements of T, a layer `ls` elements
     let words = |v: usize| v * size / 4;
-    write_back_layered_rows(
+    let sides = [(dst_cap, words(dst_ls)), (src_cap, words(src_ls))];
+    let same = (src_layers, src_outer, src_inner) == (layers, outer, inner);
+    let lead = format!("{layers}, ");
+    let io = Typed {
+        dst,
+        src,
+        sides,
+        same,
+        lead,
+    };
+    io.write_back(
         cx,
-        (dst.ptr(), dst_cap),
-        (src.ptr(), src_cap),
-        Layers {
-            count: layers,
-            dst: words(dst_ls),
-            src: words(src_ls),
-        },
-        outer,
-        words(inner),
-        *keep,
+        (layers, outer),
+        (inner, words(inner)),
         extent,
+        keep,
         staged,
     )
-    .map_err(|error| OpError::Backend { op, error })
 }

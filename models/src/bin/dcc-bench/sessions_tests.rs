@@ -137,6 +137,21 @@ fn batched_sessions_are_identical_to_alone_and_counted() {
         "{v}"
     );
     assert!(batched["batch_calls"].as_u64() > Some(0), "{v}");
+    // the measured rounds' two groups, timed: a time-multiplexed run has no groups
+    let ph = &batched["group_phases_ms"];
+    assert_eq!(ph["groups"], json!(2), "{v}");
+    for k in [
+        "stage",
+        "encode_host",
+        "encode_device",
+        "flow_host",
+        "flow_device",
+    ] {
+        assert!(ph[k].as_f64().is_some_and(|x| x >= 0.0), "{k}: {v}");
+    }
+    // on Host the stream is the calling thread: the flow's markers bracket its whole run
+    assert!(ph["flow_device"].as_f64() > Some(0.0), "{v}");
+    assert_eq!(runs[0]["group_phases_ms"], json!(null), "{v}");
     let ses = v["sessions"].as_array().unwrap();
     assert!(ses.iter().all(|x| x["identical_to_alone"] == true), "{v}");
     assert_eq!(

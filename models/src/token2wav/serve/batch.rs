@@ -120,9 +120,9 @@ pub struct GroupPhases {
     pub encode_host_ms: f64,
     /// Device: from the marker before the encoder call to the one after it.
     pub encode_device_ms: f64,
-    /// Host: the members' faults taken and rows closed up, the flow call's members read.
+    /// Host: after the encoder call, the members' faults taken and their rows closed up.
     pub between_ms: f64,
-    /// Host: the batched flow call, from its start until it returned.
+    /// Host: the batched flow call, from reading its members until it returned.
     pub flow_host_ms: f64,
     /// Device: from the marker before the flow call to the one after it.
     pub flow_device_ms: f64,
