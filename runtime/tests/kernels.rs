@@ -101,7 +101,7 @@ fn cuda_kernels_match_host_twins() {
     for c in cases() {
         let t = tally.iter_mut().find(|t| t.0 == c.kernel.name).unwrap();
         t.1 += 1;
-        let g = run(&*cuda, &c).unwrap_or_else(|e| panic!("{}: cuda: {e}", c.name));
+        let g = run(&**cuda, &c).unwrap_or_else(|e| panic!("{}: cuda: {e}", c.name));
         let h = run(&*host, &c).unwrap_or_else(|e| panic!("{}: host: {e}", c.name));
         match diff(&g, &h) {
             None => {
@@ -157,7 +157,7 @@ fn cuda_rel_pos_encoder_shapes_match_twin() {
             );
             let want = run(&*host, &staged).unwrap();
             for c in [staged, rel_pos_global(tag, batch, 8, tq, tk, 64)] {
-                let got = run(&*cuda, &c).unwrap_or_else(|e| panic!("{}: cuda: {e}", c.name));
+                let got = run(&**cuda, &c).unwrap_or_else(|e| panic!("{}: cuda: {e}", c.name));
                 match diff(&got, &want) {
                     None => println!("bit-equal  {} ({} B shared)", c.name, c.dims.shared_bytes),
                     Some(d) => bad.push(format!("{}: {d}", c.name)),

@@ -564,6 +564,6 @@ fn retain_kernel_guards_host() {
 #[test]
 fn retain_kernel_guards_cuda() {
     if let Some(b) = common::cuda() {
-        retain_kernel_guards(b, false);
+        retain_kernel_guards(b.backend(), false);
     }
 }

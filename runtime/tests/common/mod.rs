@@ -3,7 +3,9 @@
 //! (set on the GPU machine) a missing GPU fails the test instead.
 #![allow(dead_code)]
 
-use std::sync::Arc;
+use std::cell::Cell;
+use std::ops::Deref;
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use dcc_runtime::backend::{self, Backend};
 
@@ -11,9 +13,58 @@ pub fn host() -> Arc<dyn Backend> {
     backend::host()
 }
 
-pub fn cuda() -> Option<Arc<dyn Backend>> {
+/// The GPU's turn: the CUDA variants of one test binary run one at a time, whatever
+/// `--test-threads` says. Several of them assert what no other thread's GPU work may disturb (a
+/// capture is exclusive, a freed block is the next allocation's), and the device and its
+/// allocator are one per process; the Host variants still run in parallel.
+static GPU: Mutex<()> = Mutex::new(());
+
+thread_local! {
+    /// How many [`Gpu`] values this thread holds: only the first takes the turn, so a test that
+    /// asks again (a helper taking its own) does not wait for itself.
+    static HELD: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The CUDA backend for one test, holding the GPU's turn until dropped; derefs to the backend.
+pub struct Gpu {
+    backend: Arc<dyn Backend>,
+    _turn: Option<MutexGuard<'static, ()>>,
+}
+
+impl Gpu {
+    /// The backend, for a function that takes it by value.
+    pub fn backend(&self) -> Arc<dyn Backend> {
+        self.backend.clone()
+    }
+}
+
+impl Deref for Gpu {
+    type Target = Arc<dyn Backend>;
+
+    fn deref(&self) -> &Arc<dyn Backend> {
+        &self.backend
+    }
+}
+
+impl Drop for Gpu {
+    fn drop(&mut self) {
+        HELD.with(|h| h.set(h.get().saturating_sub(1)));
+    }
+}
+
+/// The CUDA backend and the GPU's turn ([`Gpu`]), or `None` (printing why) where no GPU exists;
+/// with `DCC_REQUIRE_GPU=1` a missing GPU fails the test instead.
+pub fn cuda() -> Option<Gpu> {
+    // a test that panicked while holding the turn poisons it; the next one still runs
+    let turn = (HELD.with(Cell::get) == 0).then(|| GPU.lock().unwrap_or_else(|p| p.into_inner()));
     match backend::cuda(0) {
-        Ok(b) => Some(b),
+        Ok(backend) => {
+            HELD.with(|h| h.set(h.get() + 1));
+            Some(Gpu {
+                backend,
+                _turn: turn,
+            })
+        }
         Err(e) => {
             if std::env::var("DCC_REQUIRE_GPU").is_ok_and(|v| v == "1") {
                 panic!("DCC_REQUIRE_GPU=1 but no GPU: {e}");
@@ -36,7 +87,7 @@ macro_rules! both {
             #[test]
             fn cuda() {
                 if let Some(b) = super::common::cuda() {
-                    super::$name(b);
+                    super::$name(b.backend());
                 }
             }
         }
