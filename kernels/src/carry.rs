@@ -156,25 +156,33 @@ unsafe fn retain(
     }
 }
 
-/// The guards both entries share: in place only with equal strides, and a window that moves
-/// left ([`Retention::new`]).
-fn guard(
+/// What both entries do once their arguments are read: the guards they share (in place only
+/// with equal strides, a window that moves left: [`Retention::new`]), then the retention.
+///
+/// # Safety
+/// As [`retain`]'s.
+unsafe fn checked_retain(
     name: &str,
-    inplace: bool,
+    (dst, src): (*mut u32, *const u32),
+    shape: (usize, usize, usize),
     (dr, sr): (Rows, Rows),
     (head, tail, extent): (usize, usize, usize),
-) -> Result<Retention, KernelError> {
+) -> Result<(), KernelError> {
+    let inplace = std::ptr::eq(dst, src);
     if inplace && (dr.row != sr.row || dr.layer != sr.layer) {
         return Err(KernelError::Invalid(format!(
             "{name} in place with different strides (rows {} and {}, layers {} and {})",
             dr.row, sr.row, dr.layer, sr.layer
         )));
     }
-    Retention::new(head, tail, extent).ok_or_else(|| {
+    let r = Retention::new(head, tail, extent).ok_or_else(|| {
         KernelError::Invalid(format!(
             "{name} needs tail {tail} <= extent {extent} and extent > head {head} + tail"
         ))
-    })
+    })?;
+    // SAFETY: the caller's promise.
+    unsafe { retain(dst, src, shape, (dr, sr), r) };
+    Ok(())
 }
 
 unsafe fn host_retain(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
@@ -191,11 +199,9 @@ unsafe fn host_retain(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
             row: src_rs,
         },
     );
-    let inplace = std::ptr::eq(dst, src);
-    let r = guard("carry.retain", inplace, (dr, sr), (head, tail, extent))?;
+    let (shape, lens) = ((1, outer, inner), (head, tail, extent));
     // SAFETY: HostFn contract.
-    unsafe { retain(dst, src, (1, outer, inner), (dr, sr), r) };
-    Ok(())
+    unsafe { checked_retain("carry.retain", (dst, src), shape, (dr, sr), lens) }
 }
 
 unsafe fn host_retain_layers(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
@@ -218,16 +224,9 @@ unsafe fn host_retain_layers(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelErr
             row: src_rs,
         },
     );
-    let inplace = std::ptr::eq(dst, src);
-    let r = guard(
-        "carry.retain_layers",
-        inplace,
-        (dr, sr),
-        (head, tail, extent),
-    )?;
+    let (shape, lens) = ((layers, outer, inner), (head, tail, extent));
     // SAFETY: HostFn contract.
-    unsafe { retain(dst, src, (layers, outer, inner), (dr, sr), r) };
-    Ok(())
+    unsafe { checked_retain("carry.retain_layers", (dst, src), shape, (dr, sr), lens) }
 }
 
 #[cfg(test)]

@@ -243,27 +243,33 @@ pub fn write_back_layered_rows(
             return Err(bad("the staged frames lie outside the rows"));
         }
     }
+    // Frames [s_at, s_at + frames) of every source row of every layer into frames [d_at, d_at +
+    // frames) of the destination's, one `copy.batched`; the callers keep both ranges inside the
+    // rows' kept (destination) and `extent` (source) frames.
+    let move_frames = |d_at: usize, s_at: usize, frames: usize| -> Result<()> {
+        let view = |p: DevPtr, at: usize, ls: usize, rs: usize| {
+            let p = DevPtr(p.0 + (at * inner * 4) as u64);
+            RawTensor::<f32>::new(p, &[layers.count, outer, frames * inner], &[ls, rs, 1])
+                .map_err(op_err)
+        };
+        let (d, s) = (
+            view(dst, d_at, layers.dst, dst_rs)?,
+            view(src, s_at, layers.src, src_rs)?,
+        );
+        // SAFETY: the frames moved of every row lie inside the rows' kept / `extent` frames, so
+        // each view lies inside the `dst_words` / `src_words` range checked above to lie inside
+        // one live buffer of the backend `cx` queues on; the buffers outlive the work per this
+        // function's contract.
+        let (d, s) = unsafe { (d.bind(), s.bind()) };
+        ops::copy_batched(cx, d, s).map_err(op_err)
+    };
     let parts = staged
         .filter(|_| !inplace && dst_words > 0)
         .and_then(|st| staged_parts(st, keep, extent, retention));
     if let Some(parts) = parts {
+        // `staged_parts` gives frames inside the kept and `extent` frames
         for (d_at, s_at, frames) in parts {
-            let view = |p: DevPtr, at: usize, ls: usize, rs: usize| {
-                let p = DevPtr(p.0 + (at * inner * 4) as u64);
-                RawTensor::<f32>::new(p, &[layers.count, outer, frames * inner], &[ls, rs, 1])
-                    .map_err(op_err)
-            };
-            let (d, s) = (
-                view(dst, d_at, layers.dst, dst_rs)?,
-                view(src, s_at, layers.src, src_rs)?,
-            );
-            // SAFETY: frames [d_at, d_at + frames) of every destination row lie inside its kept
-            // frames and [s_at, s_at + frames) of every source row inside its `extent` frames
-            // (`staged_parts`), so each view lies inside the `dst_words` / `src_words` range
-            // checked above to lie inside one live buffer of the backend `cx` queues on; the
-            // buffers outlive the work per this function's contract.
-            let (d, s) = unsafe { (d.bind(), s.bind()) };
-            ops::copy_batched(cx, d, s).map_err(op_err)?;
+            move_frames(d_at, s_at, frames)?;
         }
         return Ok(kept);
     }
@@ -284,17 +290,8 @@ pub fn write_back_layered_rows(
             let (d, s) = unsafe { (d.bind(), s.bind()) };
             ops::copy(cx, d, s).map_err(op_err)?;
         } else {
-            let view = |p: DevPtr, ls: usize, rs: usize| {
-                RawTensor::<f32>::new(p, &[layers.count, outer, cols], &[ls, rs, 1]).map_err(op_err)
-            };
-            let (d, s) = (
-                view(dst, layers.dst, dst_rs)?,
-                view(src, layers.src, src_rs)?,
-            );
-            // SAFETY: as above, each view spanning `(count − 1)·layer + (outer − 1)·rs +
-            // extent·inner` words, the checked `dst_words` / `src_words`.
-            let (d, s) = unsafe { (d.bind(), s.bind()) };
-            ops::copy_batched(cx, d, s).map_err(op_err)?;
+            // below retention the kept frames are the `extent` frames
+            move_frames(0, 0, extent)?;
         }
         return Ok(extent);
     };

@@ -154,19 +154,19 @@ pub(super) fn rounds(
     r.encoder_replays = Some((enc.calls, enc.replays));
     r.batch_mib = batcher.bytes() as f64 / MIB;
     let p = batcher.phases().since(&warm_phases);
-    let per = |x: f64| x / p.groups.max(1) as f64;
+    let m = p.mean();
     super::progress(format_args!(
         "{} batched × {n}: per group (ms, {} groups): stage {:.2}, encoder {:.2} host / {:.2} \
          device, between {:.2}, flow {:.2} host / {:.2} device, finish {:.2}",
         arm.name(),
-        p.groups,
-        per(p.stage_ms),
-        per(p.encode_host_ms),
-        per(p.encode_device_ms),
-        per(p.between_ms),
-        per(p.flow_host_ms),
-        per(p.flow_device_ms),
-        per(p.finish_ms),
+        m.groups,
+        m.stage_ms,
+        m.encode_host_ms,
+        m.encode_device_ms,
+        m.between_ms,
+        m.flow_host_ms,
+        m.flow_device_ms,
+        m.finish_ms,
     ));
     r.phases = Some(p);
     Ok(())

@@ -185,15 +185,15 @@ pub(super) fn report(
 
 /// A batched run's group phases, each the mean per group in ms (`groups`: how many were timed).
 fn phases_json(p: &GroupPhases) -> Value {
-    let per = |x: f64| num(x / p.groups.max(1) as f64);
+    let p = p.mean();
     json!({
         "groups": p.groups,
-        "stage": per(p.stage_ms),
-        "encode_host": per(p.encode_host_ms),
-        "encode_device": per(p.encode_device_ms),
-        "between": per(p.between_ms),
-        "flow_host": per(p.flow_host_ms),
-        "flow_device": per(p.flow_device_ms),
-        "finish": per(p.finish_ms),
+        "stage": num(p.stage_ms),
+        "encode_host": num(p.encode_host_ms),
+        "encode_device": num(p.encode_device_ms),
+        "between": num(p.between_ms),
+        "flow_host": num(p.flow_host_ms),
+        "flow_device": num(p.flow_device_ms),
+        "finish": num(p.finish_ms),
     })
 }

@@ -133,15 +133,27 @@ pub struct GroupPhases {
 impl GroupPhases {
     /// Each phase's sum minus `before`'s (the phases of the groups run since `before`).
     pub fn since(&self, before: &GroupPhases) -> GroupPhases {
+        self.zip(before, self.groups - before.groups, |a, b| a - b)
+    }
+
+    /// Each phase per group: its sum over [`GroupPhases::groups`] (`groups` kept as it is;
+    /// zero groups leave the sums, which are then zero too).
+    pub fn mean(&self) -> GroupPhases {
+        let n = self.groups.max(1) as f64;
+        self.zip(self, self.groups, |a, _| a / n)
+    }
+
+    /// `f` over each phase of `self` and `o`, with `groups`.
+    fn zip(&self, o: &GroupPhases, groups: u64, f: impl Fn(f64, f64) -> f64) -> GroupPhases {
         GroupPhases {
-            groups: self.groups - before.groups,
-            stage_ms: self.stage_ms - before.stage_ms,
-            encode_host_ms: self.encode_host_ms - before.encode_host_ms,
-            encode_device_ms: self.encode_device_ms - before.encode_device_ms,
-            between_ms: self.between_ms - before.between_ms,
-            flow_host_ms: self.flow_host_ms - before.flow_host_ms,
-            flow_device_ms: self.flow_device_ms - before.flow_device_ms,
-            finish_ms: self.finish_ms - before.finish_ms,
+            groups,
+            stage_ms: f(self.stage_ms, o.stage_ms),
+            encode_host_ms: f(self.encode_host_ms, o.encode_host_ms),
+            encode_device_ms: f(self.encode_device_ms, o.encode_device_ms),
+            between_ms: f(self.between_ms, o.between_ms),
+            flow_host_ms: f(self.flow_host_ms, o.flow_host_ms),
+            flow_device_ms: f(self.flow_device_ms, o.flow_device_ms),
+            finish_ms: f(self.finish_ms, o.finish_ms),
         }
     }
 }
@@ -170,8 +182,6 @@ pub struct Batcher {
     engines: GroupEngines,
     stats: BatchStats,
     phases: GroupPhases,
-    /// The current group's markers around its encoder and its flow call.
-    marks: [Option<(Marker, Marker)>; 2],
     /// Per session of the last round: the wall time of the call that produced its chunk (its
     /// group's batched call, its own chunk when alone; zero when refused).
     call_times: Vec<std::time::Duration>,
@@ -186,7 +196,6 @@ impl Batcher {
             flow: Arc::new(flow),
             stats: BatchStats::default(),
             phases: GroupPhases::default(),
-            marks: [None, None],
             call_times: Vec::new(),
         }
     }
@@ -346,10 +355,8 @@ impl Batcher {
             }
         }
         self.phases.stage_ms += ms(t);
-        self.marks = [None, None];
-        if let Some(frames) = self.encode(sessions, reqs, &mut rows, out) {
-            self.flow_call(sessions, &rows, frames, out);
-        }
+        let (frames, encode_marks) = self.encode(sessions, reqs, &mut rows, out);
+        let flow_marks = frames.and_then(|frames| self.flow_call(sessions, &rows, frames, out));
         let took = t.elapsed();
         for &i in group {
             self.call_times[i] = took;
@@ -357,14 +364,12 @@ impl Batcher {
         self.phases.groups += 1;
         // after the members' downloads, so the markers' events have completed
         let be = self.flow.device().backend().clone();
-        let device = self.marks.each_ref().map(|m| {
-            m.as_ref()
-                .and_then(|(a, b)| be.elapsed_ms(a, b).ok())
+        let device = [encode_marks, flow_marks].map(|m| {
+            m.and_then(|(a, b)| be.elapsed_ms(&a, &b).ok())
                 .unwrap_or(0.0)
         });
         self.phases.encode_device_ms += device[0];
         self.phases.flow_device_ms += device[1];
-        self.marks = [None, None];
     }
 
     /// A stream marker for [`GroupPhases`]: timing only, so a marker the backend cannot record
@@ -375,15 +380,17 @@ impl Batcher {
 
     /// The batched encoder call of the staged `rows`; a member that fails after it (or every
     /// member, when it fails) leaves `rows`, the rows behind it closing up. Returns the frames
-    /// the flow presents, unless no member is left.
+    /// the flow presents, unless no member is left, and the markers around the call.
     fn encode(
         &mut self,
         sessions: &mut [Session],
         reqs: &[Request<'_>],
         rows: &mut Vec<usize>,
         out: &mut [Option<Result<Vec<f32>, FlowError>>],
-    ) -> Option<usize> {
-        let first = *rows.first()?;
+    ) -> (Option<usize>, Marks) {
+        let Some(&first) = rows.first() else {
+            return (None, None);
+        };
         let members: Vec<EncoderMember> = rows
             .iter()
             .map(|&i| EncoderMember::of(sessions[i].state()))
@@ -398,7 +405,7 @@ impl Batcher {
         let ids: Vec<u64> = rows.iter().map(|&i| sessions[i].id()).collect();
         let (t0, m0) = (Instant::now(), self.marker());
         let encoded = self.engines.encode(&self.flow, &io, &ids);
-        self.marks[0] = m0.zip(self.marker());
+        let marks = m0.zip(self.marker());
         self.phases.encode_host_ms += ms(t0);
         let t1 = Instant::now();
         *self.stats.encoder_batches.entry(rows.len()).or_default() += 1;
@@ -409,7 +416,7 @@ impl Batcher {
                     out[i] = Some(sessions[i].settle(Err(e.clone())));
                 }
                 rows.clear();
-                return None;
+                return (None, marks);
             }
         };
         let mut left = Vec::with_capacity(rows.len());
@@ -428,18 +435,18 @@ impl Batcher {
         }
         *rows = left;
         self.phases.between_ms += ms(t1);
-        (!rows.is_empty()).then_some(frames)
+        ((!rows.is_empty()).then_some(frames), marks)
     }
 
     /// The batched flow call of `rows` (encoded, their flow inputs in rows `0..`), then each
-    /// member's extents and mel.
+    /// member's extents and mel. Returns the markers around the call.
     fn flow_call(
         &mut self,
         sessions: &mut [Session],
         rows: &[usize],
         frames: usize,
         out: &mut [Option<Result<Vec<f32>, FlowError>>],
-    ) {
+    ) -> Marks {
         let t0 = Instant::now();
         let members: Vec<Member> = rows
             .iter()
@@ -456,7 +463,7 @@ impl Batcher {
         let ids: Vec<u64> = rows.iter().map(|&i| sessions[i].id()).collect();
         let m0 = self.marker();
         let r = self.engines.call(&self.flow, &io, &ids);
-        self.marks[1] = m0.zip(self.marker());
+        let marks = m0.zip(self.marker());
         self.phases.flow_host_ms += ms(t0);
         let t1 = Instant::now();
         *self.stats.batches.entry(rows.len()).or_default() += 1;
@@ -472,8 +479,12 @@ impl Batcher {
             out[i] = Some(s.settle(done));
         }
         self.phases.finish_ms += ms(t1);
+        marks
     }
 }
+
+/// Stream markers before and after a batched call (`None` where one could not be recorded).
+type Marks = Option<(Marker, Marker)>;
 
 /// Milliseconds since `t`.
 fn ms(t: Instant) -> f64 {
@@ -495,5 +506,49 @@ impl Session {
         dev.finish_call(st, tn, new_tok, est_kept)?;
         self.since_prime += 1;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GroupPhases;
+
+    fn phases(groups: u64, base: f64) -> GroupPhases {
+        GroupPhases {
+            groups,
+            stage_ms: base,
+            encode_host_ms: base + 1.0,
+            encode_device_ms: base + 2.0,
+            between_ms: base + 3.0,
+            flow_host_ms: base + 4.0,
+            flow_device_ms: base + 5.0,
+            finish_ms: base + 6.0,
+        }
+    }
+
+    /// `since` subtracts every phase and the group count; `mean` divides every phase by the
+    /// groups, and leaves a zero-group record as it is.
+    #[test]
+    fn since_and_mean_cover_every_phase() {
+        // every phase grew by 16 ms over 4 groups
+        let d = phases(6, 20.0).since(&phases(2, 4.0));
+        let grown = GroupPhases {
+            groups: 4,
+            stage_ms: 16.0,
+            encode_host_ms: 16.0,
+            encode_device_ms: 16.0,
+            between_ms: 16.0,
+            flow_host_ms: 16.0,
+            flow_device_ms: 16.0,
+            finish_ms: 16.0,
+        };
+        assert_eq!(d, grown);
+        let m = phases(4, 16.0).mean();
+        assert_eq!(m.groups, 4);
+        assert_eq!(
+            [m.stage_ms, m.encode_host_ms, m.finish_ms],
+            [4.0, 17.0 / 4.0, 22.0 / 4.0]
+        );
+        assert_eq!(GroupPhases::default().mean(), GroupPhases::default());
     }
 }
