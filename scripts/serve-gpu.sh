@@ -48,7 +48,7 @@ for line in sys.stdin:
   cargo test --release -p dcc-runtime -p dcc-kernels --no-run --message-format=json 2>/dev/null |
     copy_tests ""
   cargo test --release -p dcc-models --test vocoder_golden --test vocoder_replay --test speech \
-    --test batched_sessions --test many_sessions --no-run --message-format=json 2>/dev/null |
+    --test batched_sessions --test many_sessions --test half_cache --no-run --message-format=json 2>/dev/null |
     copy_tests models-
   cargo build --release -p dcc-models --bin dcc-bench
   cp "${CARGO_TARGET_DIR:-target}/release/dcc-bench" "$D/dcc-bench"

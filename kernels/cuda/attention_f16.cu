@@ -5,7 +5,9 @@
 // attention_sdpa_f16 (binary16 cache) and attention_sdpa_f16_kv32 (an f32 cache holding binary16
 // values, as the half path's f32 cache does): arguments (out, q, kv, batch, heads, tq, tk, d, cap,
 // scale, rows), q/out [batch, tq, heads·d] float, keys/values frames 0 .. tk of a packed
-// [batch, heads, cap, 2d] cache (k ‖ v per frame), d ≤ 128, rows = 16 or 64 (the tiling). Not
+// [batch, heads, cap, 2d] cache (k ‖ v per frame), d ≤ 128, rows = 16 or 64 (the tiling).
+// attention_sdpa_f16_split (at the end) reads frames from tn on from each session's carry
+// instead, staged into the same places of the same tiles: the same bits. Not
 // bit-equal to its host twin (an mma's internal accumulation is not specified); batch-invariant:
 // the operations of one (batch, head, query row i) depend on d and tk alone:
 //   * operands: q, k and v rounded to binary16 (cvt.rn.f16.f32; exact for the values the half
@@ -106,14 +108,66 @@ __device__ __forceinline__ void dcc_ha_commit() { asm volatile("cp.async.commit_
 template <int N>
 __device__ __forceinline__ void dcc_ha_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
+// Where the frames of one (batch, head) slice lie: frames j < tn at `lo` + j·2d (the cache, the
+// whole slice where tn ≥ tk), frames j ≥ tn at `hi` + (j − shift)·2d (a session's carry row:
+// attention_sdpa_f16_split). Both pointers at the slice's first key, or at its first value.
+template <typename KV>
+struct DccHaSrc {
+    const KV* lo;
+    const KV* hi;
+    int tn;
+    int shift;
+    __device__ __forceinline__ const KV* frame(int j, int d) const {
+        return j < tn ? lo + (i64)j * 2 * d : hi + (i64)(j - shift) * 2 * d;
+    }
+    __device__ __forceinline__ DccHaSrc plus(int c) const { return DccHaSrc{lo + c, hi + c, tn, shift}; }
+};
+
+// No history: every frame of a slice from the cache (attention_sdpa_f16, attention_sdpa_f16_kv32).
+struct DccHaNoHist {
+    template <typename KV>
+    __device__ __forceinline__ DccHaSrc<KV> src(const KV* base, i64, i64, i64, int, int tk) const {
+        return DccHaSrc<KV>{base, base, tk, 0};
+    }
+    __device__ __forceinline__ bool aligned16() const { return true; }
+    __device__ __forceinline__ i64 own(i64 tk) const { return tk; }
+};
+
+// The history of attention_sdpa_f16_split: batch row b's frames from tn on lie in the carry of
+// session b / group, row (b mod group, head) of a packed [group, heads, cap, 2d] block at p[b /
+// group]. Held by value and only ever indexed by constants (the select chain below), so the
+// addresses stay kernel parameters: no copy into local memory.
+#define DCC_HA_HMAX 32
+template <typename KV>
+struct DccHaHist {
+    const KV* p[DCC_HA_HMAX];
+    i64 n, group, cap;
+    int tn, shift;
+    __device__ __forceinline__ DccHaSrc<KV> src(const KV* base, i64 b, i64 h, i64 heads, int d, int) const {
+        const i64 m = b / group, c = b % group;
+        const KV* hp = p[0];
+#pragma unroll
+        for (int i = 1; i < DCC_HA_HMAX; ++i)
+            if (m == i) hp = p[i];
+        return DccHaSrc<KV>{base, hp + (c * heads + h) * cap * 2 * d, tn, shift};
+    }
+    __device__ __forceinline__ bool aligned16() const {
+        bool a = true;
+#pragma unroll
+        for (int i = 0; i < DCC_HA_HMAX; ++i) a = a && (i >= n || (reinterpret_cast<unsigned long long>(p[i]) & 15) == 0);
+        return a;
+    }
+    __device__ __forceinline__ i64 own(i64) const { return tn; }
+};
+
 // Stages frames j0 .. j0 + 64 of one (batch, head) cache slice (`src`: its first key, or its
 // first value; frame stride 2d) into dst[jj · (DP + 8) + c] as binary16; frames ≥ tk and columns
 // ≥ d are zeros. Every thread of the block takes its share; the caller commits the group.
 // Binary16 cache: 16-byte cp.async where VEC (d % 8 == 0, 16-byte aligned cache), else plain
 // loads and stores.
 template <int DP, bool VEC>
-__device__ __forceinline__ void dcc_ha_stage(unsigned short* dst, const unsigned short* src, const unsigned short* kv,
-                                             int j0, int tk, int d) {
+__device__ __forceinline__ void dcc_ha_stage(unsigned short* dst, DccHaSrc<unsigned short> s,
+                                             const unsigned short* kv, int j0, int tk, int d) {
     constexpr int LD = DP + 8;
     if constexpr (VEC) {
         constexpr int Q8 = DP / 8;  // 16-byte slots per staged frame
@@ -121,26 +175,26 @@ __device__ __forceinline__ void dcc_ha_stage(unsigned short* dst, const unsigned
             const int jj = sl / Q8, c = 8 * (sl % Q8);
             const int j = j0 + jj;
             const bool in = j < tk && c < d;
-            dcc_ha_cp16(dst + jj * LD + c, in ? src + (i64)j * 2 * d + c : kv, in ? 16 : 0);
+            dcc_ha_cp16(dst + jj * LD + c, in ? s.frame(j, d) + c : kv, in ? 16 : 0);
         }
     } else {
         for (int e = threadIdx.x; e < DCC_HA_KEYS * DP; e += 32 * DCC_HA_WARPS) {
             const int jj = e / DP, c = e % DP;
             const int j = j0 + jj;
-            dst[jj * LD + c] = (j < tk && c < d) ? src[(i64)j * 2 * d + c] : (unsigned short)0;
+            dst[jj * LD + c] = (j < tk && c < d) ? s.frame(j, d)[c] : (unsigned short)0;
         }
     }
 }
 
 // An f32 cache holding binary16 values: plain loads, rounded to binary16 (exact for those).
 template <int DP, bool VEC>
-__device__ __forceinline__ void dcc_ha_stage(unsigned short* dst, const float* src, const float*, int j0, int tk,
+__device__ __forceinline__ void dcc_ha_stage(unsigned short* dst, DccHaSrc<float> s, const float*, int j0, int tk,
                                              int d) {
     constexpr int LD = DP + 8;
     for (int e = threadIdx.x; e < DCC_HA_KEYS * DP; e += 32 * DCC_HA_WARPS) {
         const int jj = e / DP, c = e % DP;
         const int j = j0 + jj;
-        dst[jj * LD + c] = (j < tk && c < d) ? dcc_ha_bits(src[(i64)j * 2 * d + c]) : (unsigned short)0;
+        dst[jj * LD + c] = (j < tk && c < d) ? dcc_ha_bits(s.frame(j, d)[c]) : (unsigned short)0;
     }
 }
 
@@ -173,9 +227,9 @@ __device__ __forceinline__ float dcc_ha_softmax_row(float* sw, int tk, int lane)
     return sum;
 }
 
-template <typename KV, int DP, int MT, bool VEC>
-__device__ void dcc_sdpa_f16_body(float* out, const float* q, const KV* kv, i64 batch, i64 heads, i64 tq, int tk,
-                                  int d, i64 cap, float scale) {
+template <typename KV, int DP, int MT, bool VEC, typename H>
+__device__ __forceinline__ void dcc_sdpa_f16_body(float* out, const float* q, const KV* kv, i64 batch, i64 heads,
+                                                  i64 tq, int tk, int d, i64 cap, float scale, const H hist) {
     constexpr int ROWS = 16 * MT;
     constexpr int NG = DCC_HA_WARPS / MT;           // warp groups over key / column n8 tiles
     constexpr int LD = DP + 8;                      // staged frame stride (halves): conflict-free
@@ -201,13 +255,14 @@ __device__ void dcc_sdpa_f16_body(float* out, const float* q, const KV* kv, i64 
     for (i64 unit = blockIdx.x; unit < batch * heads * qtiles; unit += gridDim.x) {
         const i64 i0 = (unit % qtiles) * ROWS, h = (unit / qtiles) % heads, b = unit / (qtiles * heads);
         const KV* const base = kv + (b * heads + h) * cap * 2 * d;
+        const DccHaSrc<KV> src = hist.src(base, b, h, heads, d, tk);
         // Tile u of the stream (keys 0 .. ntiles − 1, then values) into ring slot u mod STAGES; an
         // empty group past the last, so that every thread commits one group per tile.
         auto issue = [&](int u) {
             if (u < 2 * ntiles) {
                 const bool val = u >= ntiles;
                 const int j0 = (val ? u - ntiles : u) * DCC_HA_KEYS;
-                dcc_ha_stage<DP, VEC>(ring + (u % DCC_HA_STAGES) * TILE, base + (val ? d : 0), kv, j0, tk, d);
+                dcc_ha_stage<DP, VEC>(ring + (u % DCC_HA_STAGES) * TILE, src.plus(val ? d : 0), kv, j0, tk, d);
             }
             dcc_ha_commit();
         };
@@ -330,40 +385,43 @@ __device__ void dcc_sdpa_f16_body(float* out, const float* q, const KV* kv, i64 
 }
 
 // The body for one head width and tiling: 16-byte staging where `vec` (binary16 caches only).
-template <typename KV, int DP, int MT>
+template <typename KV, int DP, int MT, typename H>
 __device__ __forceinline__ void dcc_ha_run(bool vec, float* out, const float* q, const KV* kv, i64 batch, i64 heads,
-                                           i64 tq, int tk, int d, i64 cap, float scale) {
+                                           i64 tq, int tk, int d, i64 cap, float scale, const H hist) {
     if constexpr (sizeof(KV) == 2) {
         if (vec) {
-            dcc_sdpa_f16_body<KV, DP, MT, true>(out, q, kv, batch, heads, tq, tk, d, cap, scale);
+            dcc_sdpa_f16_body<KV, DP, MT, true>(out, q, kv, batch, heads, tq, tk, d, cap, scale, hist);
             return;
         }
     }
-    dcc_sdpa_f16_body<KV, DP, MT, false>(out, q, kv, batch, heads, tq, tk, d, cap, scale);
+    dcc_sdpa_f16_body<KV, DP, MT, false>(out, q, kv, batch, heads, tq, tk, d, cap, scale, hist);
 }
 
-template <typename KV>
+// The launch's checks (traps) and dispatch. Without a history (DccHaNoHist) frames 0 .. tk come
+// from the cache (tk ≤ cap); with one, frames 0 .. tn (≤ cap) do and the rest from the carries.
+template <typename KV, typename H>
 __device__ __forceinline__ void dcc_sdpa_f16_entry(float* out, const float* q, const KV* kv, i64 batch, i64 heads,
-                                                   i64 tq, i64 tk, i64 d, i64 cap, float scale, i64 rows) {
+                                                   i64 tq, i64 tk, i64 d, i64 cap, float scale, i64 rows,
+                                                   const H hist) {
     if (blockDim.x != 32 * DCC_HA_WARPS || blockDim.y != 1 || blockDim.z != 1) __trap();
-    if (d < 1 || d > 128 || tk < 1 || tk > cap || (rows != 16 && rows != 64)) __trap();
+    if (d < 1 || d > 128 || tk < 1 || hist.own(tk) > cap || (rows != 16 && rows != 64)) __trap();
     const int dp = d <= 32 ? 32 : d <= 64 ? 64 : 128;
     if ((i64)dcc_ha_dyn_smem() < dcc_ha_smem_bytes(tq, (int)tk, dp, (int)rows)) __trap();
-    const bool vec = d % 8 == 0 && (reinterpret_cast<unsigned long long>(kv) & 15) == 0;
+    const bool vec = d % 8 == 0 && (reinterpret_cast<unsigned long long>(kv) & 15) == 0 && hist.aligned16();
     const int k = (int)tk, w = (int)d;
     if (rows == 64) {
         if (dp == 32)
-            dcc_ha_run<KV, 32, 4>(vec, out, q, kv, batch, heads, tq, k, w, cap, scale);
+            dcc_ha_run<KV, 32, 4>(vec, out, q, kv, batch, heads, tq, k, w, cap, scale, hist);
         else if (dp == 64)
-            dcc_ha_run<KV, 64, 4>(vec, out, q, kv, batch, heads, tq, k, w, cap, scale);
+            dcc_ha_run<KV, 64, 4>(vec, out, q, kv, batch, heads, tq, k, w, cap, scale, hist);
         else
-            dcc_ha_run<KV, 128, 4>(vec, out, q, kv, batch, heads, tq, k, w, cap, scale);
+            dcc_ha_run<KV, 128, 4>(vec, out, q, kv, batch, heads, tq, k, w, cap, scale, hist);
     } else if (dp == 32) {
-        dcc_ha_run<KV, 32, 1>(vec, out, q, kv, batch, heads, tq, k, w, cap, scale);
+        dcc_ha_run<KV, 32, 1>(vec, out, q, kv, batch, heads, tq, k, w, cap, scale, hist);
     } else if (dp == 64) {
-        dcc_ha_run<KV, 64, 1>(vec, out, q, kv, batch, heads, tq, k, w, cap, scale);
+        dcc_ha_run<KV, 64, 1>(vec, out, q, kv, batch, heads, tq, k, w, cap, scale, hist);
     } else {
-        dcc_ha_run<KV, 128, 1>(vec, out, q, kv, batch, heads, tq, k, w, cap, scale);
+        dcc_ha_run<KV, 128, 1>(vec, out, q, kv, batch, heads, tq, k, w, cap, scale, hist);
     }
 }
 
@@ -371,12 +429,34 @@ extern "C" __global__ void __launch_bounds__(256) attention_sdpa_f16(float* out,
                                                                      const unsigned short* kv, i64 batch, i64 heads,
                                                                      i64 tq, i64 tk, i64 d, i64 cap, float scale,
                                                                      i64 rows) {
-    dcc_sdpa_f16_entry(out, q, kv, batch, heads, tq, tk, d, cap, scale, rows);
+    dcc_sdpa_f16_entry(out, q, kv, batch, heads, tq, tk, d, cap, scale, rows, DccHaNoHist{});
 }
 
 extern "C" __global__ void __launch_bounds__(256) attention_sdpa_f16_kv32(float* out, const float* q,
                                                                           const float* kv, i64 batch, i64 heads,
                                                                           i64 tq, i64 tk, i64 d, i64 cap,
                                                                           float scale, i64 rows) {
-    dcc_sdpa_f16_entry(out, q, kv, batch, heads, tq, tk, d, cap, scale, rows);
+    dcc_sdpa_f16_entry(out, q, kv, batch, heads, tq, tk, d, cap, scale, rows, DccHaNoHist{});
+}
+
+// attention_sdpa_f16 over keys split between the cache and each session's carry: frames 0 .. tn of
+// the cache `kv` (the new frames and whatever the step staged), then frames j = tn .. tk − 1 at
+// frame j − shift of batch row b's carry row (b mod group, head) of the packed [group, heads,
+// hcap, 2d] block h<b / group> (nhist ≤ 32 of them; the unused slots repeat a used one). The same
+// values in the same order as attention_sdpa_f16 over a cache holding all tk frames: the same bits.
+#define DCC_HA_P(i) const unsigned short* h##i
+#define DCC_HA_P8(a, b, c, d, e, f, g, h) DCC_HA_P(a), DCC_HA_P(b), DCC_HA_P(c), DCC_HA_P(d), DCC_HA_P(e), DCC_HA_P(f), DCC_HA_P(g), DCC_HA_P(h)
+extern "C" __global__ void __launch_bounds__(256) attention_sdpa_f16_split(
+    float* out, const float* q, const unsigned short* kv, i64 batch, i64 heads, i64 tq, i64 tk, i64 d, i64 cap,
+    float scale, i64 rows, i64 tn, i64 shift, i64 group, i64 hcap, i64 nhist, DCC_HA_P8(0, 1, 2, 3, 4, 5, 6, 7),
+    DCC_HA_P8(8, 9, 10, 11, 12, 13, 14, 15), DCC_HA_P8(16, 17, 18, 19, 20, 21, 22, 23),
+    DCC_HA_P8(24, 25, 26, 27, 28, 29, 30, 31)) {
+    if (nhist < 1 || nhist > DCC_HA_HMAX || group < 1 || nhist * group < batch || tn < 0 || tn > tk ||
+        shift < 0 || shift > tn || tk - shift > hcap)
+        __trap();
+    DccHaHist<unsigned short> hist{{h0,  h1,  h2,  h3,  h4,  h5,  h6,  h7,  h8,  h9,  h10,
+                                    h11, h12, h13, h14, h15, h16, h17, h18, h19, h20, h21,
+                                    h22, h23, h24, h25, h26, h27, h28, h29, h30, h31},
+                                   nhist, group, hcap, (int)tn, (int)shift};
+    dcc_sdpa_f16_entry(out, q, kv, batch, heads, tq, tk, d, cap, scale, rows, hist);
 }

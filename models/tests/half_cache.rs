@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use dcc_models::nn::{Ctx, Loader, SelfAttention, Tensor, WeightStore};
+use dcc_models::nn::{Ctx, History, Loader, SelfAttention, Tensor, WeightStore};
 use dcc_runtime::backend::{AllocKind, Backend, DeviceBuffer, Pod};
 use dcc_runtime::ops::{self, GemmPath};
 use half::f16;
@@ -101,12 +101,15 @@ struct Run {
     work: Vec<f32>,
 }
 
+/// `staged`: the history frames copied into the workspace; the attention reads the rest from
+/// the histories themselves (`nn::History`).
 fn run<K: dcc_models::nn::KvElem + Pod>(
     be: &Arc<dyn Backend>,
     path: GemmPath,
     attn: &SelfAttention,
     histories: &[Vec<K>],
     widen: fn(&K) -> f32,
+    staged: usize,
 ) -> Result<Run, dcc_models::nn::OpError> {
     let cx = Ctx::new(be.as_ref(), None).with_gemm(path);
     let inner = HEADS * HEAD_DIM;
@@ -143,13 +146,18 @@ fn run<K: dcc_models::nn::KvElem + Pod>(
     let o = Tensor::of(&out).unwrap().view(&[rows, HIDDEN]).unwrap();
     // each session's history staged behind the new frames of its rows, as the DiT's step does
     // (one copy over every layer of a session: here one layer)
-    for (i, h) in hist.iter().enumerate() {
-        let dst = work.narrow(0, i * 2, 2)?.narrow(2, T, L)?;
+    for (i, h) in hist.iter().enumerate().filter(|_| staged > 0) {
+        let dst = work.narrow(0, i * 2, 2)?.narrow(2, T, staged)?;
         let dst = dst.flatten(0, 1)?.flatten(1, 2)?.broadcast(0, 1)?;
-        let src = h.flatten(0, 1)?.flatten(1, 2)?.broadcast(0, 1)?;
-        ops::copy_batched(&cx, dst, src)?;
+        let src = h.narrow(2, 0, staged)?.flatten(0, 1)?.flatten(1, 2)?;
+        ops::copy_batched(&cx, dst, src.broadcast(0, 1)?)?;
     }
-    attn.forward(&cx, x, L, work, scratch, o)?;
+    let history = History {
+        extent: L,
+        staged,
+        carries: &hist,
+    };
+    attn.forward(&cx, x, &history, work, scratch, o)?;
     be.synchronize().unwrap();
     let work: Vec<K> = be.download(wb.ptr(), work_len).unwrap();
     Ok(Run {
@@ -176,8 +184,8 @@ fn f16_cache_equals_f32_cache_on_the_half_path(be: Arc<dyn Backend>) {
         .iter()
         .map(|h| h.iter().map(|&x| f16::from_f32(x)).collect())
         .collect();
-    let a = run(&be, GemmPath::Half, &attn, &h32, |x: &f32| *x).unwrap();
-    let b = run(&be, GemmPath::Half, &attn, &h16, |x: &f16| x.to_f32()).unwrap();
+    let a = run(&be, GemmPath::Half, &attn, &h32, |x: &f32| *x, L).unwrap();
+    let b = run(&be, GemmPath::Half, &attn, &h16, |x: &f16| x.to_f32(), L).unwrap();
     assert_eq!(bits(&b.qn), bits(&a.qn), "qn");
     assert_eq!(bits(&b.work), bits(&a.work), "workspace");
     assert_eq!(bits(&b.out), bits(&a.out), "output");
@@ -188,7 +196,79 @@ fn f16_cache_equals_f32_cache_on_the_half_path(be: Arc<dyn Backend>) {
     // elsewhere an f16 cache would change bits: refused
     let ld = Loader::new(be.as_ref(), &ws).with_gemm(GemmPath::Invariant);
     let attn = SelfAttention::load(&ld, "a", HIDDEN, (HEADS, HEAD_DIM), 1e-6).unwrap();
-    assert!(run(&be, GemmPath::Invariant, &attn, &h16, |x: &f16| x.to_f32()).is_err());
+    assert!(
+        run(
+            &be,
+            GemmPath::Invariant,
+            &attn,
+            &h16,
+            |x: &f16| x.to_f32(),
+            L
+        )
+        .is_err()
+    );
+    // an f32 cache is read from the workspace only
+    assert!(run(&be, GemmPath::Half, &attn, &h32, |x: &f32| *x, 44).is_err());
+}
+
+/// The histories read where they lie (`attention.sdpa_f16_split`) give the bits of the same
+/// histories staged whole into the workspace, whatever part is staged: none, the steady state's
+/// 44 frames, all but one frame, and a part that ends inside a 64-frame key tile.
+fn split_history_equals_staged(be: Arc<dyn Backend>) {
+    let ws = weights();
+    let ld = Loader::new(be.as_ref(), &ws).with_gemm(GemmPath::Half);
+    let attn = SelfAttention::load(&ld, "a", HIDDEN, (HEADS, HEAD_DIM), 1e-6).unwrap();
+    let h16: Vec<Vec<f16>> = (0..SESSIONS)
+        .map(|s| {
+            vals(2 * HEADS * L * 2 * HEAD_DIM, 40 + s as u64)
+                .iter()
+                .map(|&x| f16::from_f32(x * 3.0))
+                .collect()
+        })
+        .collect();
+    let whole = run(&be, GemmPath::Half, &attn, &h16, |x: &f16| x.to_f32(), L).unwrap();
+    assert!(whole.out.iter().all(|v| v.is_finite()));
+    for staged in [0, 44, 100, L - 1] {
+        let split = run(
+            &be,
+            GemmPath::Half,
+            &attn,
+            &h16,
+            |x: &f16| x.to_f32(),
+            staged,
+        )
+        .unwrap();
+        assert_eq!(bits(&split.qn), bits(&whole.qn), "qn, {staged} staged");
+        assert_eq!(
+            bits(&split.out),
+            bits(&whole.out),
+            "output, {staged} staged"
+        );
+    }
+    // a session's history that is not the one staged changes the output: the split launch
+    // really reads the carries
+    let mut other = h16.clone();
+    other[1][(HEADS * L - 1) * 2 * HEAD_DIM] = f16::from_f32(7.5);
+    let moved = run(&be, GemmPath::Half, &attn, &other, |x: &f16| x.to_f32(), 44).unwrap();
+    assert_ne!(bits(&moved.out), bits(&whole.out));
+}
+
+#[test]
+fn host_split_history_equals_staged() {
+    split_history_equals_staged(dcc_runtime::backend::host());
+}
+
+#[test]
+fn cuda_split_history_equals_staged() {
+    match dcc_runtime::backend::cuda(0) {
+        Ok(be) => split_history_equals_staged(be),
+        Err(e) => {
+            if std::env::var("DCC_REQUIRE_GPU").is_ok_and(|v| v == "1") {
+                panic!("DCC_REQUIRE_GPU=1 but no GPU: {e}");
+            }
+            println!("SKIP (cuda): {e}");
+        }
+    }
 }
 
 #[test]

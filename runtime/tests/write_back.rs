@@ -6,7 +6,7 @@ mod common;
 
 use std::sync::Arc;
 
-use dcc_runtime::backend::{AllocKind, Backend};
+use dcc_runtime::backend::{AllocKind, Backend, DeviceBuffer};
 use dcc_runtime::carry::{self, write_back_rows};
 use dcc_runtime::contract::{CacheOrder, Keep};
 use dcc_runtime::kernels::KernelError;
@@ -407,7 +407,7 @@ fn staged_write_back_equals_full(b: Arc<dyn Backend>) {
                             .view(&[LAYERS, OUTER, cap, INNER])
                             .unwrap()
                     };
-                    let staged = Some(carry::Staged { at, frames: l_old });
+                    let staged = Some(carry::Staged::whole(at, l_old));
                     let prof = Profiler::new();
                     let pcx = Ctx::new(&*b, Some(&prof));
                     prof.begin();
@@ -463,10 +463,7 @@ fn staged_write_back_equals_full(b: Arc<dyn Backend>) {
             .unwrap()
     };
     let keep = Keep::natural(CacheOrder::Prepend, p, r);
-    let bad = Some(carry::Staged {
-        at: CAP - 2,
-        frames: 3,
-    });
+    let bad = Some(carry::Staged::whole(CAP - 2, 3));
     assert!(matches!(
         carry::write_back_staged(&cx, t(&dst, DCAP), t(&src, CAP), 15, &keep, bad),
         Err(OpError::Backend {
@@ -476,7 +473,117 @@ fn staged_write_back_equals_full(b: Arc<dyn Backend>) {
     ));
 }
 
+/// A partial staging (only the history's first frames copied behind the new ones; the rest read
+/// where the carry holds it, as a half step's attention does) leaves, at a prepend cache's
+/// steady state, the bytes the full write-back of a wholly staged source leaves, moving only the
+/// head; where a part it would move is not in the source (below retention, or an offset that
+/// puts the tail elsewhere) it is refused and nothing is written.
+fn partial_write_back_equals_full(b: Arc<dyn Backend>) {
+    const LAYERS: usize = 3;
+    const DCAP: usize = 14;
+    // (a nested fn: one view helper for buffers of any lifetime)
+    let (p, r) = (7, 5);
+    let keep = Keep::natural(CacheOrder::Prepend, p, r);
+    let cx = Ctx::new(&*b, None);
+    fn v(buf: &DeviceBuffer, cap: usize) -> Tensor<'_, f32> {
+        Tensor::<f32>::of(buf)
+            .unwrap()
+            .view(&[LAYERS, OUTER, cap, INNER])
+            .unwrap()
+    }
+    let dwords = LAYERS * OUTER * DCAP * INNER;
+    // `staged` history frames behind `new` ones at `at`, the rest of the source unrelated words
+    let source = |carry: &[u32], at: usize, frames: usize, seed: u32| {
+        let mut ws = words(seed, LAYERS * OUTER * CAP * INNER);
+        for row in 0..LAYERS * OUTER {
+            let (d, s) = (row * DCAP * INNER, row * CAP * INNER + at * INNER);
+            ws[s..s + frames * INNER].copy_from_slice(&carry[d..d + frames * INNER]);
+        }
+        ws
+    };
+    for new in [1, 3, 5, 6] {
+        let l_old = p + r;
+        let extent = l_old + new;
+        let what = format!("new {new}");
+        let carry0 = words(new as u32 + 31, dwords);
+        let frames = r.saturating_sub(new);
+        let part = b
+            .alloc_from(&source(&carry0, new, frames, 7), AllocKind::Arena)
+            .unwrap();
+        let whole = b
+            .alloc_from(&source(&carry0, new, l_old, 7), AllocKind::Arena)
+            .unwrap();
+        let (one, full) = (
+            b.alloc_from(&carry0, AllocKind::Arena).unwrap(),
+            b.alloc_from(&carry0, AllocKind::Arena).unwrap(),
+        );
+        let staged = Some(carry::Staged {
+            at: new,
+            frames,
+            partial: true,
+        });
+        let prof = Profiler::new();
+        let pcx = Ctx::new(&*b, Some(&prof));
+        prof.begin();
+        let k1 = carry::write_back_layers_staged(
+            &pcx,
+            v(&one, DCAP),
+            v(&part, CAP),
+            extent,
+            &keep,
+            staged,
+        );
+        let cats: Vec<_> = prof
+            .end(&*b)
+            .unwrap()
+            .iter()
+            .map(|r| (r.category, r.launches))
+            .collect();
+        let k2 = carry::write_back_layers(&cx, v(&full, DCAP), v(&whole, CAP), extent, &keep);
+        assert_eq!(k1, k2, "{what}");
+        let got: Vec<u32> = b.download(one.ptr(), dwords).unwrap();
+        let want: Vec<u32> = b.download(full.ptr(), dwords).unwrap();
+        assert_eq!(got, want, "{what}");
+        assert_eq!(cats, [("copy.batched", 1)], "{what}: the head alone moved");
+    }
+    // refused, nothing written: below retention, and a tail that would not land where it lies
+    for (l_old, new, at) in [(4, 3, 3), (p + r, 3, 4)] {
+        let carry0 = words(5, dwords);
+        let src = b
+            .alloc_from(&source(&carry0, at, 2, 9), AllocKind::Arena)
+            .unwrap();
+        let dst = b.alloc_from(&carry0, AllocKind::Arena).unwrap();
+        let staged = Some(carry::Staged {
+            at,
+            frames: 2,
+            partial: true,
+        });
+        let r = carry::write_back_layers_staged(
+            &cx,
+            v(&dst, DCAP),
+            v(&src, CAP),
+            l_old + new,
+            &keep,
+            staged,
+        );
+        assert!(
+            matches!(
+                r,
+                Err(OpError::Backend {
+                    error: Error::Carry(_),
+                    ..
+                })
+            ),
+            "l_old {l_old} at {at}: {r:?}"
+        );
+        b.synchronize().unwrap();
+        let after: Vec<u32> = b.download(dst.ptr(), dwords).unwrap();
+        assert_eq!(after, carry0, "a refused write-back wrote");
+    }
+}
+
 both!(
+    partial_write_back_equals_full,
     staged_write_back_equals_full,
     layered_rows_refuse_overlapping_layers,
     write_back_equals_naive,

@@ -155,9 +155,45 @@ kdef!(
     "`(out, q, kv, batch, heads, tq, tk, d, cap, scale, rows)`: [`SDPA_F16`] over an f32 cache (each value rounded to binary16 as staged: the same bits where it holds binary16 values, as the half path's f32 cache does); launch with [`dims`]."
 );
 
+/// Most carries one [`SDPA_F16_SPLIT`] launch reads the history from (its pointer arguments).
+pub const MAX_HISTORIES: usize = 32;
+
+/// [`SDPA_F16`]'s parameters, then `(tn, shift, group, hcap, nhist)` and [`MAX_HISTORIES`]
+/// carry addresses.
+const SPLIT_PARAMS: [crate::abi::Param; 16 + MAX_HISTORIES] = {
+    let mut p = [Ptr; 16 + MAX_HISTORIES];
+    let head = [
+        Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, I64, F32, I64, I64, I64, I64, I64, I64,
+    ];
+    let mut i = 0;
+    while i < head.len() {
+        p[i] = head[i];
+        i += 1;
+    }
+    p
+};
+
+/// `(out, q, kv, batch, heads, tq, tk, d, cap, scale, rows, tn, shift, group, hcap, nhist,
+/// h0, …, h31)`: [`SDPA_F16`] over keys split between the cache and the sessions' carries.
+/// Frames `0..tn` (`tn ≤ cap`) come from the binary16 cache `kv`, as `SDPA_F16` reads them;
+/// frame `j ≥ tn` of batch row `b` comes from frame `j − shift` of row `(b mod group, head)` of
+/// the packed `[group, heads, hcap, 2d]` binary16 block at `h<b / group>` (`shift ≤ tn`,
+/// `tk − shift ≤ hcap`, `nhist · group ≥ batch`, `nhist ≤` [`MAX_HISTORIES`]; the unused
+/// address slots repeat a used one). Every key and value lands in the same place of the same
+/// tile as `SDPA_F16` stages it from a cache holding all `tk` frames, so the two give the same
+/// bits: a step reads each session's history where its carry holds it instead of copying it
+/// into the workspace first. Launch with [`dims`].
+pub static SDPA_F16_SPLIT: crate::KernelDef = crate::KernelDef {
+    name: "attention.sdpa_f16_split",
+    source: &SOURCE,
+    entry: "attention_sdpa_f16_split",
+    params: &SPLIT_PARAMS,
+    host: host_sdpa_f16_split,
+};
+
 /// The kernels of this module (their own list and module, as the 3xTF32 attention's: the twin
 /// is a model, not bit-equal).
-pub static KERNELS: &[&crate::KernelDef] = &[&SDPA_F16, &SDPA_F16_KV32];
+pub static KERNELS: &[&crate::KernelDef] = &[&SDPA_F16, &SDPA_F16_KV32, &SDPA_F16_SPLIT];
 
 /// The head dimension the kernel computes with: `d` rounded up to 32, 64 or 128 (the columns
 /// past `d` are zeros and their k steps are skipped).
@@ -388,6 +424,106 @@ unsafe fn host_sdpa_f16_kv32(dims_: &LaunchDims, a: &[Arg]) -> Result<(), Kernel
         )
     };
     attention(batch, heads, tq, tk, d, cap, scale, q, kv, out);
+    Ok(())
+}
+
+/// The split launch's history arguments after checking them against what the kernel needs (it
+/// traps otherwise): `(tn, shift, group, hcap, histories)`.
+fn split_args(
+    name: &str,
+    (batch, tk, cap): (usize, usize, usize),
+    a: &[Arg],
+) -> Result<(usize, usize, usize, usize, Vec<crate::DevPtr>), KernelError> {
+    let (tn, shift, group, hcap, n) = (
+        a.usize(11)?,
+        a.usize(12)?,
+        a.usize(13)?,
+        a.usize(14)?,
+        a.usize(15)?,
+    );
+    let ok = (1..=MAX_HISTORIES).contains(&n)
+        && group >= 1
+        && n.checked_mul(group).is_some_and(|r| r >= batch)
+        && tn <= tk
+        && tn <= cap
+        && shift <= tn
+        && tk - shift <= hcap;
+    if !ok {
+        return Err(invalid(format!(
+            "{name}: {n} histories of {group} rows of {hcap} frames, keys {tn} of {tk} from a cache of {cap}, shift {shift}, {batch} rows"
+        )));
+    }
+    let hist = (0..n)
+        .map(|i| a.ptr(16 + i))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((tn, shift, group, hcap, hist))
+}
+
+unsafe fn host_sdpa_f16_split(dims_: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    let name = SDPA_F16_SPLIT.name;
+    let (batch, heads, tq, tk, d, cap) = (
+        a.usize(3)?,
+        a.usize(4)?,
+        a.usize(5)?,
+        a.usize(6)?,
+        a.usize(7)?,
+        a.usize(8)?,
+    );
+    let scale = a.f32(9)?;
+    if tk == 0 {
+        return Err(invalid(format!("{name}: no keys")));
+    }
+    let (tn, shift, group, hcap, hist) = split_args(name, (batch, tk, cap), a)?;
+    // the launch checks of the whole-cache kernels, over a cache of the tk frames gathered below
+    check_launch(
+        name,
+        dims_,
+        &[&a[..8], &[Arg::I64(tk as i64)], &a[9..11]].concat(),
+    )?;
+    let half16 = |p: crate::DevPtr, len: usize| -> Result<&[f16], KernelError> {
+        if len > 0 && (p.is_null() || !p.0.is_multiple_of(2)) {
+            return Err(invalid(format!(
+                "{name}: null or unaligned binary16 address {p}"
+            )));
+        }
+        // SAFETY: HostFn contract (the launch's extents lie in live buffers); f16 is a 2-byte
+        // plain value, the address 2-aligned (checked).
+        Ok(if len == 0 {
+            &[][..]
+        } else {
+            unsafe { std::slice::from_raw_parts(p.0 as *const f16, len) }
+        })
+    };
+    let n = batch * tq * heads * d;
+    let w = 2 * d;
+    let kv = half16(a.ptr(2)?, batch * heads * cap * w)?;
+    let carries = hist
+        .iter()
+        .map(|&p| half16(p, group * heads * hcap * w))
+        .collect::<Result<Vec<_>, _>>()?;
+    // [batch, heads, tk, 2d]: frames 0..tn of the cache, then the carries' frames j − shift
+    let mut all = vec![0.0f32; batch * heads * tk * w];
+    for b in 0..batch {
+        for h in 0..heads {
+            let dst = &mut all[(b * heads + h) * tk * w..][..tk * w];
+            let own = &kv[(b * heads + h) * cap * w..];
+            let row = (b % group * heads + h) * hcap * w;
+            let carry = &carries[b / group][row..];
+            for j in 0..tk {
+                let f = if j < tn {
+                    &own[j * w..][..w]
+                } else {
+                    &carry[(j - shift) * w..][..w]
+                };
+                for (x, y) in dst[j * w..][..w].iter_mut().zip(f) {
+                    *x = y.to_f32();
+                }
+            }
+        }
+    }
+    // SAFETY: HostFn contract (out overlaps neither input).
+    let (out, q) = unsafe { (wr(a.ptr(0)?, n)?, rd(a.ptr(1)?, n)?) };
+    attention(batch, heads, tq, tk, d, tk, scale, q, &all, out);
     Ok(())
 }
 

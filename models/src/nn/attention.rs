@@ -41,6 +41,52 @@ pub trait KvElem: CopyElem {
         tk: usize,
         scale: f32,
     ) -> Result<(), OpError>;
+
+    /// Whether [`KvElem::attention_split`] reads histories in place: where it does not, a step
+    /// stages every history frame into its workspace ([`History::staged`]` == `[`History::extent`]).
+    const READS_CARRIES: bool;
+
+    /// SDPA of `q` over frames `0..t + h.staged` of `kv`, then each session's history frames
+    /// `h.staged..h.extent` where its carry holds them ([`History`]): the bits of
+    /// [`KvElem::attention`] over a `kv` holding all `t + h.extent` frames.
+    fn attention_split(
+        cx: &Ctx<'_>,
+        out: Tensor<'_>,
+        q: Tensor<'_>,
+        kv: Tensor<'_, Self>,
+        t: usize,
+        h: &History<'_, '_, Self>,
+        scale: f32,
+    ) -> Result<(), OpError>;
+}
+
+/// Where a step's attention finds each session's history, the `extent` cached frames after its
+/// `t` new ones: frames `0..staged` copied behind the new frames of the workspace, frames
+/// `staged..extent` where each session's carry layer holds them (`carries`, `[cfg, heads, cap,
+/// 2·head_dim]` each, one per session of the batch, the rows of session `s` the batch rows
+/// `cfg·s..cfg·(s + 1)`). All staged (`staged == extent`) is the plain case, which needs no
+/// carries; [`KvElem::READS_CARRIES`] says where fewer may be.
+#[derive(Copy, Clone, Debug)]
+pub struct History<'h, 'a, K: KvElem> {
+    pub extent: usize,
+    pub staged: usize,
+    pub carries: &'h [Tensor<'a, K>],
+}
+
+impl<'h, 'a, K: KvElem> History<'h, 'a, K> {
+    /// `extent` frames, all staged in the workspace.
+    pub fn staged(extent: usize) -> Self {
+        History {
+            extent,
+            staged: extent,
+            carries: &[],
+        }
+    }
+
+    /// Whether every history frame lies in the workspace.
+    pub fn all_staged(&self) -> bool {
+        self.staged >= self.extent
+    }
 }
 
 impl KvElem for f32 {
@@ -74,6 +120,31 @@ impl KvElem for f32 {
         scale: f32,
     ) -> Result<(), OpError> {
         ops::attention(cx, out, q, kv, tk, scale)
+    }
+
+    const READS_CARRIES: bool = false;
+
+    fn attention_split(
+        cx: &Ctx<'_>,
+        out: Tensor<'_>,
+        q: Tensor<'_>,
+        kv: Tensor<'_>,
+        t: usize,
+        h: &History<'_, '_, Self>,
+        scale: f32,
+    ) -> Result<(), OpError> {
+        if !h.all_staged() {
+            return Err(OpError::Arg {
+                op: "self_attention",
+                arg: "history",
+                detail: format!(
+                    "frames {}..{} of an f32 history left in its carries: an f32 cache is \
+                     read from the workspace only",
+                    h.staged, h.extent
+                ),
+            });
+        }
+        Self::attention(cx, out, q, kv, t + h.extent, scale)
     }
 }
 
@@ -112,6 +183,26 @@ impl KvElem for ::half::f16 {
         scale: f32,
     ) -> Result<(), OpError> {
         ops::attention_f16(cx, out, q, kv, tk, scale)
+    }
+
+    const READS_CARRIES: bool = true;
+
+    fn attention_split(
+        cx: &Ctx<'_>,
+        out: Tensor<'_>,
+        q: Tensor<'_>,
+        kv: Tensor<'_, Self>,
+        t: usize,
+        h: &History<'_, '_, Self>,
+        scale: f32,
+    ) -> Result<(), OpError> {
+        let tk = t + h.extent;
+        if h.all_staged() {
+            return Self::attention(cx, out, q, kv, tk, scale);
+        }
+        // frame j ≥ t + staged of the keys is frame j − t of its session's carry
+        let keys = (t + h.staged, tk);
+        ops::attention_f16_split(cx, out, q, kv, keys, h.carries, t, scale)
     }
 }
 
@@ -295,13 +386,15 @@ impl SelfAttention {
     }
 
     /// Attention of the `batch · t` rows of `xn` (`[batch·t, hidden]`, modulated) over
-    /// themselves and `l` cached frames, into `out` (`[batch·t, hidden]`). Keys and values lie in
-    /// `work` (`[batch, heads, cap, 2·head_dim]`, frames `0..t + l`: the new frames, which this
-    /// call writes, then the history, which the caller staged at frames `t..t + l` of every row
-    /// before the call: one copy per session for every layer of a solver step, see
-    /// `token2wav::dit`); `(qkv, qn, att)` are packed scratch of at least `batch·t · 3·inner`,
+    /// themselves and `history.extent` cached frames, into `out` (`[batch·t, hidden]`). Keys and
+    /// values lie in `work` (`[batch, heads, cap, 2·head_dim]`, frames `0..t + staged`: the new
+    /// frames, which this call writes, then the history frames the caller staged at frames
+    /// `t..t + staged` of every row before the call: one copy per session for every layer of a
+    /// solver step, see `token2wav::dit`), and the history's other frames in each session's
+    /// carry ([`History`]); `(qkv, qn, att)` are packed scratch of at least `batch·t · 3·inner`,
     /// `batch·t · inner` and `batch·t · inner`. Every launch covers all rows at once, and each
-    /// row's arithmetic is the same whatever rows share the launch.
+    /// row's arithmetic is the same whatever rows share the launch, and wherever its history
+    /// frames are read from.
     ///
     /// The cache's element type `K` is the contract's (f32, or binary16 at the `half` point; see
     /// [`KvElem`]): the same launches either way, the binary16 ones storing the values the f32
@@ -311,12 +404,14 @@ impl SelfAttention {
         &self,
         cx: &Ctx<'_>,
         xn: Tensor<'_>,
-        l: usize,
+        history: &History<'_, '_, K>,
         work: Tensor<'_, K>,
         (qkv, qn, att): (Tensor<'_>, Tensor<'_>, Tensor<'_>),
         out: Tensor<'_>,
     ) -> Result<(), OpError> {
         let inner = self.heads * self.head_dim;
+        // the workspace holds the new frames and the staged ones
+        let l = history.staged.min(history.extent);
         let batch = work.dims().first().copied().unwrap_or(0);
         let rows = xn.dims()[0];
         let t = rows.checked_div(batch).unwrap_or(0);
@@ -342,12 +437,13 @@ impl SelfAttention {
             self.q_norm.eps(),
         )?;
         let att3 = att.view(&[batch, t, inner])?;
-        K::attention(
+        K::attention_split(
             cx,
             att3,
             qn.view(&[batch, t, inner])?,
             work,
-            t + l,
+            t,
+            history,
             self.scale,
         )?;
         self.proj.forward(cx, att.view(&[rows, inner])?, out)

@@ -16,7 +16,7 @@ mod mlp;
 mod norm;
 pub mod weights;
 
-pub use attention::{KvElem, RelPosAttention, RelPosScratch, SelfAttention};
+pub use attention::{History, KvElem, RelPosAttention, RelPosScratch, SelfAttention};
 pub use conv::{CausalConv1d, Conv1d};
 pub use direct::{DirectConv1d, ResBlock, ResBlockRun, Snake, causal_padding};
 pub use embedding::Embedding;

@@ -18,7 +18,10 @@
 //! addresses it has for its whole life; nothing is moved or gathered through a table. What a
 //! call reads and writes of a session's state is reached by launches of its own that take its
 //! addresses as arguments: the history copy into the batched workspace and the carry
-//! write-back (the carry, hundreds of MB per session at full size, is never copied whole), and
+//! write-back (the carry, hundreds of MB per session at full size, is never copied whole; at the
+//! half point's steady state the attention reads most of the history from the carries
+//! themselves, every member's address one argument of its launch, and the copy stages only
+//! what the write-back moves: `solver::staged_history`), and
 //! one gather and one scatter of its estimator conv contexts (a few MB) into and out of the
 //! batch's context buffer, so the conv launches see one evenly strided `[n·cfg, …]` batch. A
 //! graph of a batch therefore bakes its members' addresses: it is captured per (class, batch

@@ -9,7 +9,7 @@ use super::config::DitConfig;
 use super::half;
 use super::work::{Work, v};
 use crate::nn::{
-    AdaNorm, Conv1d, KvElem, LayerNorm, Linear, LoadError, Loader, Mlp, SelfAttention,
+    AdaNorm, Conv1d, History, KvElem, LayerNorm, Linear, LoadError, Loader, Mlp, SelfAttention,
 };
 
 /// Batch rows of the classifier-free-guidance estimator call (conditional, unconditional).
@@ -87,26 +87,31 @@ pub(super) struct StepState<'a, 'b, K: KvElem = f32> {
     /// for all: they share a catalog class).
     pub carries: &'b [Tensor<'a, K>],
     pub extent: usize,
+    /// The history frames `0..staged` the step copies into the workspace; the attention reads
+    /// frames `staged..extent` where the carries hold them (`nn::History`). `extent` where the
+    /// cache's element type reads only the workspace ([`KvElem::READS_CARRIES`]).
+    pub staged: usize,
     /// The solver workspace `[depth, n·cfg, heads, work, 2·head_dim]`.
     pub work: Tensor<'a, K>,
     /// The conv contexts `[depth, n·cfg, conv, CONV_K − 1, hidden]`, read and written in place.
     pub conv: Tensor<'a>,
 }
 
-/// Copies each session's history (its carry's frames `0..extent`, every layer) behind the
-/// `frames` new frames of its rows of the workspace (`[new ‖ history]`, the prepend order the
+/// Copies each session's staged history (its carry's frames `0..staged`, every layer) behind
+/// the `frames` new frames of its rows of the workspace (`[new ‖ history]`, the prepend order the
 /// attention reads): one `copy.batched` launch per session covering all `depth` layers
 /// (`copy.batched_f16` on a binary16 cache), since a session's rows repeat at one stride from
-/// layer to layer on both sides. Nothing in a step
-/// writes those frames before the attention of the last layer reads them (each layer writes only
-/// its new frames `0..frames`), so staging them once per step equals copying them layer by layer
-/// before each attention, as moves, bit for bit.
+/// layer to layer on both sides. Nothing in a step writes those frames, or the carries, before
+/// the attention of the last layer reads them (each layer writes only its new frames
+/// `0..frames`; the write-back comes after), so staging them once per step equals copying them
+/// layer by layer before each attention, as moves, bit for bit, and the frames left in the
+/// carries are read there as they would be read from a copy.
 fn stage_histories<K: KvElem>(
     cx: &Ctx<'_>,
     st: &StepState<'_, '_, K>,
     frames: usize,
 ) -> Result<(), FlowError> {
-    let l = st.extent;
+    let l = st.staged.min(st.extent);
     if l == 0 {
         return Ok(());
     }
@@ -216,10 +221,22 @@ impl Dit {
         let (o, att) = (v(&w.o, &[rows, hid])?, v(&w.att, &[rows, hid])?);
         let scratch = (Tensor::of(&w.qkv)?, Tensor::of(&w.qn)?, Tensor::of(&w.att)?);
         stage_histories(cx, &st, frames)?;
+        let mut layer_carries = Vec::with_capacity(st.carries.len());
         for (li, blk) in self.blocks.iter().enumerate() {
             // attention over [new ‖ history]; xn holds modulate(norm1(x)) here
             let work = st.work.index(0, li)?;
-            blk.attn.forward(cx, xn, st.extent, work, scratch, o)?;
+            layer_carries.clear();
+            if st.staged < st.extent {
+                for c in st.carries {
+                    layer_carries.push(c.index(0, li)?);
+                }
+            }
+            let history = History {
+                extent: st.extent,
+                staged: st.staged,
+                carries: &layer_carries,
+            };
+            blk.attn.forward(cx, xn, &history, work, scratch, o)?;
             // x += gate_msa · o; xn = modulate(norm3(x), shift_conv, scale_conv)
             let gate = (m(li * MODS + GATE_MSA)?, o);
             let next = mm(li, SHIFT_CONV, SCALE_CONV)?;

@@ -61,6 +61,26 @@ fn exact(x: f32) -> f32 {
     x
 }
 
+/// The history frames a step copies into its workspace (`dit::StepState::staged`): all
+/// `l_old`, but where the cache's element type lets the attention read the rest from the
+/// carries ([`KvElem::READS_CARRIES`]) and the write-back needs no more. That is the steady
+/// state of a prepend cache: the extent is at the bound (`head + tail`), so the tail the
+/// write-back keeps is where it already lies in the carry, and the `frames` new frames fit the
+/// head, so the head it keeps is the new frames and the history's first `head − frames`: only
+/// those are staged (at the full config, which keeps the newest 100 frames at the head, 44
+/// frames of 402). Anywhere else the whole history is staged, as the write-back may move any
+/// of it; so is it where the solver does not write back (the stock store's caller copies the
+/// whole workspace into its cache after the call).
+fn staged_history<K: KvElem>(keep: &Keep, l_old: usize, frames: usize, sessions: usize) -> usize {
+    let steady = l_old == keep.bound() && keep.head >= frames && frames > 0;
+    let fits = (1..=dcc_runtime::kernels::attention::f16::MAX_HISTORIES).contains(&sessions);
+    if K::READS_CARRIES && steady && fits {
+        keep.head - frames
+    } else {
+        l_old
+    }
+}
+
 /// One solver call over `n = carries.len()` sessions of one class, every view checked by the
 /// caller against the flow's shapes. `K`: the element type of the carries and the workspace
 /// (f32, or binary16 at the contract's `half` point; [`KvElem`]).
@@ -140,6 +160,12 @@ impl DeviceFlow {
         };
         let (mut t, mut dt) = step_time(&t_span, s.steps.start, round);
         let mut kept = ops::carry::kept(&s.keep, tk);
+        let staged = if s.write_back {
+            staged_history::<K>(&s.keep, l_old, frames, n)
+        } else {
+            // the caller writes the workspace back itself (the stock store): all of it
+            l_old
+        };
         let x_rows = xin.narrow(3, 0, mel)?;
         let vel = v(&w.vel, &[n, CFG_BATCH, frames, mel])?;
         for step in s.steps.start + 1..=s.steps.end {
@@ -168,6 +194,7 @@ impl DeviceFlow {
             let st = StepState {
                 carries: &carry_steps,
                 extent: l_old,
+                staged,
                 work: ws_step,
                 conv: s.est.index(0, si)?,
             };
@@ -175,7 +202,12 @@ impl DeviceFlow {
             // carry write-back for this step (every layer's [new ‖ old] → carry), state rule:
             // the frames the contract's keep names, head ‖ tail of the prepend storage
             if s.write_back {
-                kept = self.write_back(cx, &carry_steps, ws_step, tk, frames, &s.keep)?;
+                let st = ops::carry::Staged {
+                    at: frames,
+                    frames: staged,
+                    partial: staged < l_old,
+                };
+                kept = self.write_back(cx, &carry_steps, ws_step, tk, st, &s.keep)?;
             }
             // final layer (w.xn = modulate(norm_final(x))), guidance, Euler step
             self.dit().output(cx, w, frames, n)?;
@@ -205,24 +237,22 @@ impl DeviceFlow {
     /// per session, one launch over its rows of every layer of the batched workspace `[depth,
     /// n·cfg, heads, work, 2·hd]`, copied as they are or retained
     /// (`ops::carry::write_back_layers`). The workspace rows are `[new ‖ history]`, the
-    /// history the step staged from these very carries behind its `frames` new frames
+    /// history (all of it, or its first `staged.frames` frames: [`staged_history`]) the step
+    /// staged from these very carries behind its `frames` new frames
     /// (`dit::stage_histories`; nothing writes either side of it during the step), so the
-    /// kept frames that copy already puts in place are not moved again
-    /// (`ops::carry::Staged`: at the steady state, the prompt's frames).
+    /// kept frames that copy already puts in place, or that never left the carry, are not
+    /// moved again (`ops::carry::Staged`: at the steady state, the prompt's frames).
     fn write_back<K: Elem>(
         &self,
         cx: &Ctx<'_>,
         carries: &[Tensor<'_, K>],
         ws: Tensor<'_, K>,
         tk: usize,
-        frames: usize,
+        staged: ops::carry::Staged,
         keep: &Keep,
     ) -> Result<usize, FlowError> {
         let mut kept = ops::carry::kept(keep, tk);
-        let staged = Some(ops::carry::Staged {
-            at: frames,
-            frames: tk - frames,
-        });
+        let staged = Some(staged);
         if let [carry] = carries {
             let (dst, src) = (carry.flatten(0, 2)?, ws.flatten(0, 2)?);
             return Ok(ops::carry::write_back_staged(

@@ -74,23 +74,80 @@ pub fn write_back_rows(
 /// (extent before the call at `head + tail`) the whole tail, at an append cache's the head.
 /// The caller's promise; a false one leaves stale frames in the destination (every range is
 /// still checked, so never memory outside the two views).
+///
+/// A **partial** staging (`partial`) copied only the destination's first `frames` frames: the
+/// source's frames from `at + frames` on were never written, and the history they stand for
+/// is the destination's frames from `frames` on, still in place (a step that read them from the
+/// carry itself). Such a write-back moves only source frames `[0, at + frames)`; where a kept
+/// part would need others and is not in place (below retention, or a tail that does not land
+/// where it lies), it is refused ([`Error::Carry`]) before anything is launched.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Staged {
     /// First source frame of the copy (the new frames before it).
     pub at: usize,
     /// Frames copied from the destination's start.
     pub frames: usize,
+    /// Only those frames were copied; the rest of the history stayed in the destination.
+    pub partial: bool,
 }
+
+impl Staged {
+    /// The whole history `[0, frames)` copied behind `at` new frames.
+    pub const fn whole(at: usize, frames: usize) -> Staged {
+        Staged {
+            at,
+            frames,
+            partial: false,
+        }
+    }
+}
+
+/// One part of a write-back: `(destination frame, source frame, frames)` of every row.
+type Part = (usize, usize, usize);
 
 /// The parts of a write-back left to move when `staged` says some are in place: `(destination
 /// frame, source frame, frames)` of every row, or `None` when nothing is in place (the whole
-/// write-back runs as without `staged`).
+/// write-back runs as without `staged`). A partial staging ([`Staged::partial`]) always gives
+/// its parts, or why it cannot: a part to move lies past the frames the source holds.
 fn staged_parts(
     st: Staged,
     keep: Keep,
     extent: usize,
     retention: Option<Retention>,
-) -> Option<Vec<(usize, usize, usize)>> {
+) -> std::result::Result<Option<Vec<Part>>, &'static str> {
+    if st.partial {
+        let Some(r) = retention else {
+            return Err("a partial staging below retention (every frame moves)");
+        };
+        let held = st.at.saturating_add(st.frames);
+        let head_in_place = st.at == 0 && keep.head <= st.frames;
+        // in the copy at its destination offset, or past it and left in the destination there
+        let tail_in_place = r.tail_src >= st.at && r.tail_src - st.at == r.head;
+        let mut parts = Vec::with_capacity(1);
+        if !head_in_place && r.head > 0 {
+            if r.head > held {
+                return Err("the head lies past the frames the partial staging holds");
+            }
+            parts.push((0, 0, r.head));
+        }
+        if !tail_in_place && r.tail_len > 0 {
+            if r.tail_src + r.tail_len > held {
+                return Err("the tail is not in place and lies past the staged frames");
+            }
+            parts.push((r.head, r.tail_src, r.tail_len));
+        }
+        return Ok(Some(parts));
+    }
+    Ok(whole_parts(st, keep, extent, retention))
+}
+
+/// [`staged_parts`] of a whole staging.
+fn whole_parts(
+    st: Staged,
+    keep: Keep,
+    extent: usize,
+    retention: Option<Retention>,
+) -> Option<Vec<Part>> {
     let Some(r) = retention else {
         // rows copied as they are: a copy at the start of the source is already there
         let p = if st.at == 0 { st.frames.min(extent) } else { 0 };
@@ -263,9 +320,13 @@ pub fn write_back_layered_rows(
         let (d, s) = unsafe { (d.bind(), s.bind()) };
         ops::copy_batched(cx, d, s).map_err(op_err)
     };
-    let parts = staged
-        .filter(|_| !inplace && dst_words > 0)
-        .and_then(|st| staged_parts(st, keep, extent, retention));
+    let parts = match staged.filter(|_| !inplace && dst_words > 0) {
+        Some(st) => staged_parts(st, keep, extent, retention).map_err(bad)?,
+        None if staged.is_some_and(|st| st.partial) && inplace => {
+            return Err(bad("a partial staging in place"));
+        }
+        None => None,
+    };
     if let Some(parts) = parts {
         // `staged_parts` gives frames inside the kept and `extent` frames
         for (d_at, s_at, frames) in parts {

@@ -132,3 +132,105 @@ pub fn attention_f16(
     // kernel's shared-memory layout assumes.
     unsafe { cx.launch(&k::attention::f16::SDPA_F16, launch, &args) }
 }
+
+/// [`attention_f16`] over keys split between the workspace and each session's carry
+/// (`attention.sdpa_f16_split`): frames `0..tn` of `kv` (packed `[batch, heads, cap, 2·d]`
+/// binary16: a step's new frames and whatever history it staged), then frame `j ≥ tn` of batch
+/// row `b` from frame `j − shift` of row `(b mod g, head)` of `hist[b / g]`, each a packed
+/// `[g, heads, hcap, 2·d]` binary16 block (a session's carry layer; `g · hist.len() = batch`,
+/// at most `attention::f16::MAX_HISTORIES` of them). The kernel stages every key and value where
+/// [`attention_f16`] stages them from a cache holding all `tk` frames, so the two give the same
+/// bits, and the step need not copy each session's history into the workspace first.
+#[allow(clippy::too_many_arguments)]
+pub fn attention_f16_split(
+    cx: &Ctx<'_>,
+    out: Tensor<'_>,
+    q: Tensor<'_>,
+    kv: Tensor<'_, f16>,
+    (tn, tk): (usize, usize),
+    hist: &[Tensor<'_, f16>],
+    shift: usize,
+    scale: f32,
+) -> Result<(), OpError> {
+    let op = "attention_f16_split";
+    let (b, h, cap, d) = cache16(op, "kv", &kv)?;
+    let tq = match q.dims() {
+        &[qb, tq, w] if qb == b && w == h * d => tq,
+        x => return Err(OpError::shape(op, "q", format!("[{b}, tq, {}]", h * d), x)),
+    };
+    packed(op, "q", &q)?;
+    dims(op, "out", &out, q.dims())?;
+    packed(op, "out", &out)?;
+    let n = hist.len();
+    let max = k::attention::f16::MAX_HISTORIES;
+    if n == 0 || n > max || !b.is_multiple_of(n) {
+        return Err(OpError::arg(
+            op,
+            "hist",
+            format!("{n} histories for {b} batch rows (1..={max}, dividing the rows)"),
+        ));
+    }
+    let g = b / n;
+    let mut hcap = 0;
+    for t in hist {
+        let (hb, hh, c, hd) = cache16(op, "hist", t)?;
+        if (hb, hh, hd) != (g, h, d) || (hcap != 0 && c != hcap) {
+            return Err(OpError::shape(
+                op,
+                "hist",
+                format!("[{g}, {h}, one cap for all, {}]", 2 * d),
+                t.dims(),
+            ));
+        }
+        hcap = c;
+    }
+    if tk == 0 || tn > tk || tn > cap || shift > tn || tk - shift > hcap {
+        return Err(OpError::arg(
+            op,
+            "tk",
+            format!(
+                "keys 0..{tn} of a cache of {cap}, {tn}..{tk} from histories of {hcap} frames \
+                 at shift {shift}"
+            ),
+        ));
+    }
+    let mut operands = vec![
+        operand("out", &out, true),
+        operand("q", &q, false),
+        operand("kv", &kv, false),
+    ];
+    operands.extend(hist.iter().map(|t| operand("hist", t, false)));
+    disjoint(op, &operands)?;
+    let (launch, tiling) = k::attention::f16::dims(b * h, tq, tk, d)
+        .map_err(|e| OpError::arg(op, "tk", e.to_string()))?;
+    let mut args = vec![
+        ptr(&out),
+        ptr(&q),
+        ptr(&kv),
+        int(b),
+        int(h),
+        int(tq),
+        int(tk),
+        int(d),
+        int(cap),
+        Arg::F32(scale),
+        int(tiling.rows()),
+        int(tn),
+        int(shift),
+        int(g),
+        int(hcap),
+        int(n),
+    ];
+    // the unused address slots repeat the last history (the kernel never reads them)
+    args.extend((0..max).map(|i| ptr(&hist[i.min(n - 1)])));
+    cx.work(Work::f32(
+        4 * b * h * tq * tk * d,
+        2 * b * tq * h * d + b * h * tk * d,
+    ));
+    // SAFETY: the kernel reads q[0..batch·tq·heads·d], frames < tn <= cap of the packed
+    // binary16 cache and frames (tn − shift)..(tk − shift) <= hcap of rows < g·heads of each
+    // packed history (g · n = batch), and writes out (q's extent): the checked views; out
+    // overlaps no input; `launch` and the rows argument come from `attention::f16::dims`, which
+    // the kernel's shared-memory layout assumes.
+    unsafe { cx.launch(&k::attention::f16::SDPA_F16_SPLIT, launch, &args) }
+}

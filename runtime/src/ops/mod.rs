@@ -49,7 +49,7 @@ pub use elementwise::{
     timestep_embedding, timestep_embedding_f16,
 };
 pub use error::OpError;
-pub use half_kv::{attention_f16, qk_pack_f16};
+pub use half_kv::{attention_f16, attention_f16_split, qk_pack_f16};
 pub use linear::{
     GemmPath, LinearWeights, WeightElem, linear, linear_act, linear_f16, linear_f16_with,
     linear_tf32x3, linear_tf32x3_with, linear_with,
