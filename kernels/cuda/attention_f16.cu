@@ -108,55 +108,48 @@ __device__ __forceinline__ void dcc_ha_commit() { asm volatile("cp.async.commit_
 template <int N>
 __device__ __forceinline__ void dcc_ha_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 
-// Where the frames of one (batch, head) slice lie: frames j < tn at `lo` + j·2d (the cache, the
-// whole slice where tn ≥ tk), frames j ≥ tn at `hi` + (j − shift)·2d (a session's carry row:
-// attention_sdpa_f16_split). Both pointers at the slice's first key, or at its first value.
+// Where the frames of one (batch, head) slice lie: frame j at `lo` + j·2d, moved by `delta` bytes
+// from frame tn on (the cache up to tn, a session's carry row after it: attention_sdpa_f16_split;
+// tn ≥ tk where the cache holds the whole slice). `lo` at the slice's first key, or its first
+// value. One address, one offset and one bound: the fewest registers the staging loop holds.
 template <typename KV>
 struct DccHaSrc {
     const KV* lo;
-    const KV* hi;
+    long long delta;
     int tn;
-    int shift;
     __device__ __forceinline__ const KV* frame(int j, int d) const {
-        return j < tn ? lo + (i64)j * 2 * d : hi + (i64)(j - shift) * 2 * d;
+        const unsigned long long a = reinterpret_cast<unsigned long long>(lo + (i64)j * 2 * d);
+        return reinterpret_cast<const KV*>(a + (j < tn ? 0ull : (unsigned long long)delta));
     }
-    __device__ __forceinline__ DccHaSrc plus(int c) const { return DccHaSrc{lo + c, hi + c, tn, shift}; }
+    __device__ __forceinline__ DccHaSrc plus(int c) const { return DccHaSrc{lo + c, delta, tn}; }
 };
 
 // No history: every frame of a slice from the cache (attention_sdpa_f16, attention_sdpa_f16_kv32).
 struct DccHaNoHist {
     template <typename KV>
     __device__ __forceinline__ DccHaSrc<KV> src(const KV* base, i64, i64, i64, int, int tk) const {
-        return DccHaSrc<KV>{base, base, tk, 0};
+        return DccHaSrc<KV>{base, 0, tk};
     }
     __device__ __forceinline__ bool aligned16() const { return true; }
     __device__ __forceinline__ i64 own(i64 tk) const { return tk; }
 };
 
-// The history of attention_sdpa_f16_split: batch row b's frames from tn on lie in the carry of
-// session b / group, row (b mod group, head) of a packed [group, heads, cap, 2d] block at p[b /
-// group]. Held by value and only ever indexed by constants (the select chain below), so the
-// addresses stay kernel parameters: no copy into local memory.
-#define DCC_HA_HMAX 32
+// The history of attention_sdpa_f16_split, for the one (batch row b, head h) slice this CTA
+// computes (the split launch runs one unit per CTA): its frames from tn on at `hp` + (j − shift)·2d,
+// the row of its session's carry. The entry picks `hp` among the launch's addresses before the
+// body runs, so they are dead by then and hold no registers in its loops.
 template <typename KV>
-struct DccHaHist {
-    const KV* p[DCC_HA_HMAX];
-    i64 n, group, cap;
+struct DccHaOne {
+    const KV* hp;
     int tn, shift;
-    __device__ __forceinline__ DccHaSrc<KV> src(const KV* base, i64 b, i64 h, i64 heads, int d, int) const {
-        const i64 m = b / group, c = b % group;
-        const KV* hp = p[0];
-#pragma unroll
-        for (int i = 1; i < DCC_HA_HMAX; ++i)
-            if (m == i) hp = p[i];
-        return DccHaSrc<KV>{base, hp + (c * heads + h) * cap * 2 * d, tn, shift};
+    // frame j ≥ tn at hp + (j − shift)·2d, i.e. base + j·2d moved by (hp − base) − shift·2d elements
+    __device__ __forceinline__ DccHaSrc<KV> src(const KV* base, i64, i64, i64, int d, int) const {
+        const long long delta = (long long)(reinterpret_cast<unsigned long long>(hp) -
+                                            reinterpret_cast<unsigned long long>(base)) -
+                                (long long)shift * 2 * d * (long long)sizeof(KV);
+        return DccHaSrc<KV>{base, delta, tn};
     }
-    __device__ __forceinline__ bool aligned16() const {
-        bool a = true;
-#pragma unroll
-        for (int i = 0; i < DCC_HA_HMAX; ++i) a = a && (i >= n || (reinterpret_cast<unsigned long long>(p[i]) & 15) == 0);
-        return a;
-    }
+    __device__ __forceinline__ bool aligned16() const { return (reinterpret_cast<unsigned long long>(hp) & 15) == 0; }
     __device__ __forceinline__ i64 own(i64) const { return tn; }
 };
 
@@ -227,8 +220,11 @@ __device__ __forceinline__ float dcc_ha_softmax_row(float* sw, int tk, int lane)
     return sum;
 }
 
+// Not inlined: each (element type, width, tiling, staging) instantiation gets its own register
+// allocation, so the widest one's pressure does not spill into the one a launch runs (inlined
+// into one entry they all spilled; this changes no instruction of the arithmetic).
 template <typename KV, int DP, int MT, bool VEC, typename H>
-__device__ __forceinline__ void dcc_sdpa_f16_body(float* out, const float* q, const KV* kv, i64 batch, i64 heads,
+__device__ __noinline__ void dcc_sdpa_f16_body(float* out, const float* q, const KV* kv, i64 batch, i64 heads,
                                                   i64 tq, int tk, int d, i64 cap, float scale, const H hist) {
     constexpr int ROWS = 16 * MT;
     constexpr int NG = DCC_HA_WARPS / MT;           // warp groups over key / column n8 tiles
@@ -444,19 +440,32 @@ extern "C" __global__ void __launch_bounds__(256) attention_sdpa_f16_kv32(float*
 // frame j − shift of batch row b's carry row (b mod group, head) of the packed [group, heads,
 // hcap, 2d] block h<b / group> (nhist ≤ 32 of them; the unused slots repeat a used one). The same
 // values in the same order as attention_sdpa_f16 over a cache holding all tk frames: the same bits.
+// One unit (batch row, head, query tile) per CTA: a grid of fewer CTAs traps; CTAs past the last
+// unit return.
 #define DCC_HA_P(i) const unsigned short* h##i
 #define DCC_HA_P8(a, b, c, d, e, f, g, h) DCC_HA_P(a), DCC_HA_P(b), DCC_HA_P(c), DCC_HA_P(d), DCC_HA_P(e), DCC_HA_P(f), DCC_HA_P(g), DCC_HA_P(h)
+#define DCC_HA_PICK(i) \
+    if (m == i) hp = h##i;
 extern "C" __global__ void __launch_bounds__(256) attention_sdpa_f16_split(
     float* out, const float* q, const unsigned short* kv, i64 batch, i64 heads, i64 tq, i64 tk, i64 d, i64 cap,
     float scale, i64 rows, i64 tn, i64 shift, i64 group, i64 hcap, i64 nhist, DCC_HA_P8(0, 1, 2, 3, 4, 5, 6, 7),
     DCC_HA_P8(8, 9, 10, 11, 12, 13, 14, 15), DCC_HA_P8(16, 17, 18, 19, 20, 21, 22, 23),
     DCC_HA_P8(24, 25, 26, 27, 28, 29, 30, 31)) {
-    if (nhist < 1 || nhist > DCC_HA_HMAX || group < 1 || nhist * group < batch || tn < 0 || tn > tk ||
-        shift < 0 || shift > tn || tk - shift > hcap)
+    if (nhist < 1 || nhist > 32 || group < 1 || nhist * group < batch || tn < 0 || tn > tk || shift < 0 ||
+        shift > tn || tk - shift > hcap || rows < 1 || tq < 0 || heads < 1)
         __trap();
-    DccHaHist<unsigned short> hist{{h0,  h1,  h2,  h3,  h4,  h5,  h6,  h7,  h8,  h9,  h10,
-                                    h11, h12, h13, h14, h15, h16, h17, h18, h19, h20, h21,
-                                    h22, h23, h24, h25, h26, h27, h28, h29, h30, h31},
-                                   nhist, group, hcap, (int)tn, (int)shift};
+    const i64 qtiles = (tq + rows - 1) / rows, units = batch * heads * qtiles;
+    if ((i64)gridDim.x < units) __trap();
+    const i64 unit = blockIdx.x;
+    if (unit >= units) return;
+    const i64 b = unit / (qtiles * heads), h = (unit / qtiles) % heads, m = b / group;
+    const unsigned short* hp = h0;
+    DCC_HA_PICK(1) DCC_HA_PICK(2) DCC_HA_PICK(3) DCC_HA_PICK(4) DCC_HA_PICK(5) DCC_HA_PICK(6) DCC_HA_PICK(7)
+    DCC_HA_PICK(8) DCC_HA_PICK(9) DCC_HA_PICK(10) DCC_HA_PICK(11) DCC_HA_PICK(12) DCC_HA_PICK(13) DCC_HA_PICK(14)
+    DCC_HA_PICK(15) DCC_HA_PICK(16) DCC_HA_PICK(17) DCC_HA_PICK(18) DCC_HA_PICK(19) DCC_HA_PICK(20) DCC_HA_PICK(21)
+    DCC_HA_PICK(22) DCC_HA_PICK(23) DCC_HA_PICK(24) DCC_HA_PICK(25) DCC_HA_PICK(26) DCC_HA_PICK(27) DCC_HA_PICK(28)
+    DCC_HA_PICK(29) DCC_HA_PICK(30) DCC_HA_PICK(31)
+    // one unit per CTA (checked above), so the body's one slice is (b, h)
+    const DccHaOne<unsigned short> hist{hp + ((b % group) * heads + h) * hcap * 2 * d, (int)tn, (int)shift};
     dcc_sdpa_f16_entry(out, q, kv, batch, heads, tq, tk, d, cap, scale, rows, hist);
 }

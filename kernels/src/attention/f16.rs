@@ -182,7 +182,8 @@ const SPLIT_PARAMS: [crate::abi::Param; 16 + MAX_HISTORIES] = {
 /// address slots repeat a used one). Every key and value lands in the same place of the same
 /// tile as `SDPA_F16` stages it from a cache holding all `tk` frames, so the two give the same
 /// bits: a step reads each session's history where its carry holds it instead of copying it
-/// into the workspace first. Launch with [`dims`].
+/// into the workspace first. One CTA per (batch row, head, query tile), which picks its
+/// history's address before the body runs (a grid of fewer is refused); launch with [`dims`].
 pub static SDPA_F16_SPLIT: crate::KernelDef = crate::KernelDef {
     name: "attention.sdpa_f16_split",
     source: &SOURCE,
@@ -480,6 +481,14 @@ unsafe fn host_sdpa_f16_split(dims_: &LaunchDims, a: &[Arg]) -> Result<(), Kerne
         dims_,
         &[&a[..8], &[Arg::I64(tk as i64)], &a[9..11]].concat(),
     )?;
+    // one unit (batch row, head, query tile) per CTA, as the kernel picks each CTA's history
+    let units = batch * heads * tq.div_ceil(a.usize(10)?);
+    if (dims_.grid.0 as usize) < units {
+        return Err(invalid(format!(
+            "{name}: {} CTAs for {units} (batch, head, query tile) units: one each",
+            dims_.grid.0
+        )));
+    }
     let half16 = |p: crate::DevPtr, len: usize| -> Result<&[f16], KernelError> {
         if len > 0 && (p.is_null() || !p.0.is_multiple_of(2)) {
             return Err(invalid(format!(
