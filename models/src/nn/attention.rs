@@ -73,16 +73,7 @@ pub struct History<'h, 'a, K: KvElem> {
     pub carries: &'h [Tensor<'a, K>],
 }
 
-impl<'h, 'a, K: KvElem> History<'h, 'a, K> {
-    /// `extent` frames, all staged in the workspace.
-    pub fn staged(extent: usize) -> Self {
-        History {
-            extent,
-            staged: extent,
-            carries: &[],
-        }
-    }
-
+impl<K: KvElem> History<'_, '_, K> {
     /// Whether every history frame lies in the workspace.
     pub fn all_staged(&self) -> bool {
         self.staged >= self.extent
