@@ -289,3 +289,40 @@ impl DeviceFlow {
         Ok(proj)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dcc_runtime::contract::CacheOrder;
+
+    /// The full config's keep: the newest 100 frames at the head, the prompt's 302 at the tail.
+    fn keep() -> Keep {
+        Keep::natural(CacheOrder::Prepend, 302, 100)
+    }
+
+    #[test]
+    fn a_binary16_cache_at_the_bound_stages_what_the_write_back_moves() {
+        let k = keep();
+        // the steady state: 402 frames before the call, 50 (or the last chunk's 56) new
+        assert_eq!(staged_history::<::half::f16>(&k, 402, 50, 32), 50);
+        assert_eq!(staged_history::<::half::f16>(&k, 402, 56, 1), 44);
+        // new frames filling the head: nothing of the history is moved, nothing staged
+        assert_eq!(staged_history::<::half::f16>(&k, 402, 100, 2), 0);
+    }
+
+    #[test]
+    fn elsewhere_the_whole_history_is_staged() {
+        let k = keep();
+        // below the bound (the write-back may move any frame)
+        for l_old in [0, 302, 352] {
+            assert_eq!(staged_history::<::half::f16>(&k, l_old, 50, 32), l_old);
+        }
+        // more new frames than the head keeps, no frames, more sessions than one launch reads
+        assert_eq!(staged_history::<::half::f16>(&k, 402, 101, 32), 402);
+        assert_eq!(staged_history::<::half::f16>(&k, 402, 0, 32), 402);
+        assert_eq!(staged_history::<::half::f16>(&k, 402, 50, 33), 402);
+        assert_eq!(staged_history::<::half::f16>(&k, 402, 50, 0), 402);
+        // an f32 cache is read from the workspace only
+        assert_eq!(staged_history::<f32>(&k, 402, 50, 32), 402);
+    }
+}
