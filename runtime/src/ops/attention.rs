@@ -43,6 +43,24 @@ fn launch_dims(
     dims(outer, tq, tk, d).map_err(|e| OpError::arg(op, "tk", e.to_string()))
 }
 
+/// The queries of an SDPA over `b` batch rows of `h` heads of width `d`: `q` and `out` packed
+/// `[b, tq, h·d]`; returns `tq` (the checks every SDPA op makes of its queries and output).
+pub(super) fn queries(
+    op: &'static str,
+    q: &Tensor<'_>,
+    out: &Tensor<'_>,
+    (b, h, d): (usize, usize, usize),
+) -> Result<usize, OpError> {
+    let tq = match q.dims() {
+        &[qb, tq, w] if qb == b && w == h * d => tq,
+        x => return Err(OpError::shape(op, "q", format!("[{b}, tq, {}]", h * d), x)),
+    };
+    packed(op, "q", q)?;
+    dims(op, "out", out, q.dims())?;
+    packed(op, "out", out)?;
+    Ok(tq)
+}
+
 /// Writes `t` new key/value rows into frames `t0..t0 + t` of `cache` (`KV_PACK`, one thread per
 /// element): `k`, `v` `[batch · t, ≥ heads · d]` with one leading dimension, head `h` at
 /// columns `h·d..(h + 1)·d`.
@@ -150,13 +168,7 @@ pub fn attention(
 ) -> Result<(), OpError> {
     let op = "attention";
     let (b, h, cap, d) = cache(op, "kv", &kv)?;
-    let tq = match q.dims() {
-        &[qb, tq, w] if qb == b && w == h * d => tq,
-        x => return Err(OpError::shape(op, "q", format!("[{b}, tq, {}]", h * d), x)),
-    };
-    packed(op, "q", &q)?;
-    dims(op, "out", &out, q.dims())?;
-    packed(op, "out", &out)?;
+    let tq = queries(op, &q, &out, (b, h, d))?;
     if tk == 0 || tk > cap {
         return Err(OpError::arg(op, "tk", format!("{tk} outside 1..={cap}")));
     }

@@ -11,7 +11,7 @@ use dcc_kernels as k;
 use dcc_kernels::Arg;
 use half::f16;
 
-use super::{Ctx, OpError, Tensor, Work, dims, disjoint, int, operand, packed, ptr};
+use super::{Ctx, OpError, Tensor, Work, disjoint, int, operand, packed, ptr};
 
 /// `(batch, heads, cap, d)` of a packed `[batch, heads, cap, 2·d]` binary16 cache view.
 fn cache16(
@@ -87,13 +87,7 @@ pub fn attention_f16(
 ) -> Result<(), OpError> {
     let op = "attention_f16";
     let (b, h, cap, d) = cache16(op, "kv", &kv)?;
-    let tq = match q.dims() {
-        &[qb, tq, w] if qb == b && w == h * d => tq,
-        x => return Err(OpError::shape(op, "q", format!("[{b}, tq, {}]", h * d), x)),
-    };
-    packed(op, "q", &q)?;
-    dims(op, "out", &out, q.dims())?;
-    packed(op, "out", &out)?;
+    let tq = super::attention::queries(op, &q, &out, (b, h, d))?;
     if tk == 0 || tk > cap {
         return Err(OpError::arg(op, "tk", format!("{tk} outside 1..={cap}")));
     }
@@ -154,13 +148,7 @@ pub fn attention_f16_split(
 ) -> Result<(), OpError> {
     let op = "attention_f16_split";
     let (b, h, cap, d) = cache16(op, "kv", &kv)?;
-    let tq = match q.dims() {
-        &[qb, tq, w] if qb == b && w == h * d => tq,
-        x => return Err(OpError::shape(op, "q", format!("[{b}, tq, {}]", h * d), x)),
-    };
-    packed(op, "q", &q)?;
-    dims(op, "out", &out, q.dims())?;
-    packed(op, "out", &out)?;
+    let tq = super::attention::queries(op, &q, &out, (b, h, d))?;
     let n = hist.len();
     let max = k::attention::f16::MAX_HISTORIES;
     if n == 0 || n > max || !b.is_multiple_of(n) {
