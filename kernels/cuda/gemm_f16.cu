@@ -294,6 +294,234 @@ __device__ __forceinline__ void h16_linear(const H16Args a) {
         h16_tile<MT, NT, WM, WN, BK, ST, false>(a);
 }
 
+// ---- The chains in registers (h16r_*): the same bits, another data path. ----
+// One warp computes every chain of its warp tile (16·MT rows × 8·NT outputs) over the whole K:
+// it holds H16_KW accumulator sets, and a k step s goes to set s mod 4 in ascending order, so each
+// chain takes exactly the mma sequence of the h16_tile layout above (the same a and b fragments,
+// the same accumulator, the same order) and the partials meet in registers as
+// (p0 + p1) + (p2 + p3): every output has the bits of the other tiles. x is rounded to binary16
+// once, when it is staged (a float4 of x per slot read into registers one tile ahead and
+// written to shared memory as two f16x2 after the tile in flight is multiplied), W staged as
+// before (cp.async); both stages are binary16 [rows][BK + 8] (row stride ≡ 16 bytes mod 128, so
+// the eight 16-byte rows of one ldmatrix phase fall in distinct banks) and the fragments come
+// from ldmatrix.x4 (a: rows g, g + 8 × k 2t, 2t + 8 of the m16 tile, as h16_tile's loads and
+// packs; b: outputs g × k 2t, 2t + 8 of two n8 tiles). No shared-memory reduction: the outputs go
+// from registers (two adjacent outputs a 64-bit store where y allows it).
+// Launch: grid (ceil(out / BN), ceil(rows / BM), 1), block (32 · WM · WN, 1, 1),
+// ST · (BM + BN) · (BK + 8) · 2 bytes of dynamic shared memory (F16Variant::shared_bytes).
+
+__device__ __forceinline__ void h16_ldsm4(unsigned (&r)[4], const unsigned short* p) {
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+template <int MT, int NT, int WM, int WN, int BK, int ST, bool VEC>
+__device__ __forceinline__ void h16r_tile(const H16Args a) {
+    constexpr int BM = 16 * MT * WM;
+    constexpr int BN = 8 * NT * WN;
+    constexpr int NTH = 32 * WM * WN;
+    constexpr int LD = BK + 8;   // staged row stride of both operands, halves
+    constexpr int SJ = BK / 16;  // k steps per tile
+    constexpr int XQ = BK / 4;   // x slots per row of a tile (4 floats each)
+    constexpr int WQ = BK / 8;   // W slots per row of a tile (8 halves each)
+    constexpr int XV = BM * XQ;
+    constexpr int WV = BN * WQ;
+    constexpr int XPT = (XV + NTH - 1) / NTH;
+    constexpr int WPT = (WV + NTH - 1) / NTH;
+    constexpr int XHALVES = BM * LD;
+    constexpr int STAGE = (BM + BN) * LD * 2;  // bytes
+    constexpr int SMEM = ST * STAGE;
+    static_assert(BK % (16 * H16_KW) == 0, "step j of a tile belongs to chain j mod H16_KW");
+    static_assert(NT % 2 == 0, "b fragments come two n8 tiles per ldmatrix.x4");
+    static_assert(ST >= 2, "at least two staging buffers");
+    static_assert((LD * 2) % 128 == 16, "conflict-free ldmatrix rows");
+
+    extern __shared__ float4 h16_smem[];
+    unsigned short* const smem = reinterpret_cast<unsigned short*>(h16_smem);
+    if (blockDim.x != NTH || blockDim.y != 1 || blockDim.z != 1) __trap();
+    if (h16_dynamic_smem() < (unsigned)SMEM || a.k > H16_MAX_K) __trap();
+    const int tid = threadIdx.x;
+    const int lane = tid % 32;
+    const int warp = tid / 32;
+    const int wm = warp / WN;
+    const int wn = warp % WN;
+    const int g = lane / 4;
+    const int t = lane % 4;
+    const i64 m0 = (i64)blockIdx.y * BM;
+    const i64 n0 = (i64)blockIdx.x * BN;
+    const i64 K = a.k;
+
+    H16Slot<float> xsl[XPT];
+    H16Slot<unsigned short> wsl[WPT];
+#pragma unroll
+    for (int i = 0; i < XPT; ++i) {
+        const int q = tid + i * NTH;
+        const i64 r = m0 + q / XQ;
+        const bool in = q < XV && r < a.rows;
+        xsl[i].src = in ? a.x + r * a.ldx + 4 * (q % XQ) : a.x;
+        xsl[i].lim = in ? (int)K - 4 * (q % XQ) : 0;
+        xsl[i].dst = (q / XQ) * LD + 4 * (q % XQ);
+    }
+#pragma unroll
+    for (int i = 0; i < WPT; ++i) {
+        const int q = tid + i * NTH;
+        const i64 r = n0 + q / WQ;
+        const bool in = q < WV && r < a.out;
+        wsl[i].src = in ? a.w + r * K + 8 * (q % WQ) : a.w;
+        wsl[i].lim = in ? (int)K - 8 * (q % WQ) : 0;
+        wsl[i].dst = XHALVES + (q / WQ) * LD + 8 * (q % WQ);
+    }
+
+    float acc[H16_KW][MT][NT][4];
+#pragma unroll
+    for (int c = 0; c < H16_KW; ++c)
+#pragma unroll
+        for (int m = 0; m < MT; ++m)
+#pragma unroll
+            for (int n = 0; n < NT; ++n)
+#pragma unroll
+                for (int i = 0; i < 4; ++i) acc[c][m][n][i] = 0.0f;
+
+    const i64 tiles = (K + BK - 1) / BK;
+    const i64 steps = (K + 15) / 16;
+    float4 xr[XPT];
+    // x of tile c into registers (zeros past K and past `rows`).
+    auto load_x = [&](i64 c) {
+        const int kb = (int)c * BK;
+#pragma unroll
+        for (int i = 0; i < XPT; ++i) {
+            if (tid + i * NTH >= XV) continue;
+            const H16Slot<float>& sl = xsl[i];
+            if constexpr (VEC) {
+                xr[i] = kb < sl.lim ? *reinterpret_cast<const float4*>(sl.src + kb) : make_float4(0.f, 0.f, 0.f, 0.f);
+            } else {
+                xr[i].x = kb < sl.lim ? sl.src[kb] : 0.0f;
+                xr[i].y = kb + 1 < sl.lim ? sl.src[kb + 1] : 0.0f;
+                xr[i].z = kb + 2 < sl.lim ? sl.src[kb + 2] : 0.0f;
+                xr[i].w = kb + 3 < sl.lim ? sl.src[kb + 3] : 0.0f;
+            }
+        }
+    };
+    // The registers' x rounded to binary16 into the stage `buf`.
+    auto store_x = [&](int buf) {
+        unsigned short* const st = smem + buf * (STAGE / 2);
+#pragma unroll
+        for (int i = 0; i < XPT; ++i) {
+            if (tid + i * NTH >= XV) continue;
+            *reinterpret_cast<uint2*>(st + xsl[i].dst) =
+                make_uint2(h16_pack(xr[i].x, xr[i].y), h16_pack(xr[i].z, xr[i].w));
+        }
+    };
+    auto issue_w = [&](i64 c, int buf) {
+        if (c < tiles) {
+            const int kb = (int)c * BK;
+            unsigned short* const st = smem + buf * (STAGE / 2);
+#pragma unroll
+            for (int i = 0; i < WPT; ++i)
+                if (tid + i * NTH < WV) h16_stage<VEC, unsigned short, 8>(st, wsl[i], kb);
+        }
+        h16_commit();
+    };
+    // The warp's k steps of tile c (in buffer buf), ascending, step j to chain j mod 4; a step at
+    // or past ceil(K / 16) ends them (steps only grow).
+    const int arow = 16 * MT * wm + lane % 16;   // + 16·m: the row this lane addresses for a
+    const int acol = 8 * (lane / 16);            // + k0
+    const int brow = 8 * NT * wn + 8 * (lane / 16) + lane % 8;  // + 16·p: two n8 tiles per x4
+    const int bcol = 8 * ((lane / 8) % 2);
+    auto multiply = [&](int buf, i64 c) {
+        const unsigned short* const xs = smem + buf * (STAGE / 2);
+        const unsigned short* const ws = xs + XHALVES;
+#pragma unroll
+        for (int j = 0; j < SJ; ++j) {
+            if (c * SJ + j >= steps) return;
+            const int k0 = 16 * j;
+            unsigned af[MT][4];
+#pragma unroll
+            for (int m = 0; m < MT; ++m) h16_ldsm4(af[m], xs + (arow + 16 * m) * LD + k0 + acol);
+#pragma unroll
+            for (int p = 0; p < NT / 2; ++p) {
+                unsigned bf[4];
+                h16_ldsm4(bf, ws + (brow + 16 * p) * LD + k0 + bcol);
+#pragma unroll
+                for (int m = 0; m < MT; ++m) {
+                    h16_mma(acc[j % H16_KW][m][2 * p], af[m], bf[0], bf[1]);
+                    h16_mma(acc[j % H16_KW][m][2 * p + 1], af[m], bf[2], bf[3]);
+                }
+            }
+        }
+    };
+
+#pragma unroll
+    for (int c = 0; c < ST - 1; ++c) {
+        issue_w(c, c);
+        if (c < tiles) {
+            load_x(c);
+            store_x(c);
+        }
+    }
+    {
+        int rbuf = 0;
+        int wbuf = ST - 1;
+        for (i64 c = 0; c < tiles; ++c) {
+            h16_wait<ST - 2>();
+            __syncthreads();
+            const bool more = c + ST - 1 < tiles;
+            if (more) load_x(c + ST - 1);
+            issue_w(c + ST - 1, wbuf);
+            multiply(rbuf, c);
+            if (more) store_x(wbuf);
+            rbuf = rbuf + 1 == ST ? 0 : rbuf + 1;
+            wbuf = wbuf + 1 == ST ? 0 : wbuf + 1;
+        }
+    }
+    h16_wait<0>();
+
+    // Accumulator element i of tile (m, n): row 16·(MT·wm + m) + g + 8·(i / 2), output
+    // 8·(NT·wn + n) + 2t + (i mod 2).
+    const bool pair = a.ldy % 2 == 0 && (unsigned long long)a.y % 8 == 0;
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+            const i64 o = n0 + 8 * (NT * wn + n) + 2 * t;
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+                const i64 r = m0 + 16 * (MT * wm + m) + g + 8 * h;
+                if (r >= a.rows || o >= a.out) continue;
+                float v[2];
+#pragma unroll
+                for (int e = 0; e < 2; ++e) {
+                    const int i = 2 * h + e;
+                    float s = (acc[0][m][n][i] + acc[1][m][n][i]) + (acc[2][m][n][i] + acc[3][m][n][i]);
+                    if (a.bias != 0 && o + e < a.out) s = s + h16_to_f32(a.b[o + e]);
+                    s = h16_round(s);
+                    if (a.act >= 0) s = h16_round(dcc_act1(s, a.act, a.alpha));
+                    v[e] = s;
+                }
+                float* const dst = a.y + r * a.ldy + o;
+                if (pair && o + 1 < a.out) {
+                    *reinterpret_cast<float2*>(dst) = make_float2(v[0], v[1]);
+                } else {
+                    dst[0] = v[0];
+                    if (o + 1 < a.out) dst[1] = v[1];
+                }
+            }
+        }
+}
+
+// The 16-byte x loads and W copies when both operands allow them, else plain loads.
+template <int MT, int NT, int WM, int WN, int BK, int ST>
+__device__ __forceinline__ void h16r_linear(const H16Args a) {
+    static_assert(H16_KW == 4, "the partials' tree is written for four chains");
+    if ((unsigned long long)a.x % 16 == 0 && a.ldx % 4 == 0 && a.k % 4 == 0 && (unsigned long long)a.w % 16 == 0 &&
+        a.k % 8 == 0)
+        h16r_tile<MT, NT, WM, WN, BK, ST, true>(a);
+    else
+        h16r_tile<MT, NT, WM, WN, BK, ST, false>(a);
+}
+
 // 64 rows × 128 outputs per CTA, 8 warps of 64 × 64 (eight sessions batched and more: a warp
 // converts 16 x and loads 16 W values a step for 32 mma, where a 32 × 32 warp tile takes 8 and 8
 // for 8; its 128 accumulators leave room for one CTA of 8 warps an SM, so no 128 × 128); 128-k
@@ -319,4 +547,30 @@ extern "C" __global__ void __launch_bounds__(128, 4) gemm_linear_f16_16x32(float
                                                                           const unsigned short* b, int bias, int act,
                                                                           float alpha, i64 rows, i64 in, i64 out) {
     h16_linear<1, 4, 1, 1, H16_BK, H16_ST>(H16Args{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
+}
+
+// Chains in registers: 64 rows × 128 outputs per CTA, 8 warps of 32 × 32 (4 chains each, 128
+// accumulators), 64-k tiles through four stages (110.6 KB).
+extern "C" __global__ void __launch_bounds__(256, 1) gemm_linear_f16_r64x128(float* y, i64 ldy, const float* x, i64 ldx,
+                                                                            const unsigned short* w,
+                                                                            const unsigned short* b, int bias, int act,
+                                                                            float alpha, i64 rows, i64 in, i64 out) {
+    h16r_linear<2, 4, 2, 4, 64, 4>(H16Args{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
+}
+
+// Chains in registers: 64 × 64 per CTA, 4 warps of 32 × 32, two CTAs an SM (73.7 KB each).
+extern "C" __global__ void __launch_bounds__(128, 2) gemm_linear_f16_r64x64(float* y, i64 ldy, const float* x, i64 ldx,
+                                                                           const unsigned short* w,
+                                                                           const unsigned short* b, int bias, int act,
+                                                                           float alpha, i64 rows, i64 in, i64 out) {
+    h16r_linear<2, 4, 2, 2, 64, 4>(H16Args{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
+}
+
+// Chains in registers: 128 rows × 64 outputs per CTA, 8 warps of 32 × 32, 64-k tiles through
+// four stages.
+extern "C" __global__ void __launch_bounds__(256, 1) gemm_linear_f16_r128x64(float* y, i64 ldy, const float* x, i64 ldx,
+                                                                            const unsigned short* w,
+                                                                            const unsigned short* b, int bias, int act,
+                                                                            float alpha, i64 rows, i64 in, i64 out) {
+    h16r_linear<2, 4, 4, 2, 64, 4>(H16Args{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
 }

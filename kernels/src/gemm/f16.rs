@@ -89,12 +89,28 @@ pub static SOURCE: CudaSource = CudaSource {
     ),
 };
 
+/// Where a tile variant keeps the [`CHAINS`] chains of its outputs (both layouts compute every
+/// chain with the same `mma` sequence, so both give the same bits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Layout {
+    /// `h16_linear`: each warp tile is computed by [`CHAINS`] warps, one chain each (a quarter of
+    /// K a warp); `x` is staged as float and rounded to binary16 as each fragment is loaded; the
+    /// chains' partials meet in shared memory.
+    ChainWarps,
+    /// `h16r_linear`: one warp computes every chain of its warp tile over the whole K (four
+    /// accumulator sets); `x` is rounded to binary16 once, as it is staged; the fragments come
+    /// from `ldmatrix`; the partials meet in registers.
+    ChainRegs,
+}
+
 /// One tile shape of the half linear (a template instantiation in `gemm_f16.cu`: warp tiles of
-/// `16·mt × 8·nt` outputs, `wm × wn` of them per CTA, each computed by [`CHAINS`] warps, k tiles
-/// of `bk` through `stages` buffers).
+/// `16·mt × 8·nt` outputs, `wm × wn` of them per CTA, their chains laid out as `layout` says, k
+/// tiles of `bk` through `stages` buffers).
 #[derive(Debug)]
 pub struct F16Variant {
     pub kernel: &'static KernelDef,
+    /// Where the chains live: one warp each, or all in one warp's registers.
+    pub layout: Layout,
     /// `m16` tiles per warp.
     pub mt: usize,
     /// `n8` tiles per warp.
@@ -120,35 +136,49 @@ impl F16Variant {
         8 * self.nt * self.wn
     }
 
-    /// Threads per CTA: one warp per chain and warp tile.
+    /// Threads per CTA: one warp per chain and warp tile ([`Layout::ChainWarps`]), or one per
+    /// warp tile ([`Layout::ChainRegs`]).
     pub const fn threads(&self) -> u32 {
-        (32 * self.wm * self.wn * CHAINS) as u32
+        let per_tile = match self.layout {
+            Layout::ChainWarps => CHAINS,
+            Layout::ChainRegs => 1,
+        };
+        (32 * self.wm * self.wn * per_tile) as u32
     }
 
-    /// Bytes of dynamic shared memory: the staging ring, `stages` stages of `bm · (bk + 8)`
-    /// floats and `bn · (bk + 8)` halves, or the chains' partials, `CHAINS · bm · (bn + 8)`
-    /// floats (rows padded for conflict-free stores), whichever is larger (the kernel traps on
-    /// less).
+    /// Bytes of dynamic shared memory (the kernel traps on less). [`Layout::ChainWarps`]: the
+    /// staging ring, `stages` stages of `bm · (bk + 8)` floats and `bn · (bk + 8)` halves, or the
+    /// chains' partials, `CHAINS · bm · (bn + 8)` floats (rows padded for conflict-free stores),
+    /// whichever is larger. [`Layout::ChainRegs`]: the ring alone, `stages` stages of
+    /// `(bm + bn) · (bk + 8)` halves (`x` staged as binary16).
     pub const fn shared_bytes(&self) -> usize {
-        let stage = self.bm() * (self.bk + 8) * 4 + self.bn() * (self.bk + 8) * 2;
-        let red = CHAINS * self.bm() * (self.bn() + 8) * 4;
-        if self.stages * stage > red {
-            self.stages * stage
-        } else {
-            red
+        match self.layout {
+            Layout::ChainWarps => {
+                let stage = self.bm() * (self.bk + 8) * 4 + self.bn() * (self.bk + 8) * 2;
+                let red = CHAINS * self.bm() * (self.bn() + 8) * 4;
+                if self.stages * stage > red {
+                    self.stages * stage
+                } else {
+                    red
+                }
+            }
+            Layout::ChainRegs => self.stages * (self.bm() + self.bn()) * (self.bk + 8) * 2,
         }
     }
 
     /// The template call of the variant's entry in `gemm_f16.cu`: `h16_linear<mt, nt, wm, wn,
-    /// bk, stages>`, the last two as `H16_BK, H16_ST` where they are [`BK`] and [`STAGES`].
+    /// bk, stages>` (`h16r_linear` for [`Layout::ChainRegs`]), the last two as `H16_BK, H16_ST`
+    /// where a [`Layout::ChainWarps`] variant has [`BK`] and [`STAGES`].
     pub fn template(&self) -> String {
-        let (bk, st) = if (self.bk, self.stages) == (BK, STAGES) {
-            ("H16_BK".to_string(), "H16_ST".to_string())
-        } else {
-            (self.bk.to_string(), self.stages.to_string())
+        let (f, bk, st) = match self.layout {
+            Layout::ChainWarps if (self.bk, self.stages) == (BK, STAGES) => {
+                ("h16_linear", "H16_BK".to_string(), "H16_ST".to_string())
+            }
+            Layout::ChainWarps => ("h16_linear", self.bk.to_string(), self.stages.to_string()),
+            Layout::ChainRegs => ("h16r_linear", self.bk.to_string(), self.stages.to_string()),
         };
         format!(
-            "h16_linear<{}, {}, {}, {}, {bk}, {st}>",
+            "{f}<{}, {}, {}, {}, {bk}, {st}>",
             self.mt, self.nt, self.wm, self.wn
         )
     }
@@ -170,8 +200,8 @@ impl F16Variant {
 }
 
 macro_rules! f16_variant {
-    ($kid:ident, $vid:ident, $host:ident, $name:literal, $mt:literal, $nt:literal, $wm:literal, $wn:literal,
-     $bk:expr, $st:expr) => {
+    ($kid:ident, $vid:ident, $host:ident, $name:literal, $layout:ident, $mt:literal, $nt:literal,
+     $wm:literal, $wn:literal, $bk:expr, $st:expr) => {
         #[doc = concat!("`gemm.linear_f16_", $name, "` (module docs: arguments, order, bound).")]
         pub static $kid: KernelDef = KernelDef {
             name: concat!("gemm.linear_f16_", $name),
@@ -183,6 +213,7 @@ macro_rules! f16_variant {
         #[doc = concat!("The tile shape of [`", stringify!($kid), "`].")]
         pub static $vid: F16Variant = F16Variant {
             kernel: &$kid,
+            layout: Layout::$layout,
             mt: $mt,
             nt: $nt,
             wm: $wm,
@@ -202,6 +233,7 @@ f16_variant!(
     V64X128,
     host_64x128,
     "64x128",
+    ChainWarps,
     4,
     8,
     1,
@@ -214,6 +246,7 @@ f16_variant!(
     V64X64,
     host_64x64,
     "64x64",
+    ChainWarps,
     2,
     4,
     2,
@@ -226,6 +259,7 @@ f16_variant!(
     V16X32,
     host_16x32,
     "16x32",
+    ChainWarps,
     1,
     4,
     1,
@@ -234,11 +268,58 @@ f16_variant!(
     STAGES
 );
 
-/// Every tile shape, the most rows × outputs first.
-pub static VARIANTS: &[&F16Variant] = &[&V64X128, &V64X64, &V16X32];
+f16_variant!(
+    LINEAR_R64X128,
+    VR64X128,
+    host_r64x128,
+    "r64x128",
+    ChainRegs,
+    2,
+    4,
+    2,
+    4,
+    64,
+    4
+);
+f16_variant!(
+    LINEAR_R64X64,
+    VR64X64,
+    host_r64x64,
+    "r64x64",
+    ChainRegs,
+    2,
+    4,
+    2,
+    2,
+    64,
+    4
+);
+f16_variant!(
+    LINEAR_R128X64,
+    VR128X64,
+    host_r128x64,
+    "r128x64",
+    ChainRegs,
+    2,
+    4,
+    4,
+    2,
+    64,
+    4
+);
+
+/// Every tile shape, the most rows × outputs first within each layout.
+pub static VARIANTS: &[&F16Variant] = &[&V64X128, &V64X64, &V16X32, &VR64X128, &VR128X64, &VR64X64];
 
 /// Every kernel of the half linear (one module): what a process on `GemmPath::Half` preloads.
-pub static KERNELS: &[&KernelDef] = &[&LINEAR_64X128, &LINEAR_64X64, &LINEAR_16X32];
+pub static KERNELS: &[&KernelDef] = &[
+    &LINEAR_64X128,
+    &LINEAR_64X64,
+    &LINEAR_16X32,
+    &LINEAR_R64X128,
+    &LINEAR_R128X64,
+    &LINEAR_R64X64,
+];
 
 /// Rows from which [`pick`] takes the 64 × 64 tile.
 pub const LARGE_ROWS: usize = 256;

@@ -218,6 +218,22 @@ fn variants_match_the_cuda_source() {
     assert_eq!(V64X128.shared_bytes(), 3 * (64 * 136 * 4 + 128 * 136 * 2));
     assert!(4 * 64 * 136 * 4 <= V64X128.shared_bytes());
     assert_eq!(V64X128.template(), "h16_linear<4, 8, 1, 2, 128, 3>");
+    // Chains in registers: one warp per 32 × 32 warp tile, x staged as binary16, no partials.
+    assert_eq!(
+        (VR64X128.bm(), VR64X128.bn(), VR64X128.threads()),
+        (64, 128, 256)
+    );
+    assert_eq!(VR64X128.shared_bytes(), 4 * (64 + 128) * 72 * 2);
+    assert_eq!(VR64X128.template(), "h16r_linear<2, 4, 2, 4, 64, 4>");
+    assert_eq!(
+        (VR64X64.bm(), VR64X64.bn(), VR64X64.threads()),
+        (64, 64, 128)
+    );
+    assert!(2 * VR64X64.shared_bytes() <= 227 * 1024, "two CTAs an SM");
+    assert_eq!(
+        (VR128X64.bm(), VR128X64.bn(), VR128X64.threads()),
+        (128, 64, 256)
+    );
     assert_eq!(V64X64.template(), "h16_linear<2, 4, 2, 2, H16_BK, H16_ST>");
 }
 
