@@ -22,6 +22,10 @@
 #                                        # (needs e2e's export in /tmp/full for the last part)
 #   bash scripts/serve-gpu.sh vocfloor   # the vendor vocoder on CUDA against itself on the CPU,
 #                                        # and our CUDA vocoder against both (the 1e-4 floor)
+#   bash scripts/serve-gpu.sh f16r       # the chains-in-registers half linear (gemm.linear_f16_r*,
+#                                        # a candidate): its CUDA tests with both picks, every f16
+#                                        # tile timed, the half mel and a call of F16R_N sessions
+#                                        # with each pick (dcc-bench and dcc-bench-regs)
 # Logs go to $OUT as one tarball per part; the last lines printed are a short table.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -50,9 +54,14 @@ for line in sys.stdin:
   cargo test --release -p dcc-models --test vocoder_golden --test vocoder_replay --test speech \
     --test batched_sessions --test many_sessions --test half_cache --no-run --message-format=json 2>/dev/null |
     copy_tests models-
+  # the candidate pick of the half linear (f16r): its own dcc-bench and gemm_f16 tests
+  cargo test --release -p dcc-runtime --test gemm_f16 --features f16-chain-regs --no-run \
+    --message-format=json 2>/dev/null | copy_tests regs-
+  cargo build --release -p dcc-models --bin dcc-bench --features f16-chain-regs
+  cp "${CARGO_TARGET_DIR:-target}/release/dcc-bench" "$D/dcc-bench-regs"
   cargo build --release -p dcc-models --bin dcc-bench
   cp "${CARGO_TARGET_DIR:-target}/release/dcc-bench" "$D/dcc-bench"
-  strip "$D/dcc-bench" "$D"/tests/*
+  strip "$D/dcc-bench" "$D/dcc-bench-regs" "$D"/tests/*
   cp "$PEER" "$D/token2wav_stock.py"
   cp -rL "$VENDOR" "$D/vendor"
   find "$D/vendor" -name __pycache__ -prune -exec rm -rf {} +
@@ -182,6 +191,36 @@ half)
     >"$W/sessions_half.txt" 2>&1
   echo "half sessions --batch rc=$?"; tail -n 14 "$W/sessions_half.txt"
   ;;
+f16r)
+  # gemm.linear_f16_r*: the same bits as the chains-in-warps tiles (every variant compared on
+  # each case, the row windows with either pick), the tiles timed at one session's and at
+  # batched rows, then the full model's half mel (must stay c3a6b8a8dc30648a) and a call of
+  # F16R_N sessions with each pick
+  for t in gemm_f16 regs-gemm_f16; do
+    DCC_REQUIRE_GPU=1 timeout 200 "$D/tests/$t" --test-threads=1 --nocapture >"$W/$t.log" 2>&1
+    echo "$t rc=$? $(grep -h 'test result' "$W/$t.log")"; grep -h 'variants the same bits' "$W/$t.log"
+  done
+  "$B" kernels --variants f16 --rows 112,1600,3200 --samples 9 \
+    --shapes 512x1536,512x512,1536x512,512x2048,2048x512,512x80 >"$W/kernels_f16.txt" 2>&1
+  echo "kernels rc=$?"; cp "$W/kernels_f16.txt" "$OUT/"
+  H=/tmp/fullh
+  [[ -f $H/weights_half.safetensors ]] || python3 scripts/half_peer.py --peer "$D/token2wav_stock.py" \
+    --vendor "$D/vendor" --config full --device cuda --chunks 24 --export "$H" \
+    >"$H.json" 2>"$W/half_peer.err"
+  tol=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(min(d['rel_l2']))" "$H.json")
+  hw=(--backend cuda --gemm f16 --weights $H/weights_half.safetensors --io $H/io_half.safetensors
+      --contract token2wav --no-vocoder)
+  for b in dcc-bench dcc-bench-regs; do
+    "$D/$b" check "${hw[@]}" --chunks 24 --half-tol "$tol" --arms B0,SRc >"$W/check_$b.txt" 2>&1
+    echo "half check $b rc=$?"; grep -E '^(B0|SRc) |mel' "$W/check_$b.txt" | head -4
+  done
+  for b in dcc-bench dcc-bench-regs; do
+    "$D/$b" sessions "${hw[@]}" --sessions "${F16R_N:-32}" --chunks 6 --warmup 3 --arms SRc --batch \
+      --batched-only --max-batch 32 >"$W/sessions_$b.txt" 2>&1
+    echo "sessions $b rc=$?"; tail -n 6 "$W/sessions_$b.txt"
+  done
+  grep -E 'f16_|rows' "$W/kernels_f16.txt" | tail -n 40
+  ;;
 gemm)
   # NVRTC per module, cold then from the on-disk PTX cache (a fresh directory)
   for pass in cold warm; do
@@ -242,7 +281,7 @@ PY
   done
   rm -rf "$W"/v{cpu,cuda}/vocoder.safetensors
   ;;
-*) echo "unknown part '$part' (suite, kernels, e2e, sessions, batch, gemm, vocfloor)"; exit 2 ;;
+*) echo "unknown part '$part' (suite, kernels, e2e, sessions, batch, profile, half, gemm, vocfloor, f16r)"; exit 2 ;;
 esac
 tar czf "$OUT/$part.tgz" -C "$W" .
 done

@@ -574,3 +574,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) gemm_linear_f16_r128x64(flo
                                                                             float alpha, i64 rows, i64 in, i64 out) {
     h16r_linear<2, 4, 4, 2, 64, 4>(H16Args{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
 }
+
+// Chains in registers, one session's rows: 16 rows × 64 outputs per CTA, 2 warps of 16 × 32 (64
+// accumulators), 64-k tiles through four stages (36.9 KB): several CTAs an SM.
+extern "C" __global__ void __launch_bounds__(64, 4) gemm_linear_f16_r16x64(float* y, i64 ldy, const float* x, i64 ldx,
+                                                                          const unsigned short* w,
+                                                                          const unsigned short* b, int bias, int act,
+                                                                          float alpha, i64 rows, i64 in, i64 out) {
+    h16r_linear<1, 4, 1, 2, 64, 4>(H16Args{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
+}
+
+// Chains in registers: 16 rows × 32 outputs per CTA, one warp (the most CTAs at 112 rows).
+extern "C" __global__ void __launch_bounds__(32, 8) gemm_linear_f16_r16x32(float* y, i64 ldy, const float* x, i64 ldx,
+                                                                           const unsigned short* w,
+                                                                           const unsigned short* b, int bias, int act,
+                                                                           float alpha, i64 rows, i64 in, i64 out) {
+    h16r_linear<1, 4, 1, 1, 64, 4>(H16Args{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
+}

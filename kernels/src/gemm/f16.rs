@@ -28,6 +28,16 @@
 //! variant ([`VARIANTS`]) gives the same bits (on CUDA; `runtime/tests/gemm_f16.rs` checks
 //! them on the GPU).
 //!
+//! # Two layouts of the same order ([`Layout`])
+//!
+//! The order above fixes, for each chain, which `mma`s run on which fragments in which order;
+//! it does not fix which warp runs them. [`Layout::ChainWarps`] (`h16_linear`) gives each chain
+//! of a warp tile its own warp (a quarter of K each) and adds the partials in shared memory;
+//! [`Layout::ChainRegs`] (`h16r_linear`) keeps the four accumulators of a warp tile in one
+//! warp, which then runs the whole K, rounds `x` to binary16 once as it stages it, loads its
+//! fragments with `ldmatrix` and adds the partials in registers. The `a` and `b` fragments,
+//! each chain's accumulator and the order of its `mma`s are the same, so so are the bits.
+//!
 //! # The host twin is a model, not the kernel's bits
 //!
 //! How an `mma` adds its sixteen products to the accumulator inside the tensor core is not
@@ -308,8 +318,39 @@ f16_variant!(
     4
 );
 
-/// Every tile shape, the most rows × outputs first within each layout.
-pub static VARIANTS: &[&F16Variant] = &[&V64X128, &V64X64, &V16X32, &VR64X128, &VR128X64, &VR64X64];
+f16_variant!(
+    LINEAR_R16X64,
+    VR16X64,
+    host_r16x64,
+    "r16x64",
+    ChainRegs,
+    1,
+    4,
+    1,
+    2,
+    64,
+    4
+);
+f16_variant!(
+    LINEAR_R16X32,
+    VR16X32,
+    host_r16x32,
+    "r16x32",
+    ChainRegs,
+    1,
+    4,
+    1,
+    1,
+    64,
+    4
+);
+
+/// Every tile shape, the most rows × outputs first within each layout. The
+/// [`Layout::ChainRegs`] variants (`r*`) are candidates [`pick`] does not take yet: they have
+/// not run on a GPU (the next device run measures them: `scripts/serve-gpu.sh f16r`).
+pub static VARIANTS: &[&F16Variant] = &[
+    &V64X128, &V64X64, &V16X32, &VR64X128, &VR128X64, &VR64X64, &VR16X64, &VR16X32,
+];
 
 /// Every kernel of the half linear (one module): what a process on `GemmPath::Half` preloads.
 pub static KERNELS: &[&KernelDef] = &[
@@ -319,6 +360,8 @@ pub static KERNELS: &[&KernelDef] = &[
     &LINEAR_R64X128,
     &LINEAR_R128X64,
     &LINEAR_R64X64,
+    &LINEAR_R16X64,
+    &LINEAR_R16X32,
 ];
 
 /// Rows from which [`pick`] takes the 64 × 64 tile.
@@ -338,12 +381,34 @@ pub const WIDE_OUT: usize = 512;
 /// rows the 64 × 64 tile (sessions batched: the most reuse per staged tile, and enough CTAs),
 /// below it 16 × 32 (one session's 112 rows: the most CTAs).
 pub fn pick(rows: usize, out: usize) -> &'static F16Variant {
+    if cfg!(feature = "f16-chain-regs") {
+        pick_chain_regs(rows, out)
+    } else {
+        pick_chain_warps(rows, out)
+    }
+}
+
+/// [`pick`] among the [`Layout::ChainWarps`] tiles (the default build).
+pub fn pick_chain_warps(rows: usize, out: usize) -> &'static F16Variant {
     if rows >= BATCH_ROWS && out >= WIDE_OUT {
         &V64X128
     } else if rows >= LARGE_ROWS {
         &V64X64
     } else {
         &V16X32
+    }
+}
+
+/// [`pick`] among the [`Layout::ChainRegs`] tiles (the `f16-chain-regs` build), at the same row
+/// and output thresholds: 64 × 128 for batched rows and wide outputs, 64 × 64 (two CTAs an SM)
+/// from [`LARGE_ROWS`] rows, 16 × 64 below (not yet measured: `scripts/serve-gpu.sh f16r`).
+pub fn pick_chain_regs(rows: usize, out: usize) -> &'static F16Variant {
+    if rows >= BATCH_ROWS && out >= WIDE_OUT {
+        &VR64X128
+    } else if rows >= LARGE_ROWS {
+        &VR64X64
+    } else {
+        &VR16X64
     }
 }
 

@@ -272,6 +272,36 @@ fn the_twin_refuses_a_wrong_geometry() {
 }
 
 #[test]
+fn chain_regs_pick_mirrors_the_default_thresholds() {
+    // (rows, out) → the two picks' tiles: the same row and output thresholds.
+    let table = [
+        ((112, 512), (16, 32), (16, 64)),
+        ((255, 2048), (16, 32), (16, 64)),
+        ((256, 80), (64, 64), (64, 64)),
+        ((895, 2048), (64, 64), (64, 64)),
+        ((896, 511), (64, 64), (64, 64)),
+        ((896, 512), (64, 128), (64, 128)),
+        ((3200, 1536), (64, 128), (64, 128)),
+    ];
+    for ((rows, out), warps, regs) in table {
+        let (w, r) = (pick_chain_warps(rows, out), pick_chain_regs(rows, out));
+        assert_eq!((w.layout, (w.bm(), w.bn())), (Layout::ChainWarps, warps));
+        assert_eq!((r.layout, (r.bm(), r.bn())), (Layout::ChainRegs, regs));
+        assert!(r.dims(rows, out).is_some());
+    }
+    let want = if cfg!(feature = "f16-chain-regs") {
+        pick_chain_regs(3200, 1536)
+    } else {
+        pick_chain_warps(3200, 1536)
+    };
+    assert!(std::ptr::eq(pick(3200, 1536), want));
+}
+
+#[test]
+#[cfg_attr(
+    feature = "f16-chain-regs",
+    ignore = "the candidate build picks the r* tiles"
+)]
 fn pick_stays_in_the_table() {
     assert!(std::ptr::eq(pick(112, 512), &V16X32));
     assert!(std::ptr::eq(pick(448, 512), &V64X64));
