@@ -109,6 +109,24 @@ struct H16Slot {
     int dst;
 };
 
+// A thread's slots of one operand (N of them: slot q = tid + i · NTH, i < N, of V): rows of Q
+// slots of E elements, slot q reading row r0 + q / Q of `src` (leading dimension ld, `n` rows)
+// from k offset E · (q mod Q), staged at element dst0 + (q / Q) · LD + E · (q mod Q); a slot past
+// V or past the operand's rows reads nothing (lim 0, src the operand's start).
+template <typename T, int E, int Q, int V, int NTH, int LD, int N>
+__device__ __forceinline__ void h16_slots(H16Slot<T> (&sl)[N], int tid, i64 r0, i64 n, const T* src, i64 ld, i64 K,
+                                          int dst0) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        const int q = tid + i * NTH;
+        const i64 r = r0 + q / Q;
+        const bool in = q < V && r < n;
+        sl[i].src = in ? src + r * ld + E * (q % Q) : src;
+        sl[i].lim = in ? (int)K - E * (q % Q) : 0;
+        sl[i].dst = dst0 + (q / Q) * LD + E * (q % Q);
+    }
+}
+
 // Stages slot `sl` at tile offset kb into the stage `buf` (E elements of T; zeros past K).
 template <bool VEC, typename T, int E>
 __device__ __forceinline__ void h16_stage(T* buf, const H16Slot<T>& sl, int kb) {
@@ -161,24 +179,8 @@ __device__ __forceinline__ void h16_tile(const H16Args a) {
 
     H16Slot<float> xsl[XPT];
     H16Slot<unsigned short> wsl[WPT];
-#pragma unroll
-    for (int i = 0; i < XPT; ++i) {
-        const int q = tid + i * NTH;
-        const i64 r = m0 + q / XQ;
-        const bool in = q < XV && r < a.rows;
-        xsl[i].src = in ? a.x + r * a.ldx + 4 * (q % XQ) : a.x;
-        xsl[i].lim = in ? (int)K - 4 * (q % XQ) : 0;
-        xsl[i].dst = (q / XQ) * LDX + 4 * (q % XQ);
-    }
-#pragma unroll
-    for (int i = 0; i < WPT; ++i) {
-        const int q = tid + i * NTH;
-        const i64 r = n0 + q / WQ;
-        const bool in = q < WV && r < a.out;
-        wsl[i].src = in ? a.w + r * K + 8 * (q % WQ) : a.w;
-        wsl[i].lim = in ? (int)K - 8 * (q % WQ) : 0;
-        wsl[i].dst = (q / WQ) * LDW + 8 * (q % WQ);
-    }
+    h16_slots<float, 4, XQ, XV, NTH, LDX>(xsl, tid, m0, a.rows, a.x, a.ldx, K, 0);
+    h16_slots<unsigned short, 8, WQ, WV, NTH, LDW>(wsl, tid, n0, a.out, a.w, K, K, 0);
 
     float acc[MT][NT][4];
 #pragma unroll
@@ -355,24 +357,8 @@ __device__ __forceinline__ void h16r_tile(const H16Args a) {
 
     H16Slot<float> xsl[XPT];
     H16Slot<unsigned short> wsl[WPT];
-#pragma unroll
-    for (int i = 0; i < XPT; ++i) {
-        const int q = tid + i * NTH;
-        const i64 r = m0 + q / XQ;
-        const bool in = q < XV && r < a.rows;
-        xsl[i].src = in ? a.x + r * a.ldx + 4 * (q % XQ) : a.x;
-        xsl[i].lim = in ? (int)K - 4 * (q % XQ) : 0;
-        xsl[i].dst = (q / XQ) * LD + 4 * (q % XQ);
-    }
-#pragma unroll
-    for (int i = 0; i < WPT; ++i) {
-        const int q = tid + i * NTH;
-        const i64 r = n0 + q / WQ;
-        const bool in = q < WV && r < a.out;
-        wsl[i].src = in ? a.w + r * K + 8 * (q % WQ) : a.w;
-        wsl[i].lim = in ? (int)K - 8 * (q % WQ) : 0;
-        wsl[i].dst = XHALVES + (q / WQ) * LD + 8 * (q % WQ);
-    }
+    h16_slots<float, 4, XQ, XV, NTH, LD>(xsl, tid, m0, a.rows, a.x, a.ldx, K, 0);
+    h16_slots<unsigned short, 8, WQ, WV, NTH, LD>(wsl, tid, n0, a.out, a.w, K, K, XHALVES);
 
     float acc[H16_KW][MT][NT][4];
 #pragma unroll

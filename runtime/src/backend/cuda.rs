@@ -272,6 +272,20 @@ fn nvrtc_options(arch: &str) -> Vec<String> {
     options
 }
 
+/// `src` compiled by NVRTC for `arch` (`sm_90`, ...) with the options every module is compiled
+/// with, as PTX text: no device and no cache. What `tests/nvrtc.rs` checks every registered
+/// module with, on any machine where libnvrtc loads ([`nvrtc_available`]), GPU or not.
+pub fn compile_ptx(src: &'static CudaSource, arch: &str) -> Result<String> {
+    nvrtc(src, nvrtc_options(arch))
+}
+
+/// Whether libnvrtc can be loaded (cudarc panics on the first NVRTC call where it cannot).
+pub fn nvrtc_available() -> bool {
+    // SAFETY: tries to open the library under cudarc's candidate names and closes it again;
+    // no symbol is looked up or called.
+    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+}
+
 /// `src` compiled by NVRTC with `options`, as PTX text.
 fn nvrtc(src: &'static CudaSource, options: Vec<String>) -> Result<String> {
     let opts = CompileOptions {
@@ -365,8 +379,7 @@ impl CudaBackend {
                 "the CUDA driver library (libcuda)",
             )));
         }
-        // SAFETY: only tries to dlopen the NVRTC library.
-        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        if !nvrtc_available() {
             return Err(Error::NoDevice(NoDevice::Missing(
                 "the NVRTC library (libnvrtc)",
             )));

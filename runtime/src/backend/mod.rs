@@ -59,7 +59,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 pub use bounds::Allocation;
-pub use cuda::CudaBackend;
+pub use cuda::{CudaBackend, compile_ptx, nvrtc_available};
 pub use dcc_kernels::{Arg, DevPtr, KernelDef, LaunchDims};
 pub use host::HostBackend;
 pub use memory::{KindUsage, MemCounter, MemoryReport};
