@@ -84,32 +84,37 @@ __device__ __forceinline__ void dcc_retain(unsigned* dst, const unsigned* src, l
 }
 
 // Guards (the host twin refuses the same launches with a KernelError; the runtime validates
-// before launching on either backend): a negative size, a tail longer than the extent, an
-// extent not above head + tail (the window would not move left: an in-place pass of
-// shift <= 0 frames never ends), or dst == src with different row strides. Such a launch
-// returns without writing. The comparisons are written so that no sum can overflow.
+// before launching on either backend): a negative size, count or stride, more rows than i64
+// counts (LAYERED: layers · outer; one layer cannot), a tail longer than the extent, an extent
+// not above head + tail (the window would not move left: an in-place pass of shift <= 0 frames
+// never ends), or dst == src with different row or layer strides. Such a launch returns without
+// writing. The comparisons are written so that no sum or product can overflow. Then dcc_retain.
+template <bool LAYERED>
+__device__ __forceinline__ void dcc_retain_checked(unsigned* dst, const unsigned* src, long long layers,
+                                                   long long dst_ls, long long src_ls, long long outer,
+                                                   long long dst_rs, long long src_rs, long long inner,
+                                                   long long head, long long tail, long long extent) {
+    if (layers < 0 || dst_ls < 0 || src_ls < 0) return;
+    if (outer < 0 || dst_rs < 0 || src_rs < 0 || inner < 0 || head < 0 || tail < 0) return;
+    if (LAYERED && outer > 0 && layers > 0x7fffffffffffffffLL / outer) return;
+    if (tail > extent || extent - tail <= head) return;
+    if ((const unsigned*)dst == src && (dst_rs != src_rs || dst_ls != src_ls)) return;
+    dcc_retain(dst, src, layers, dst_ls, src_ls, outer, dst_rs, src_rs, inner, head, extent - tail, tail);
+}
+
+// One block of `outer` rows (dcc_retain_checked with one layer).
 extern "C" __global__ void carry_retain(unsigned* dst, const unsigned* src, long long outer, long long dst_rs,
                                         long long src_rs, long long inner, long long head, long long tail,
                                         long long extent) {
-    if (outer < 0 || dst_rs < 0 || src_rs < 0 || inner < 0 || head < 0 || tail < 0) return;
-    if (tail > extent || extent - tail <= head) return;
-    if ((const unsigned*)dst == src && dst_rs != src_rs) return;
-    dcc_retain(dst, src, 1, 0, 0, outer, dst_rs, src_rs, inner, head, extent - tail, tail);
+    dcc_retain_checked<false>(dst, src, 1, 0, 0, outer, dst_rs, src_rs, inner, head, tail, extent);
 }
 
 // carry_retain over `layers` blocks of `outer` rows at layer strides `dst_ls` / `src_ls` words
 // (a session's rows of every layer of a batched workspace, whose layers repeat at a stride of
 // their own): row r of layer l as carry_retain's row r of a launch at dst + l * dst_ls,
-// src + l * src_ls; one launch instead of one per layer, the same words moved the same way. The
-// guards of carry_retain, plus: a negative layer count or stride, more rows than i64 counts, or
-// in place with different layer strides returns without writing.
+// src + l * src_ls; one launch instead of one per layer, the same words moved the same way.
 extern "C" __global__ void carry_retain_layers(unsigned* dst, const unsigned* src, long long layers, long long dst_ls,
                                                long long src_ls, long long outer, long long dst_rs, long long src_rs,
                                                long long inner, long long head, long long tail, long long extent) {
-    if (layers < 0 || dst_ls < 0 || src_ls < 0) return;
-    if (outer < 0 || dst_rs < 0 || src_rs < 0 || inner < 0 || head < 0 || tail < 0) return;
-    if (outer > 0 && layers > 0x7fffffffffffffffLL / outer) return;
-    if (tail > extent || extent - tail <= head) return;
-    if ((const unsigned*)dst == src && (dst_rs != src_rs || dst_ls != src_ls)) return;
-    dcc_retain(dst, src, layers, dst_ls, src_ls, outer, dst_rs, src_rs, inner, head, extent - tail, tail);
+    dcc_retain_checked<true>(dst, src, layers, dst_ls, src_ls, outer, dst_rs, src_rs, inner, head, tail, extent);
 }
