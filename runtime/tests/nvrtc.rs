@@ -4,6 +4,10 @@
 //! it (the `nvidia-cuda-nvrtc` wheel, `.ci/run`) and sets `DCC_REQUIRE_NVRTC=1`, so a kernel that
 //! does not compile fails there, before any device run. Elsewhere without libnvrtc the test
 //! prints its skip reason.
+//!
+//! With `DCC_PTX_DUMP=DIR` the test also writes each module's PTX to `DIR/<arch>/<module>.ptx`
+//! (`/` in a module's name as `+`): `scripts/ptx-diff.sh` compares two trees' PTX that way, which
+//! shows without a GPU that a restructuring of the CUDA source changes no instruction.
 
 use dcc_runtime::backend::{compile_ptx, nvrtc_available};
 use dcc_runtime::kernels;
@@ -68,6 +72,13 @@ fn check(src: &'static kernels::CudaSource, arch: &str) -> Vec<String> {
         Ok(p) => p,
         Err(e) => return vec![format!("{} ({arch}) does not compile: {e}", src.name)],
     };
+    if let Some(dir) = std::env::var_os("DCC_PTX_DUMP") {
+        let dir = std::path::Path::new(&dir).join(arch);
+        let file = dir.join(format!("{}.ptx", src.name.replace('/', "+")));
+        if let Err(e) = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&file, &ptx)) {
+            return vec![format!("{}: {e}", file.display())];
+        }
+    }
     kernels::registry()
         .filter(|k| k.source.name == src.name)
         .filter(|k| !ptx.contains(&format!(".entry {}(", k.entry)))

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Whether the CUDA kernels compile to the same PTX in the working tree as at REV (default HEAD):
+# every registered module compiled by NVRTC for sm_90 with the backend's options on both sides
+# (runtime/tests/nvrtc.rs with DCC_PTX_DUMP), then compared entry by entry. Same PTX means the same
+# instructions, so a restructuring of the CUDA source that prints "same" changes no bit of any
+# output; no GPU needed. Needs libnvrtc on LD_LIBRARY_PATH (.ci/run shows how to get the CUDA 13.0
+# wheel). Prints one line per kernel entry that differs, is new or is removed, then a summary;
+# exit 0 when every entry is the same, 1 when not, 2 on a failure to compile or check out.
+# REV must have runtime/tests/nvrtc.rs with DCC_PTX_DUMP (this script's commit and later).
+# Usage: scripts/ptx-diff.sh [REV]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+rev=${1:-HEAD}
+work=$(mktemp -d)
+trap 'git worktree remove --force "$work/base" >/dev/null 2>&1; rm -rf "$work"' EXIT
+git worktree add --detach "$work/base" "$rev" >/dev/null 2>&1 || { echo "cannot check out $rev"; exit 2; }
+dump() {  # dump DIR OUT: every module's PTX of the tree at DIR into OUT
+  (cd "$1" && DCC_PTX_DUMP="$2" DCC_REQUIRE_NVRTC=1 CARGO_TARGET_DIR="$work/target" \
+    cargo test --release --locked -q -p dcc-runtime --test nvrtc every_module_compiles_under_nvrtc \
+    >"$2.log" 2>&1) || { echo "NVRTC failed in $1:"; tail -n 20 "$2.log"; exit 2; }
+}
+echo "compiling every module at $rev and in the working tree (a few minutes each)" >&2
+dump "$work/base" "$work/ptx-base"
+dump "$PWD" "$work/ptx-tree"
+# Compare entry by entry: a module's PTX split at each `.entry` (the text before the first entry,
+# and the compiler's comment lines, left out), so a module that gains an entry shows the others
+# unchanged.
+python3 - "$work/ptx-base" "$work/ptx-tree" "$rev" <<'PY'
+import os, re, sys
+base, tree, rev = sys.argv[1:]
+def entries(root):
+    out = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            if not f.endswith('.ptx'):
+                continue
+            text = '\n'.join(l for l in open(os.path.join(d, f)).read().splitlines() if not l.startswith('//'))
+            mod = os.path.relpath(os.path.join(d, f), root)[:-4].replace('+', '/')
+            parts = re.split(r'(?m)^(?=\.(?:visible|weak) \.entry )', text)
+            for p in parts[1:]:
+                name = re.match(r'\.\w+ \.entry (\w+)', p).group(1)
+                out[f'{mod}: {name}'] = p
+    return out
+a, b = entries(base), entries(tree)
+same = 0
+for k in sorted(set(a) | set(b)):
+    if k not in a:
+        print(f'new      {k}')
+    elif k not in b:
+        print(f'removed  {k}')
+    elif a[k] == b[k]:
+        same += 1
+    else:
+        print(f'differs  {k}')
+n = len(set(a) | set(b))
+print(f'ptx-diff {rev}..working tree: {same} of {n} entries the same PTX')
+sys.exit(0 if same == n else 1)
+PY
