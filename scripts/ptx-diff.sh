@@ -14,14 +14,18 @@ rev=${1:-HEAD}
 work=$(mktemp -d)
 trap 'git worktree remove --force "$work/base" >/dev/null 2>&1; rm -rf "$work"' EXIT
 git worktree add --detach "$work/base" "$rev" >/dev/null 2>&1 || { echo "cannot check out $rev"; exit 2; }
-dump() {  # dump DIR OUT: every module's PTX of the tree at DIR into OUT
-  (cd "$1" && DCC_PTX_DUMP="$2" DCC_REQUIRE_NVRTC=1 CARGO_TARGET_DIR="$work/target" \
+# dump DIR TARGET OUT: every module's PTX of the tree at DIR, built in TARGET, into OUT. Each tree
+# builds in its own target directory: cargo hashes and fingerprints a workspace's crates by
+# their paths inside it, so two checkouts sharing one would share a stale build (the kernels'
+# sources are compiled in by include_str!).
+dump() {
+  (cd "$1" && DCC_PTX_DUMP="$3" DCC_REQUIRE_NVRTC=1 CARGO_TARGET_DIR="$2" \
     cargo test --release --locked -q -p dcc-runtime --test nvrtc every_module_compiles_under_nvrtc \
-    >"$2.log" 2>&1) || { echo "NVRTC failed in $1:"; tail -n 20 "$2.log"; exit 2; }
+    >"$3.log" 2>&1) || { echo "NVRTC failed in $1:"; tail -n 20 "$3.log"; exit 2; }
 }
 echo "compiling every module at $rev and in the working tree (a few minutes each)" >&2
-dump "$work/base" "$work/ptx-base"
-dump "$PWD" "$work/ptx-tree"
+dump "$work/base" "$work/target" "$work/ptx-base"
+dump "$PWD" "${CARGO_TARGET_DIR:-$PWD/target}" "$work/ptx-tree"
 # Compare entry by entry: a module's PTX split at each `.entry` (the text before the first entry,
 # and the compiler's comment lines, left out), so a module that gains an entry shows the others
 # unchanged.
