@@ -26,6 +26,8 @@
 #                                        # a candidate): its CUDA tests with both picks, every f16
 #                                        # tile timed, the half mel and a call of F16R_N sessions
 #                                        # with each pick (dcc-bench and dcc-bench-regs)
+#   bash scripts/serve-gpu.sh f16rcap    # half-point capacity (F16R_CAP_N sessions) with the
+#                                        # pick of F16R_BIN (the build f16r names the faster)
 # Logs go to $OUT as one tarball per part; the last lines printed are a short table.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -215,11 +217,34 @@ f16r)
     echo "half check $b rc=$?"; grep -E '^(B0|SRc) |mel' "$W/check_$b.txt" | head -4
   done
   for b in dcc-bench dcc-bench-regs; do
+    "$D/$b" token2wav "${hw[@]}" --chunks 24 --arms SRc >"$W/srec_$b.txt" 2>&1
+    echo "one session, SRc, $b rc=$?"; grep -E '^SRc ' "$W/srec_$b.txt" | head -2
     "$D/$b" sessions "${hw[@]}" --sessions "${F16R_N:-32}" --chunks 6 --warmup 3 --arms SRc --batch \
-      --batched-only --max-batch 32 >"$W/sessions_$b.txt" 2>&1
+      --batched-only --max-batch 32 --json-out "$OUT/sessions_$b.json" >"$W/sessions_$b.txt" 2>&1
     echo "sessions $b rc=$?"; tail -n 6 "$W/sessions_$b.txt"
   done
   grep -E 'f16_|rows' "$W/kernels_f16.txt" | tail -n 40
+  python3 - "$OUT/sessions_dcc-bench.json" "$OUT/sessions_dcc-bench-regs.json" <<'PY'
+import json, sys
+p50 = [json.load(open(f))["runs"][0]["p50_ms"] for f in sys.argv[1:]]
+win = "dcc-bench-regs" if p50[1] < p50[0] else "dcc-bench"
+print(f"a batched call: chains in warps {p50[0]:.2f} ms, in registers {p50[1]:.2f} ms; "
+      f"next: F16R_BIN={win} bash scripts/serve-gpu.sh f16rcap")
+PY
+  ;;
+f16rcap)
+  # capacity at the half point with one build's pick (F16R_BIN, default dcc-bench-regs):
+  # F16R_CAP_N sessions (default 256 = 8 calls of 32, and 250), 12 measured rounds
+  H=/tmp/fullh
+  [[ -f $H/weights_half.safetensors ]] || python3 scripts/half_peer.py --peer "$D/token2wav_stock.py" \
+    --vendor "$D/vendor" --config full --device cuda --chunks 24 --export "$H" \
+    >"$H.json" 2>"$W/half_peer.err"
+  b=${F16R_BIN:-dcc-bench-regs}
+  "$D/$b" sessions --backend cuda --gemm f16 --weights $H/weights_half.safetensors \
+    --io $H/io_half.safetensors --contract token2wav --no-vocoder --sessions "${F16R_CAP_N:-256,250}" \
+    --chunks 12 --warmup 3 --arms SRc --batch --batched-only --max-batch 32 \
+    --json-out "$OUT/capacity_$b.json" >"$W/capacity_$b.txt" 2>&1
+  echo "capacity $b rc=$?"; tail -n 8 "$W/capacity_$b.txt"
   ;;
 gemm)
   # NVRTC per module, cold then from the on-disk PTX cache (a fresh directory)
@@ -281,7 +306,7 @@ PY
   done
   rm -rf "$W"/v{cpu,cuda}/vocoder.safetensors
   ;;
-*) echo "unknown part '$part' (suite, kernels, e2e, sessions, batch, profile, half, gemm, vocfloor, f16r)"; exit 2 ;;
+*) echo "unknown part '$part' (suite, kernels, e2e, sessions, batch, profile, half, gemm, vocfloor, f16r, f16rcap)"; exit 2 ;;
 esac
 tar czf "$OUT/$part.tgz" -C "$W" .
 done
