@@ -38,7 +38,7 @@ def entries(root):
         for f in files:
             if not f.endswith('.ptx'):
                 continue
-            text = '\n'.join(l for l in open(os.path.join(d, f)).read().splitlines() if not l.startswith('//'))
+            text = '\n'.join(l for l in open(os.path.join(d, f)).read().splitlines() if not l.lstrip().startswith('//'))
             mod = os.path.relpath(os.path.join(d, f), root)[:-4].replace('+', '/')
             parts = re.split(r'(?m)^(?=\.(?:visible|weak) \.entry )', text)
             for p in parts[1:]:

@@ -319,11 +319,11 @@ __device__ __forceinline__ void h16_ldsm4(unsigned (&r)[4], const unsigned short
                  : "r"(a));
 }
 
-template <int MT, int NT, int WM, int WN, int BK, int ST, bool VEC>
+template <int MT, int NT, int WM, int WN, int CW, int BK, int ST, bool VEC>
 __device__ __forceinline__ void h16r_tile(const H16Args a) {
     constexpr int BM = 16 * MT * WM;
     constexpr int BN = 8 * NT * WN;
-    constexpr int NTH = 32 * WM * WN;
+    constexpr int NTH = 32 * WM * WN * (H16_KW / CW);  // CW chains a warp, H16_KW / CW groups
     constexpr int LD = BK + 8;   // staged row stride of both operands, halves
     constexpr int SJ = BK / 16;  // k steps per tile
     constexpr int XQ = BK / 4;   // x slots per row of a tile (4 floats each)
@@ -334,7 +334,10 @@ __device__ __forceinline__ void h16r_tile(const H16Args a) {
     constexpr int WPT = (WV + NTH - 1) / NTH;
     constexpr int XHALVES = BM * LD;
     constexpr int STAGE = (BM + BN) * LD * 2;  // bytes
-    constexpr int SMEM = ST * STAGE;
+    constexpr int RLD = BN + 8;  // row stride of the exchanged partial tile, floats
+    constexpr int RED = CW == H16_KW ? 0 : BM * RLD * 4;
+    constexpr int SMEM = ST * STAGE > RED ? ST * STAGE : RED;
+    static_assert(CW == H16_KW || 2 * CW == H16_KW, "all four chains a warp, or a pair");
     static_assert(BK % (16 * H16_KW) == 0, "step j of a tile belongs to chain j mod H16_KW");
     static_assert(NT % 2 == 0, "b fragments come two n8 tiles per ldmatrix.x4");
     static_assert(ST >= 2, "at least two staging buffers");
@@ -347,8 +350,10 @@ __device__ __forceinline__ void h16r_tile(const H16Args a) {
     const int tid = threadIdx.x;
     const int lane = tid % 32;
     const int warp = tid / 32;
-    const int wm = warp / WN;
-    const int wn = warp % WN;
+    const int group = CW == H16_KW ? 0 : warp / (WM * WN);  // chains CW·group .. CW·group + CW − 1
+    const int wt = CW == H16_KW ? warp : warp % (WM * WN);  // the warp tile
+    const int wm = wt / WN;
+    const int wn = wt % WN;
     const int g = lane / 4;
     const int t = lane % 4;
     const i64 m0 = (i64)blockIdx.y * BM;
@@ -360,9 +365,9 @@ __device__ __forceinline__ void h16r_tile(const H16Args a) {
     h16_slots<float, 4, XQ, XV, NTH, LD>(xsl, tid, m0, a.rows, a.x, a.ldx, K, 0);
     h16_slots<unsigned short, 8, WQ, WV, NTH, LD>(wsl, tid, n0, a.out, a.w, K, K, XHALVES);
 
-    float acc[H16_KW][MT][NT][4];
+    float acc[CW][MT][NT][4];
 #pragma unroll
-    for (int c = 0; c < H16_KW; ++c)
+    for (int c = 0; c < CW; ++c)
 #pragma unroll
         for (int m = 0; m < MT; ++m)
 #pragma unroll
@@ -410,8 +415,9 @@ __device__ __forceinline__ void h16r_tile(const H16Args a) {
         }
         h16_commit();
     };
-    // The warp's k steps of tile c (in buffer buf), ascending, step j to chain j mod 4; a step at
-    // or past ceil(K / 16) ends them (steps only grow).
+    // The warp's k steps of tile c (in buffer buf), ascending: step j belongs to chain j mod 4,
+    // which this warp runs in accumulator set (j mod 4) mod CW when it is one of its group's; a
+    // step at or past ceil(K / 16) ends them (steps only grow).
     const int arow = 16 * MT * wm + lane % 16;   // + 16·m: the row this lane addresses for a
     const int acol = 8 * (lane / 16);            // + k0
     const int brow = 8 * NT * wn + 8 * (lane / 16) + lane % 8;  // + 16·p: two n8 tiles per x4
@@ -422,6 +428,7 @@ __device__ __forceinline__ void h16r_tile(const H16Args a) {
 #pragma unroll
         for (int j = 0; j < SJ; ++j) {
             if (c * SJ + j >= steps) return;
+            if (CW != H16_KW && (j % H16_KW) / CW != group) continue;
             const int k0 = 16 * j;
             unsigned af[MT][4];
 #pragma unroll
@@ -432,8 +439,8 @@ __device__ __forceinline__ void h16r_tile(const H16Args a) {
                 h16_ldsm4(bf, ws + (brow + 16 * p) * LD + k0 + bcol);
 #pragma unroll
                 for (int m = 0; m < MT; ++m) {
-                    h16_mma(acc[j % H16_KW][m][2 * p], af[m], bf[0], bf[1]);
-                    h16_mma(acc[j % H16_KW][m][2 * p + 1], af[m], bf[2], bf[3]);
+                    h16_mma(acc[j % CW][m][2 * p], af[m], bf[0], bf[1]);
+                    h16_mma(acc[j % CW][m][2 * p + 1], af[m], bf[2], bf[3]);
                 }
             }
         }
@@ -465,7 +472,27 @@ __device__ __forceinline__ void h16r_tile(const H16Args a) {
     h16_wait<0>();
 
     // Accumulator element i of tile (m, n): row 16·(MT·wm + m) + g + 8·(i / 2), output
-    // 8·(NT·wn + n) + 2t + (i mod 2).
+    // 8·(NT·wn + n) + 2t + (i mod 2). A pair's sum (p0 + p1 or p2 + p3) in registers; with two
+    // groups, the second's p2 + p3 reaches the first through shared memory (over the staging
+    // ring, every warp past its last tile), which adds it and stores.
+    float* const red = reinterpret_cast<float*>(h16_smem);
+    if constexpr (CW != H16_KW) {
+        __syncthreads();
+        if (group == 1) {
+#pragma unroll
+            for (int m = 0; m < MT; ++m)
+#pragma unroll
+                for (int n = 0; n < NT; ++n) {
+                    float* const q = red + (16 * (MT * wm + m) + g) * RLD + 8 * (NT * wn + n) + 2 * t;
+                    *reinterpret_cast<float2*>(q) =
+                        make_float2(acc[0][m][n][0] + acc[1][m][n][0], acc[0][m][n][1] + acc[1][m][n][1]);
+                    *reinterpret_cast<float2*>(q + 8 * RLD) =
+                        make_float2(acc[0][m][n][2] + acc[1][m][n][2], acc[0][m][n][3] + acc[1][m][n][3]);
+                }
+        }
+        __syncthreads();
+        if (group == 1) return;
+    }
     const bool pair = a.ldy % 2 == 0 && (unsigned long long)a.y % 8 == 0;
 #pragma unroll
     for (int m = 0; m < MT; ++m)
@@ -480,7 +507,13 @@ __device__ __forceinline__ void h16r_tile(const H16Args a) {
 #pragma unroll
                 for (int e = 0; e < 2; ++e) {
                     const int i = 2 * h + e;
-                    float s = (acc[0][m][n][i] + acc[1][m][n][i]) + (acc[2][m][n][i] + acc[3][m][n][i]);
+                    float s;
+                    if constexpr (CW == H16_KW) {
+                        s = (acc[0][m][n][i] + acc[1][m][n][i]) + (acc[2][m][n][i] + acc[3][m][n][i]);
+                    } else {
+                        const int q = (16 * (MT * wm + m) + g + 8 * h) * RLD + 8 * (NT * wn + n) + 2 * t + e;
+                        s = (acc[0][m][n][i] + acc[1][m][n][i]) + red[q];
+                    }
                     if (a.bias != 0 && o + e < a.out) s = s + h16_to_f32(a.b[o + e]);
                     s = h16_round(s);
                     if (a.act >= 0) s = h16_round(dcc_act1(s, a.act, a.alpha));
@@ -503,9 +536,21 @@ __device__ __forceinline__ void h16r_linear(const H16Args a) {
     static_assert(H16_KW == 4, "the partials' tree is written for four chains");
     if ((unsigned long long)a.x % 16 == 0 && a.ldx % 4 == 0 && a.k % 4 == 0 && (unsigned long long)a.w % 16 == 0 &&
         a.k % 8 == 0)
-        h16r_tile<MT, NT, WM, WN, BK, ST, true>(a);
+        h16r_tile<MT, NT, WM, WN, H16_KW, BK, ST, true>(a);
     else
-        h16r_tile<MT, NT, WM, WN, BK, ST, false>(a);
+        h16r_tile<MT, NT, WM, WN, H16_KW, BK, ST, false>(a);
+}
+
+// h16r_linear with a pair of chains a warp: each warp tile computed by two warps, one for chains
+// 0 and 1, one for 2 and 3 (twice the warp tile of four accumulator sets in the same registers);
+// the second's p2 + p3 meets the first's p0 + p1 in shared memory (BM · (BN + 8) floats).
+template <int MT, int NT, int WM, int WN, int BK, int ST>
+__device__ __forceinline__ void h16p_linear(const H16Args a) {
+    if ((unsigned long long)a.x % 16 == 0 && a.ldx % 4 == 0 && a.k % 4 == 0 && (unsigned long long)a.w % 16 == 0 &&
+        a.k % 8 == 0)
+        h16r_tile<MT, NT, WM, WN, H16_KW / 2, BK, ST, true>(a);
+    else
+        h16r_tile<MT, NT, WM, WN, H16_KW / 2, BK, ST, false>(a);
 }
 
 // 64 rows × 128 outputs per CTA, 8 warps of 64 × 64 (eight sessions batched and more: a warp
@@ -576,4 +621,13 @@ extern "C" __global__ void __launch_bounds__(32, 8) gemm_linear_f16_r16x32(float
                                                                            const unsigned short* b, int bias, int act,
                                                                            float alpha, i64 rows, i64 in, i64 out) {
     h16r_linear<1, 4, 1, 1, 64, 4>(H16Args{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
+}
+
+// A pair of chains a warp: 64 rows × 128 outputs per CTA, 8 warps, 2 × 2 warp tiles of 32 × 64 (2
+// accumulator sets of 64), each by two warps; 64-k tiles through four stages (110.6 KB).
+extern "C" __global__ void __launch_bounds__(256, 1) gemm_linear_f16_p64x128(float* y, i64 ldy, const float* x, i64 ldx,
+                                                                            const unsigned short* w,
+                                                                            const unsigned short* b, int bias, int act,
+                                                                            float alpha, i64 rows, i64 in, i64 out) {
+    h16p_linear<2, 8, 2, 2, 64, 4>(H16Args{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
 }

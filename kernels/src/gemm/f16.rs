@@ -35,8 +35,10 @@
 //! of a warp tile its own warp (a quarter of K each) and adds the partials in shared memory;
 //! [`Layout::ChainRegs`] (`h16r_linear`) keeps the four accumulators of a warp tile in one
 //! warp, which then runs the whole K, rounds `x` to binary16 once as it stages it, loads its
-//! fragments with `ldmatrix` and adds the partials in registers. The `a` and `b` fragments,
-//! each chain's accumulator and the order of its `mma`s are the same, so so are the bits.
+//! fragments with `ldmatrix` and adds the partials in registers; [`Layout::ChainPairs`]
+//! (`h16p_linear`) is that with two chains a warp, `p0 + p1` and `p2 + p3` meeting in shared
+//! memory. The `a` and `b` fragments, each chain's accumulator and the order of its `mma`s are
+//! the same, so so are the bits.
 //!
 //! # The host twin is a model, not the kernel's bits
 //!
@@ -111,6 +113,11 @@ pub enum Layout {
     /// accumulator sets); `x` is rounded to binary16 once, as it is staged; the fragments come
     /// from `ldmatrix`; the partials meet in registers.
     ChainRegs,
+    /// `h16p_linear`: as [`Layout::ChainRegs`], but each warp tile is computed by two warps, one
+    /// for chains 0 and 1 and one for 2 and 3 (two accumulator sets each, so twice the warp tile
+    /// in the same registers); `p0 + p1` and `p2 + p3` are added in registers and meet in shared
+    /// memory.
+    ChainPairs,
 }
 
 /// One tile shape of the half linear (a template instantiation in `gemm_f16.cu`: warp tiles of
@@ -152,6 +159,7 @@ impl F16Variant {
         let per_tile = match self.layout {
             Layout::ChainWarps => CHAINS,
             Layout::ChainRegs => 1,
+            Layout::ChainPairs => 2,
         };
         (32 * self.wm * self.wn * per_tile) as u32
     }
@@ -160,7 +168,8 @@ impl F16Variant {
     /// staging ring, `stages` stages of `bm · (bk + 8)` floats and `bn · (bk + 8)` halves, or the
     /// chains' partials, `CHAINS · bm · (bn + 8)` floats (rows padded for conflict-free stores),
     /// whichever is larger. [`Layout::ChainRegs`]: the ring alone, `stages` stages of
-    /// `(bm + bn) · (bk + 8)` halves (`x` staged as binary16).
+    /// `(bm + bn) · (bk + 8)` halves (`x` staged as binary16). [`Layout::ChainPairs`]: that ring,
+    /// or the exchanged pair sums, `bm · (bn + 8)` floats, whichever is larger.
     pub const fn shared_bytes(&self) -> usize {
         match self.layout {
             Layout::ChainWarps => {
@@ -173,11 +182,17 @@ impl F16Variant {
                 }
             }
             Layout::ChainRegs => self.stages * (self.bm() + self.bn()) * (self.bk + 8) * 2,
+            Layout::ChainPairs => {
+                let ring = self.stages * (self.bm() + self.bn()) * (self.bk + 8) * 2;
+                let red = self.bm() * (self.bn() + 8) * 4;
+                if ring > red { ring } else { red }
+            }
         }
     }
 
     /// The template call of the variant's entry in `gemm_f16.cu`: `h16_linear<mt, nt, wm, wn,
-    /// bk, stages>` (`h16r_linear` for [`Layout::ChainRegs`]), the last two as `H16_BK, H16_ST`
+    /// bk, stages>` (`h16r_linear` for [`Layout::ChainRegs`], `h16p_linear` for
+    /// [`Layout::ChainPairs`]), the last two as `H16_BK, H16_ST`
     /// where a [`Layout::ChainWarps`] variant has [`BK`] and [`STAGES`].
     pub fn template(&self) -> String {
         let (f, bk, st) = match self.layout {
@@ -186,6 +201,7 @@ impl F16Variant {
             }
             Layout::ChainWarps => ("h16_linear", self.bk.to_string(), self.stages.to_string()),
             Layout::ChainRegs => ("h16r_linear", self.bk.to_string(), self.stages.to_string()),
+            Layout::ChainPairs => ("h16p_linear", self.bk.to_string(), self.stages.to_string()),
         };
         format!(
             "{f}<{}, {}, {}, {}, {bk}, {st}>",
@@ -344,12 +360,26 @@ f16_variant!(
     64,
     4
 );
+f16_variant!(
+    LINEAR_P64X128,
+    VP64X128,
+    host_p64x128,
+    "p64x128",
+    ChainPairs,
+    2,
+    8,
+    2,
+    2,
+    64,
+    4
+);
 
 /// Every tile shape, the most rows × outputs first within each layout. The
-/// [`Layout::ChainRegs`] variants (`r*`) are candidates [`pick`] does not take yet: they have
-/// not run on a GPU (the next device run measures them: `scripts/serve-gpu.sh f16r`).
+/// [`Layout::ChainRegs`] (`r*`) and [`Layout::ChainPairs`] (`p*`) variants are candidates
+/// [`pick`] does not take by default: they have not run on a GPU (the next device run measures
+/// them: `scripts/serve-gpu.sh f16r`).
 pub static VARIANTS: &[&F16Variant] = &[
-    &V64X128, &V64X64, &V16X32, &VR64X128, &VR128X64, &VR64X64, &VR16X64, &VR16X32,
+    &V64X128, &V64X64, &V16X32, &VR64X128, &VR128X64, &VR64X64, &VR16X64, &VR16X32, &VP64X128,
 ];
 
 /// Every kernel of the half linear (one module): what a process on `GemmPath::Half` preloads.
@@ -362,6 +392,7 @@ pub static KERNELS: &[&KernelDef] = &[
     &LINEAR_R64X64,
     &LINEAR_R16X64,
     &LINEAR_R16X32,
+    &LINEAR_P64X128,
 ];
 
 /// Rows from which [`pick`] takes the 64 × 64 tile.

@@ -234,6 +234,17 @@ fn variants_match_the_cuda_source() {
         (VR128X64.bm(), VR128X64.bn(), VR128X64.threads()),
         (128, 64, 256)
     );
+    // A pair of chains a warp: 2 × 2 warp tiles of 32 × 64, two warps each.
+    assert_eq!(
+        (VP64X128.bm(), VP64X128.bn(), VP64X128.threads()),
+        (64, 128, 256)
+    );
+    assert_eq!(VP64X128.shared_bytes(), 4 * (64 + 128) * 72 * 2);
+    assert!(
+        64 * 136 * 4 <= VP64X128.shared_bytes(),
+        "the pair sums fit the ring"
+    );
+    assert_eq!(VP64X128.template(), "h16p_linear<2, 8, 2, 2, 64, 4>");
     assert_eq!(V64X64.template(), "h16_linear<2, 4, 2, 2, H16_BK, H16_ST>");
 }
 
