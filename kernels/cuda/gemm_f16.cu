@@ -309,8 +309,12 @@ __device__ __forceinline__ void h16_linear(const H16Args a) {
 // from ldmatrix.x4 (a: rows g, g + 8 × k 2t, 2t + 8 of the m16 tile, as h16_tile's loads and
 // packs; b: outputs g × k 2t, 2t + 8 of two n8 tiles). No shared-memory reduction: the outputs go
 // from registers (two adjacent outputs a 64-bit store where y allows it).
-// Launch: grid (ceil(out / BN), ceil(rows / BM), 1), block (32 · WM · WN, 1, 1),
-// ST · (BM + BN) · (BK + 8) · 2 bytes of dynamic shared memory (F16Variant::shared_bytes).
+// h16p_* (CW = 2 chains a warp): each warp tile is computed by two warps, chains 0, 1 and chains
+// 2, 3, each summing its pair in registers; the second's sums reach the first through shared
+// memory ([BM][BN + 8] floats over the ring), which adds them, (p0 + p1) + (p2 + p3), and stores.
+// Launch: grid (ceil(out / BN), ceil(rows / BM), 1), block (32 · WM · WN · 4 / CW, 1, 1),
+// ST · (BM + BN) · (BK + 8) · 2 bytes of dynamic shared memory, or BM · (BN + 8) · 4 for h16p_*
+// if that is more (F16Variant::shared_bytes).
 
 __device__ __forceinline__ void h16_ldsm4(unsigned (&r)[4], const unsigned short* p) {
     const unsigned a = (unsigned)__cvta_generic_to_shared(p);
