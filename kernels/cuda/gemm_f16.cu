@@ -285,12 +285,18 @@ __device__ __forceinline__ void h16_tile(const H16Args a) {
     }
 }
 
+// Whether both operands allow 16-byte staging: x at 16-byte addresses, rows and K multiples of 4
+// floats; W at a 16-byte address, K a multiple of 8 halves.
+__device__ __forceinline__ bool h16_vec(const H16Args& a) {
+    return (unsigned long long)a.x % 16 == 0 && a.ldx % 4 == 0 && a.k % 4 == 0 && (unsigned long long)a.w % 16 == 0 &&
+           a.k % 8 == 0;
+}
+
 // The 16-byte asynchronous staging when both operands allow it, else plain loads.
 template <int MT, int NT, int WM, int WN, int BK, int ST>
 __device__ __forceinline__ void h16_linear(const H16Args a) {
     static_assert(H16_KW == 4, "the partials' tree is written for four chains");
-    if ((unsigned long long)a.x % 16 == 0 && a.ldx % 4 == 0 && a.k % 4 == 0 && (unsigned long long)a.w % 16 == 0 &&
-        a.k % 8 == 0)
+    if (h16_vec(a))
         h16_tile<MT, NT, WM, WN, BK, ST, true>(a);
     else
         h16_tile<MT, NT, WM, WN, BK, ST, false>(a);
@@ -534,15 +540,21 @@ __device__ __forceinline__ void h16r_tile(const H16Args a) {
         }
 }
 
-// The 16-byte x loads and W copies when both operands allow them, else plain loads.
+// The 16-byte x loads and W copies when both operands allow them, else plain loads; CW chains a
+// warp.
+template <int MT, int NT, int WM, int WN, int CW, int BK, int ST>
+__device__ __forceinline__ void h16r_staged(const H16Args a) {
+    static_assert(H16_KW == 4, "the partials' tree is written for four chains");
+    if (h16_vec(a))
+        h16r_tile<MT, NT, WM, WN, CW, BK, ST, true>(a);
+    else
+        h16r_tile<MT, NT, WM, WN, CW, BK, ST, false>(a);
+}
+
+// Every chain of a warp tile in one warp.
 template <int MT, int NT, int WM, int WN, int BK, int ST>
 __device__ __forceinline__ void h16r_linear(const H16Args a) {
-    static_assert(H16_KW == 4, "the partials' tree is written for four chains");
-    if ((unsigned long long)a.x % 16 == 0 && a.ldx % 4 == 0 && a.k % 4 == 0 && (unsigned long long)a.w % 16 == 0 &&
-        a.k % 8 == 0)
-        h16r_tile<MT, NT, WM, WN, H16_KW, BK, ST, true>(a);
-    else
-        h16r_tile<MT, NT, WM, WN, H16_KW, BK, ST, false>(a);
+    h16r_staged<MT, NT, WM, WN, H16_KW, BK, ST>(a);
 }
 
 // h16r_linear with a pair of chains a warp: each warp tile computed by two warps, one for chains
@@ -550,11 +562,7 @@ __device__ __forceinline__ void h16r_linear(const H16Args a) {
 // the second's p2 + p3 meets the first's p0 + p1 in shared memory (BM · (BN + 8) floats).
 template <int MT, int NT, int WM, int WN, int BK, int ST>
 __device__ __forceinline__ void h16p_linear(const H16Args a) {
-    if ((unsigned long long)a.x % 16 == 0 && a.ldx % 4 == 0 && a.k % 4 == 0 && (unsigned long long)a.w % 16 == 0 &&
-        a.k % 8 == 0)
-        h16r_tile<MT, NT, WM, WN, H16_KW / 2, BK, ST, true>(a);
-    else
-        h16r_tile<MT, NT, WM, WN, H16_KW / 2, BK, ST, false>(a);
+    h16r_staged<MT, NT, WM, WN, H16_KW / 2, BK, ST>(a);
 }
 
 // 64 rows × 128 outputs per CTA, 8 warps of 64 × 64 (eight sessions batched and more: a warp
