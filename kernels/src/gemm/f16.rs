@@ -171,23 +171,19 @@ impl F16Variant {
     /// `(bm + bn) · (bk + 8)` halves (`x` staged as binary16). [`Layout::ChainPairs`]: that ring,
     /// or the exchanged pair sums, `bm · (bn + 8)` floats, whichever is larger.
     pub const fn shared_bytes(&self) -> usize {
-        match self.layout {
-            Layout::ChainWarps => {
-                let stage = self.bm() * (self.bk + 8) * 4 + self.bn() * (self.bk + 8) * 2;
-                let red = CHAINS * self.bm() * (self.bn() + 8) * 4;
-                if self.stages * stage > red {
-                    self.stages * stage
-                } else {
-                    red
-                }
-            }
-            Layout::ChainRegs => self.stages * (self.bm() + self.bn()) * (self.bk + 8) * 2,
-            Layout::ChainPairs => {
-                let ring = self.stages * (self.bm() + self.bn()) * (self.bk + 8) * 2;
-                let red = self.bm() * (self.bn() + 8) * 4;
-                if ring > red { ring } else { red }
-            }
-        }
+        // (staging ring, partials exchanged in shared memory), bytes
+        let (ring, red) = match self.layout {
+            Layout::ChainWarps => (
+                self.stages * (self.bm() * (self.bk + 8) * 4 + self.bn() * (self.bk + 8) * 2),
+                CHAINS * self.bm() * (self.bn() + 8) * 4,
+            ),
+            Layout::ChainRegs => (self.stages * (self.bm() + self.bn()) * (self.bk + 8) * 2, 0),
+            Layout::ChainPairs => (
+                self.stages * (self.bm() + self.bn()) * (self.bk + 8) * 2,
+                self.bm() * (self.bn() + 8) * 4,
+            ),
+        };
+        if ring > red { ring } else { red }
     }
 
     /// The template call of the variant's entry in `gemm_f16.cu`: `h16_linear<mt, nt, wm, wn,
@@ -421,25 +417,29 @@ pub fn pick(rows: usize, out: usize) -> &'static F16Variant {
 
 /// [`pick`] among the [`Layout::ChainWarps`] tiles (the default build).
 pub fn pick_chain_warps(rows: usize, out: usize) -> &'static F16Variant {
-    if rows >= BATCH_ROWS && out >= WIDE_OUT {
-        &V64X128
-    } else if rows >= LARGE_ROWS {
-        &V64X64
-    } else {
-        &V16X32
-    }
+    pick_among([&V64X128, &V64X64, &V16X32], rows, out)
 }
 
 /// [`pick`] among the [`Layout::ChainRegs`] tiles (the `f16-chain-regs` build), at the same row
 /// and output thresholds: 64 × 128 for batched rows and wide outputs, 64 × 64 (two CTAs an SM)
 /// from [`LARGE_ROWS`] rows, 16 × 64 below (not yet measured: `scripts/serve-gpu.sh f16r`).
 pub fn pick_chain_regs(rows: usize, out: usize) -> &'static F16Variant {
+    pick_among([&VR64X128, &VR64X64, &VR16X64], rows, out)
+}
+
+/// The thresholds of [`pick`] over one layout's tiles `[batched, large, small]`: `batched` from
+/// [`BATCH_ROWS`] rows and [`WIDE_OUT`] outputs, `large` from [`LARGE_ROWS`] rows, `small` below.
+fn pick_among(
+    [batched, large, small]: [&'static F16Variant; 3],
+    rows: usize,
+    out: usize,
+) -> &'static F16Variant {
     if rows >= BATCH_ROWS && out >= WIDE_OUT {
-        &VR64X128
+        batched
     } else if rows >= LARGE_ROWS {
-        &VR64X64
+        large
     } else {
-        &VR16X64
+        small
     }
 }
 
