@@ -78,6 +78,15 @@ T=models/testdata/token2wav_tiny
 F=/tmp/full
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 
+# The half point's export (vendor fp16 beside fp32, half_peer.py) in $H, made once per machine;
+# its JSON line in $H.json.
+H=/tmp/fullh
+half_export() {
+  [[ -f $H/weights_half.safetensors ]] || python3 scripts/half_peer.py --peer "$D/token2wav_stock.py" \
+    --vendor "$D/vendor" --config full --device cuda --chunks 24 --export "$H" \
+    >"$H.json" 2>"$W/half_peer.err"
+}
+
 for part in "$@"; do
 W=$(mktemp -d "/tmp/$part.XXXX")
 case $part in
@@ -175,10 +184,7 @@ half)
   # the half operating point: the vendor's fp16 mode exported beside its fp32 mode (same seeded
   # inputs), our half arm checked against it at the vendor's own fp16-vs-fp32 distance (the
   # smallest over the chunks), timed and profiled, then batched sessions on the half path
-  H=/tmp/fullh
-  [[ -f $H/weights_half.safetensors ]] || python3 scripts/half_peer.py --peer "$D/token2wav_stock.py" \
-    --vendor "$D/vendor" --config full --device cuda --chunks 24 --export "$H" \
-    >"$H.json" 2>"$W/half_peer.err"
+  half_export
   cp "$H.json" "$OUT/half_peer.json"
   tol=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(min(d['rel_l2']))" "$H.json")
   echo "vendor fp16 vs vendor fp32, rel-L2 per chunk: min $tol, max $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['rel_l2_max'])" "$H.json")"
@@ -205,10 +211,7 @@ f16r)
   "$B" kernels --variants f16 --rows 112,1600,3200 --samples 9 \
     --shapes 512x1536,512x512,1536x512,512x2048,2048x512,512x80 >"$W/kernels_f16.txt" 2>&1
   echo "kernels rc=$?"; cp "$W/kernels_f16.txt" "$OUT/"
-  H=/tmp/fullh
-  [[ -f $H/weights_half.safetensors ]] || python3 scripts/half_peer.py --peer "$D/token2wav_stock.py" \
-    --vendor "$D/vendor" --config full --device cuda --chunks 24 --export "$H" \
-    >"$H.json" 2>"$W/half_peer.err"
+  half_export
   tol=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(min(d['rel_l2']))" "$H.json")
   hw=(--backend cuda --gemm f16 --weights $H/weights_half.safetensors --io $H/io_half.safetensors
       --contract token2wav --no-vocoder)
@@ -235,10 +238,7 @@ PY
 f16rcap)
   # capacity at the half point with one build's pick (F16R_BIN, default dcc-bench-regs):
   # F16R_CAP_N sessions (default 256 = 8 calls of 32, and 250), 12 measured rounds
-  H=/tmp/fullh
-  [[ -f $H/weights_half.safetensors ]] || python3 scripts/half_peer.py --peer "$D/token2wav_stock.py" \
-    --vendor "$D/vendor" --config full --device cuda --chunks 24 --export "$H" \
-    >"$H.json" 2>"$W/half_peer.err"
+  half_export
   b=${F16R_BIN:-dcc-bench-regs}
   "$D/$b" sessions --backend cuda --gemm f16 --weights $H/weights_half.safetensors \
     --io $H/io_half.safetensors --contract token2wav --no-vocoder --sessions "${F16R_CAP_N:-256,250}" \
