@@ -75,7 +75,12 @@ fn check(src: &'static kernels::CudaSource, arch: &str) -> Vec<String> {
     if let Some(dir) = std::env::var_os("DCC_PTX_DUMP") {
         let dir = std::path::Path::new(&dir).join(arch);
         let file = dir.join(format!("{}.ptx", src.name.replace('/', "+")));
-        if let Err(e) = std::fs::create_dir_all(&dir).and_then(|()| std::fs::write(&file, &ptx)) {
+        // Written beside and renamed over, so a dump holds whole files or none.
+        let part = file.with_extension("ptx.part");
+        let written = std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::write(&part, &ptx))
+            .and_then(|()| std::fs::rename(&part, &file));
+        if let Err(e) = written {
             return vec![format!("{}: {e}", file.display())];
         }
     }
