@@ -72,16 +72,115 @@ impl BatchSizes {
         self.0[self.0.len() - 1]
     }
 
-    /// `n` sessions split into sizes, largest first (`[8, 4, 1]` for 13 of `[1, 2, 4, 8]`).
-    pub fn split(&self, mut n: usize) -> Vec<usize> {
-        let mut out = Vec::new();
-        for &b in self.0.iter().rev() {
-            while n >= b {
-                out.push(b);
-                n -= b;
+    /// `n` sessions split into sizes, largest first: the fewest calls, then the most even
+    /// ones (`[8, 4, 1]` for 13 of `[1, 2, 4, 8]`; `[32; 5]` and `[30; 3]` for 250 of sizes
+    /// that hold 30 and 32, where the powers of two to 32 take 10 calls, `7 × 32 + 16 + 8 +
+    /// 2`).
+    ///
+    /// Why the fewest: a batched call's time grows far slower than its members (a call of 32
+    /// half sessions takes about 7 of one alone), so a round of `n` sessions costs about its
+    /// call count times a fixed part plus `n` times a per-member part; once the count is
+    /// fixed, the most even split keeps the longest call (the round's latency) shortest.
+    ///
+    /// How: `calls[m]`, the fewest calls for `m` sessions, by dynamic programming over the
+    /// sizes (1 is one of them, so every `m` splits); then, call by call, the smallest size at
+    /// least the even share (`⌈rest / calls left⌉`) whose remainder still splits into one call
+    /// fewer (the largest part of a fewest split qualifies, so one always does).
+    pub fn split(&self, n: usize) -> Vec<usize> {
+        let mut calls = vec![0usize; n + 1];
+        for m in 1..=n {
+            calls[m] = self
+                .0
+                .iter()
+                .take_while(|&&b| b <= m)
+                .map(|&b| calls[m - b].saturating_add(1))
+                .min()
+                .unwrap_or(usize::MAX);
+        }
+        let mut out = Vec::with_capacity(calls[n]);
+        let mut rest = n;
+        while rest > 0 {
+            let left = calls[rest];
+            let share = rest.div_ceil(left);
+            let b = self
+                .0
+                .iter()
+                .copied()
+                .find(|&b| b >= share && b <= rest && calls[rest - b] + 1 == left)
+                .expect("the largest part of a fewest split is at least the even share");
+            out.push(b);
+            rest -= b;
+        }
+        out.sort_unstable_by(|a, b| b.cmp(a));
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::BatchSizes;
+
+    /// The fewest calls for `n` of `sizes`, by trying every count of the largest size first
+    /// (a second way to the same number).
+    fn fewest(sizes: &[usize], n: usize) -> usize {
+        match sizes.split_last() {
+            None => usize::MAX,
+            Some((_, [])) => n,
+            Some((&b, rest)) => (0..=n / b)
+                .map(|k| fewest(rest, n - k * b).saturating_add(k))
+                .min()
+                .unwrap(),
+        }
+    }
+
+    #[test]
+    fn a_split_is_the_fewest_calls_of_declared_sizes_largest_first() {
+        let sets: [&[usize]; 5] = [
+            &[1],
+            &[1, 2, 4, 8, 16, 32],
+            &[1, 3, 4],
+            &[1, 2, 4, 8, 16, 24, 28, 30, 32],
+            &[1, 5, 6, 9],
+        ];
+        for sizes in sets {
+            let s = BatchSizes::new(sizes).unwrap();
+            for n in 0..=200 {
+                let parts = s.split(n);
+                assert_eq!(parts.iter().sum::<usize>(), n, "{sizes:?} {n}: {parts:?}");
+                assert!(
+                    parts.iter().all(|b| sizes.contains(b)),
+                    "{sizes:?} {n}: {parts:?}"
+                );
+                assert!(
+                    parts.windows(2).all(|w| w[0] >= w[1]),
+                    "{sizes:?} {n}: {parts:?}"
+                );
+                assert_eq!(parts.len(), fewest(sizes, n), "{sizes:?} {n}: {parts:?}");
             }
         }
-        out
+    }
+
+    #[test]
+    fn the_contract_sizes_take_the_fewest_calls_and_powers_of_two_split_as_before() {
+        // the full contract's flow: every class of 54 sessions or more in ⌈n / 32⌉ calls
+        let s = BatchSizes::new(dcc_generated::token2wav::FLOW_BATCH).unwrap();
+        for n in 54..=600 {
+            assert_eq!(s.split(n).len(), n.div_ceil(32), "{n}: {:?}", s.split(n));
+        }
+        assert_eq!(s.split(250), [32, 32, 31, 31, 31, 31, 31, 31]);
+        assert_eq!(s.split(240), [30; 8]);
+        assert_eq!(s.split(13), [8, 4, 1]);
+        // every size from 16 to 32: the calls differ by at most one session
+        let dense: Vec<usize> = [1, 2, 4, 8].into_iter().chain(16..=32).collect();
+        let d = BatchSizes::new(&dense).unwrap();
+        for n in 17..=600 {
+            let parts = d.split(n);
+            assert_eq!(parts.len(), n.div_ceil(32), "{n}: {parts:?}");
+            assert!(parts[0] - parts[parts.len() - 1] <= 1, "{n}: {parts:?}");
+        }
+        // the powers of two split as the greedy largest-first split did
+        let pow = BatchSizes::new(&[1, 2, 4, 8, 16, 32]).unwrap();
+        assert_eq!(pow.split(250), [32, 32, 32, 32, 32, 32, 32, 16, 8, 2]);
     }
 }
 

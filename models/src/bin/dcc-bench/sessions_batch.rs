@@ -1,8 +1,8 @@
 //! `dcc-bench sessions --batch`: the same N sessions as time-multiplexed, served in rounds by a
 //! [`Batcher`]: each round every session brings its chunk, the sessions of one catalog class
-//! run their encoder and their flow as batched calls of the contract's batch sizes (largest
-//! first, through graphs per (class, size, members) on a replay arm), the others alone,
-//! counted by reason.
+//! run their encoder and their flow as batched calls of the contract's batch sizes (the fewest
+//! calls, then the most even; through graphs per (class, size, members) on a replay arm), the
+//! others alone, counted by reason.
 //!
 //! The rounds' chunks arrive together (a batching server aligns its sessions: at `realtime`
 //! cadence every session's chunk i arrives i chunk-durations after the start), and each

@@ -1,7 +1,8 @@
 //! Serving many sessions with exact cross-session batching: each round, every session brings
-//! one chunk; sessions of one catalog class are grouped into the contract's batch sizes,
-//! largest first, and each group's flow runs as one batched call ([`BatchedFlow`]); a session
-//! that cannot join a group runs alone, as [`Session::chunk`] would, counted by reason
+//! one chunk; sessions of one catalog class are grouped into the contract's batch sizes (the
+//! fewest calls, then the most even: [`crate::token2wav::BatchSizes::split`]), and each
+//! group's flow runs as one batched call ([`BatchedFlow`]); a session that cannot join a group
+//! runs alone, as [`Session::chunk`] would, counted by reason
 //! ([`NotBatchable`]). Every session's mel equals the same session's alone on the same flow,
 //! bit for bit (see [`crate::token2wav::BatchedFlow`] for why).
 //!
