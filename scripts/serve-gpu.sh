@@ -22,12 +22,8 @@
 #                                        # (needs e2e's export in /tmp/full for the last part)
 #   bash scripts/serve-gpu.sh vocfloor   # the vendor vocoder on CUDA against itself on the CPU,
 #                                        # and our CUDA vocoder against both (the 1e-4 floor)
-#   bash scripts/serve-gpu.sh f16r       # the chains-in-registers half linear (gemm.linear_f16_r*,
-#                                        # a candidate): its CUDA tests with both picks, every f16
-#                                        # tile timed, the half mel and a call of F16R_N sessions
-#                                        # with each pick (dcc-bench and dcc-bench-regs)
-#   bash scripts/serve-gpu.sh f16rcap    # half-point capacity (F16R_CAP_N sessions) with the
-#                                        # pick of F16R_BIN (the build f16r names the faster)
+#   bash scripts/serve-gpu.sh halfcap    # half-point capacity: CAP_N sessions (default 250,256),
+#                                        # batched calls of up to 32, 12 measured rounds
 # Logs go to $OUT as one tarball per part; the last lines printed are a short table.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -56,14 +52,9 @@ for line in sys.stdin:
   cargo test --release -p dcc-models --test vocoder_golden --test vocoder_replay --test speech \
     --test batched_sessions --test many_sessions --test half_cache --no-run --message-format=json 2>/dev/null |
     copy_tests models-
-  # the candidate pick of the half linear (f16r): its own dcc-bench and gemm_f16 tests
-  cargo test --release -p dcc-runtime --test gemm_f16 --features f16-chain-regs --no-run \
-    --message-format=json 2>/dev/null | copy_tests regs-
-  cargo build --release -p dcc-models --bin dcc-bench --features f16-chain-regs
-  cp "${CARGO_TARGET_DIR:-target}/release/dcc-bench" "$D/dcc-bench-regs"
   cargo build --release -p dcc-models --bin dcc-bench
   cp "${CARGO_TARGET_DIR:-target}/release/dcc-bench" "$D/dcc-bench"
-  strip "$D/dcc-bench" "$D/dcc-bench-regs" "$D"/tests/*
+  strip "$D/dcc-bench" "$D"/tests/*
   cp "$PEER" "$D/token2wav_stock.py"
   cp -rL "$VENDOR" "$D/vendor"
   find "$D/vendor" -name __pycache__ -prune -exec rm -rf {} +
@@ -199,52 +190,15 @@ half)
     >"$W/sessions_half.txt" 2>&1
   echo "half sessions --batch rc=$?"; tail -n 14 "$W/sessions_half.txt"
   ;;
-f16r)
-  # gemm.linear_f16_r*: the same bits as the chains-in-warps tiles (every variant compared on
-  # each case, the row windows with either pick), the tiles timed at one session's and at
-  # batched rows, then the full model's half mel (must stay c3a6b8a8dc30648a) and a call of
-  # F16R_N sessions with each pick
-  for t in gemm_f16 regs-gemm_f16; do
-    DCC_REQUIRE_GPU=1 timeout 200 "$D/tests/$t" --test-threads=1 --nocapture >"$W/$t.log" 2>&1
-    echo "$t rc=$? $(grep -h 'test result' "$W/$t.log")"; grep -h 'variants the same bits' "$W/$t.log"
-  done
-  "$B" kernels --variants f16 --rows 112,1600,3200 --samples 9 \
-    --shapes 512x1536,512x512,1536x512,512x2048,2048x512,512x80 >"$W/kernels_f16.txt" 2>&1
-  echo "kernels rc=$?"; cp "$W/kernels_f16.txt" "$OUT/"
+halfcap)
+  # capacity at the half point: CAP_N sessions (default 250 and 256 = 8 calls of 32), 12 measured
+  # rounds, each class split into the fewest calls of the contract's sizes up to 32
   half_export
-  tol=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(min(d['rel_l2']))" "$H.json")
-  hw=(--backend cuda --gemm f16 --weights $H/weights_half.safetensors --io $H/io_half.safetensors
-      --contract token2wav --no-vocoder)
-  for b in dcc-bench dcc-bench-regs; do
-    "$D/$b" check "${hw[@]}" --chunks 24 --half-tol "$tol" --arms B0,SRc >"$W/check_$b.txt" 2>&1
-    echo "half check $b rc=$?"; grep -E '^(B0|SRc) |mel' "$W/check_$b.txt" | head -4
-  done
-  for b in dcc-bench dcc-bench-regs; do
-    "$D/$b" token2wav "${hw[@]}" --chunks 24 --arms SRc >"$W/srec_$b.txt" 2>&1
-    echo "one session, SRc, $b rc=$?"; grep -E '^SRc ' "$W/srec_$b.txt" | head -2
-    "$D/$b" sessions "${hw[@]}" --sessions "${F16R_N:-32}" --chunks 6 --warmup 3 --arms SRc --batch \
-      --batched-only --max-batch 32 --json-out "$OUT/sessions_$b.json" >"$W/sessions_$b.txt" 2>&1
-    echo "sessions $b rc=$?"; tail -n 6 "$W/sessions_$b.txt"
-  done
-  grep -E 'f16_|rows' "$W/kernels_f16.txt" | tail -n 40
-  python3 - "$OUT/sessions_dcc-bench.json" "$OUT/sessions_dcc-bench-regs.json" <<'PY'
-import json, sys
-p50 = [json.load(open(f))["runs"][0]["p50_ms"] for f in sys.argv[1:]]
-win = "dcc-bench-regs" if p50[1] < p50[0] else "dcc-bench"
-print(f"a batched call: chains in warps {p50[0]:.2f} ms, in registers {p50[1]:.2f} ms; "
-      f"next: F16R_BIN={win} bash scripts/serve-gpu.sh f16rcap")
-PY
-  ;;
-f16rcap)
-  # capacity at the half point with one build's pick (F16R_BIN, default dcc-bench-regs):
-  # F16R_CAP_N sessions (default 256 = 8 calls of 32, and 250), 12 measured rounds
-  half_export
-  b=${F16R_BIN:-dcc-bench-regs}
-  "$D/$b" sessions --backend cuda --gemm f16 --weights $H/weights_half.safetensors \
-    --io $H/io_half.safetensors --contract token2wav --no-vocoder --sessions "${F16R_CAP_N:-256,250}" \
+  "$B" sessions --backend cuda --gemm f16 --weights $H/weights_half.safetensors \
+    --io $H/io_half.safetensors --contract token2wav --no-vocoder --sessions "${CAP_N:-250,256}" \
     --chunks 12 --warmup 3 --arms SRc --batch --batched-only --max-batch 32 \
-    --json-out "$OUT/capacity_$b.json" >"$W/capacity_$b.txt" 2>&1
-  echo "capacity $b rc=$?"; tail -n 8 "$W/capacity_$b.txt"
+    --json-out "$OUT/capacity_half.json" >"$W/capacity_half.txt" 2>&1
+  echo "capacity rc=$?"; tail -n 8 "$W/capacity_half.txt"
   ;;
 gemm)
   # NVRTC per module, cold then from the on-disk PTX cache (a fresh directory)
@@ -306,7 +260,7 @@ PY
   done
   rm -rf "$W"/v{cpu,cuda}/vocoder.safetensors
   ;;
-*) echo "unknown part '$part' (suite, kernels, e2e, sessions, batch, profile, half, gemm, vocfloor, f16r, f16rcap)"; exit 2 ;;
+*) echo "unknown part '$part' (suite, kernels, e2e, sessions, batch, profile, half, gemm, vocfloor, halfcap)"; exit 2 ;;
 esac
 tar czf "$OUT/$part.tgz" -C "$W" .
 done

@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
 # CPU emulation of the half linear's tile variants (kernels/cuda/gemm_f16.cu, every
 # gemm_linear_f16_* entry; the real CUDA source, one std::thread per CUDA thread, mma.m16n8k16
-# emulated per warp by one fixed per-element model, ldmatrix.x4 by the ISA's fragment rule) on
-# small shapes with tails, each output compared bit for bit with the spec (gemm_f16.cu's header
-# comment) evaluated on the same model, for both layouts (h16_linear: a warp per chain;
-# h16r_linear: the chains in one warp's registers): the kernels' indexing (fragments, staging,
-# chains, the partials' exchange, the register-staged x ring), not PTX or speed
+# emulated per warp by one fixed per-element model) on small shapes with tails, each output
+# compared bit for bit with the spec (gemm_f16.cu's header comment) evaluated on the same model:
+# the kernels' indexing (fragments, staging, chains, the partials' exchange), not PTX or speed
 # (runtime/tests/gemm_f16.rs on a GPU checks those). Needs g++ (C++20, _Float16) and python3.
-# Usage: scripts/tf32_tiles_emu/run_f16.sh [VARIANT]   (e.g. f16_r64x128; default: every variant)
+# Usage: scripts/tf32_tiles_emu/run_f16.sh [VARIANT]   (e.g. f16_64x128; default: every variant)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"

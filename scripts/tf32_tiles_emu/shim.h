@@ -24,7 +24,6 @@ struct U3 { unsigned x, y, z; };
 struct Warp {
     std::barrier<> bar{32};
     unsigned A[32][4]; unsigned B[32][2]; float C[32][4];
-    const unsigned short* P[32];  // ldmatrix's row addresses (shim_f16.h)
 };
 struct Cta {
     std::vector<float4> smem; unsigned smem_bytes;

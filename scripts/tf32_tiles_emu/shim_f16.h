@@ -1,9 +1,6 @@
 // The device intrinsics of gemm_f16.cu on the CPU (after shim.h): binary16 conversions through
 // _Float16 (round to nearest even, overflow to ±inf, as cvt.rn.f16.f32), mma.m16n8k16 emulated
-// per warp by one fixed per-element model, ldmatrix.x4 by the PTX ISA's fragment rule.
-struct uint2 { unsigned x, y; };
-inline uint2 make_uint2(unsigned x, unsigned y) { return uint2{x, y}; }
-inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+// per warp by one fixed per-element model.
 inline unsigned short h16_bits(_Float16 f) { unsigned short u; memcpy(&u, &f, 2); return u; }
 inline float h16_to_f32(unsigned short h) { _Float16 f; memcpy(&f, &h, 2); return (float)f; }
 inline float h16_round(float v) { return (float)(_Float16)v; }
@@ -47,18 +44,4 @@ inline void h16_mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned
     }
     w.bar.arrive_and_wait();
     for (int i = 0; i < 4; ++i) d[i] = out[i];
-}
-// ldmatrix.sync.aligned.m8n8.x4.shared.b16: lanes 8i..8i+7 give the addresses of the eight
-// 16-byte rows of matrix i; lane l receives in r[i] the halves 2·(l mod 4) and 2·(l mod 4) + 1 of
-// row l / 4 of matrix i (the lower address in the low half).
-inline void h16_ldsm4(unsigned (&r)[4], const unsigned short* p) {
-    const int lane = emu.tid.x % 32;
-    Warp& w = *emu.cta->warps[emu.tid.x / 32];
-    w.P[lane] = p;
-    w.bar.arrive_and_wait();
-    for (int i = 0; i < 4; ++i) {
-        const unsigned short* row = w.P[8 * i + lane / 4];
-        r[i] = (unsigned)row[2 * (lane % 4)] | ((unsigned)row[2 * (lane % 4) + 1] << 16);
-    }
-    w.bar.arrive_and_wait();
 }

@@ -28,18 +28,6 @@
 //! variant ([`VARIANTS`]) gives the same bits (on CUDA; `runtime/tests/gemm_f16.rs` checks
 //! them on the GPU).
 //!
-//! # Two layouts of the same order ([`Layout`])
-//!
-//! The order above fixes, for each chain, which `mma`s run on which fragments in which order;
-//! it does not fix which warp runs them. [`Layout::ChainWarps`] (`h16_linear`) gives each chain
-//! of a warp tile its own warp (a quarter of K each) and adds the partials in shared memory;
-//! [`Layout::ChainRegs`] (`h16r_linear`) keeps the four accumulators of a warp tile in one
-//! warp, which then runs the whole K, rounds `x` to binary16 once as it stages it, loads its
-//! fragments with `ldmatrix` and adds the partials in registers; [`Layout::ChainPairs`]
-//! (`h16p_linear`) is that with two chains a warp, `p0 + p1` and `p2 + p3` meeting in shared
-//! memory. The `a` and `b` fragments, each chain's accumulator and the order of its `mma`s are
-//! the same, so so are the bits.
-//!
 //! # The host twin is a model, not the kernel's bits
 //!
 //! How an `mma` adds its sixteen products to the accumulator inside the tensor core is not
@@ -101,33 +89,12 @@ pub static SOURCE: CudaSource = CudaSource {
     ),
 };
 
-/// Where a tile variant keeps the [`CHAINS`] chains of its outputs (both layouts compute every
-/// chain with the same `mma` sequence, so both give the same bits).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Layout {
-    /// `h16_linear`: each warp tile is computed by [`CHAINS`] warps, one chain each (a quarter of
-    /// K a warp); `x` is staged as float and rounded to binary16 as each fragment is loaded; the
-    /// chains' partials meet in shared memory.
-    ChainWarps,
-    /// `h16r_linear`: one warp computes every chain of its warp tile over the whole K (four
-    /// accumulator sets); `x` is rounded to binary16 once, as it is staged; the fragments come
-    /// from `ldmatrix`; the partials meet in registers.
-    ChainRegs,
-    /// `h16p_linear`: as [`Layout::ChainRegs`], but each warp tile is computed by two warps, one
-    /// for chains 0 and 1 and one for 2 and 3 (two accumulator sets each, so twice the warp tile
-    /// in the same registers); `p0 + p1` and `p2 + p3` are added in registers and meet in shared
-    /// memory.
-    ChainPairs,
-}
-
 /// One tile shape of the half linear (a template instantiation in `gemm_f16.cu`: warp tiles of
-/// `16·mt × 8·nt` outputs, `wm × wn` of them per CTA, their chains laid out as `layout` says, k
-/// tiles of `bk` through `stages` buffers).
+/// `16·mt × 8·nt` outputs, `wm × wn` of them per CTA, each computed by [`CHAINS`] warps, k tiles
+/// of `bk` through `stages` buffers).
 #[derive(Debug)]
 pub struct F16Variant {
     pub kernel: &'static KernelDef,
-    /// Where the chains live: one warp each, or all in one warp's registers.
-    pub layout: Layout,
     /// `m16` tiles per warp.
     pub mt: usize,
     /// `n8` tiles per warp.
@@ -153,54 +120,35 @@ impl F16Variant {
         8 * self.nt * self.wn
     }
 
-    /// Threads per CTA: one warp per chain and warp tile ([`Layout::ChainWarps`]), or one per
-    /// warp tile ([`Layout::ChainRegs`]).
+    /// Threads per CTA: one warp per chain and warp tile.
     pub const fn threads(&self) -> u32 {
-        let per_tile = match self.layout {
-            Layout::ChainWarps => CHAINS,
-            Layout::ChainRegs => 1,
-            Layout::ChainPairs => 2,
-        };
-        (32 * self.wm * self.wn * per_tile) as u32
+        (32 * self.wm * self.wn * CHAINS) as u32
     }
 
-    /// Bytes of dynamic shared memory (the kernel traps on less). [`Layout::ChainWarps`]: the
-    /// staging ring, `stages` stages of `bm · (bk + 8)` floats and `bn · (bk + 8)` halves, or the
-    /// chains' partials, `CHAINS · bm · (bn + 8)` floats (rows padded for conflict-free stores),
-    /// whichever is larger. [`Layout::ChainRegs`]: the ring alone, `stages` stages of
-    /// `(bm + bn) · (bk + 8)` halves (`x` staged as binary16). [`Layout::ChainPairs`]: that ring,
-    /// or the exchanged pair sums, `bm · (bn + 8)` floats, whichever is larger.
+    /// Bytes of dynamic shared memory: the staging ring, `stages` stages of `bm · (bk + 8)`
+    /// floats and `bn · (bk + 8)` halves, or the chains' partials, `CHAINS · bm · (bn + 8)`
+    /// floats (rows padded for conflict-free stores), whichever is larger (the kernel traps on
+    /// less).
     pub const fn shared_bytes(&self) -> usize {
-        // (staging ring, partials exchanged in shared memory), bytes
-        let (ring, red) = match self.layout {
-            Layout::ChainWarps => (
-                self.stages * (self.bm() * (self.bk + 8) * 4 + self.bn() * (self.bk + 8) * 2),
-                CHAINS * self.bm() * (self.bn() + 8) * 4,
-            ),
-            Layout::ChainRegs => (self.stages * (self.bm() + self.bn()) * (self.bk + 8) * 2, 0),
-            Layout::ChainPairs => (
-                self.stages * (self.bm() + self.bn()) * (self.bk + 8) * 2,
-                self.bm() * (self.bn() + 8) * 4,
-            ),
-        };
-        if ring > red { ring } else { red }
+        let stage = self.bm() * (self.bk + 8) * 4 + self.bn() * (self.bk + 8) * 2;
+        let red = CHAINS * self.bm() * (self.bn() + 8) * 4;
+        if self.stages * stage > red {
+            self.stages * stage
+        } else {
+            red
+        }
     }
 
     /// The template call of the variant's entry in `gemm_f16.cu`: `h16_linear<mt, nt, wm, wn,
-    /// bk, stages>` (`h16r_linear` for [`Layout::ChainRegs`], `h16p_linear` for
-    /// [`Layout::ChainPairs`]), the last two as `H16_BK, H16_ST`
-    /// where a [`Layout::ChainWarps`] variant has [`BK`] and [`STAGES`].
+    /// bk, stages>`, the last two as `H16_BK, H16_ST` where they are [`BK`] and [`STAGES`].
     pub fn template(&self) -> String {
-        let (f, bk, st) = match self.layout {
-            Layout::ChainWarps if (self.bk, self.stages) == (BK, STAGES) => {
-                ("h16_linear", "H16_BK".to_string(), "H16_ST".to_string())
-            }
-            Layout::ChainWarps => ("h16_linear", self.bk.to_string(), self.stages.to_string()),
-            Layout::ChainRegs => ("h16r_linear", self.bk.to_string(), self.stages.to_string()),
-            Layout::ChainPairs => ("h16p_linear", self.bk.to_string(), self.stages.to_string()),
+        let (bk, st) = if (self.bk, self.stages) == (BK, STAGES) {
+            ("H16_BK".to_string(), "H16_ST".to_string())
+        } else {
+            (self.bk.to_string(), self.stages.to_string())
         };
         format!(
-            "{f}<{}, {}, {}, {}, {bk}, {st}>",
+            "h16_linear<{}, {}, {}, {}, {bk}, {st}>",
             self.mt, self.nt, self.wm, self.wn
         )
     }
@@ -222,8 +170,8 @@ impl F16Variant {
 }
 
 macro_rules! f16_variant {
-    ($kid:ident, $vid:ident, $host:ident, $name:literal, $layout:ident, $mt:literal, $nt:literal,
-     $wm:literal, $wn:literal, $bk:expr, $st:expr) => {
+    ($kid:ident, $vid:ident, $host:ident, $name:literal, $mt:literal, $nt:literal, $wm:literal, $wn:literal,
+     $bk:expr, $st:expr) => {
         #[doc = concat!("`gemm.linear_f16_", $name, "` (module docs: arguments, order, bound).")]
         pub static $kid: KernelDef = KernelDef {
             name: concat!("gemm.linear_f16_", $name),
@@ -235,7 +183,6 @@ macro_rules! f16_variant {
         #[doc = concat!("The tile shape of [`", stringify!($kid), "`].")]
         pub static $vid: F16Variant = F16Variant {
             kernel: &$kid,
-            layout: Layout::$layout,
             mt: $mt,
             nt: $nt,
             wm: $wm,
@@ -255,7 +202,6 @@ f16_variant!(
     V64X128,
     host_64x128,
     "64x128",
-    ChainWarps,
     4,
     8,
     1,
@@ -268,7 +214,6 @@ f16_variant!(
     V64X64,
     host_64x64,
     "64x64",
-    ChainWarps,
     2,
     4,
     2,
@@ -281,7 +226,6 @@ f16_variant!(
     V16X32,
     host_16x32,
     "16x32",
-    ChainWarps,
     1,
     4,
     1,
@@ -290,106 +234,11 @@ f16_variant!(
     STAGES
 );
 
-f16_variant!(
-    LINEAR_R64X128,
-    VR64X128,
-    host_r64x128,
-    "r64x128",
-    ChainRegs,
-    2,
-    4,
-    2,
-    4,
-    64,
-    4
-);
-f16_variant!(
-    LINEAR_R64X64,
-    VR64X64,
-    host_r64x64,
-    "r64x64",
-    ChainRegs,
-    2,
-    4,
-    2,
-    2,
-    64,
-    4
-);
-f16_variant!(
-    LINEAR_R128X64,
-    VR128X64,
-    host_r128x64,
-    "r128x64",
-    ChainRegs,
-    2,
-    4,
-    4,
-    2,
-    64,
-    4
-);
-
-f16_variant!(
-    LINEAR_R16X64,
-    VR16X64,
-    host_r16x64,
-    "r16x64",
-    ChainRegs,
-    1,
-    4,
-    1,
-    2,
-    64,
-    4
-);
-f16_variant!(
-    LINEAR_R16X32,
-    VR16X32,
-    host_r16x32,
-    "r16x32",
-    ChainRegs,
-    1,
-    4,
-    1,
-    1,
-    64,
-    4
-);
-f16_variant!(
-    LINEAR_P64X128,
-    VP64X128,
-    host_p64x128,
-    "p64x128",
-    ChainPairs,
-    2,
-    8,
-    2,
-    2,
-    64,
-    4
-);
-
-/// Every tile shape, the most rows × outputs first within each layout. The
-/// [`Layout::ChainRegs`] (`r*`) and [`Layout::ChainPairs`] (`p*`) variants are candidates
-/// [`pick`] does not take by default: they have not run on a GPU (the next device run measures
-/// them: `scripts/serve-gpu.sh f16r`).
-pub static VARIANTS: &[&F16Variant] = &[
-    &V64X128, &V64X64, &V16X32, &VR64X128, &VR128X64, &VR64X64, &VR16X64, &VR16X32, &VP64X128,
-];
+/// Every tile shape, the most rows × outputs first.
+pub static VARIANTS: &[&F16Variant] = &[&V64X128, &V64X64, &V16X32];
 
 /// Every kernel of the half linear (one module): what a process on `GemmPath::Half` preloads.
-pub static KERNELS: &[&KernelDef] = &[
-    &LINEAR_64X128,
-    &LINEAR_64X64,
-    &LINEAR_16X32,
-    &LINEAR_R64X128,
-    &LINEAR_R128X64,
-    &LINEAR_R64X64,
-    &LINEAR_R16X64,
-    &LINEAR_R16X32,
-    &LINEAR_P64X128,
-];
+pub static KERNELS: &[&KernelDef] = &[&LINEAR_64X128, &LINEAR_64X64, &LINEAR_16X32];
 
 /// Rows from which [`pick`] takes the 64 × 64 tile.
 pub const LARGE_ROWS: usize = 256;
@@ -408,38 +257,12 @@ pub const WIDE_OUT: usize = 512;
 /// rows the 64 × 64 tile (sessions batched: the most reuse per staged tile, and enough CTAs),
 /// below it 16 × 32 (one session's 112 rows: the most CTAs).
 pub fn pick(rows: usize, out: usize) -> &'static F16Variant {
-    if cfg!(feature = "f16-chain-regs") {
-        pick_chain_regs(rows, out)
-    } else {
-        pick_chain_warps(rows, out)
-    }
-}
-
-/// [`pick`] among the [`Layout::ChainWarps`] tiles (the default build).
-pub fn pick_chain_warps(rows: usize, out: usize) -> &'static F16Variant {
-    pick_among([&V64X128, &V64X64, &V16X32], rows, out)
-}
-
-/// [`pick`] among the [`Layout::ChainRegs`] tiles (the `f16-chain-regs` build), at the same row
-/// and output thresholds: 64 × 128 for batched rows and wide outputs, 64 × 64 (two CTAs an SM)
-/// from [`LARGE_ROWS`] rows, 16 × 64 below (not yet measured: `scripts/serve-gpu.sh f16r`).
-pub fn pick_chain_regs(rows: usize, out: usize) -> &'static F16Variant {
-    pick_among([&VR64X128, &VR64X64, &VR16X64], rows, out)
-}
-
-/// The thresholds of [`pick`] over one layout's tiles `[batched, large, small]`: `batched` from
-/// [`BATCH_ROWS`] rows and [`WIDE_OUT`] outputs, `large` from [`LARGE_ROWS`] rows, `small` below.
-fn pick_among(
-    [batched, large, small]: [&'static F16Variant; 3],
-    rows: usize,
-    out: usize,
-) -> &'static F16Variant {
     if rows >= BATCH_ROWS && out >= WIDE_OUT {
-        batched
+        &V64X128
     } else if rows >= LARGE_ROWS {
-        large
+        &V64X64
     } else {
-        small
+        &V16X32
     }
 }
 

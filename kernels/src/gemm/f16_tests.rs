@@ -218,33 +218,6 @@ fn variants_match_the_cuda_source() {
     assert_eq!(V64X128.shared_bytes(), 3 * (64 * 136 * 4 + 128 * 136 * 2));
     assert!(4 * 64 * 136 * 4 <= V64X128.shared_bytes());
     assert_eq!(V64X128.template(), "h16_linear<4, 8, 1, 2, 128, 3>");
-    // Chains in registers: one warp per 32 × 32 warp tile, x staged as binary16, no partials.
-    assert_eq!(
-        (VR64X128.bm(), VR64X128.bn(), VR64X128.threads()),
-        (64, 128, 256)
-    );
-    assert_eq!(VR64X128.shared_bytes(), 4 * (64 + 128) * 72 * 2);
-    assert_eq!(VR64X128.template(), "h16r_linear<2, 4, 2, 4, 64, 4>");
-    assert_eq!(
-        (VR64X64.bm(), VR64X64.bn(), VR64X64.threads()),
-        (64, 64, 128)
-    );
-    assert!(2 * VR64X64.shared_bytes() <= 227 * 1024, "two CTAs an SM");
-    assert_eq!(
-        (VR128X64.bm(), VR128X64.bn(), VR128X64.threads()),
-        (128, 64, 256)
-    );
-    // A pair of chains a warp: 2 × 2 warp tiles of 32 × 64, two warps each.
-    assert_eq!(
-        (VP64X128.bm(), VP64X128.bn(), VP64X128.threads()),
-        (64, 128, 256)
-    );
-    assert_eq!(VP64X128.shared_bytes(), 4 * (64 + 128) * 72 * 2);
-    assert!(
-        64 * 136 * 4 <= VP64X128.shared_bytes(),
-        "the pair sums fit the ring"
-    );
-    assert_eq!(VP64X128.template(), "h16p_linear<2, 8, 2, 2, 64, 4>");
     assert_eq!(V64X64.template(), "h16_linear<2, 4, 2, 2, H16_BK, H16_ST>");
 }
 
@@ -283,36 +256,6 @@ fn the_twin_refuses_a_wrong_geometry() {
 }
 
 #[test]
-fn chain_regs_pick_mirrors_the_default_thresholds() {
-    // (rows, out) → the two picks' tiles: the same row and output thresholds.
-    let table = [
-        ((112, 512), (16, 32), (16, 64)),
-        ((255, 2048), (16, 32), (16, 64)),
-        ((256, 80), (64, 64), (64, 64)),
-        ((895, 2048), (64, 64), (64, 64)),
-        ((896, 511), (64, 64), (64, 64)),
-        ((896, 512), (64, 128), (64, 128)),
-        ((3200, 1536), (64, 128), (64, 128)),
-    ];
-    for ((rows, out), warps, regs) in table {
-        let (w, r) = (pick_chain_warps(rows, out), pick_chain_regs(rows, out));
-        assert_eq!((w.layout, (w.bm(), w.bn())), (Layout::ChainWarps, warps));
-        assert_eq!((r.layout, (r.bm(), r.bn())), (Layout::ChainRegs, regs));
-        assert!(r.dims(rows, out).is_some());
-    }
-    let want = if cfg!(feature = "f16-chain-regs") {
-        pick_chain_regs(3200, 1536)
-    } else {
-        pick_chain_warps(3200, 1536)
-    };
-    assert!(std::ptr::eq(pick(3200, 1536), want));
-}
-
-#[test]
-#[cfg_attr(
-    feature = "f16-chain-regs",
-    ignore = "the candidate build picks the r* tiles"
-)]
 fn pick_stays_in_the_table() {
     assert!(std::ptr::eq(pick(112, 512), &V16X32));
     assert!(std::ptr::eq(pick(448, 512), &V64X64));
