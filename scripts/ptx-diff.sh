@@ -7,6 +7,10 @@
 # wheel). Prints one line per kernel entry that differs, is new or is removed, then a summary;
 # exit 0 when every entry is the same, 1 when not, 2 on a failure to compile or check out.
 # REV must have runtime/tests/nvrtc.rs with DCC_PTX_DUMP (this script's commit and later).
+# Seen once (2026-11-29, NVRTC 13.0.88): two runs reported attention_rel_pos as differing with its
+# source unchanged, a third and a direct comparison of three dumps found it the same. The modules
+# compile on parallel threads; NVRTC's output for that entry may not always be the same between
+# processes. Re-run before reading a "differs" on an entry whose source did not change.
 # Usage: scripts/ptx-diff.sh [REV]
 set -uo pipefail
 cd "$(dirname "$0")/.."
