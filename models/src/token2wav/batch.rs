@@ -73,9 +73,8 @@ impl BatchSizes {
     }
 
     /// `n` sessions split into sizes, largest first: the fewest calls, then the most even
-    /// ones (`[8, 4, 1]` for 13 of `[1, 2, 4, 8]`; `[32; 5]` and `[30; 3]` for 250 of sizes
-    /// that hold 30 and 32, where the powers of two to 32 take 10 calls, `7 × 32 + 16 + 8 +
-    /// 2`).
+    /// ones (`[8, 4, 1]` for 13 of `[1, 2, 4, 8]`; 250 of the full contract's sizes as
+    /// `2 × 32 + 6 × 31`, where the powers of two to 32 take 10 calls, `7 × 32 + 16 + 8 + 2`).
     ///
     /// Why the fewest: a batched call's time grows far slower than its members (a call of 32
     /// half sessions takes about 7 of one alone), so a round of `n` sessions costs about its
