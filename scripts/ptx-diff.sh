@@ -36,7 +36,7 @@ dump "$PWD" "${CARGO_TARGET_DIR:-$PWD/target}" "$work/ptx-tree"
 # and the compiler's comment lines, left out), so a module that gains an entry shows the others
 # unchanged.
 python3 - "$work/ptx-base" "$work/ptx-tree" "$rev" <<'PY'
-import os, re, sys
+import difflib, os, re, sys
 base, tree, rev = sys.argv[1:]
 def entries(root):
     out = {}
@@ -57,7 +57,6 @@ def loads_only(x, y):
     def norm(t):
         t = re.sub(r'%([a-z]+)[0-9]+', r'%\1', t)
         return [l for l in t.splitlines() if not re.match(r'\s*\.reg ', l)]
-    import difflib
     changed = [l[1:].strip() for l in difflib.unified_diff(norm(x), norm(y), lineterm='', n=0)
                if l[:1] in '+-' and not l.startswith(('+++', '---'))]
     return all(l.startswith(('ld.', '.pragma')) for l in changed)

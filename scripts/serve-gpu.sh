@@ -70,12 +70,19 @@ F=/tmp/full
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 
 # The half point's export (vendor fp16 beside fp32, half_peer.py) in $H, made once per machine;
-# its JSON line in $H.json.
+# its JSON line in $H.json (written beside and renamed over, only when the export succeeded).
+# Fails, naming the error, when the export does: the part that needs it stops there.
 H=/tmp/fullh
 half_export() {
-  [[ -f $H/weights_half.safetensors ]] || python3 scripts/half_peer.py --peer "$D/token2wav_stock.py" \
-    --vendor "$D/vendor" --config full --device cuda --chunks 24 --export "$H" \
-    >"$H.json" 2>"$W/half_peer.err"
+  [[ -f $H/weights_half.safetensors && -f $H.json ]] && return 0
+  if python3 scripts/half_peer.py --peer "$D/token2wav_stock.py" --vendor "$D/vendor" \
+    --config full --device cuda --chunks 24 --export "$H" >"$H.json.part" 2>"$W/half_peer.err"; then
+    mv "$H.json.part" "$H.json"
+  else
+    rm -f "$H.json.part"
+    echo "half export failed: $(tail -n 3 "$W/half_peer.err")"
+    return 1
+  fi
 }
 
 for part in "$@"; do
@@ -175,7 +182,7 @@ half)
   # the half operating point: the vendor's fp16 mode exported beside its fp32 mode (same seeded
   # inputs), our half arm checked against it at the vendor's own fp16-vs-fp32 distance (the
   # smallest over the chunks), timed and profiled, then batched sessions on the half path
-  half_export
+  half_export || continue
   cp "$H.json" "$OUT/half_peer.json"
   tol=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(min(d['rel_l2']))" "$H.json")
   echo "vendor fp16 vs vendor fp32, rel-L2 per chunk: min $tol, max $(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['rel_l2_max'])" "$H.json")"
@@ -193,7 +200,7 @@ half)
 halfcap)
   # capacity at the half point: CAP_N sessions (default 250 and 256 = 8 calls of 32), 12 measured
   # rounds, each class split into the fewest calls of the contract's sizes up to 32
-  half_export
+  half_export || continue
   "$B" sessions --backend cuda --gemm f16 --weights $H/weights_half.safetensors \
     --io $H/io_half.safetensors --contract token2wav --no-vocoder --sessions "${CAP_N:-250,256}" \
     --chunks 12 --warmup 3 --arms SRc --batch --batched-only --max-batch 32 \
