@@ -285,6 +285,244 @@ __device__ __forceinline__ void h16_tile(const H16Args a) {
     }
 }
 
+// ---- The chains on a thread-block cluster (one session's rows) ----
+// h16_clinear<MT, NT, WN, J, ST>: the same bits as h16_linear, the four chains of one output tile
+// on the four CTAs of a cluster (__cluster_dims__(1, 1, 4), sm_90) instead of four warps of one
+// CTA: at one session's 112 rows the 16 × 32 tile launches 112 CTAs of 4 warps for the
+// 512-output linears, one warp per scheduler, each looping over all of K (ncu: 6 % occupancy,
+// 0.24 eligible warps per scheduler, no pipe near its limit). Here CTA rank c (= blockIdx.z)
+// stages and runs only chain c's steps, s = c + 4i for every i, J of them per staged tile
+// (k tile i' holds k in [64·(J·i' + jj) + 16·c, + 16) for jj < J, zeros past K), each of its WN
+// warps owning a 16·MT × 8·NT part of the 16·MT × 8·NT·WN output tile: four times the CTAs,
+// each with a quarter of the loop. What an output's bits depend on is unchanged:
+//   * its chain c still starts at 0 and takes steps c, c + 4, ... in ascending order, one
+//     mma.m16n8k16 per step on the same fragments (row g / g + 8 of x at k0 + 2t, + 1, + 8, + 9,
+//     rounded by cvt.rn.f16x2; column g of W at the same k), a step at or past ceil(K / 16)
+//     skipped;
+//   * the end is (p0 + p1) + (p2 + p3), + b, rn16, act, rn16: each CTA writes its partial tile to
+//     its shared memory, the cluster barrier (release / acquire) publishes them, and CTA c
+//     combines every fourth element of the tile, e ≡ c·NTH + tid (mod 4·NTH), reading p0..p3 from
+//     the shared memory of ranks 0..3 (mapa + ld.shared::cluster); a second barrier keeps every
+//     CTA resident until the others have read it.
+// Launch: grid (ceil(out / BN), ceil(rows / BM), 4), block (32 · WN, 1, 1), max(ST · stage,
+// BM · (BN + 8) · 4) bytes of dynamic shared memory, stage = BM · (16J + 8) floats + BN · (16J + 8)
+// halves (kernels/src/gemm/f16.rs F16Variant::shared_bytes); another block, grid depth, cluster
+// or less shared memory traps.
+
+// The cluster attribute of the cluster entries (sm_90 and later; before, the entry's cluster is
+// one CTA and it traps).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+#define H16_CLUSTER4
+#else
+#define H16_CLUSTER4 __cluster_dims__(1, 1, H16_KW)
+#endif
+
+// This CTA's rank in its cluster and the cluster's size (0 and 1 before sm_90).
+__device__ __forceinline__ unsigned h16_cluster_rank() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+#else
+    return 0;
+#endif
+}
+__device__ __forceinline__ unsigned h16_cluster_size() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    unsigned n;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(n));
+    return n;
+#else
+    return 1;
+#endif
+}
+// Every thread of the cluster arrives; the shared-memory writes before it are visible to every
+// CTA of the cluster after it (release / acquire).
+__device__ __forceinline__ void h16_cluster_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory");
+    asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+#else
+    __trap();
+#endif
+}
+// The float at `p` (this CTA's shared memory) in the shared memory of cluster CTA `rank`.
+__device__ __forceinline__ float h16_ld_cluster(const float* p, unsigned rank) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    unsigned r;
+    float v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
+    asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(r) : "memory");
+    return v;
+#else
+    __trap();
+    return 0.0f;
+#endif
+}
+
+// A thread's slots of one operand for chain `chain`'s k tiles (the cluster tiles): N slots q =
+// tid + i · NTH, i < N, of V, rows of Q = 16·J / E slots of E elements; slot q reads row r0 + q / Q
+// of `src` (leading dimension ld, `n` rows) at k offset u(q) = 64·jj + 16·chain + E·e (u = q mod
+// Q = (16 / E)·jj + e: element e of the tile's jj-th step of the chain) plus the tile's 64·J·i',
+// staged at element (q / Q) · LD + E · (q mod Q); past V or past the operand's rows it reads
+// nothing (lim 0, src the operand's start).
+template <typename T, int E, int Q, int V, int NTH, int LD, int N>
+__device__ __forceinline__ void h16_cslots(H16Slot<T> (&sl)[N], int tid, int chain, i64 r0, i64 n, const T* src,
+                                           i64 ld, i64 K) {
+#pragma unroll
+    for (int i = 0; i < N; ++i) {
+        const int q = tid + i * NTH;
+        const i64 r = r0 + q / Q;
+        const int u = q % Q;
+        const int koff = 64 * (u / (16 / E)) + 16 * chain + E * (u % (16 / E));
+        const bool in = q < V && r < n;
+        sl[i].src = in ? src + r * ld + koff : src;
+        sl[i].lim = in ? (int)K - koff : 0;
+        sl[i].dst = (q / Q) * LD + E * u;
+    }
+}
+
+template <int MT, int NT, int WN, int J, int ST, bool VEC>
+__device__ __forceinline__ void h16_ctile(const H16Args a) {
+    constexpr int BM = 16 * MT;
+    constexpr int BN = 8 * NT * WN;
+    constexpr int NTH = 32 * WN;
+    constexpr int SK = 16 * J;   // staged k per tile: J steps of this CTA's chain
+    constexpr int LDX = SK + 8;  // staged x row stride, floats
+    constexpr int LDW = SK + 8;  // staged W row stride, halves
+    constexpr int XQ = SK / 4;
+    constexpr int WQ = SK / 8;
+    constexpr int XV = BM * XQ;
+    constexpr int WV = BN * WQ;
+    constexpr int XPT = (XV + NTH - 1) / NTH;
+    constexpr int WPT = (WV + NTH - 1) / NTH;
+    constexpr int XBYTES = BM * LDX * 4;
+    constexpr int STAGE = XBYTES + BN * LDW * 2;
+    constexpr int RLD = BN + 8;
+    constexpr int RED = BM * RLD * 4;
+    constexpr int SMEM = ST * STAGE > RED ? ST * STAGE : RED;
+    static_assert(ST >= 2 && J >= 1, "at least two staging buffers and one step a tile");
+    static_assert(STAGE % 16 == 0 && XBYTES % 16 == 0, "16-byte aligned stages");
+
+    extern __shared__ float4 h16_smem[];
+    unsigned char* const smem = reinterpret_cast<unsigned char*>(h16_smem);
+    if (blockDim.x != NTH || blockDim.y != 1 || blockDim.z != 1 || gridDim.z != H16_KW) __trap();
+    if (h16_dynamic_smem() < (unsigned)SMEM || a.k > H16_MAX_K) __trap();
+    if (h16_cluster_size() != H16_KW || h16_cluster_rank() != blockIdx.z) __trap();
+    const int tid = threadIdx.x;
+    const int wn = tid / 32;
+    const int chain = (int)blockIdx.z;
+    const int g = (tid % 32) / 4;
+    const int t = tid % 4;
+    const i64 m0 = (i64)blockIdx.y * BM;
+    const i64 n0 = (i64)blockIdx.x * BN;
+    const i64 K = a.k;
+
+    H16Slot<float> xsl[XPT];
+    H16Slot<unsigned short> wsl[WPT];
+    h16_cslots<float, 4, XQ, XV, NTH, LDX>(xsl, tid, chain, m0, a.rows, a.x, a.ldx, K);
+    h16_cslots<unsigned short, 8, WQ, WV, NTH, LDW>(wsl, tid, chain, n0, a.out, a.w, K, K);
+
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int n = 0; n < NT; ++n)
+#pragma unroll
+            for (int i = 0; i < 4; ++i) acc[m][n][i] = 0.0f;
+
+    // this chain's steps: s = chain + 4i < ceil(K / 16)
+    const i64 steps = (K + 15) / 16;
+    const i64 mine = steps > chain ? (steps - chain + H16_KW - 1) / H16_KW : 0;
+    const i64 tiles = (mine + J - 1) / J;
+    auto issue = [&](i64 c, int buf) {
+        if (c < tiles) {
+            const int kb = (int)c * (64 * J);
+            float* const xs = reinterpret_cast<float*>(smem + buf * STAGE);
+            unsigned short* const ws = reinterpret_cast<unsigned short*>(smem + buf * STAGE + XBYTES);
+#pragma unroll
+            for (int i = 0; i < XPT; ++i)
+                if (tid + i * NTH < XV) h16_stage<VEC, float, 4>(xs, xsl[i], kb);
+#pragma unroll
+            for (int i = 0; i < WPT; ++i)
+                if (tid + i * NTH < WV) h16_stage<VEC, unsigned short, 8>(ws, wsl[i], kb);
+        }
+        h16_commit();
+    };
+    // The chain's steps J·c + jj of tile c, ascending; the chain's last step ends them.
+    auto multiply = [&](int buf, i64 c) {
+        const float* const xs = reinterpret_cast<const float*>(smem + buf * STAGE);
+        const unsigned short* const ws = reinterpret_cast<const unsigned short*>(smem + buf * STAGE + XBYTES);
+#pragma unroll
+        for (int jj = 0; jj < J; ++jj) {
+            if (c * J + jj >= mine) return;
+            const int k0 = 16 * jj;
+            unsigned af[MT][4];
+#pragma unroll
+            for (int m = 0; m < MT; ++m) {
+                const float* const r0 = xs + (16 * m + g) * LDX + k0 + 2 * t;
+                const float* const r1 = r0 + 8 * LDX;
+                af[m][0] = h16_pack(r0[0], r0[1]);
+                af[m][1] = h16_pack(r1[0], r1[1]);
+                af[m][2] = h16_pack(r0[8], r0[9]);
+                af[m][3] = h16_pack(r1[8], r1[9]);
+            }
+#pragma unroll
+            for (int n = 0; n < NT; ++n) {
+                const unsigned short* const col = ws + (8 * (NT * wn + n) + g) * LDW + k0 + 2 * t;
+                const unsigned b0 = *reinterpret_cast<const unsigned*>(col);
+                const unsigned b1 = *reinterpret_cast<const unsigned*>(col + 8);
+#pragma unroll
+                for (int m = 0; m < MT; ++m) h16_mma(acc[m][n], af[m], b0, b1);
+            }
+        }
+    };
+
+    {
+#pragma unroll
+        for (int c = 0; c < ST - 1; ++c) issue(c, c);
+        int rbuf = 0;
+        int wbuf = ST - 1;
+        for (i64 c = 0; c < tiles; ++c) {
+            h16_wait<ST - 2>();
+            __syncthreads();
+            issue(c + ST - 1, wbuf);
+            multiply(rbuf, c);
+            rbuf = rbuf + 1 == ST ? 0 : rbuf + 1;
+            wbuf = wbuf + 1 == ST ? 0 : wbuf + 1;
+        }
+    }
+    h16_wait<0>();
+    __syncthreads();
+
+    // this chain's partial tile, [BM][BN + 8] floats over the staging buffers
+    float* const red = reinterpret_cast<float*>(smem);
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+        for (int n = 0; n < NT; ++n) {
+            float* const p = red + (16 * m + g) * RLD + 8 * (NT * wn + n) + 2 * t;
+            *reinterpret_cast<float2*>(p) = make_float2(acc[m][n][0], acc[m][n][1]);
+            *reinterpret_cast<float2*>(p + 8 * RLD) = make_float2(acc[m][n][2], acc[m][n][3]);
+        }
+    h16_cluster_sync();
+    for (int e = chain * NTH + tid; e < BM * BN; e += H16_KW * NTH) {
+        const int er = e / BN;
+        const int eo = e - er * BN;
+        const i64 r = m0 + er;
+        const i64 o = n0 + eo;
+        if (r >= a.rows || o >= a.out) continue;
+        const float* const q = red + er * RLD + eo;
+        float v = (h16_ld_cluster(q, 0) + h16_ld_cluster(q, 1)) + (h16_ld_cluster(q, 2) + h16_ld_cluster(q, 3));
+        if (a.bias != 0) v = v + h16_to_f32(a.b[o]);
+        v = h16_round(v);
+        if (a.act >= 0) v = h16_round(dcc_act1(v, a.act, a.alpha));
+        a.y[r * a.ldy + o] = v;
+    }
+    h16_cluster_sync();
+}
+
 // Whether both operands allow 16-byte staging: x at 16-byte addresses, rows and K multiples of 4
 // floats; W at a 16-byte address, K a multiple of 8 halves.
 __device__ __forceinline__ bool h16_vec(const H16Args& a) {
@@ -300,6 +538,16 @@ __device__ __forceinline__ void h16_linear(const H16Args a) {
         h16_tile<MT, NT, WM, WN, BK, ST, true>(a);
     else
         h16_tile<MT, NT, WM, WN, BK, ST, false>(a);
+}
+
+// The cluster tiles: h16_ctile with the 16-byte staging when both operands allow it.
+template <int MT, int NT, int WN, int J, int ST>
+__device__ __forceinline__ void h16_clinear(const H16Args a) {
+    static_assert(H16_KW == 4, "the partials' tree is written for four chains");
+    if (h16_vec(a))
+        h16_ctile<MT, NT, WN, J, ST, true>(a);
+    else
+        h16_ctile<MT, NT, WN, J, ST, false>(a);
 }
 
 // 64 rows × 128 outputs per CTA, 8 warps of 64 × 64 (eight sessions batched and more: a warp
@@ -327,4 +575,34 @@ extern "C" __global__ void __launch_bounds__(128, 4) gemm_linear_f16_16x32(float
                                                                           const unsigned short* b, int bias, int act,
                                                                           float alpha, i64 rows, i64 in, i64 out) {
     h16_linear<1, 4, 1, 1, H16_BK, H16_ST>(H16Args{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
+}
+
+// The cluster tiles (one session's rows: four times the CTAs of 16 × 32, each with a quarter of
+// the k loop): 16 rows × 32 outputs per cluster, 4 warps of 16 × 8 per CTA, two (j4: four) steps
+// of the CTA's chain per staged tile; 16 × 64: warps of 16 × 16.
+extern "C" __global__ void H16_CLUSTER4 __launch_bounds__(128, 4) gemm_linear_f16_c16x32(float* y, i64 ldy,
+                                                                                         const float* x, i64 ldx,
+                                                                                         const unsigned short* w,
+                                                                                         const unsigned short* b, int bias,
+                                                                                         int act, float alpha, i64 rows,
+                                                                                         i64 in, i64 out) {
+    h16_clinear<1, 1, 4, 2, 4>(H16Args{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
+}
+
+extern "C" __global__ void H16_CLUSTER4 __launch_bounds__(128, 4) gemm_linear_f16_c16x32j4(float* y, i64 ldy,
+                                                                                           const float* x, i64 ldx,
+                                                                                           const unsigned short* w,
+                                                                                           const unsigned short* b, int bias,
+                                                                                           int act, float alpha, i64 rows,
+                                                                                           i64 in, i64 out) {
+    h16_clinear<1, 1, 4, 4, 4>(H16Args{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
+}
+
+extern "C" __global__ void H16_CLUSTER4 __launch_bounds__(128, 4) gemm_linear_f16_c16x64(float* y, i64 ldy,
+                                                                                         const float* x, i64 ldx,
+                                                                                         const unsigned short* w,
+                                                                                         const unsigned short* b, int bias,
+                                                                                         int act, float alpha, i64 rows,
+                                                                                         i64 in, i64 out) {
+    h16_clinear<1, 2, 4, 2, 4>(H16Args{y, ldy, x, ldx, w, b, bias, act, alpha, rows, in, out});
 }
