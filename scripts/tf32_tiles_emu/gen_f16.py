@@ -18,10 +18,9 @@ def remove(s, name):
             if depth==0: break
         j+=1
     return s[:m.start()]+s[j+1:]
-for n in ['h16_to_f32','h16_round','h16_pack','h16_cp16','h16_commit','h16_wait','h16_dynamic_smem','h16_mma',
-          'h16_cluster_rank','h16_cluster_size','h16_cluster_sync','h16_ld_cluster']:
+for n in ['h16_to_f32','h16_round','h16_pack','h16_cp16','h16_commit','h16_wait','h16_dynamic_smem','h16_mma']:
     src=remove(src,n)
-assert src.count('extern __shared__ float4 h16_smem[];')==2
+assert src.count('extern __shared__ float4 h16_smem[];')==1
 src=src.replace('extern __shared__ float4 h16_smem[];','float4* h16_smem = emu_smem();')
 chains=int(re.search(r'#define H16_KW (\d+)',src).group(1))
 bk=int(re.search(r'#define H16_BK (\d+)',src).group(1))
@@ -36,13 +35,6 @@ for name,mt,nt,wm,wn,vbk,vst in re.findall(r'gemm_linear_f16_(\w+)\([^{]*\{\s*h1
     bm=16*mt*wm; bn=8*nt*wn; nth=32*wm*wn*chains
     smem=max(vst*(bm*(vbk+8)*4+bn*(vbk+8)*2), chains*bm*(bn+8)*4)
     table.append(f'{{"f16_{name}", gemm_linear_f16_{name}, {bm}, {bn}, {nth}, {smem}}}')
-# Each cluster entry (h16_clinear<MT, NT, WN, J, ST>: one chain per CTA of a cluster of four,
-# J steps of it per staged tile, the partial tile in shared memory).
-for name,mt,nt,wn,j,vst in re.findall(r'gemm_linear_f16_(\w+)\([^{]*\{\s*h16_clinear<(\d+), (\d+), (\d+), (\d+), (\d+)>',src):
-    mt,nt,wn,j,vst=int(mt),int(nt),int(wn),int(j),int(vst)
-    bm=16*mt; bn=8*nt*wn; nth=32*wn; sk=16*j
-    smem=max(vst*(bm*(sk+8)*4+bn*(sk+8)*2), bm*(bn+8)*4)
-    table.append(f'{{"f16_{name}", gemm_linear_f16_{name}, {bm}, {bn}, {nth}, {smem}, {chains}}}')
 assert len(table)==src.count('extern "C" __global__ void'), 'an entry the table does not list'
 assert table, 'no entry in gemm_f16.cu'
 out='#include "shim.h"\n#include "shim_f16.h"\n'+src+'#include "driver.h"\nstatic const VariantEmu16 VARIANTS[] = {'+',\n'.join(table)+'};\n#include "main_f16.h"\n'

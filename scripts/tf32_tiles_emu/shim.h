@@ -1,5 +1,5 @@
 // CPU emulation of the CUDA subset gemm.cu / gemm_tiles.cuh use: one std::thread per CUDA
-// thread, std::barrier for __syncthreads, warps and clusters, mma.m16n8k8 emulated per warp.
+// thread, std::barrier for __syncthreads and warps, mma.m16n8k8 emulated per warp.
 #include <barrier>
 #include <cmath>
 #include <cstdio>
@@ -15,7 +15,6 @@
 #define __forceinline__ inline
 #define __shared__
 #define __launch_bounds__(a, b)
-#define __cluster_dims__(a, b, c)
 #define __CUDA_ARCH__ 900
 typedef long long i64;
 struct float4 { float x, y, z, w; };
@@ -26,14 +25,10 @@ struct Warp {
     std::barrier<> bar{32};
     unsigned A[32][4]; unsigned B[32][2]; float C[32][4];
 };
-struct Cta;
-// The CTAs of one thread-block cluster (every thread of them runs at once) and its barrier.
-struct Cluster { std::vector<Cta*> ctas; std::unique_ptr<std::barrier<>> bar; };
 struct Cta {
     std::vector<float4> smem; unsigned smem_bytes;
     std::unique_ptr<std::barrier<>> bar;
     std::vector<std::unique_ptr<Warp>> warps;
-    Cluster* cluster = nullptr; unsigned rank = 0;
 };
 struct Tls { U3 tid, bid; Cta* cta; };
 thread_local Tls emu;

@@ -1,6 +1,6 @@
 // The device intrinsics of gemm_f16.cu on the CPU (after shim.h): binary16 conversions through
 // _Float16 (round to nearest even, overflow to ±inf, as cvt.rn.f16.f32), mma.m16n8k16 emulated
-// per warp by one fixed per-element model; the cluster primitives over the emulated cluster.
+// per warp by one fixed per-element model.
 inline unsigned short h16_bits(_Float16 f) { unsigned short u; memcpy(&u, &f, 2); return u; }
 inline float h16_to_f32(unsigned short h) { _Float16 f; memcpy(&f, &h, 2); return (float)f; }
 inline float h16_round(float v) { return (float)(_Float16)v; }
@@ -44,12 +44,4 @@ inline void h16_mma(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned
     }
     w.bar.arrive_and_wait();
     for (int i = 0; i < 4; ++i) d[i] = out[i];
-}
-inline unsigned h16_cluster_rank() { return emu.cta->rank; }
-inline unsigned h16_cluster_size() { return emu.cta->cluster->ctas.size(); }
-inline void h16_cluster_sync() { emu.cta->cluster->bar->arrive_and_wait(); }
-inline float h16_ld_cluster(const float* p, unsigned rank) {
-    const float* base = reinterpret_cast<const float*>(emu.cta->smem.data());
-    const float* other = reinterpret_cast<const float*>(emu.cta->cluster->ctas[rank]->smem.data());
-    return other[p - base];
 }

@@ -91,8 +91,7 @@ pub static SOURCE: CudaSource = CudaSource {
 
 /// One tile shape of the half linear (a template instantiation in `gemm_f16.cu`: warp tiles of
 /// `16·mt × 8·nt` outputs, `wm × wn` of them per CTA, each computed by [`CHAINS`] warps, k tiles
-/// of `bk` through `stages` buffers; or, `cluster` = [`CHAINS`], the chains on the CTAs of a
-/// thread-block cluster, one warp per warp tile, `bk` the k of the CTA's own chain per tile).
+/// of `bk` through `stages` buffers).
 #[derive(Debug)]
 pub struct F16Variant {
     pub kernel: &'static KernelDef,
@@ -108,10 +107,6 @@ pub struct F16Variant {
     pub bk: usize,
     /// Staging buffers in the ring.
     pub stages: usize,
-    /// CTAs per output tile: 1 (the chains on the warps of one CTA, `h16_linear`) or
-    /// [`CHAINS`] (chain `c` on CTA rank `c` of a cluster along the grid's z, `h16_clinear`:
-    /// one session's rows, four times the CTAs).
-    pub cluster: usize,
 }
 
 impl F16Variant {
@@ -125,23 +120,18 @@ impl F16Variant {
         8 * self.nt * self.wn
     }
 
-    /// Chains a CTA runs: all of them, one warp each per warp tile, or one on a cluster tile.
-    pub const fn chains_per_cta(&self) -> usize {
-        CHAINS / self.cluster
-    }
-
-    /// Threads per CTA: one warp per chain the CTA runs and warp tile.
+    /// Threads per CTA: one warp per chain and warp tile.
     pub const fn threads(&self) -> u32 {
-        (32 * self.wm * self.wn * self.chains_per_cta()) as u32
+        (32 * self.wm * self.wn * CHAINS) as u32
     }
 
     /// Bytes of dynamic shared memory: the staging ring, `stages` stages of `bm · (bk + 8)`
-    /// floats and `bn · (bk + 8)` halves, or the CTA's chains' partials, `chains_per_cta · bm ·
-    /// (bn + 8)` floats (rows padded for conflict-free stores), whichever is larger (the kernel
-    /// traps on less).
+    /// floats and `bn · (bk + 8)` halves, or the chains' partials, `CHAINS · bm · (bn + 8)`
+    /// floats (rows padded for conflict-free stores), whichever is larger (the kernel traps on
+    /// less).
     pub const fn shared_bytes(&self) -> usize {
         let stage = self.bm() * (self.bk + 8) * 4 + self.bn() * (self.bk + 8) * 2;
-        let red = self.chains_per_cta() * self.bm() * (self.bn() + 8) * 4;
+        let red = CHAINS * self.bm() * (self.bn() + 8) * 4;
         if self.stages * stage > red {
             self.stages * stage
         } else {
@@ -150,19 +140,8 @@ impl F16Variant {
     }
 
     /// The template call of the variant's entry in `gemm_f16.cu`: `h16_linear<mt, nt, wm, wn,
-    /// bk, stages>`, the last two as `H16_BK, H16_ST` where they are [`BK`] and [`STAGES`]; a
-    /// cluster tile's `h16_clinear<mt, nt, wn, bk / 16, stages>`.
+    /// bk, stages>`, the last two as `H16_BK, H16_ST` where they are [`BK`] and [`STAGES`].
     pub fn template(&self) -> String {
-        if self.cluster != 1 {
-            return format!(
-                "h16_clinear<{}, {}, {}, {}, {}>",
-                self.mt,
-                self.nt,
-                self.wn,
-                self.bk / STEP,
-                self.stages
-            );
-        }
         let (bk, st) = if (self.bk, self.stages) == (BK, STAGES) {
             ("H16_BK".to_string(), "H16_ST".to_string())
         } else {
@@ -174,8 +153,8 @@ impl F16Variant {
         )
     }
 
-    /// The launch over `rows × out` outputs: grid `(⌈out / bn⌉, ⌈rows / bm⌉, cluster)`; `None`
-    /// when empty or past CUDA's grid limits.
+    /// The launch over `rows × out` outputs: grid `(⌈out / bn⌉, ⌈rows / bm⌉, 1)`; `None` when
+    /// empty or past CUDA's grid limits.
     pub fn dims(&self, rows: usize, out: usize) -> Option<LaunchDims> {
         let gx = out.div_ceil(self.bn());
         let gy = rows.div_ceil(self.bm());
@@ -183,7 +162,7 @@ impl F16Variant {
             return None;
         }
         Some(LaunchDims {
-            grid: (gx as u32, gy as u32, self.cluster as u32),
+            grid: (gx as u32, gy as u32, 1),
             block: (self.threads(), 1, 1),
             shared_bytes: self.shared_bytes() as u32,
         })
@@ -192,7 +171,7 @@ impl F16Variant {
 
 macro_rules! f16_variant {
     ($kid:ident, $vid:ident, $host:ident, $name:literal, $mt:literal, $nt:literal, $wm:literal, $wn:literal,
-     $bk:expr, $st:expr, $cl:expr) => {
+     $bk:expr, $st:expr) => {
         #[doc = concat!("`gemm.linear_f16_", $name, "` (module docs: arguments, order, bound).")]
         pub static $kid: KernelDef = KernelDef {
             name: concat!("gemm.linear_f16_", $name),
@@ -210,7 +189,6 @@ macro_rules! f16_variant {
             wn: $wn,
             bk: $bk,
             stages: $st,
-            cluster: $cl,
         };
         unsafe fn $host(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
             // SAFETY: forwarded HostFn contract.
@@ -229,8 +207,7 @@ f16_variant!(
     1,
     2,
     128,
-    3,
-    1
+    3
 );
 f16_variant!(
     LINEAR_64X64,
@@ -242,8 +219,7 @@ f16_variant!(
     2,
     2,
     BK,
-    STAGES,
-    1
+    STAGES
 );
 f16_variant!(
     LINEAR_16X32,
@@ -255,62 +231,14 @@ f16_variant!(
     1,
     1,
     BK,
-    STAGES,
-    1
+    STAGES
 );
 
-f16_variant!(
-    LINEAR_C16X32,
-    VC16X32,
-    host_c16x32,
-    "c16x32",
-    1,
-    1,
-    1,
-    4,
-    2 * STEP,
-    4,
-    CHAINS
-);
-f16_variant!(
-    LINEAR_C16X32J4,
-    VC16X32J4,
-    host_c16x32j4,
-    "c16x32j4",
-    1,
-    1,
-    1,
-    4,
-    4 * STEP,
-    4,
-    CHAINS
-);
-f16_variant!(
-    LINEAR_C16X64,
-    VC16X64,
-    host_c16x64,
-    "c16x64",
-    1,
-    2,
-    1,
-    4,
-    2 * STEP,
-    4,
-    CHAINS
-);
-
-/// Every tile shape, the most rows × outputs first (the cluster tiles last).
-pub static VARIANTS: &[&F16Variant] = &[&V64X128, &V64X64, &V16X32, &VC16X32, &VC16X32J4, &VC16X64];
+/// Every tile shape, the most rows × outputs first.
+pub static VARIANTS: &[&F16Variant] = &[&V64X128, &V64X64, &V16X32];
 
 /// Every kernel of the half linear (one module): what a process on `GemmPath::Half` preloads.
-pub static KERNELS: &[&KernelDef] = &[
-    &LINEAR_64X128,
-    &LINEAR_64X64,
-    &LINEAR_16X32,
-    &LINEAR_C16X32,
-    &LINEAR_C16X32J4,
-    &LINEAR_C16X64,
-];
+pub static KERNELS: &[&KernelDef] = &[&LINEAR_64X128, &LINEAR_64X64, &LINEAR_16X32];
 
 /// Rows from which [`pick`] takes the 64 × 64 tile.
 pub const LARGE_ROWS: usize = 256;

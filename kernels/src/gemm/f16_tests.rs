@@ -185,9 +185,8 @@ fn variants_match_the_cuda_source() {
             .find(&format!(" {}(", v.kernel.entry))
             .unwrap_or_else(|| panic!("{}: no entry", v.kernel.name));
         let line = &src[src[..at].rfind('\n').map_or(0, |i| i + 1)..at];
-        let cluster = if v.cluster == 1 { "" } else { "H16_CLUSTER4 " };
         let head = format!(
-            "extern \"C\" __global__ void {cluster}__launch_bounds__({}, ",
+            "extern \"C\" __global__ void __launch_bounds__({}, ",
             v.threads()
         );
         assert!(line.starts_with(&head), "{}: {line}", v.kernel.name);
@@ -196,15 +195,11 @@ fn variants_match_the_cuda_source() {
         let inst = format!("{}(", v.template());
         assert!(body.contains(&inst), "{}: no {inst}", v.kernel.name);
         assert!(v.threads() <= 1024 && v.shared_bytes() <= 227 * 1024);
-        // a warp-chain tile's k tile deals its steps to the four chains; a cluster tile's
-        // stages whole steps of its CTA's chain, on four CTAs of one warp tile row
-        let step_k = if v.cluster == 1 { STEP * CHAINS } else { STEP };
         assert!(
-            v.bk % step_k == 0 && v.stages >= 2 && (v.cluster == 1 || v.cluster == CHAINS),
+            v.bk % (STEP * CHAINS) == 0 && v.stages >= 2,
             "{}",
             v.kernel.name
         );
-        assert!(v.cluster == 1 || v.wm == 1, "{}", v.kernel.name);
     }
     assert_eq!(KERNELS.len(), VARIANTS.len());
     for (k, v) in KERNELS.iter().zip(VARIANTS) {
@@ -224,18 +219,6 @@ fn variants_match_the_cuda_source() {
     assert!(4 * 64 * 136 * 4 <= V64X128.shared_bytes());
     assert_eq!(V64X128.template(), "h16_linear<4, 8, 1, 2, 128, 3>");
     assert_eq!(V64X64.template(), "h16_linear<2, 4, 2, 2, H16_BK, H16_ST>");
-    // The cluster tiles: four CTAs of 4 warps per 16 × 32 output tile, each staging 2 steps of
-    // its chain ([16][40] floats and [32][40] halves a stage, 4 stages) and its partial tile.
-    assert_eq!(VC16X32.template(), "h16_clinear<1, 1, 4, 2, 4>");
-    assert_eq!(VC16X32J4.template(), "h16_clinear<1, 1, 4, 4, 4>");
-    assert_eq!(VC16X64.template(), "h16_clinear<1, 2, 4, 2, 4>");
-    assert_eq!(
-        (VC16X32.bm(), VC16X32.bn(), VC16X32.threads()),
-        (16, 32, 128)
-    );
-    assert_eq!(VC16X32.shared_bytes(), 4 * (16 * 40 * 4 + 32 * 40 * 2));
-    let d = VC16X32.dims(112, 512).unwrap();
-    assert_eq!((d.grid, d.block), ((16, 7, 4), (128, 1, 1)));
 }
 
 #[test]
