@@ -328,72 +328,219 @@ extern "C" __global__ void norm_gated_add_modulate_f16(float* x, const float* ga
     dcc_gated_add_modulate(x, gate, y, xn, shift, scale, rows, dim, eps, true);
 }
 
-// One block per row r of cat_b = ctx_b ‖ act(LN(x_b)) (frames + k − 1 rows per batch, blocks
-// grid-strided over rows): the row is written to every im2col slot that reads it,
-// col[(b·frames + f)·k + s] with f + s = r. Every warp of the block reduces the whole row (the
-// same warp-order sums, so the same statistics), then applies LayerNorm + activation to its
-// share of the columns (register k of lane l, column l + 32k, goes to warp k mod W): the
-// transcendental-heavy activation is spread over W warps instead of one.
-extern "C" __global__ void norm_layer_norm_act_im2col(float* col, const float* x, const float* gamma,
-                                                      const float* beta, float eps, int op, float alpha,
-                                                      const float* ctx, i64 ctx_b, i64 batch, i64 frames, i64 k,
-                                                      i64 dim) {
+// The causal conv's context, advanced where the im2col rows are written: cat_b = ctx_b ‖ rows_b
+// (k − 1 context rows, then `frames` rows), col[(b·frames + f)·k + s] = cat_b[f + s], and the new
+// ctx_b = the last k − 1 rows of cat_b, written in place. A batch's old context rows are read
+// (into their slots) before any of its new ones is written: both belong to the batch's *tail*
+// unit, one block, in three phases: (1) the old context rows into their slots; a barrier; (2) new
+// context rows that are old ones (frames < k − 1: row i ← cat row frames + i, read back from its
+// slot (f = 0, s = frames + i), which nothing else writes); (3) the batch's last min(frames,
+// k − 1) rows, each into its slots and context row c0 + f − frames. The other rows (its *head*,
+// frames − min(frames, k − 1) rows) touch no context. Tail units are blocks b, b + gridDim.x, ...;
+// head units are grid-strided from block `batch` on (block u takes units u − batch, + gridDim.x,
+// ... rotated over the grid: every block count covers them all).
+
+// The grid-strided start of the head units for this block: blocks from `batch` on first.
+__device__ __forceinline__ i64 dcc_head_start(i64 batch) {
+    const i64 g = gridDim.x, b = blockIdx.x;
+    const i64 n = batch % g;
+    return b >= n ? b - n : b + g - n;
+}
+
+// Writes value v of column j of cat row r of batch b into every im2col slot that reads it.
+__device__ __forceinline__ void dcc_im2col_put(float* col, i64 b, i64 frames, i64 k, i64 dim, i64 r, i64 j, float v) {
+    const i64 s_lo = r - (frames - 1) > 0 ? r - (frames - 1) : 0;
+    const i64 s_hi = r < k - 1 ? r : k - 1;
+    for (i64 s = s_lo; s <= s_hi; ++s) col[((b * frames + r - s) * k + s) * dim + j] = v;
+}
+
+// Phases 1 and 2 of batch b's tail (the whole block; ends with the barrier between them).
+__device__ __forceinline__ void dcc_ctx_tail_begin(float* col, float* cb, i64 b, i64 frames, i64 k, i64 dim) {
+    const i64 c0 = k - 1;
+    for (i64 e = threadIdx.x; e < c0 * dim; e += blockDim.x) {
+        const i64 r = e / dim, j = e - (e / dim) * dim;
+        dcc_im2col_put(col, b, frames, k, dim, r, j, cb[r * dim + j]);
+    }
+    __syncthreads();
+    const i64 old = frames < c0 ? c0 - frames : 0;
+    for (i64 e = threadIdx.x; e < old * dim; e += blockDim.x) {
+        const i64 i = e / dim, j = e - (e / dim) * dim;
+        cb[i * dim + j] = col[((b * frames) * k + frames + i) * dim + j];
+    }
+}
+
+// dcc_gated_add_modulate's row body (the same loads, residual, moments and modulate), the
+// normalized value of column j handed to put(j, value) instead of stored to xn.
+template <class Put>
+__device__ __forceinline__ void dcc_gated_row(float* xr, const float* gate, const float* yr, const float* shift,
+                                              const float* scale, i64 dim, float eps, bool f16, int lane, Put put) {
+    float mean, rstd;
+    if (dim <= DCC_ROW_REGS * DCC_WARP) {
+        float v[DCC_ROW_REGS], g[DCC_ROW_REGS], yv[DCC_ROW_REGS], sc[DCC_ROW_REGS], sh[DCC_ROW_REGS];
+        dcc_load_row(v, xr, dim, lane);
+        dcc_load_vec(g, gate, dim, lane);
+        dcc_load_row(yv, yr, dim, lane);
+        dcc_load_vec(sc, scale, dim, lane);
+        dcc_load_vec(sh, shift, dim, lane);
+#pragma unroll
+        for (int k = 0; k < DCC_ROW_REGS; ++k) {
+            const i64 j = lane + k * DCC_WARP;
+            v[k] = j < dim ? dcc_gate_sum(v[k], g[k], yv[k], f16) : 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < DCC_ROW_REGS; ++k) {
+            const i64 j = lane + k * DCC_WARP;
+            if (j < dim) xr[j] = v[k];
+        }
+        dcc_moments_regs(v, dim, eps, lane, &mean, &rstd);
+        const float bias = -mean * rstd;
+#pragma unroll
+        for (int k = 0; k < DCC_ROW_REGS; ++k) {
+            const i64 j = lane + k * DCC_WARP;
+            if (j < dim) {
+                const float n = v[k] * rstd + bias;
+                put(j, n * dcc_one_plus(sc[k], f16) + sh[k]);
+            }
+        }
+        return;
+    }
+    for (i64 j = lane; j < dim; j += DCC_WARP) xr[j] = dcc_gate_sum(xr[j], gate[j], yr[j], f16);
+    __syncwarp();
+    dcc_moments(xr, dim, eps, lane, &mean, &rstd);
+    const float bias = -mean * rstd;
+    for (i64 j = lane; j < dim; j += DCC_WARP) {
+        const float n = xr[j] * rstd + bias;
+        put(j, n * dcc_one_plus(scale[j], f16) + shift[j]);
+    }
+    __syncwarp();
+}
+
+// norm_gated_add_modulate's residual and modulated norm over x [batch·frames, dim], the
+// normalized rows written as the im2col rows of a causal conv of kernel k over ctx ‖ rows and
+// the context advanced in place (see above): one warp per row, the tail units one block each.
+__device__ __forceinline__ void dcc_gated_add_modulate_im2col(float* x, const float* gate, const float* y,
+                                                              const float* shift, const float* scale, float* col,
+                                                              float* ctx, i64 ctx_b, i64 batch, i64 frames, i64 k,
+                                                              i64 dim, float eps, bool f16) {
     dcc_require_warps();
     const int lane = threadIdx.x % DCC_WARP, w = threadIdx.x / DCC_WARP, W = blockDim.x / DCC_WARP;
-    const i64 c0 = k - 1, per = frames + c0;
-    for (i64 u = blockIdx.x; u < batch * per; u += gridDim.x) {
-        const i64 b = u / per, r = u % per;
-        const i64 s_lo = r - (frames - 1) > 0 ? r - (frames - 1) : 0;
-        const i64 s_hi = r < k - 1 ? r : k - 1;
-        if (r < c0) {
-            const float* cr = ctx + b * ctx_b + r * dim;
-            for (i64 s = s_lo; s <= s_hi; ++s) {
-                float* o = col + ((b * frames + r - s) * k + s) * dim;
-                for (i64 j = threadIdx.x; j < dim; j += blockDim.x) o[j] = cr[j];
-            }
-            continue;
+    if (frames <= 0) return;  // cat_b is the context alone: nothing to write, nothing moves
+    const i64 c0 = k - 1;
+    const i64 tail = frames < c0 ? frames : c0;
+    const i64 head = frames - tail;
+    for (i64 b = blockIdx.x; b < batch; b += gridDim.x) {
+        float* const cb = ctx + b * ctx_b;
+        dcc_ctx_tail_begin(col, cb, b, frames, k, dim);
+        for (i64 f = head + w; f < frames; f += W) {
+            const i64 r = c0 + f;
+            float* const cr = cb + (r - frames) * dim;
+            const i64 row = b * frames + f;
+            dcc_gated_row(x + row * dim, gate, y + row * dim, shift, scale, dim, eps, f16, lane, [&](i64 j, float v) {
+                dcc_im2col_put(col, b, frames, k, dim, r, j, v);
+                cr[j] = v;
+            });
         }
-        const float* xr = x + (b * frames + r - c0) * dim;
-        float mean, rstd;
-        if (dim <= DCC_ROW_REGS * DCC_WARP) {
-            // the row and this warp's gamma/beta columns in one round trip, stores last
-            float v[DCC_ROW_REGS], g[DCC_ROW_REGS], be[DCC_ROW_REGS];
-            dcc_load_row(v, xr, dim, lane);
+    }
+    for (i64 u = dcc_head_start(batch) * W + w; u < batch * head; u += (i64)gridDim.x * W) {
+        const i64 b = u / head, f = u - (u / head) * head;
+        const i64 row = b * frames + f;
+        dcc_gated_row(x + row * dim, gate, y + row * dim, shift, scale, dim, eps, f16, lane,
+                      [&](i64 j, float v) { dcc_im2col_put(col, b, frames, k, dim, c0 + f, j, v); });
+    }
+}
+
+extern "C" __global__ void norm_gated_add_modulate_im2col(float* x, const float* gate, const float* y,
+                                                          const float* shift, const float* scale, float* col,
+                                                          float* ctx, i64 ctx_b, i64 batch, i64 frames, i64 k,
+                                                          i64 dim, float eps) {
+    dcc_gated_add_modulate_im2col(x, gate, y, shift, scale, col, ctx, ctx_b, batch, frames, k, dim, eps, false);
+}
+
+// The vendor's fp16 mode of norm_gated_add_modulate_im2col: norm_gated_add_modulate_f16's rows.
+extern "C" __global__ void norm_gated_add_modulate_im2col_f16(float* x, const float* gate, const float* y,
+                                                              const float* shift, const float* scale, float* col,
+                                                              float* ctx, i64 ctx_b, i64 batch, i64 frames, i64 k,
+                                                              i64 dim, float eps) {
+    dcc_gated_add_modulate_im2col(x, gate, y, shift, scale, col, ctx, ctx_b, batch, frames, k, dim, eps, true);
+}
+
+// Affine LayerNorm + activation of row xr, handed to put(j, value) column by column: every warp
+// of the block reduces the whole row (the same warp-order sums, so the same statistics), then
+// applies LayerNorm + activation to its share of the columns (register k of lane l, column
+// l + 32k, goes to warp k mod W): the transcendental-heavy activation is spread over W warps
+// instead of one.
+template <class Put>
+__device__ __forceinline__ void dcc_ln_act_row(const float* xr, const float* gamma, const float* beta, float eps,
+                                               int op, float alpha, i64 dim, int lane, int w, int W, Put put) {
+    float mean, rstd;
+    if (dim <= DCC_ROW_REGS * DCC_WARP) {
+        // the row and this warp's gamma/beta columns in one round trip, stores last
+        float v[DCC_ROW_REGS], g[DCC_ROW_REGS], be[DCC_ROW_REGS];
+        dcc_load_row(v, xr, dim, lane);
 #pragma unroll
-            for (int kk = 0; kk < DCC_ROW_REGS; ++kk) {
-                const i64 j = lane + kk * DCC_WARP;
-                const bool mine = kk % W == w && j < dim;
-                g[kk] = mine ? gamma[j] : 0.0f;
-                be[kk] = mine ? beta[j] : 0.0f;
-            }
-            dcc_moments_regs(v, dim, eps, lane, &mean, &rstd);
-            const float bias = -mean * rstd;
-#pragma unroll
-            for (int kk = 0; kk < DCC_ROW_REGS; ++kk) {
-                const i64 j = lane + kk * DCC_WARP;
-                if (kk % W == w && j < dim) {
-                    float o = v[kk] * rstd + bias;
-                    o = o * g[kk];
-                    o = o + be[kk];
-                    v[kk] = dcc_act1(o, op, alpha);
-                }
-            }
-#pragma unroll
-            for (int kk = 0; kk < DCC_ROW_REGS; ++kk) {
-                const i64 j = lane + kk * DCC_WARP;
-                if (kk % W == w && j < dim)
-                    for (i64 s = s_lo; s <= s_hi; ++s) col[((b * frames + r - s) * k + s) * dim + j] = v[kk];
-            }
-            continue;
+        for (int kk = 0; kk < DCC_ROW_REGS; ++kk) {
+            const i64 j = lane + kk * DCC_WARP;
+            const bool mine = kk % W == w && j < dim;
+            g[kk] = mine ? gamma[j] : 0.0f;
+            be[kk] = mine ? beta[j] : 0.0f;
         }
-        dcc_moments(xr, dim, eps, lane, &mean, &rstd);
+        dcc_moments_regs(v, dim, eps, lane, &mean, &rstd);
         const float bias = -mean * rstd;
-        for (i64 j = threadIdx.x; j < dim; j += blockDim.x) {
-            float v = xr[j] * rstd + bias;
-            v = v * gamma[j];
-            v = v + beta[j];
-            v = dcc_act1(v, op, alpha);
-            for (i64 s = s_lo; s <= s_hi; ++s) col[((b * frames + r - s) * k + s) * dim + j] = v;
+#pragma unroll
+        for (int kk = 0; kk < DCC_ROW_REGS; ++kk) {
+            const i64 j = lane + kk * DCC_WARP;
+            if (kk % W == w && j < dim) {
+                float o = v[kk] * rstd + bias;
+                o = o * g[kk];
+                o = o + be[kk];
+                v[kk] = dcc_act1(o, op, alpha);
+            }
         }
+#pragma unroll
+        for (int kk = 0; kk < DCC_ROW_REGS; ++kk) {
+            const i64 j = lane + kk * DCC_WARP;
+            if (kk % W == w && j < dim) put(j, v[kk]);
+        }
+        return;
+    }
+    dcc_moments(xr, dim, eps, lane, &mean, &rstd);
+    const float bias = -mean * rstd;
+    for (i64 j = threadIdx.x; j < dim; j += blockDim.x) {
+        float v = xr[j] * rstd + bias;
+        v = v * gamma[j];
+        v = v + beta[j];
+        put(j, dcc_act1(v, op, alpha));
+    }
+}
+
+// act(LN(x_b)) of x [batch·frames, dim] written as the im2col rows of a causal conv of kernel k
+// over cat_b = ctx_b ‖ act(LN(x_b)), the context advanced in place (the tail and head units
+// above): one block per unit, a head unit one row, a tail unit the batch's context.
+extern "C" __global__ void norm_layer_norm_act_im2col(float* col, const float* x, const float* gamma,
+                                                      const float* beta, float eps, int op, float alpha, float* ctx,
+                                                      i64 ctx_b, i64 batch, i64 frames, i64 k, i64 dim) {
+    dcc_require_warps();
+    const int lane = threadIdx.x % DCC_WARP, w = threadIdx.x / DCC_WARP, W = blockDim.x / DCC_WARP;
+    if (frames <= 0) return;  // cat_b is the context alone: nothing to write, nothing moves
+    const i64 c0 = k - 1;
+    const i64 tail = frames < c0 ? frames : c0;
+    const i64 head = frames - tail;
+    for (i64 b = blockIdx.x; b < batch; b += gridDim.x) {
+        float* const cb = ctx + b * ctx_b;
+        dcc_ctx_tail_begin(col, cb, b, frames, k, dim);
+        for (i64 f = head; f < frames; ++f) {
+            const i64 r = c0 + f;
+            float* const cr = cb + (r - frames) * dim;
+            dcc_ln_act_row(x + (b * frames + f) * dim, gamma, beta, eps, op, alpha, dim, lane, w, W,
+                           [&](i64 j, float v) {
+                               dcc_im2col_put(col, b, frames, k, dim, r, j, v);
+                               cr[j] = v;
+                           });
+        }
+    }
+    for (i64 u = dcc_head_start(batch); u < batch * head; u += gridDim.x) {
+        const i64 b = u / head, f = u - (u / head) * head;
+        dcc_ln_act_row(x + (b * frames + f) * dim, gamma, beta, eps, op, alpha, dim, lane, w, W,
+                       [&](i64 j, float v) { dcc_im2col_put(col, b, frames, k, dim, c0 + f, j, v); });
     }
 }

@@ -90,3 +90,72 @@ fn modulate_f16_is_modulate_over_shifted_scales() {
     layer_norm_modulate(rows, dim, &x, 1e-6, &shift, &scale, &mut b);
     assert_ne!(a, b);
 }
+
+/// The fused gated im2col launch gives what its three launches gave before it: the gated norm
+/// into `xn`, `copy.im2col` of `ctx ‖ xn`, then the context copied from the last im2col row's
+/// slots `1..k` of each batch (what the DiT did), in both modes.
+#[test]
+fn gated_im2col_is_gated_then_im2col_then_the_last_rows_slots() {
+    let (batch, frames, k, dim) = (2usize, 4usize, 3usize, 5usize);
+    let (rows, c0, ctx_b) = (batch * frames, k - 1, 2 * (k - 1) * dim);
+    let data = |seed: usize, n: usize| -> Vec<f32> {
+        (0..n)
+            .map(|i| (((i * 7919 + seed * 104_729) % 997) as f32 / 997.0 - 0.5) * 3.0)
+            .collect()
+    };
+    let (gate, y, shift, scale) = (
+        data(1, dim),
+        data(2, rows * dim),
+        data(3, dim),
+        data(4, dim),
+    );
+    for f16 in [false, true] {
+        let (x0, ctx0) = (data(5, rows * dim), data(6, batch * ctx_b));
+        let (mut x1, mut ctx1) = (x0.clone(), ctx0.clone());
+        let mut col1 = vec![f32::NAN; rows * k * dim];
+        gated_norm_modulate_im2col(
+            &mut x1,
+            (&gate, &y),
+            (&shift, &scale),
+            &mut col1,
+            &mut ctx1,
+            ctx_b,
+            batch,
+            frames,
+            k,
+            dim,
+            1e-6,
+            f16,
+        );
+        let (mut x2, mut ctx2) = (x0.clone(), ctx0.clone());
+        let mut xn = vec![0.0f32; rows * dim];
+        let mut col2 = vec![f32::NAN; rows * k * dim];
+        let gated = if f16 {
+            gated_norm_modulate_f16
+        } else {
+            gated_norm_modulate
+        };
+        gated(rows, dim, &mut x2, &gate, &y, &mut xn, &shift, &scale, 1e-6);
+        conv_im2col(
+            &mut col2,
+            &xn,
+            frames * dim,
+            &ctx2,
+            ctx_b,
+            batch,
+            frames,
+            k,
+            dim,
+        );
+        for b in 0..batch {
+            let last = ((b * frames + frames - 1) * k + 1) * dim;
+            let slots = col2[last..last + c0 * dim].to_vec();
+            ctx2[b * ctx_b..][..c0 * dim].copy_from_slice(&slots);
+        }
+        let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<u32>>();
+        assert_eq!(bits(&x1), bits(&x2), "x, f16 {f16}");
+        assert_eq!(bits(&col1), bits(&col2), "col, f16 {f16}");
+        assert_eq!(bits(&ctx1), bits(&ctx2), "ctx, f16 {f16}");
+        assert_ne!(bits(&ctx1), bits(&ctx0), "the context moved, f16 {f16}");
+    }
+}
