@@ -24,6 +24,10 @@
 #                                        # and our CUDA vocoder against both (the 1e-4 floor)
 #   bash scripts/serve-gpu.sh halfcap    # half-point capacity: CAP_N sessions (default 250,256),
 #                                        # batched calls of up to 32, 12 measured rounds
+#   bash scripts/serve-gpu.sh latency    # one session's chunk at both points (issue 13): the
+#                                        # fp32 and half checks against the vendor (24 chunks,
+#                                        # B0 and SRc), then the same with OLD (another build's
+#                                        # dcc-bench, if set) on the same exports
 # Logs go to $OUT as one tarball per part; the last lines printed are a short table.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -196,6 +200,26 @@ half)
     ${BATCH_MAX:+--max-batch $BATCH_MAX} --json-out "$OUT/sessions_half.json" \
     >"$W/sessions_half.txt" 2>&1
   echo "half sessions --batch rc=$?"; tail -n 14 "$W/sessions_half.txt"
+  ;;
+latency)
+  [[ -f $F/weights.safetensors && -f $F/.chunks24 ]] || {
+    python3 scripts/e2e_peer.py --peer "$D/token2wav_stock.py" --vendor "$D/vendor" --config full \
+      --device cuda --chunks 24 --export "$F" >"$W/peer.json" 2>"$W/peer.err" && touch "$F/.chunks24"
+  } || { echo "fp32 export failed: $(tail -n 3 "$W/peer.err")"; continue; }
+  half_export || continue
+  tol=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(min(d['rel_l2']))" "$H.json")
+  echo "vendor fp16 vs vendor fp32, rel-L2 per chunk: min $tol"
+  n=0
+  for b in "$B" ${OLD:+"$OLD"}; do
+    n=$((n + 1))
+    "$b" check --backend cuda --gemm backend --weights $F/weights.safetensors --io $F/io.safetensors \
+      --contract token2wav --chunks 24 --tol 1e-4 --arms B0,SRc >"$W/fp32_$n.txt" 2>&1
+    echo "[$b] fp32 check rc=$?"; tail -n 12 "$W/fp32_$n.txt"
+    "$b" check --backend cuda --gemm f16 --weights $H/weights_half.safetensors \
+      --io $H/io_half.safetensors --contract token2wav --no-vocoder --chunks 24 --half-tol "$tol" \
+      --arms B0,SRc >"$W/half_$n.txt" 2>&1
+    echo "[$b] half check rc=$?"; tail -n 10 "$W/half_$n.txt"
+  done
   ;;
 halfcap)
   # capacity at the half point: CAP_N sessions (default 250 and 256 = 8 calls of 32), 12 measured

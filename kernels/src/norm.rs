@@ -93,7 +93,7 @@ kdef!(
         Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, F32
     ],
     host_gated_add_modulate_im2col,
-    "`(x, gate, y, shift, scale, col, ctx, ctx_b, batch, frames, k, dim, eps)`: [`GATED_ADD_MODULATE`] over `x` `[batch·frames, dim]`, the normalized rows written as the im2col rows of a causal conv of kernel `k` over `ctx ‖ rows` (as `copy.im2col`) instead of to `xn`, and the context advanced in place (`copy::conv_context_advance`) ([`gated_norm_modulate_im2col`]; one warp per row, a batch's context and last `k − 1` rows one block; launch [`gated_im2col_blocks`] blocks of [`GATED_IM2COL_BLOCK`] threads)."
+    "`(x, gate, y, shift, scale, col, ctx, ctx_b, batch, frames, k, dim, eps)`: [`GATED_ADD_MODULATE`] over `x` `[batch·frames, dim]`, the normalized rows written as the im2col rows of a causal conv of kernel `k` over `ctx ‖ rows` (as `copy.im2col`) instead of to `xn`, and the context advanced in place (`copy::conv_context_advance`) ([`gated_norm_modulate_im2col`]; one warp per row, the warp of a batch's last rows moving the context row it replaces, any grid; launch [`gated_im2col_blocks`] blocks of [`GATED_IM2COL_BLOCK`] threads)."
 );
 kdef!(
     GATED_ADD_MODULATE_IM2COL_F16,
@@ -113,7 +113,7 @@ kdef!(
         Ptr, Ptr, Ptr, Ptr, F32, I32, F32, Ptr, I64, I64, I64, I64, I64
     ],
     host_layer_norm_act_im2col,
-    "`(col, x, gamma, beta, eps, op, alpha, ctx, ctx_b, batch, frames, k, dim)`: affine LayerNorm and activation `op` (as `act.apply`) of `batch·frames` rows, written as `copy.im2col` rows, then the context advanced in place (`copy::conv_context_advance`) ([`layer_norm_act_im2col`]; one block per input row, a batch's context and last `k − 1` rows one block, blocks of a multiple of 32 threads: every warp reduces the row, the block's warps share its columns; launch [`ln_act_blocks`] blocks of [`LN_ACT_BLOCK`] threads)."
+    "`(col, x, gamma, beta, eps, op, alpha, ctx, ctx_b, batch, frames, k, dim)`: affine LayerNorm and activation `op` (as `act.apply`) of `batch·frames` rows, written as `copy.im2col` rows, then the context advanced in place (`copy::conv_context_advance`) ([`layer_norm_act_im2col`]; one block per input row, the block of a batch's last rows moving the context row it replaces, any grid, blocks of a multiple of 32 threads: every warp reduces the row, the block's warps share its columns; launch [`ln_act_blocks`] blocks of [`LN_ACT_BLOCK`] threads)."
 );
 
 pub static KERNELS: &[&crate::KernelDef] = &[
@@ -138,27 +138,21 @@ pub const fn row_threads(rows: usize) -> usize {
 /// Threads per block of [`LAYER_NORM_ACT_IM2COL`] (8 warps share a row's activations).
 pub const LN_ACT_BLOCK: u32 = 256;
 
-/// Rows of a batch of the fused im2col kernels that become its new context (`min(frames,
-/// k − 1)`, its *tail*, one block with the context) and the others (its *head*).
-const fn tail_head(frames: usize, k: usize) -> (usize, usize) {
-    let tail = if frames < k - 1 { frames } else { k - 1 };
-    (tail, frames - tail)
-}
-
-/// Blocks of [`LAYER_NORM_ACT_IM2COL`] the ops launch: one per batch (its context and tail
-/// rows) and one per head row.
-pub const fn ln_act_blocks(batch: usize, frames: usize, k: usize) -> usize {
-    batch * (1 + tail_head(frames, k).1)
+/// Blocks of [`LAYER_NORM_ACT_IM2COL`] the ops launch: one per row (with fewer rows than
+/// context rows, the kernel runs a batch's rows in one block: at least one per batch).
+pub const fn ln_act_blocks(batch: usize, frames: usize, _k: usize) -> usize {
+    batch * frames
 }
 
 /// Threads per block of [`GATED_ADD_MODULATE_IM2COL`] (4 warps, one row each).
 pub const GATED_IM2COL_BLOCK: u32 = 128;
 
-/// Blocks of [`GATED_ADD_MODULATE_IM2COL`] the ops launch: one per batch (its context and tail
-/// rows), then one warp per head row.
-pub const fn gated_im2col_blocks(batch: usize, frames: usize, k: usize) -> usize {
+/// Blocks of [`GATED_ADD_MODULATE_IM2COL`] the ops launch: one warp per row (with fewer rows
+/// than context rows, the kernel runs a batch's rows in one block: at least one per batch).
+pub const fn gated_im2col_blocks(batch: usize, frames: usize, _k: usize) -> usize {
     let warps = (GATED_IM2COL_BLOCK / WARP as u32) as usize;
-    batch + (batch * tail_head(frames, k).1).div_ceil(warps)
+    let blocks = (batch * frames).div_ceil(warps);
+    if blocks > batch { blocks } else { batch }
 }
 
 /// Mean and `1 / sqrt(var + eps)` of one row (two passes: mean, then centred squares).
