@@ -187,37 +187,6 @@ pub fn conv_im2col(
     }
 }
 
-/// The context of a causal convolution of kernel `k` advanced past `frames` rows, in place:
-/// with `cat_b = ctx_b ‖ src_b` (as [`conv_im2col`]), the new `ctx_b` is the last `k − 1` rows of
-/// `cat_b` (old context rows when `frames < k − 1`). What the fused im2col kernels
-/// (`norm.layer_norm_act_im2col`, `norm.gated_add_modulate_im2col`) write to the context after
-/// their im2col rows.
-pub fn conv_context_advance(
-    ctx: &mut [f32],
-    ctx_b: usize,
-    src: &[f32],
-    src_b: usize,
-    batch: usize,
-    frames: usize,
-    k: usize,
-    dim: usize,
-) {
-    let c0 = k - 1;
-    let mut rows = vec![0.0f32; c0 * dim];
-    for b in 0..batch {
-        for (i, row) in rows.chunks_exact_mut(dim.max(1)).enumerate().take(c0) {
-            let q = frames + i;
-            let from = if q < c0 {
-                &ctx[b * ctx_b + q * dim..][..dim]
-            } else {
-                &src[b * src_b + (q - c0) * dim..][..dim]
-            };
-            row.copy_from_slice(from);
-        }
-        ctx[b * ctx_b..][..c0 * dim].copy_from_slice(&rows);
-    }
-}
-
 /// Batched 2-D copy of any element type (the twin of [`BATCHED`] over floats and of
 /// [`BATCHED_F16`] over binary16 values): `dst[b·dst_b + r·ldd + j] = src[b·src_b + r·lds + j]`.
 /// Launch: [`batched_dims`].
@@ -374,32 +343,6 @@ unsafe fn host_batched_f16(_d: &LaunchDims, a: &[Arg]) -> Result<(), KernelError
 mod tests {
     use super::*;
     use crate::abi::DevPtr;
-
-    /// The new context is the last `k − 1` rows of `ctx_b ‖ src_b`, built here row by row: with
-    /// `frames` at, above and below `k − 1` (then old context rows move up), the rows between
-    /// two batches' contexts untouched.
-    #[test]
-    fn context_advance_keeps_the_last_rows_of_ctx_then_src() {
-        let (batch, dim) = (2usize, 3usize);
-        for (frames, k) in [(5usize, 3usize), (2, 3), (1, 3), (1, 5), (2, 5), (3, 1)] {
-            let c0 = k - 1;
-            let (ctx_b, src_b) = (2 * c0 * dim + 1, frames * dim + 2);
-            let val = |tag: f32, i: usize| tag + i as f32;
-            let mut ctx: Vec<f32> = (0..ctx_b * batch).map(|i| val(1000.0, i)).collect();
-            let src: Vec<f32> = (0..src_b * batch).map(|i| val(-1000.0, i)).collect();
-            let mut want = ctx.clone();
-            for b in 0..batch {
-                let mut cat: Vec<&[f32]> = (0..c0)
-                    .map(|r| &ctx[b * ctx_b + r * dim..][..dim])
-                    .collect();
-                cat.extend((0..frames).map(|f| &src[b * src_b + f * dim..][..dim]));
-                let last: Vec<f32> = cat[cat.len() - c0..].concat();
-                want[b * ctx_b..][..c0 * dim].copy_from_slice(&last);
-            }
-            conv_context_advance(&mut ctx, ctx_b, &src, src_b, batch, frames, k, dim);
-            assert_eq!(ctx, want, "frames {frames}, k {k}");
-        }
-    }
 
     #[test]
     fn transposes() {

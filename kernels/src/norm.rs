@@ -12,7 +12,7 @@
 use crate::CudaSource;
 use crate::abi::{Arg, Args, DevPtr, KernelError, LaunchDims, Param};
 use crate::act::act_inplace;
-use crate::copy::{conv_context_advance, conv_im2col};
+use crate::copy::conv_im2col;
 use crate::elementwise as ew;
 use crate::math::{WARP, warp_sum};
 use crate::twin::{check_warp_block, invalid, kdef, rd, span, wr};
@@ -86,26 +86,6 @@ kdef!(
     "`(x, gate, y, xn, shift, scale, rows, dim, eps)`: `elementwise.gated_add_f16` in place then [`LAYER_NORM_MODULATE_F16`] of the result into `xn` ([`gated_norm_modulate_f16`]; one warp per row, the arithmetic of those two kernels, so their bits)."
 );
 kdef!(
-    GATED_ADD_MODULATE_IM2COL,
-    "norm",
-    "gated_add_modulate_im2col",
-    [
-        Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, F32
-    ],
-    host_gated_add_modulate_im2col,
-    "`(x, gate, y, shift, scale, col, ctx, ctx_b, batch, frames, k, dim, eps)`: [`GATED_ADD_MODULATE`] over `x` `[batch·frames, dim]`, the normalized rows written as the im2col rows of a causal conv of kernel `k` over `ctx ‖ rows` (as `copy.im2col`) instead of to `xn`, and the context advanced in place (`copy::conv_context_advance`) ([`gated_norm_modulate_im2col`]; one warp per row, the warp of a batch's last rows moving the context row it replaces, any grid; launch [`gated_im2col_blocks`] blocks of [`GATED_IM2COL_BLOCK`] threads)."
-);
-kdef!(
-    GATED_ADD_MODULATE_IM2COL_F16,
-    "norm",
-    "gated_add_modulate_im2col_f16",
-    [
-        Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, Ptr, I64, I64, I64, I64, I64, F32
-    ],
-    host_gated_add_modulate_im2col_f16,
-    "`(x, gate, y, shift, scale, col, ctx, ctx_b, batch, frames, k, dim, eps)`: [`GATED_ADD_MODULATE_IM2COL`] with [`GATED_ADD_MODULATE_F16`]'s rows ([`gated_norm_modulate_im2col`] with `f16`)."
-);
-kdef!(
     LAYER_NORM_ACT_IM2COL,
     "norm",
     "layer_norm_act_im2col",
@@ -113,7 +93,7 @@ kdef!(
         Ptr, Ptr, Ptr, Ptr, F32, I32, F32, Ptr, I64, I64, I64, I64, I64
     ],
     host_layer_norm_act_im2col,
-    "`(col, x, gamma, beta, eps, op, alpha, ctx, ctx_b, batch, frames, k, dim)`: affine LayerNorm and activation `op` (as `act.apply`) of `batch·frames` rows, written as `copy.im2col` rows, then the context advanced in place (`copy::conv_context_advance`) ([`layer_norm_act_im2col`]; one block per input row, the block of a batch's last rows moving the context row it replaces, any grid, blocks of a multiple of 32 threads: every warp reduces the row, the block's warps share its columns; launch [`ln_act_blocks`] blocks of [`LN_ACT_BLOCK`] threads)."
+    "`(col, x, gamma, beta, eps, op, alpha, ctx, ctx_b, batch, frames, k, dim)`: affine LayerNorm and activation `op` (as `act.apply`) of `batch·frames` rows, written as `copy.im2col` rows ([`layer_norm_act_im2col`]; one block per context or input row, blocks of a multiple of 32 threads: every warp reduces the row, the block's warps share its columns; launch [`LN_ACT_BLOCK`]-thread blocks, one per row)."
 );
 
 pub static KERNELS: &[&crate::KernelDef] = &[
@@ -124,8 +104,6 @@ pub static KERNELS: &[&crate::KernelDef] = &[
     &QK_PACK,
     &GATED_ADD_MODULATE,
     &GATED_ADD_MODULATE_F16,
-    &GATED_ADD_MODULATE_IM2COL,
-    &GATED_ADD_MODULATE_IM2COL_F16,
     &LAYER_NORM_ACT_IM2COL,
 ];
 
@@ -137,23 +115,6 @@ pub const fn row_threads(rows: usize) -> usize {
 
 /// Threads per block of [`LAYER_NORM_ACT_IM2COL`] (8 warps share a row's activations).
 pub const LN_ACT_BLOCK: u32 = 256;
-
-/// Blocks of [`LAYER_NORM_ACT_IM2COL`] the ops launch: one per row (with fewer rows than
-/// context rows, the kernel runs a batch's rows in one block: at least one per batch).
-pub const fn ln_act_blocks(batch: usize, frames: usize, _k: usize) -> usize {
-    batch * frames
-}
-
-/// Threads per block of [`GATED_ADD_MODULATE_IM2COL`] (4 warps, one row each).
-pub const GATED_IM2COL_BLOCK: u32 = 128;
-
-/// Blocks of [`GATED_ADD_MODULATE_IM2COL`] the ops launch: one warp per row (with fewer rows
-/// than context rows, the kernel runs a batch's rows in one block: at least one per batch).
-pub const fn gated_im2col_blocks(batch: usize, frames: usize, _k: usize) -> usize {
-    let warps = (GATED_IM2COL_BLOCK / WARP as u32) as usize;
-    let blocks = (batch * frames).div_ceil(warps);
-    if blocks > batch { blocks } else { batch }
-}
 
 /// Mean and `1 / sqrt(var + eps)` of one row (two passes: mean, then centred squares).
 #[inline]
@@ -369,40 +330,10 @@ pub fn gated_norm_modulate_f16(
     layer_norm_modulate_f16(rows, dim, x, eps, shift, scale, xn);
 }
 
-/// [`gated_norm_modulate`] (`f16`: [`gated_norm_modulate_f16`]) over `x` `[batch·frames, dim]`,
-/// its normalized rows written into the im2col rows of the next causal convolution (as
-/// [`conv_im2col`] with `src` = those rows) instead of to `xn`, then the context advanced
-/// ([`conv_context_advance`]). Launch: [`gated_im2col_blocks`].
-pub fn gated_norm_modulate_im2col(
-    x: &mut [f32],
-    (gate, y): (&[f32], &[f32]),
-    (shift, scale): (&[f32], &[f32]),
-    col: &mut [f32],
-    ctx: &mut [f32],
-    ctx_b: usize,
-    batch: usize,
-    frames: usize,
-    k: usize,
-    dim: usize,
-    eps: f32,
-    f16: bool,
-) {
-    let rows = batch * frames;
-    let mut xn = vec![0.0f32; rows * dim];
-    let body = if f16 {
-        gated_norm_modulate_f16
-    } else {
-        gated_norm_modulate
-    };
-    body(rows, dim, x, gate, y, &mut xn, shift, scale, eps);
-    conv_im2col(col, &xn, frames * dim, ctx, ctx_b, batch, frames, k, dim);
-    conv_context_advance(ctx, ctx_b, &xn, frames * dim, batch, frames, k, dim);
-}
-
 /// LayerNorm (affine) then an activation (`op`, as `act.apply`) of `batch · frames` rows of `x`
 /// (`[batch·frames, dim]`), written straight into the im2col rows of the next causal
-/// convolution (as [`conv_im2col`] with `src` = the activated rows), then the context advanced
-/// ([`conv_context_advance`]). Launch: [`ln_act_blocks`].
+/// convolution: as [`conv_im2col`] with `src` = the activated rows.
+/// Launch: one warp per row of `cat_b` (`batch · (frames + k − 1)` warps).
 pub fn layer_norm_act_im2col(
     col: &mut [f32],
     x: &[f32],
@@ -410,7 +341,7 @@ pub fn layer_norm_act_im2col(
     eps: f32,
     op: i32,
     alpha: f32,
-    ctx: &mut [f32],
+    ctx: &[f32],
     ctx_b: usize,
     batch: usize,
     frames: usize,
@@ -431,7 +362,6 @@ pub fn layer_norm_act_im2col(
     );
     act_inplace(&mut y, op, alpha)?;
     conv_im2col(col, &y, frames * dim, ctx, ctx_b, batch, frames, k, dim);
-    conv_context_advance(ctx, ctx_b, &y, frames * dim, batch, frames, k, dim);
     Ok(())
 }
 
@@ -622,7 +552,7 @@ unsafe fn host_layer_norm_act_im2col(dims: &LaunchDims, a: &[Arg]) -> Result<(),
             rd(a.ptr(1)?, batch * frames * dim)?,
             rd(a.ptr(2)?, dim)?,
             rd(a.ptr(3)?, dim)?,
-            wr(a.ptr(7)?, span(batch, (k - 1) * dim, ctx_b))?,
+            rd(a.ptr(7)?, span(batch, (k - 1) * dim, ctx_b))?,
         )
     };
     layer_norm_act_im2col(
@@ -640,66 +570,6 @@ unsafe fn host_layer_norm_act_im2col(dims: &LaunchDims, a: &[Arg]) -> Result<(),
         dim,
     )
     .map_err(invalid)
-}
-
-/// The twin of a `norm.gated_add_modulate_im2col[_f16]` launch.
-///
-/// # Safety
-/// HostFn contract: the arguments address the extents below.
-unsafe fn host_gated_im2col(
-    name: &str,
-    dims: &LaunchDims,
-    a: &[Arg],
-    f16: bool,
-) -> Result<(), KernelError> {
-    check_warp_block(name, dims)?;
-    let ctx_b = a.usize(7)?;
-    let (batch, frames, k, dim) = (a.usize(8)?, a.usize(9)?, a.usize(10)?, a.usize(11)?);
-    let eps = a.f32(12)?;
-    if k == 0 {
-        return Err(invalid(format!("{name}: k = 0")));
-    }
-    let rows = batch * frames;
-    // SAFETY: HostFn contract (x, y, col and ctx do not overlap).
-    let (x, gate, y, shift, scale, col, ctx) = unsafe {
-        (
-            wr(a.ptr(0)?, rows * dim)?,
-            rd(a.ptr(1)?, dim)?,
-            rd(a.ptr(2)?, rows * dim)?,
-            rd(a.ptr(3)?, dim)?,
-            rd(a.ptr(4)?, dim)?,
-            wr(a.ptr(5)?, rows * k * dim)?,
-            wr(a.ptr(6)?, span(batch, (k - 1) * dim, ctx_b))?,
-        )
-    };
-    gated_norm_modulate_im2col(
-        x,
-        (gate, y),
-        (shift, scale),
-        col,
-        ctx,
-        ctx_b,
-        batch,
-        frames,
-        k,
-        dim,
-        eps,
-        f16,
-    );
-    Ok(())
-}
-
-unsafe fn host_gated_add_modulate_im2col(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
-    // SAFETY: HostFn contract.
-    unsafe { host_gated_im2col("norm.gated_add_modulate_im2col", dims, a, false) }
-}
-
-unsafe fn host_gated_add_modulate_im2col_f16(
-    dims: &LaunchDims,
-    a: &[Arg],
-) -> Result<(), KernelError> {
-    // SAFETY: HostFn contract.
-    unsafe { host_gated_im2col("norm.gated_add_modulate_im2col_f16", dims, a, true) }
 }
 
 #[cfg(test)]

@@ -313,8 +313,6 @@ fn cuda_kernel_timings() {
         "act.apply op2 n229381",
         "norm.qk_pack full",
         "norm.gated_add_modulate rows112 dim512",
-        "norm.gated_add_modulate_im2col b2 frames56 k3 dim512",
-        "norm.gated_add_modulate_im2col_f16 b2 frames56 k3 dim512",
         "copy.im2col b2 frames56 k3 dim512",
         "norm.layer_norm_act_im2col op1 b2 frames56 k3 dim512 (block per row)",
     ] {

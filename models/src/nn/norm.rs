@@ -100,28 +100,4 @@ impl AdaNorm {
     ) -> Result<(), OpError> {
         ops::gated_norm_modulate_f16(cx, x, gate, y, xn, shift, scale, self.eps)
     }
-
-    /// [`AdaNorm::gated`] (`f16`: [`AdaNorm::gated_f16`]) whose normalized rows feed a causal
-    /// conv of kernel `k`: written as its im2col rows `col` over `ctx ‖ rows` instead of to an
-    /// `xn`, and the context advanced in place to the last `k − 1` rows of `ctx ‖ rows`
-    /// ([`ops::gated_norm_modulate_im2col`], `_f16`): one launch for the gated norm, the
-    /// im2col copy and the context copy, the same bits. `x`, `y` `[batch, frames, dim]`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn gated_im2col(
-        &self,
-        cx: &Ctx<'_>,
-        f16: bool,
-        x: Tensor<'_>,
-        gated: (Tensor<'_>, Tensor<'_>),
-        modulate: (Tensor<'_>, Tensor<'_>),
-        (col, ctx): (Tensor<'_>, Tensor<'_>),
-        k: usize,
-    ) -> Result<(), OpError> {
-        let op = if f16 {
-            ops::gated_norm_modulate_im2col_f16
-        } else {
-            ops::gated_norm_modulate_im2col
-        };
-        op(cx, x, gated, modulate, col, ctx, k, self.eps)
-    }
 }

@@ -212,9 +212,10 @@ impl Dit {
         } else {
             self.norm.forward(cx, x, mm(0, SHIFT_MSA, SCALE_MSA)?, xn)?;
         }
-        if frames == 0 {
-            return Err(FlowError::Input("a solver step over no frames".into()));
-        }
+        let ctx = CONV_K - 1;
+        let last = frames
+            .checked_sub(1)
+            .ok_or_else(|| FlowError::Input("a solver step over no frames".into()))?;
         let ccol = v(&w.ccol, &[2, batch, frames, CONV_K * hid])?;
         let (col1, col2) = (ccol.index(0, 0)?, ccol.index(0, 1)?);
         let (o, att) = (v(&w.o, &[rows, hid])?, v(&w.att, &[rows, hid])?);
@@ -236,26 +237,30 @@ impl Dit {
                 carries: &layer_carries,
             };
             blk.attn.forward(cx, xn, &history, work, scratch, o)?;
-            // x += gate_msa · o; modulate(norm3(x), shift_conv, scale_conv) straight into
-            // conv1's im2col rows over its context, which advances in place (the causal conv
-            // block keeps the contexts of both convs and every CFG row in place)
-            let gate = (m(li * MODS + GATE_MSA)?, o.view(&[batch, frames, hid])?);
+            // x += gate_msa · o; xn = modulate(norm3(x), shift_conv, scale_conv)
+            let gate = (m(li * MODS + GATE_MSA)?, o);
             let next = mm(li, SHIFT_CONV, SCALE_CONV)?;
+            self.gated(cx, half, x, gate, next, xn)?;
+            // causal conv block; the contexts of both convs and both CFG rows in place
             let conv = st.conv.index(0, li)?;
-            let xb = x.view(&[batch, frames, hid])?;
-            let conv1_in = (col1, conv.index(1, 0)?);
-            self.norm
-                .gated_im2col(cx, half, xb, gate, next, conv1_in, CONV_K)?;
+            let xb = v(&w.xn, &[batch, frames, hid])?;
+            ops::conv_im2col(cx, col1, xb, conv.index(1, 0)?, CONV_K)?;
             let q = v(&w.q, &[batch, frames, hid])?;
             blk.conv1
                 .linear()
                 .forward(cx, col1.flatten(0, 1)?, q.flatten(0, 1)?)?;
-            // LayerNorm + Mish of conv1's output, straight into conv2's im2col rows over its
-            // context, which advances in place
+            // LayerNorm + Mish of conv1's output, straight into conv2's im2col rows
             let norm = blk.conv_norm.params()?;
             let eps = blk.conv_norm.eps();
             let ctx2 = conv.index(1, 1)?;
             ops::layer_norm_act_im2col(cx, col2, q, norm, eps, Act::Mish, ctx2, CONV_K)?;
+            // new contexts: the last ctx rows of ctx ‖ input, i.e. slots 1..K of each batch's
+            // last im2col row, of both convs
+            let tail = ccol
+                .index(2, last)?
+                .narrow(2, hid, ctx * hid)?
+                .transpose(0, 1)?;
+            ops::copy_batched(cx, conv.flatten(2, 3)?, tail)?;
             blk.conv2.linear().forward(cx, col2.flatten(0, 1)?, att)?;
             // x += gate_conv · conv; xn = modulate(norm2(x), shift_mlp, scale_mlp)
             let gate = (m(li * MODS + GATE_CONV)?, att);

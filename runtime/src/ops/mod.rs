@@ -41,9 +41,7 @@ mod tensor;
 mod tests;
 
 pub use attention::{attention, kv_pack, qk_norm_pack, rel_pos_attention};
-pub use conv::{
-    conv_im2col, gated_norm_modulate_im2col, gated_norm_modulate_im2col_f16, layer_norm_act_im2col,
-};
+pub use conv::{conv_im2col, layer_norm_act_im2col};
 pub use conv1d::{Conv, ConvElem, ConvGeom, Residual, conv1d, conv1d_group};
 pub use copy::{CopyElem, copy, copy_batched, embedding, memset, repeat_rows, transpose};
 pub use elementwise::{

@@ -442,97 +442,6 @@ pub fn cases() -> Vec<Case> {
             ],
         ));
     }
-    // the gated norm written as im2col rows and the context advanced (between the conv1 and conv2
-    // contexts of a layer, as the DiT keeps them: the other's rows stay): at the ops' geometry,
-    // with fewer frames than context rows (the new context partly old rows), and in one block of
-    // one warp (every batch's context and every row through it)
-    let gated_im2col = [
-        &norm::GATED_ADD_MODULATE_IM2COL,
-        &norm::GATED_ADD_MODULATE_IM2COL_F16,
-    ];
-    let shapes = [
-        (56usize, 3usize, 512usize, false),
-        (56, 3, 512, true),
-        (1, 3, 64, false),
-        (1, 5, 64, false),
-        (3, 5, 64, true),
-        (2, 5, 700, true),
-        (50, 5, 36, false),
-    ];
-    for ((frames, k, dim, one), kernel) in shapes
-        .into_iter()
-        .flat_map(|s| gated_im2col.map(|k| (s, k)))
-    {
-        let (batch, ctx_b, r) = (2usize, 2 * (k - 1) * dim, 2 * frames);
-        let (dims, how) = if one {
-            (LaunchDims::blocks(1, 32), " (one warp)")
-        } else {
-            let blocks = norm::gated_im2col_blocks(batch, frames, k) as u32;
-            (LaunchDims::blocks(blocks, norm::GATED_IM2COL_BLOCK), "")
-        };
-        c.push(case(
-            format!("{} b{batch} frames{frames} k{k} dim{dim}{how}", kernel.name),
-            kernel,
-            dims,
-            vec![
-                scaled(121, r * dim, 3.0, 0.2),
-                f(122, dim),
-                scaled(123, r * dim, 2.0, 0.0),
-                f(124, dim),
-                f(125, dim),
-                zeros(r * k * dim),
-                f(126, ctx_b + (k - 1) * dim),
-            ],
-            vec![
-                A::B(0),
-                A::B(1),
-                A::B(2),
-                A::B(3),
-                A::B(4),
-                A::B(5),
-                A::B(6),
-                A::I(ctx_b),
-                A::I(batch),
-                A::I(frames),
-                A::I(k),
-                A::I(dim),
-                A::F(1e-6),
-            ],
-        ));
-    }
-    // LayerNorm + Mish into im2col rows, the context advanced, in one block of one warp
-    for (frames, k, dim) in [(56usize, 3usize, 512usize), (1, 5, 64), (3, 5, 64)] {
-        let (batch, ctx_b) = (2usize, 2 * (k - 1) * dim);
-        c.push(case(
-            format!(
-                "norm.layer_norm_act_im2col op1 b{batch} frames{frames} k{k} dim{dim} (one warp)"
-            ),
-            &norm::LAYER_NORM_ACT_IM2COL,
-            LaunchDims::blocks(1, 32),
-            vec![
-                zeros(batch * frames * k * dim),
-                scaled(127, batch * frames * dim, 5.0, 0.1),
-                scaled(128, dim, 1.0, 1.0),
-                f(129, dim),
-                f(130, ctx_b + (k - 1) * dim),
-            ],
-            vec![
-                A::B(0),
-                A::B(1),
-                A::B(2),
-                A::B(3),
-                A::F(1e-5),
-                A::I32(1),
-                A::F(0.0),
-                A::B(4),
-                A::I(ctx_b),
-                A::I(batch),
-                A::I(frames),
-                A::I(k),
-                A::I(dim),
-            ],
-        ));
-    }
     // at the ops' geometry (16-byte rows where src_b is a multiple of 4) and at a linear one:
     // the kernel covers every element once at any geometry
     let im2col = [
@@ -601,7 +510,7 @@ pub fn cases() -> Vec<Case> {
             ));
         }
     }
-    // the launch the ops use: one 256-thread block per head row and per batch's context
+    // the launch DeviceFlow uses: one 256-thread block per row
     for (frames, k, dim) in [(56usize, 3usize, 512usize), (50, 3, 64)] {
         let (batch, ctx_b) = (2usize, 2 * (k - 1) * dim);
         let mut x = case(
@@ -609,10 +518,7 @@ pub fn cases() -> Vec<Case> {
                 "norm.layer_norm_act_im2col op1 b{batch} frames{frames} k{k} dim{dim} (block per row)"
             ),
             &norm::LAYER_NORM_ACT_IM2COL,
-            LaunchDims::blocks(
-                norm::ln_act_blocks(batch, frames, k) as u32,
-                norm::LN_ACT_BLOCK,
-            ),
+            LaunchDims::blocks((batch * (frames + k - 1)) as u32, norm::LN_ACT_BLOCK),
             vec![
                 zeros(batch * frames * k * dim),
                 scaled(113, batch * frames * dim, 5.0, 0.1),
