@@ -113,9 +113,14 @@ kernels)
   grep -E 'per chunk|twin check|^ok|FAIL' "$W/kernels.txt"
   ;;
 e2e)
+  # always run (the peer's stock line is measured here); a whole 24-chunk export is marked
+  # ($F/.chunks24), so a later part of the same machine (latency) does not export it again
+  rm -f "$F/.chunks24"
   python3 scripts/e2e_peer.py --peer "$D/token2wav_stock.py" --vendor "$D/vendor" --config full \
     --device cuda --chunks 24 --export "$F" >"$W/peer.json" 2>"$W/peer.err"
-  echo "e2e peer rc=$?"; tail -n 1 "$W/peer.json"
+  rc=$?
+  echo "e2e peer rc=$rc"; tail -n 1 "$W/peer.json"
+  [[ $rc == 0 ]] && touch "$F/.chunks24"
   for g in backend invariant; do
     "$B" check --backend cuda --gemm $g --weights $F/weights.safetensors --io $F/io.safetensors \
       --contract token2wav --chunks 24 --tol 1e-4 --arms B0,SRc >"$W/check_$g.txt" 2>&1
@@ -202,6 +207,7 @@ half)
   echo "half sessions --batch rc=$?"; tail -n 14 "$W/sessions_half.txt"
   ;;
 latency)
+  # the fp32 export of 24 chunks (e2e's, when it ran and succeeded on this machine)
   [[ -f $F/weights.safetensors && -f $F/.chunks24 ]] || {
     python3 scripts/e2e_peer.py --peer "$D/token2wav_stock.py" --vendor "$D/vendor" --config full \
       --device cuda --chunks 24 --export "$F" >"$W/peer.json" 2>"$W/peer.err" && touch "$F/.chunks24"
