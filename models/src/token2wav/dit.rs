@@ -158,32 +158,33 @@ impl Dit {
         })
     }
 
-    /// The estimator at time `t` over the `frames` new frames of every session's CFG rows in
-    /// `w.xin` (`[n·cfg·frames, in_channels]`): leaves the final layer's modulated norm of the
-    /// output in `w.xn` (the caller writes the carries back, then calls [`Dit::output`]). Every
-    /// launch covers the rows of all `n` sessions but the copies of each session's history
-    /// (its own addresses); the time condition is computed once (one `t` for all).
-    pub fn forward<K: KvElem>(
+    /// Floats of one solver step's time condition: every block's nine adaLN modulations, then
+    /// the final layer's two, `hidden` each.
+    pub fn mods_len(&self) -> usize {
+        (self.cfg.depth * MODS + 2) * self.cfg.hidden
+    }
+
+    /// The time condition of the estimator at time `t` into `mods` (`[1, mods_len]`):
+    /// `SiLU(t_embedder(t))` (through `w.small`), then every block's modulations and the final
+    /// layer's in one GEMM. It depends on `t` alone, not on any session: the solver computes it
+    /// once per step for all the sessions of a call, or reads it from the flow's table of every
+    /// step's (`DeviceFlow::prepare_time_conditions`: the same launches, once per process).
+    pub fn time_condition(
         &self,
         cx: &Ctx<'_>,
         w: &Work,
         t: f32,
-        frames: usize,
-        st: StepState<'_, '_, K>,
+        mods: Tensor<'_>,
     ) -> Result<(), FlowError> {
         let c = &self.cfg;
-        let (hid, fd, depth) = (c.hidden, c.freq_dim, c.depth);
-        let half = half::rounds(cx.gemm_path());
-        let batch = CFG_BATCH * st.carries.len();
-        let rows = batch * frames;
-        // the time condition: SiLU(t_embedder(t)), every block's modulations in one GEMM
+        let (hid, fd) = (c.hidden, c.freq_dim);
         let small = Tensor::of(&w.small)?;
         let (freq, th, cond) = (
             small.narrow(0, 0, fd)?,
             small.narrow(0, fd, hid)?,
             small.narrow(0, fd + hid, hid)?,
         );
-        if half {
+        if half::rounds(cx.gemm_path()) {
             ops::timestep_embedding_f16(cx, freq, t, T_SCALE, MAX_PERIOD)?;
         } else {
             ops::timestep_embedding(cx, freq, t, T_SCALE, MAX_PERIOD)?;
@@ -192,12 +193,33 @@ impl Dit {
             .forward_act(cx, freq.view(&[1, fd])?, th.view(&[1, hid])?, Act::Silu)?;
         self.t_mlp2
             .forward_act(cx, th.view(&[1, hid])?, cond.view(&[1, hid])?, Act::Silu)?;
+        self.ada_all.forward(cx, cond.view(&[1, hid])?, mods)?;
+        Ok(())
+    }
+
+    /// The estimator over the `frames` new frames of every session's CFG rows in `w.xin`
+    /// (`[n·cfg·frames, in_channels]`), its time condition in `mods` (`[1, mods_len]`, what
+    /// [`Dit::time_condition`] wrote): leaves the final layer's modulated norm of the output in
+    /// `w.xn` (the caller writes the carries back, then calls [`Dit::output`]). Every launch
+    /// covers the rows of all `n` sessions but the copies of each session's history (its own
+    /// addresses).
+    pub fn forward<K: KvElem>(
+        &self,
+        cx: &Ctx<'_>,
+        w: &Work,
+        mods: Tensor<'_>,
+        frames: usize,
+        st: StepState<'_, '_, K>,
+    ) -> Result<(), FlowError> {
+        let c = &self.cfg;
+        let (hid, depth) = (c.hidden, c.depth);
+        let half = half::rounds(cx.gemm_path());
+        let batch = CFG_BATCH * st.carries.len();
+        let rows = batch * frames;
         let n_mods = depth * MODS + 2;
-        self.ada_all
-            .forward(cx, cond.view(&[1, hid])?, v(&w.mods, &[1, n_mods * hid])?)?;
         // in the vendor's fp16 mode every modulation's `1 + scale` is an f16 sum: the modulated
         // norms below round it themselves (`*_f16`), the scale rows stay as the linear wrote them
-        let mods = v(&w.mods, &[n_mods, hid])?;
+        let mods = mods.view(&[n_mods, hid])?;
         let m = |i: usize| mods.index(0, i);
         let mm = |li: usize, a: usize, b: usize| -> Result<_, ops::OpError> {
             Ok((m(li * MODS + a)?, m(li * MODS + b)?))

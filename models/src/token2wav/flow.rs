@@ -75,6 +75,17 @@ pub struct DeviceFlow {
     prof: Profiler,
     /// The GEMM path of every linear ([`DeviceFlow::with_gemm`]).
     gemm: GemmPath,
+    /// Every solver step's time condition, per GEMM path and step count prepared
+    /// ([`DeviceFlow::prepare_time_conditions`]).
+    time_tables: std::sync::Mutex<Vec<Arc<TimeTable>>>,
+}
+
+/// The time conditions of every step of an `n_steps` solve on one GEMM path: `[n_steps,
+/// mods_len]` floats, step `si`'s what `Dit::time_condition` writes at the `t` of step `si`.
+pub(super) struct TimeTable {
+    gemm: GemmPath,
+    n_steps: usize,
+    pub mods: DeviceBuffer,
 }
 
 /// Checks an I/O tensor's dims: `Some(n)` must be `n`, `None` is a clock axis.
@@ -144,7 +155,7 @@ impl DeviceFlow {
         let caps = Caps::new(cfg, &limits);
         let ld = Loader::new(be.as_ref(), ws).with_gemm(gemm);
         let pe = ops::host::rel_pos_table(caps.pe_size, e.dim);
-        Ok(DeviceFlow {
+        let flow = DeviceFlow {
             embedding: Embedding::load(&ld, "input_embedding.weight", cfg.vocab, e.dim)?,
             spk_affine: Linear::load(&ld, "spk_embed_affine_layer", cfg.spk_dim, cfg.mel, true)?,
             encoder: Encoder::load(&ld, e)?,
@@ -157,12 +168,17 @@ impl DeviceFlow {
             process: Default::default(),
             prof: Profiler::new(),
             gemm,
+            time_tables: Default::default(),
             id: NEXT_FLOW_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
             be,
             cfg: cfg.clone(),
             limits,
             caps,
-        })
+        };
+        // the default solve's time conditions, held by the process like the weights (a state
+        // of another step count prepares its own)
+        flow.prepare_time_conditions(SolverParams::default().n_steps)?;
+        Ok(flow)
     }
 
     /// The same flow with every linear on `gemm` (default [`GemmPath::Backend`]). The paths give
@@ -171,8 +187,78 @@ impl DeviceFlow {
     /// for [`GemmPath::Half`] is built by [`DeviceFlow::new_on_path`] (a linear on a path that
     /// reads the other type is refused, nothing queued).
     pub fn with_gemm(mut self, gemm: GemmPath) -> Self {
+        if gemm != self.gemm {
+            // the time conditions are the old path's bits: states created from here on prepare
+            // the new path's
+            if let Ok(tables) = self.time_tables.get_mut() {
+                tables.clear();
+            }
+        }
         self.gemm = gemm;
         self
+    }
+
+    /// Computes every solver step's time condition for `n_steps` steps on this flow's GEMM path
+    /// once (if not yet), into a table the solver reads instead of computing it at each step
+    /// (four launches a step, the widest linear of the estimator among them: every block's
+    /// modulations, from `hidden` to `(9·depth + 2)·hidden`). The time condition depends on
+    /// the step's `t` alone, a function of the step count and the path's rounding, so it is a
+    /// constant of the process; the table holds what the same launches write at those `t`, so
+    /// a solve reads the bits it would have computed. Queues work on the flow's stream: call it
+    /// outside a capture (building the flow does for the default step count, creating a state
+    /// for its own, [`DeviceFlow::new_state_in_arena`]); a solve without a table for its path
+    /// and step count computes the condition itself.
+    pub fn prepare_time_conditions(&self, n_steps: usize) -> Result<(), FlowError> {
+        let mut tables = self
+            .time_tables
+            .lock()
+            .map_err(|_| FlowError::Config("a time-condition table lock was poisoned".into()))?;
+        if tables
+            .iter()
+            .any(|t| t.gemm == self.gemm && t.n_steps == n_steps)
+        {
+            return Ok(());
+        }
+        let dit = self.dit();
+        let n = dit.mods_len();
+        let floats = n_steps
+            .checked_mul(n)
+            .ok_or_else(|| FlowError::Config("a time-condition table past usize".into()))?;
+        let mods = self
+            .be
+            .alloc(floats.max(1) * 4, dcc_runtime::backend::AllocKind::Other)?;
+        let cx = self.cx();
+        let half = super::half::rounds(self.gemm);
+        for (si, t) in super::solver::step_times(n_steps, half)
+            .into_iter()
+            .enumerate()
+        {
+            let row = Tensor::of(&mods)?.view(&[n_steps, 1, n])?.index(0, si)?;
+            dit.time_condition(&cx, &self.w, t, row)?;
+        }
+        tables.push(Arc::new(TimeTable {
+            gemm: self.gemm,
+            n_steps,
+            mods,
+        }));
+        Ok(())
+    }
+
+    /// Frees every time-condition table: solves compute each step's condition themselves again
+    /// (four launches a step more, the same bits), until a state's creation prepares one.
+    pub fn forget_time_conditions(&self) {
+        if let Ok(mut tables) = self.time_tables.lock() {
+            tables.clear();
+        }
+    }
+
+    /// The time-condition table of this flow's path for `n_steps` steps, if prepared.
+    pub(super) fn time_conditions(&self, n_steps: usize) -> Option<Arc<TimeTable>> {
+        let tables = self.time_tables.lock().ok()?;
+        tables
+            .iter()
+            .find(|t| t.gemm == self.gemm && t.n_steps == n_steps)
+            .cloned()
     }
 
     /// The GEMM path of this flow's linears.

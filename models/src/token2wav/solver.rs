@@ -61,6 +61,20 @@ fn exact(x: f32) -> f32 {
     x
 }
 
+/// Every step's `t` of an `n_steps` solve ([`step_time`] of each step on the cosine grid; in
+/// the vendor's fp16 mode, `half`, the f16 grid and sums): what the loop of [`DeviceFlow::solve`]
+/// hands the estimator, step by step.
+pub(super) fn step_times(n_steps: usize, half: bool) -> Vec<f32> {
+    let (t_span, round) = if half {
+        (half::cosine_t_span_f16(n_steps), rn16 as fn(f32) -> f32)
+    } else {
+        (cosine_t_span(n_steps), exact as fn(f32) -> f32)
+    };
+    (0..n_steps)
+        .map(|si| step_time(&t_span, si, round).0)
+        .collect()
+}
+
 /// The history frames a step copies into its workspace (`dit::StepState::staged`): all
 /// `l_old`, but where the cache's element type lets the attention read the rest from the
 /// carries ([`KvElem::READS_CARRIES`]) and the write-back needs no more. That is the steady
@@ -168,6 +182,10 @@ impl DeviceFlow {
         };
         let x_rows = xin.narrow(3, 0, mel)?;
         let vel = v(&w.vel, &[n, CFG_BATCH, frames, mel])?;
+        // every step's time condition, computed once per process for this path and step count
+        // (the same launches: the same bits), else computed step by step into `w.mods`
+        let table = self.time_conditions(sv.n_steps);
+        let n_mods = self.dit().mods_len();
         for step in s.steps.start + 1..=s.steps.end {
             let si = step - 1;
             let ws_step = s.ws.index(0, si)?;
@@ -198,7 +216,17 @@ impl DeviceFlow {
                 work: ws_step,
                 conv: s.est.index(0, si)?,
             };
-            self.dit().forward(cx, w, t, frames, st)?;
+            let mods = match &table {
+                Some(tab) => Tensor::of(&tab.mods)?
+                    .view(&[sv.n_steps, 1, n_mods])?
+                    .index(0, si)?,
+                None => {
+                    let mods = v(&w.mods, &[1, n_mods])?;
+                    self.dit().time_condition(cx, w, t, mods)?;
+                    mods
+                }
+            };
+            self.dit().forward(cx, w, mods, frames, st)?;
             // carry write-back for this step (every layer's [new ‖ old] → carry), state rule:
             // the frames the contract's keep names, head ‖ tail of the prepend storage
             if s.write_back {

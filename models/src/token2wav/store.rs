@@ -228,6 +228,7 @@ impl DeviceFlow {
                 solver.n_steps
             )));
         }
+        self.prepare_time_conditions(solver.n_steps)?;
         let (est_cap, conf_cap, up_cap) = (
             axis_extent(i.carry, "frame")?,
             axis_extent(i.conformer, "token")?,
@@ -288,6 +289,7 @@ impl DeviceFlow {
                 "the stock envelope holds {STOCK_STEPS} solver steps"
             )));
         }
+        self.prepare_time_conditions(solver.n_steps)?;
         let n = solver.n_steps;
         let other = AllocKind::Other;
         // the vendor's fp16 mode keeps its cache buffers in f16 too
