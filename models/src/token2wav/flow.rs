@@ -80,12 +80,35 @@ pub struct DeviceFlow {
     time_tables: std::sync::Mutex<Vec<Arc<TimeTable>>>,
 }
 
-/// The time conditions of every step of an `n_steps` solve on one GEMM path: `[n_steps,
-/// mods_len]` floats, step `si`'s what `Dit::time_condition` writes at the `t` of step `si`.
+/// The time conditions of every step of an `n_steps` solve on one GEMM path: step `si`'s row
+/// is what `Dit::time_condition` writes at the `t` of step `si`, rows [`TimeTable::STRIDE`]-
+/// aligned as `Work::mods` is (so a GEMM choosing its kernel by the output's alignment writes
+/// every row as it writes `Work::mods`).
 pub(super) struct TimeTable {
     gemm: GemmPath,
     n_steps: usize,
-    pub mods: DeviceBuffer,
+    /// Floats of one step's condition (`Dit::mods_len`).
+    len: usize,
+    mods: DeviceBuffer,
+}
+
+impl TimeTable {
+    /// Floats between the starts of two rows: a multiple of 64 (256 bytes, the allocation
+    /// alignment).
+    const STRIDE: usize = 64;
+
+    fn stride(len: usize) -> usize {
+        len.div_ceil(Self::STRIDE) * Self::STRIDE
+    }
+
+    /// Step `si`'s condition as `[1, len]`.
+    pub fn row(&self, si: usize) -> Result<Tensor<'_>, FlowError> {
+        Ok(Tensor::of(&self.mods)?
+            .view(&[self.n_steps, Self::stride(self.len)])?
+            .index(0, si)?
+            .narrow(0, 0, self.len)?
+            .view(&[1, self.len])?)
+    }
 }
 
 /// Checks an I/O tensor's dims: `Some(n)` must be `n`, `None` is a clock axis.
@@ -220,27 +243,27 @@ impl DeviceFlow {
             return Ok(());
         }
         let dit = self.dit();
-        let n = dit.mods_len();
+        let len = dit.mods_len();
         let floats = n_steps
-            .checked_mul(n)
+            .checked_mul(TimeTable::stride(len))
             .ok_or_else(|| FlowError::Config("a time-condition table past usize".into()))?;
-        let mods = self
-            .be
-            .alloc(floats.max(1) * 4, dcc_runtime::backend::AllocKind::Other)?;
+        let table = TimeTable {
+            gemm: self.gemm,
+            n_steps,
+            len,
+            mods: self
+                .be
+                .alloc(floats.max(1) * 4, dcc_runtime::backend::AllocKind::Other)?,
+        };
         let cx = self.cx();
         let half = super::half::rounds(self.gemm);
         for (si, t) in super::solver::step_times(n_steps, half)
             .into_iter()
             .enumerate()
         {
-            let row = Tensor::of(&mods)?.view(&[n_steps, 1, n])?.index(0, si)?;
-            dit.time_condition(&cx, &self.w, t, row)?;
+            dit.time_condition(&cx, &self.w, t, table.row(si)?)?;
         }
-        tables.push(Arc::new(TimeTable {
-            gemm: self.gemm,
-            n_steps,
-            mods,
-        }));
+        tables.push(Arc::new(table));
         Ok(())
     }
 

@@ -217,9 +217,7 @@ impl DeviceFlow {
                 conv: s.est.index(0, si)?,
             };
             let mods = match &table {
-                Some(tab) => Tensor::of(&tab.mods)?
-                    .view(&[sv.n_steps, 1, n_mods])?
-                    .index(0, si)?,
+                Some(tab) => tab.row(si)?,
                 None => {
                     let mods = v(&w.mods, &[1, n_mods])?;
                     self.dit().time_condition(cx, w, t, mods)?;
