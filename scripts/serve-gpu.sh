@@ -26,8 +26,8 @@
 #                                        # batched calls of up to 32, 12 measured rounds
 #   bash scripts/serve-gpu.sh latency    # one session's chunk at both points (issue 13): the
 #                                        # fp32 and half checks against the vendor (24 chunks,
-#                                        # B0 and SRc), then the same with OLD (another build's
-#                                        # dcc-bench, if set) on the same exports
+#                                        # B0 and SRc), then the same with OLD (other builds'
+#                                        # dcc-bench binaries, space-separated) on the same exports
 # Logs go to $OUT as one tarball per part; the last lines printed are a short table.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -216,7 +216,9 @@ latency)
   tol=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(min(d['rel_l2']))" "$H.json")
   echo "vendor fp16 vs vendor fp32, rel-L2 per chunk: min $tol"
   n=0
-  for b in "$B" ${OLD:+"$OLD"}; do
+  # OLD: other builds' dcc-bench binaries, separated by spaces (word splitting intended)
+  # shellcheck disable=SC2086
+  for b in "$B" ${OLD:-}; do
     n=$((n + 1))
     "$b" check --backend cuda --gemm backend --weights $F/weights.safetensors --io $F/io.safetensors \
       --contract token2wav --chunks 24 --tol 1e-4 --arms B0,SRc >"$W/fp32_$n.txt" 2>&1

@@ -204,6 +204,29 @@ impl Spec {
     pub fn region(&self, name: &str) -> Option<&Region> {
         self.regions.iter().find(|r| r.name.value == name)
     }
+    /// The callables that write region `name` (`writes:`), in declaration order.
+    pub fn writers<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a Callable> + 'a {
+        self.callables
+            .iter()
+            .filter(move |c| c.writes.iter().any(|w| w.value == name))
+    }
+    /// The clock axis a region of lifetime `iteration` holds one slice of: the inner loop
+    /// (`loop:`) every callable that writes it declares, where there is at least one writer and
+    /// all of them name the same loop (validation reports every other case).
+    pub fn iteration_axis<'a>(&'a self, r: &'a Region) -> Option<&'a str> {
+        if r.lifetime.value != Lifetime::Iteration {
+            return None;
+        }
+        let mut axis: Option<&str> = None;
+        for c in self.writers(&r.name.value) {
+            let l = c.loop_clock.as_ref()?.value.as_str();
+            if axis.is_some_and(|a| a != l) {
+                return None;
+            }
+            axis = Some(l);
+        }
+        axis
+    }
     pub fn constant(&self, name: &str) -> Option<&Constant> {
         self.constants.iter().find(|c| c.name.value == name)
     }

@@ -137,8 +137,8 @@ fn the_report_shows_the_allocated_total() {
         )),
         "{text}"
     );
-    // bytes per session apart from bytes per process: the solver workspace (lifetime `unit`)
-    // and the mask (`operator`) are the process's
+    // bytes per session apart from bytes per process: the solver workspace (lifetime
+    // `iteration`) and the mask (`operator`) are the process's
     assert!(
         text.contains(&format!(
             "per session: {} (lifetime turn/session: carry, ",
@@ -148,8 +148,8 @@ fn the_report_shows_the_allocated_total() {
     );
     assert!(
         text.contains(&format!(
-            "per process: {} (lifetime operator/unit/process, shared by the sessions of a \
-             stream: solver_workspace, attention_mask)",
+            "per process: {} (lifetime operator/iteration/unit/process, shared by the sessions \
+             of a stream: solver_workspace, attention_mask)",
             dcc_compiler::report::fmt_bytes(a.process_bytes())
         )),
         "{text}"

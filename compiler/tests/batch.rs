@@ -152,15 +152,16 @@ fn token2wav_batches_the_flow_at_32() {
     assert_eq!(bt.m_reserve_rows, 3200);
     // One solver workspace per batch slot; the 112-byte attention mask is read by no callable.
     assert_eq!(bt.slot_regions, ["solver_workspace"]);
-    assert_eq!(bt.slot_bytes, 600_309_760);
-    assert_eq!(c.derived.arena.process_bytes(), 600_310_016);
-    assert_eq!(bt.process_bytes_at_largest, 19_209_912_576);
+    // One solver step's workspace (`lifetime: iteration`): 458 frames × 131,072 B.
+    assert_eq!(bt.slot_bytes, 60_030_976);
+    assert_eq!(c.derived.arena.process_bytes(), 60_031_232);
+    assert_eq!(bt.process_bytes_at_largest, 60_031_232 + 31 * 60_030_976);
     assert_eq!(c.derived.arena.session_bytes, 541_187_328);
-    // The duplex point halves the workspace, the rows stay.
+    // The duplex point runs 5 steps, one at a time: the same workspace, and the rows stay.
     let duplex = &c.operating_points[0];
     let bd = duplex.batching.as_ref().expect("batching at duplex");
-    assert_eq!(bd.slot_bytes, 300_154_880);
-    assert_eq!(bd.process_bytes_at_largest, 300_155_136 + 31 * 300_154_880);
+    assert_eq!(bd.slot_bytes, 60_030_976);
+    assert_eq!(bd.process_bytes_at_largest, 60_031_232 + 31 * 60_030_976);
     let fd = duplex.callable("flow").and_then(|f| f.batch.as_ref());
     assert_eq!(fd.map(|b| b.m_reserve_rows), Some(3200));
 }
@@ -230,11 +231,11 @@ fn json_report_carries_the_batched_catalog() {
     assert_eq!(bt["largest"], 32);
     assert_eq!(bt["m_reserve_rows"], 3200);
     assert_eq!(bt["slot_regions"], serde_json::json!(["solver_workspace"]));
-    assert_eq!(bt["slot_bytes"], 600_309_760u64);
-    assert_eq!(bt["process_bytes_at_largest"], 19_209_912_576u64);
+    assert_eq!(bt["slot_bytes"], 60_030_976u64);
+    assert_eq!(bt["process_bytes_at_largest"], 1_920_991_488u64);
     assert_eq!(
         j["operating_points"][0]["batching"]["slot_bytes"],
-        300_154_880u64
+        60_030_976u64
     );
     // A contract with nothing batched says so.
     let moshi = dcc_compiler::report::json(&load_file("../specs/moshi.yaml").expect("moshi"));
@@ -266,12 +267,12 @@ fn the_generated_module_spells_the_batched_catalog() {
     has("pub const MAX_BATCH: usize = 32;");
     has("pub const M_RESERVE_ROWS: usize = 3200;");
     has("pub const BATCH_SLOT_REGIONS: &[&str] = &[\"solver_workspace\"];");
-    has("pub const BATCH_SLOT_BYTES: usize = 600_309_760;");
-    has("pub const PROCESS_BYTES_AT_BATCH: usize = 19_209_912_576;");
+    has("pub const BATCH_SLOT_BYTES: usize = 60_030_976;");
+    has("pub const PROCESS_BYTES_AT_BATCH: usize = 1_920_991_488;");
     has("pub const fn process_bytes(batch: usize) -> usize {");
     has("const _: () = assert!(process_bytes(MAX_BATCH) == PROCESS_BYTES_AT_BATCH);");
-    // The duplex point's workspace is half as large.
-    has("        pub const BATCH_SLOT_BYTES: usize = 300_154_880;");
+    // The duplex point's workspace is one step's too.
+    has("        pub const BATCH_SLOT_BYTES: usize = 60_030_976;");
     // Nothing else is batched, and a contract without `batch:` has no batching items.
     assert!(!m.contains("ENCODER_BATCH") && !m.contains("VOCODER_BATCH"));
     let moshi = module("../specs/moshi.yaml");

@@ -25,9 +25,14 @@ fn token2wav_table2_and_catalog() {
     assert_eq!(carry.catalog, vec![302, 352, 402]);
     let ws = d.region("solver_workspace").unwrap();
     let env: Vec<u64> = ws.envelope_axes.iter().map(|e| e.value).collect();
-    assert_eq!(env, vec![10, 458]);
+    // One solver step's slice (`lifetime: iteration`), against the vendor's 16 × 1000.
+    assert_eq!(env, vec![1, 458]);
+    assert_eq!(
+        ws.envelope_extent.explain(),
+        "458 = (one of n_steps 10 (lifetime `iteration`)) × (f_prompt 302 + f_retained 100 + f_call 56)"
+    );
     assert_eq!(ws.tick_bytes.value, 131_072);
-    assert_eq!(ws.rho().unwrap().rounded1(), 3.5);
+    assert_eq!(ws.rho().unwrap().rounded1(), 34.9);
     let mask = d.region("attention_mask").unwrap();
     let rhos: Vec<f64> = mask.stock.iter().map(|s| s.rho.rounded1()).collect();
     assert_eq!(rhos, vec![8.9, 17.9]);
@@ -106,12 +111,14 @@ fn token2wav_table2_and_catalog() {
     assert!(text.contains(
         "partial flushes add ≤ 25 classes on the token clock: 25 = min(s_r chunk_tokens 25 tokens, admit bound f_chunk 50 frames = 25 tokens)"
     ));
-    // Duplex operating point: 5 solver steps.
+    // Duplex operating point: 5 solver steps in the carry, the workspace still one step's.
     let duplex = &c.operating_points[0];
     assert_eq!(duplex.operating_point, "duplex");
+    let carry = duplex.region("carry").unwrap();
+    assert_eq!(carry.envelope_axes[0].value, 5);
     let ws = duplex.region("solver_workspace").unwrap();
-    assert_eq!(ws.envelope_axes[0].value, 5);
-    assert_eq!(ws.rho().unwrap().rounded1(), 7.0);
+    assert_eq!(ws.envelope_axes[0].value, 1);
+    assert_eq!(ws.rho().unwrap().rounded1(), 34.9);
     assert_eq!(c.spec.constants.len(), 4);
 }
 
@@ -187,7 +194,7 @@ fn cli_json_and_exit_codes() {
         .iter()
         .find(|r| r["name"] == "solver_workspace")
         .unwrap();
-    assert_eq!(ws["rho"], 3.5);
+    assert_eq!(ws["rho"], 34.9);
     for key in [
         "attended_extent",
         "envelope_extent",

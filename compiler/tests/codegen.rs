@@ -38,13 +38,17 @@ fn token2wav_exposes_the_papers_numbers() {
     // Storage order (`layout: [step, est_layers, cfg, est_heads, frame, kv_dim]`).
     has("pub const DIMS: [usize; 6] = [10, 16, 2, 8, 402, 128];");
     has("pub const STRIDES: [usize; 6] = [13_172_736, 823_296, 411_648, 51_456, 128, 1];");
-    // The solver workspace: 10 × 458.
+    // The solver workspace: one solver step's slice (`lifetime: iteration`: each step writes it
+    // back into the carry before the next), 1 × 458.
     has(
-        "    /// `step`: 10 = n_steps (10); `frame`: 458 = f_prompt (302) + f_retained (100) + f_call (56)\n    pub const ENVELOPE_AXES: [usize; 2] = [10, 458];",
+        "    /// `step`: 1 = one of n_steps (10) (lifetime `iteration`); `frame`: 458 = f_prompt (302) + f_retained (100) + f_call (56)\n    pub const ENVELOPE_AXES: [usize; 2] = [1, 458];",
     );
-    has("    /// 4580 = n_steps (10) × (f_prompt (302) + f_retained (100) + f_call (56))");
-    has("pub const DIMS: [usize; 6] = [10, 16, 2, 8, 458, 128];");
-    has("pub const RHO: f64 = 3.493449781659389;");
+    has(
+        "    /// 458 = (one of n_steps (10) (lifetime `iteration`)) × (f_prompt (302) + f_retained (100) + f_call (56))",
+    );
+    has("pub const DIMS: [usize; 6] = [1, 16, 2, 8, 458, 128];");
+    has("pub const RHO: f64 = 34.93449781659389;");
+    has("pub const LIFETIME: dcc::Lifetime = dcc::Lifetime::Iteration;");
     // The 3 attended extents per captured callable: the flow on the carry's frames, the encoder
     // on the conformer blocks' tokens (its first varying region, `conformer_cache`).
     has("pub const ATTENDED_EXTENTS: [usize; 3] = [302, 352, 402];");
@@ -61,13 +65,13 @@ fn token2wav_exposes_the_papers_numbers() {
     has("/// - Class 2: conformer_cache = 201, upsample_cache = 402;");
     // The arena: total = Σ aligned regions, the per-session part first (the carry, then the
     // contract's further session regions), then the per-process part: the solver workspace and
-    // the mask live for one call (lifetime `unit` / `operator`), so sessions share them.
+    // the mask live within one call (lifetime `iteration` / `operator`), so sessions share them.
     has("carry 526909440 + conformer_cache 4939776 + upsample_cache 6586368");
     has(
-        "voc_offsets 256 (40 aligned up to 256) + solver_workspace 600309760 + attention_mask 256 (112 aligned up to 256)\n",
+        "voc_offsets 256 (40 aligned up to 256) + solver_workspace 60030976 + attention_mask 256 (112 aligned up to 256)\n",
     );
     has("pub const SESSION_BYTES: usize = 541_187_328;");
-    has("pub const PROCESS_BYTES: usize = 600_310_016;");
+    has("pub const PROCESS_BYTES: usize = 60_031_232;");
     let doc = m
         .lines()
         .find(|l| l.starts_with("/// ") && l.contains(" = carry 526909440 + "))
@@ -88,9 +92,8 @@ fn token2wav_exposes_the_papers_numbers() {
     has(&format!("{doc}\npub const ARENA_BYTES: usize = {lit};"));
     // Admission predicate as a const fn.
     has("pub const fn admit(f: usize) -> bool {\n        f <= 50\n    }");
-    // Duplex operating point: 5 × 458, ρ = 7.0×.
-    has("pub const SOLVER_WORKSPACE_DIMS: [usize; 6] = [5, 16, 2, 8, 458, 128];");
-    has("≈ 7.0×");
+    // Duplex operating point (5 steps): still one step's slice, 1 × 458.
+    has("pub const SOLVER_WORKSPACE_DIMS: [usize; 6] = [1, 16, 2, 8, 458, 128];");
 }
 
 /// The typed I/O structs: a field per input (in `inputs:` order, documented with its binding)

@@ -41,7 +41,7 @@ struct Token2WavAdapter {
     #[region(carry)]
     carry: contracts::token2wav::CarryBuf,
     #[region(solver_workspace)]
-    workspace: RegionBuf<f32, { 10 * 458 * 16 * 2 * 8 * 128 }>,
+    workspace: RegionBuf<f32, { 458 * 16 * 2 * 8 * 128 }>, // one solver step (`lifetime: iteration`)
     #[region(attention_mask)]
     mask: RegionBuf<bool, 112>,
     #[region(conformer_cache)]
@@ -79,7 +79,8 @@ fn token2wav_adapter_reads_back_layout_and_catalog() {
     assert_eq!(Token2WavAdapter::SPEC_PATH, "specs/token2wav.yaml");
     C::verify_spec(&spec_bytes("token2wav.yaml")).expect("macro saw today's spec");
 
-    // Regions: the carry holds 402 frames, the workspace 10 × 458.
+    // Regions: the carry holds 402 frames, the workspace one solver step's 458 (`lifetime:
+    // iteration`).
     let carry = Token2WavAdapter::region_of("carry").unwrap();
     assert_eq!(carry.name, "carry");
     assert_eq!(carry.attended, 402);
@@ -97,8 +98,8 @@ fn token2wav_adapter_reads_back_layout_and_catalog() {
     );
     let ws = Token2WavAdapter::region_of("workspace").unwrap();
     assert_eq!(ws.name, "solver_workspace");
-    assert_eq!((ws.dims[0], ws.dims[4]), (10, 458));
-    assert_eq!(ws.bytes, 10 * 458 * 131_072);
+    assert_eq!((ws.dims[0], ws.dims[4]), (1, 458));
+    assert_eq!(ws.bytes, 458 * 131_072);
     // The conformer caches at their own clocks: 6 blocks on the token clock (151 + 50 tokens),
     // 4 up-blocks on the frame clock (302 + 100 frames).
     let conf = Token2WavAdapter::region_of("conformer").unwrap();
@@ -137,7 +138,7 @@ fn token2wav_adapter_reads_back_layout_and_catalog() {
         offset += r.bytes.div_ceil(arena.align) * arena.align;
     }
     assert_eq!(arena.total_bytes, offset);
-    assert_eq!(arena.total_bytes, 1_141_497_344);
+    assert_eq!(arena.total_bytes, 601_218_560);
 
     // Catalogs: the 3 attended extents of the flow; the encoder's two caches advance together
     // on the token clock, so its catalog is the 3 reachable of eq. 7's 3 × 3 tuples, (151, 302),
@@ -190,7 +191,7 @@ fn build_script_macro_and_committed_modules_agree() {
     assert_eq!(built::CALLABLES, committed::CALLABLES);
     assert_eq!(M::CALLABLES, &committed::CALLABLES[..]);
     assert_eq!(built::Carry::ATTENDED, 402);
-    assert_eq!(built::SolverWorkspace::ENVELOPE_AXES, [10, 458]);
+    assert_eq!(built::SolverWorkspace::ENVELOPE_AXES, [1, 458]);
     assert_eq!(built::Flow::ATTENDED_EXTENTS, [302, 352, 402]);
     // The typed I/O structs name the catalog's inputs and the declared writes, in their order.
     for sig in &built::FLOW_CATALOG {

@@ -81,7 +81,14 @@ impl DType {
 /// Lifetime ℓ_r of a region (Definition 1): how long its contents stay meaningful.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Lifetime {
+    /// One operator (kernel): dead once the op that wrote it has been read.
     Operator,
+    /// One iteration of the inner loop (`loop:`) of the callables that write the region: what
+    /// one iteration writes is dead before the next begins, so the region holds one slice along
+    /// that loop's clock, which every iteration reuses (a solver workspace written back into the
+    /// carry by the step that filled it).
+    Iteration,
+    /// One call (unit of work) of the callable that writes it.
     Unit,
     Turn,
     Session,
@@ -89,8 +96,9 @@ pub enum Lifetime {
 }
 
 impl Lifetime {
-    pub const ALL: [Lifetime; 5] = [
+    pub const ALL: [Lifetime; 6] = [
         Lifetime::Operator,
+        Lifetime::Iteration,
         Lifetime::Unit,
         Lifetime::Turn,
         Lifetime::Session,
@@ -100,6 +108,7 @@ impl Lifetime {
     pub const fn name(self) -> &'static str {
         match self {
             Lifetime::Operator => "operator",
+            Lifetime::Iteration => "iteration",
             Lifetime::Unit => "unit",
             Lifetime::Turn => "turn",
             Lifetime::Session => "session",
@@ -109,7 +118,7 @@ impl Lifetime {
 
     /// Whether a region of this lifetime belongs to one session (`turn`, `session`: its
     /// contents outlive a call, so every stream needs its own copy), or to the process
-    /// (`operator`, `unit`: dead once the call that wrote it returns, so streams whose calls
+    /// (`operator`, `iteration`, `unit`: dead once the call that wrote it returns, so streams whose calls
     /// never overlap — time-multiplexed on one device stream — can share one copy; `process`:
     /// one copy by definition). The session arena is split on this.
     pub const fn per_session(self) -> bool {

@@ -154,6 +154,7 @@ pub(super) fn elem_type(d: DType) -> &'static str {
 pub(super) fn lifetime_variant(l: Lifetime) -> &'static str {
     match l {
         Lifetime::Operator => "Operator",
+        Lifetime::Iteration => "Iteration",
         Lifetime::Unit => "Unit",
         Lifetime::Turn => "Turn",
         Lifetime::Session => "Session",

@@ -76,7 +76,12 @@ impl Deriver<'_> {
             let per_call = regions
                 .iter()
                 .find(|r| r.name == s.region)
-                .is_some_and(|r| matches!(r.lifetime, Lifetime::Operator | Lifetime::Unit));
+                .is_some_and(|r| {
+                    matches!(
+                        r.lifetime,
+                        Lifetime::Operator | Lifetime::Iteration | Lifetime::Unit
+                    )
+                });
             if per_call && touched(&s.region) {
                 slot_regions.push(s.region.clone());
                 slot_bytes = slot_bytes.checked_add(s.padded_bytes)?;

@@ -300,11 +300,24 @@ impl<'s> Deriver<'s> {
             Some(t) => t.catalog(MAX_LISTED_EXTENTS).unwrap_or_default(),
             None => vec![a_max.value],
         };
-        // Envelope per axis.
+        // Envelope per axis. A region that lives one iteration of its writers' loop holds one
+        // slice along that loop's clock: every iteration reuses it.
+        let iteration = self.spec.iteration_axis(r);
         let mut env_axes: Vec<Derivation> = Vec::new();
         for (i, a) in axes.iter().enumerate() {
             if disabled && i == attended_axis {
                 env_axes.push(a_max.clone());
+                continue;
+            }
+            if iteration == Some(a.as_str())
+                && let Some((v, e)) = fixed.get(i).copied().flatten()
+            {
+                let all = self.fixed_derivation(v, e);
+                env_axes.push(Derivation {
+                    value: 1,
+                    formula: format!("one of {} (lifetime `iteration`)", all.formula),
+                    inputs: all.inputs,
+                });
                 continue;
             }
             if Some(i) == grow.map(|g| g.0) {

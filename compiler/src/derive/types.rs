@@ -206,7 +206,7 @@ pub struct DerivedRegion {
     pub attended_min: Derivation,
     /// Envelope per clock axis: what storage must hold before truncation.
     pub envelope_axes: Vec<Derivation>,
-    /// ∏ envelope axes (e.g. `10 × 458 = 4580`).
+    /// ∏ envelope axes (e.g. `10 × 402 = 4020`).
     pub envelope_extent: Derivation,
     /// Per-tick element shape.
     pub shape: Vec<u64>,

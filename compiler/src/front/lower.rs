@@ -1063,7 +1063,7 @@ fn key_hint(key: &str) -> &'static str {
         "callables" => "the callables to capture",
         "clock" => "the region's native clock, e.g. `clock: [step, frame]`",
         "retention" => "e.g. `retention: {ring: 3000}` or `retention: pinned`",
-        "lifetime" => "one of operator, unit, turn, session, process",
+        "lifetime" => "one of operator, iteration, unit, turn, session, process",
         "mutability" => "one of immutable, copy_on_write, mutable, scratch",
         "placement" => "one of arena, device, host",
         "dtype" => "one of f32, f16, bf16, i32, i64, u8, bool",

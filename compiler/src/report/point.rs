@@ -148,7 +148,7 @@ pub(super) fn point(d: &Derived, full: bool) -> String {
     );
     let _ = writeln!(
         o,
-        "    per process: {} (lifetime operator/unit/process, shared by the sessions of a stream: {})",
+        "    per process: {} (lifetime operator/iteration/unit/process, shared by the sessions of a stream: {})",
         fmt_bytes(d.arena.process_bytes()),
         part(false)
     );

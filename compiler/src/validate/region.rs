@@ -200,8 +200,118 @@ impl V<'_> {
                 );
             }
         }
-        if r.placement.value == Placement::Host && r.lifetime.value == Lifetime::Operator {
-            // Harmless; nothing to report.
+        if r.lifetime.value == Lifetime::Iteration && axes_ok {
+            self.iteration(r, &axes);
+        }
+    }
+
+    /// `lifetime: iteration`: something writes the region, every callable that does declares
+    /// the same inner loop (`loop:`), that loop's clock is an axis of the region, and the
+    /// region's extent along it is fixed. The storage then holds one slice along that axis,
+    /// which every iteration reuses.
+    fn iteration(&mut self, r: &Region, axes: &[Ident]) {
+        let name = &r.name.value;
+        let spec = self.spec;
+        let mut first: Option<&Ident> = None;
+        let mut any = false;
+        for c in spec.writers(name) {
+            any = true;
+            let at = c
+                .writes
+                .iter()
+                .find(|w| &w.value == name)
+                .map_or(c.name.span, |w| w.span);
+            match (&c.loop_clock, first) {
+                (None, _) => self.diags.push(
+                    Diagnostic::error(
+                        Code::Inconsistent,
+                        r.lifetime.span,
+                        format!(
+                            "`{name}` lives one loop iteration, but callable `{}` writes it and declares no loop",
+                            c.name.value
+                        ),
+                    )
+                    .label("lifetime `iteration`")
+                    .with_secondary(at, format!("`{}` writes it here", c.name.value))
+                    .help(format!(
+                        "declare the inner loop of `{}` (`loop: CLOCK`), or give `{name}` lifetime `unit` (one call)",
+                        c.name.value
+                    )),
+                ),
+                (Some(l), None) => first = Some(l),
+                (Some(l), Some(f)) if l.value != f.value => self.diags.push(
+                    Diagnostic::error(
+                        Code::Inconsistent,
+                        l.span,
+                        format!(
+                            "`{name}` lives one loop iteration, but its writers loop over `{}` and `{}`",
+                            f.value, l.value
+                        ),
+                    )
+                    .label(format!("`{}` loops over `{}`", c.name.value, l.value))
+                    .with_secondary(f.span, format!("another writer loops over `{}`", f.value))
+                    .help(format!(
+                        "every callable that writes `{name}` must loop over the same clock, or give it lifetime `unit`"
+                    )),
+                ),
+                (Some(_), Some(_)) => {}
+            }
+        }
+        if !any {
+            self.diags.push(
+                Diagnostic::error(
+                    Code::Inconsistent,
+                    r.lifetime.span,
+                    format!("`{name}` lives one loop iteration, but no callable writes it"),
+                )
+                .label("lifetime `iteration`")
+                .help(format!(
+                    "list `{name}` under `writes:` of the looping callable that fills it, or give it another lifetime"
+                )),
+            );
+            return;
+        }
+        let Some(l) = first else {
+            return;
+        };
+        if !axes.iter().any(|a| a.value == l.value) {
+            self.diags.push(
+                Diagnostic::error(
+                    Code::Inconsistent,
+                    r.lifetime.span,
+                    format!(
+                        "`{name}` lives one iteration of `{}`, which is not an axis of its clock",
+                        l.value
+                    ),
+                )
+                .label("lifetime `iteration`")
+                .with_secondary(l.span, "the writer's loop")
+                .help(format!(
+                    "give `{name}` a clock with the loop's axis (e.g. a product clock `[{}, ...]`): one iteration writes one slice along it",
+                    l.value
+                )),
+            );
+        } else if let Some(g) = r
+            .growth
+            .iter()
+            .find(|g| g.axis.value == l.value && matches!(g.growth, Growth::Grows { .. }))
+        {
+            self.diags.push(
+                Diagnostic::error(
+                    Code::Inconsistent,
+                    g.span,
+                    format!(
+                        "`{name}` lives one iteration of `{}`, but grows along it",
+                        l.value
+                    ),
+                )
+                .label(format!("grows along `{}`", l.value))
+                .with_secondary(r.lifetime.span, "lifetime `iteration`")
+                .help(format!(
+                    "give `{}` a fixed extent (the iterations a call runs): the storage holds one of them",
+                    l.value
+                )),
+            );
         }
     }
 

@@ -6,7 +6,7 @@ struct Adapter {
     #[region(carry)]
     carry: RegionBuf<f32, 131_727_360>,
     #[region(solver_workspace)]
-    workspace: RegionBuf<f32, 150_077_440>,
+    workspace: RegionBuf<f32, 15_007_744>, // one solver step (`lifetime: iteration`)
     #[region(attention_mask)]
     mask: RegionBuf<bool, 112>,
     #[region(conformer_cache)]

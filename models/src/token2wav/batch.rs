@@ -43,7 +43,7 @@ use super::dit::{CFG_BATCH, CONV_K};
 use super::flow::{DeviceFlow, SolverParams};
 use super::io::FlowIo;
 use super::solver::Solve;
-use super::state::KvRaw;
+use super::state::{KvRaw, axis_extent};
 use super::work::{Caps, Sizing, Work};
 use super::{DeviceState, FlowError};
 
@@ -222,9 +222,12 @@ pub struct BatchedFlow {
     /// Frames of one member's call at most.
     pub(super) frames: usize,
     pub(super) w: Work,
-    /// The solver workspace for `max · cfg` rows, `[step, depth, max·cfg, heads, work, 2·hd]`.
+    /// The solver workspace for `max · cfg` rows, `[step, depth, max·cfg, heads, work, 2·hd]`
+    /// (the contract's steps: one, reused by every step, at `lifetime: iteration`).
     ws: DeviceBuffer,
     ws_dims: [usize; 6],
+    /// Solver steps the conv contexts hold (the contract's `estimator_conv_cache`).
+    est_steps: usize,
     /// The contract's element type of `solver_workspace` (f32, or binary16 at `half`).
     ws_dtype: DType,
     /// The members' estimator conv contexts, `[step, depth, max·cfg, conv, CONV_K − 1,
@@ -260,7 +263,8 @@ impl BatchedFlow {
         let cfg = dev.config().clone();
         let d = &cfg.dit;
         let max = sizes.max();
-        let info = dev.infos(layout)?.workspace;
+        let infos = dev.infos(layout)?;
+        let info = infos.workspace;
         let mut ws_dims: [usize; 6] = info
             .dims
             .try_into()
@@ -272,8 +276,8 @@ impl BatchedFlow {
                 .ok_or_else(|| FlowError::Config(format!("a buffer of {dims:?} overflows")))
         };
         let ws_dtype = info.dtype;
-        let steps = ws_dims[0];
-        let est_dims = [steps, d.depth, max * CFG_BATCH, 2, CONV_K - 1, d.hidden];
+        let est_steps = axis_extent(infos.estimator_conv, "step")?;
+        let est_dims = [est_steps, d.depth, max * CFG_BATCH, 2, CONV_K - 1, d.hidden];
         let be = dev.backend().clone();
         // the members' encoders run batched too: their buffers for `max` calls of `frames`
         // frames (tokens: `frames / stride` plus the lookahead)
@@ -290,6 +294,7 @@ impl BatchedFlow {
             ws: be.alloc(bytes(&ws_dims, ws_dtype.size())?, AllocKind::Other)?,
             est: be.alloc(bytes(&est_dims, 4)?, AllocKind::Other)?,
             ws_dims,
+            est_steps,
             ws_dtype,
             dev,
             sizes,
@@ -406,7 +411,14 @@ impl BatchedFlow {
         ws_dims[2] = n * CFG_BATCH;
         let ws = KvRaw::packed(self.ws.ptr(), &ws_dims, self.ws_dtype)?;
         let d = &c.dit;
-        let est_dims = [ws_dims[0], d.depth, n * CFG_BATCH, 2, CONV_K - 1, d.hidden];
+        let est_dims = [
+            self.est_steps,
+            d.depth,
+            n * CFG_BATCH,
+            2,
+            CONV_K - 1,
+            d.hidden,
+        ];
         let est = RawTensor::packed(self.est.ptr(), &est_dims)?;
         let (mel, spk) = (c.mel, c.spk_dim);
         let row = |b: &DeviceBuffer, i: usize, dims: &[usize]| -> Result<RawTensor, FlowError> {
@@ -454,7 +466,7 @@ impl BatchedFlow {
         // hidden]` of each (step, layer) into columns i of the batch's
         let per = CFG_BATCH * 2 * (CONV_K - 1) * d.hidden;
         let layers = steps.start * d.depth..steps.end * d.depth;
-        let batch_rows = est.view(&[ws_dims[0] * d.depth, n * per])?;
+        let batch_rows = est.view(&[self.est_steps * d.depth, n * per])?;
         let batch_rows = batch_rows.narrow(0, layers.start, layers.len())?;
         let member_rows = io
             .members

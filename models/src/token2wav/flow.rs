@@ -677,17 +677,26 @@ impl DeviceFlow {
             )));
         }
         let carry_steps = if carry_slice { 1 } else { io.carry.dims()[0] };
+        // the workspace holds a slice per step, or (where every step is written back before
+        // the next) one slice that every step reuses
+        let ws_steps = io.ws.dims()[0];
+        let ws_fits = steps.end <= ws_steps || (ws_steps == 1 && io.write_back);
         if sv.n_steps == 0
             || steps.end > sv.n_steps
             || steps.start >= steps.end
             || (carry_slice && steps.len() != 1)
             || (!carry_slice && steps.end > carry_steps)
-            || steps.end > io.ws.dims()[0]
+            || !ws_fits
         {
             return Err(FlowError::Input(format!(
-                "solver steps {steps:?} of {} (the carry holds {carry_steps}, the workspace {})",
+                "solver steps {steps:?} of {} (the carry holds {carry_steps}, the workspace \
+                 {ws_steps}{})",
                 sv.n_steps,
-                io.ws.dims()[0]
+                if ws_steps == 1 && !io.write_back {
+                    ": one slice serves every step only where each step is written back"
+                } else {
+                    ""
+                }
             )));
         }
         let conv_steps = io.est_cnn.dims()[0];

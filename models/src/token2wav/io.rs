@@ -47,7 +47,9 @@ pub struct FlowIo {
     /// step's slice `[depth, cfg, heads, frames, 2·head_dim]` for a call of one step (the stock
     /// store's step-clock replay stages one step), in the region's dtype.
     pub carry: KvRaw,
-    /// The solver workspace `[step, depth, cfg, heads, frames, 2·head_dim]`, the carry's dtype.
+    /// The solver workspace `[step, depth, cfg, heads, frames, 2·head_dim]`, the carry's dtype:
+    /// a slice per step, or one slice every step reuses (step extent 1, the contract's
+    /// `lifetime: iteration`), which only a call that writes back each step (`write_back`) takes.
     pub ws: KvRaw,
     /// The estimator conv contexts `[step, depth, cfg, conv, CONV_K − 1, hidden]`
     /// (`estimator_conv_cache`), read and written in place.

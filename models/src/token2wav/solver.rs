@@ -110,7 +110,9 @@ pub(super) struct Solve<'a, 'b, K: KvElem = f32> {
     /// step's slice (`carry_slice`).
     pub carries: &'b [Tensor<'a, K>],
     pub carry_slice: bool,
-    /// The solver workspace `[step, depth, n·cfg, heads, work, 2·hd]`.
+    /// The solver workspace `[step, depth, n·cfg, heads, work, 2·hd]`: a slice per step, or
+    /// one slice every step reuses (step extent 1: the contract's `iteration` lifetime; only
+    /// where the solver writes each step back, `write_back`).
     pub ws: Tensor<'a, K>,
     /// The estimator conv contexts `[step, depth, n·cfg, conv, CONV_K − 1, hidden]`.
     pub est: Tensor<'a>,
@@ -188,7 +190,7 @@ impl DeviceFlow {
         let n_mods = self.dit().mods_len();
         for step in s.steps.start + 1..=s.steps.end {
             let si = step - 1;
-            let ws_step = s.ws.index(0, si)?;
+            let ws_step = s.ws.index(0, if s.ws.dims()[0] == 1 { 0 } else { si })?;
             let carry_steps = s
                 .carries
                 .iter()

@@ -12,7 +12,9 @@
 //! Two stores ([`StateStore`]):
 //! * **state rule** (`Fixed`): the regions in one arena laid out by the contract, at fixed
 //!   addresses for the session's life; every cache is written back in place by the carry right
-//!   after the layer (conformer) or solver step (estimator) that reads it;
+//!   after the layer (conformer) or solver step (estimator) that reads it, so the solver
+//!   workspace holds one step's slice that every step reuses (the contract's `lifetime:
+//!   iteration`);
 //! * **stock** (`Stock`): the vendor's allocation pattern. The solver workspace is the vendor's
 //!   envelope, [`STOCK_STEPS`] × [`STOCK_FRAMES`] (`flow_matching.py:36`, the generated
 //!   contract's documented constants); after every call the kept frames are materialized into

@@ -33,7 +33,7 @@ pub(super) struct Infos {
     pub(super) workspace: &'static RegionInfo,
     conformer: &'static RegionInfo,
     upsample: &'static RegionInfo,
-    estimator_conv: &'static RegionInfo,
+    pub(super) estimator_conv: &'static RegionInfo,
     pre_lookahead: &'static RegionInfo,
     up_layer: &'static RegionInfo,
     mask: &'static RegionInfo,
@@ -218,13 +218,24 @@ impl DeviceFlow {
         let keeps = self.keeps(layout)?;
         let i = self.infos(layout)?;
         let kv_dtype = self.kv_dtype(&i)?;
-        let steps = [i.carry, i.workspace, i.estimator_conv]
+        let steps = [i.carry, i.estimator_conv]
             .iter()
             .map(|r| axis_extent(r, "step"))
             .collect::<Result<Vec<_>, _>>()?;
         if steps.iter().any(|&n| n < solver.n_steps) {
             return Err(FlowError::Config(format!(
-                "the contract's regions hold {steps:?} solver steps, the solver takes {}",
+                "the contract's carry and estimator contexts hold {steps:?} solver steps, the \
+                 solver takes {}",
+                solver.n_steps
+            )));
+        }
+        // the workspace holds a slice per step, or one that every step reuses (the contract's
+        // `iteration` lifetime: each step writes it back into the carry before the next)
+        let ws_steps = axis_extent(i.workspace, "step")?;
+        if ws_steps != 1 && ws_steps < solver.n_steps {
+            return Err(FlowError::Config(format!(
+                "the contract's solver workspace holds {ws_steps} solver steps: the solver takes \
+                 {} (or one step's slice, reused by every step)",
                 solver.n_steps
             )));
         }

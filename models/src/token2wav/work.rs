@@ -3,8 +3,8 @@
 //!
 //! Sessions of one flow are time-multiplexed on its one device stream: no two calls run at
 //! once. So the state a call leaves nothing in — the activations here, and the arena regions
-//! whose declared lifetime is one call (`solver_workspace`, `lifetime: unit`;
-//! `attention_mask`, `lifetime: operator`) — is placed once ([`DeviceFlow::process_arena`]),
+//! whose declared lifetime ends within one call (`solver_workspace`, `lifetime: iteration`: one
+//! solver step's slice; `attention_mask`, `lifetime: operator`) — is placed once ([`DeviceFlow::process_arena`]),
 //! and each session owns only the per-session part of the arena (lifetime `turn` / `session`:
 //! the carries, caches and conv contexts).
 
