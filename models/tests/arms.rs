@@ -4,15 +4,14 @@
 
 use std::sync::Arc;
 
-use dcc_models::nn::WeightStore;
 use dcc_models::token2wav::serve::{Arm, ContractView, Session, Token2WavTiny};
-use dcc_models::token2wav::{DeviceFlow, DeviceLimits, FlowConfig, SolverParams};
+use dcc_models::token2wav::{DeviceFlow, DeviceLimits, SolverParams};
 use dcc_runtime::contract::Granularity;
 use dcc_runtime::replay::Fallback;
 use safetensors::SafeTensors;
 
 mod common;
-use common::{dir, floats, tokens};
+use common::{Inputs, dir, floats, weights};
 
 const CHUNKS: usize = 4;
 /// SHA-256 of B0's four mels (f32 little-endian): what the port emitted before it was
@@ -35,17 +34,15 @@ fn sha(mels: &[Vec<f32>]) -> String {
 
 #[test]
 fn every_arm_emits_b0s_mel_and_replays_in_steady_state() {
+    let Inputs {
+        prompt,
+        mel,
+        spk,
+        stream,
+    } = Inputs::load("io.safetensors");
     let bytes = std::fs::read(dir().join("io.safetensors")).unwrap();
     let io = SafeTensors::deserialize(&bytes).unwrap();
-    let mut prompt = tokens(&io, "prompt_tokens");
-    prompt.extend_from_within(..3);
-    let (mel, spk, stream) = (
-        floats(&io, "prompt_mel"),
-        floats(&io, "spk"),
-        tokens(&io, "stream_tokens"),
-    );
-    let ws = WeightStore::load(dir().join("weights.safetensors")).unwrap();
-    let cfg = FlowConfig::from_weights(&ws).unwrap();
+    let (ws, cfg) = weights();
     let contract = ContractView::of::<Token2WavTiny>().unwrap();
     let limits = DeviceLimits {
         max_call_tokens: prompt.len(),

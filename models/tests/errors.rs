@@ -120,6 +120,38 @@ fn device_flow_rejects_bad_inputs() {
     assert_eq!(be.eager_launches(), n);
 }
 
+/// The contract's solver workspace holds one solver step (`lifetime: iteration`): the state
+/// rule's calls, which write each step back into the carry before the next, reuse that slice;
+/// a call that leaves the write-back to its caller (the stock store's) needs a slice per step,
+/// and is refused before anything is queued.
+#[test]
+fn a_one_step_workspace_serves_only_calls_that_write_back() {
+    let ws = weights();
+    let dev = flow(&ws, LIMITS).unwrap();
+    let contract = ContractView::of::<Token2WavTiny>().unwrap();
+    let s = SolverParams::default();
+    let mut st = dev.new_state_in_arena(s, &contract.arena).unwrap();
+    dev.setup_cache(&mut st, &[1; 7], &vec![0.0f32; 8 * 80], &vec![0.1f32; 192])
+        .unwrap();
+    let mut io = dev.flow_io(&st, 8).unwrap();
+    assert_eq!(io.ws.dims()[0], 1, "the contract's workspace is one step's");
+    assert!(io.write_back);
+    io.write_back = false;
+    let be = dev.backend().clone();
+    let n = be.eager_launches();
+    // SAFETY: the I/O of `st`, a state of `dev`, with the write-back left to the caller; the
+    // call checks the workspace's steps before queueing anything.
+    let r = unsafe { dev.flow_call(&io, 0..s.n_steps) };
+    match r {
+        Err(FlowError::Input(m)) => assert!(
+            m.contains("one slice serves every step only where each step is written back"),
+            "{m}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(be.eager_launches(), n);
+}
+
 /// Caches whose kept frames exceed the flow's capacity are refused.
 #[test]
 fn limits_must_hold_what_the_contract_keeps() {

@@ -12,12 +12,11 @@
 use std::sync::Arc;
 
 use dcc_generated::token2wav_tiny as tiny;
-use dcc_models::nn::WeightStore;
 use dcc_models::token2wav::serve::{
     Arm, Batcher, ContractView, Request, Session, StreamInputs, Token2WavTiny,
 };
 use dcc_models::token2wav::{
-    BatchSizes, BatchedFlow, DeviceFlow, DeviceLimits, DeviceState, FlowConfig, KvRaw, SolverParams,
+    BatchSizes, BatchedFlow, DeviceFlow, DeviceLimits, DeviceState, KvRaw, SolverParams,
 };
 use dcc_runtime::backend::AllocKind;
 use dcc_runtime::contract::{ArenaLayout, DType};
@@ -25,13 +24,12 @@ use dcc_runtime::ops::GemmPath;
 use safetensors::SafeTensors;
 
 mod common;
-use common::{dir, floats, tokens};
+use common::{Inputs, dir, floats, tokens, weights};
 
 const CHUNKS: usize = 4;
 
 fn flow(contract: &ContractView, prompt: usize, path: GemmPath) -> Arc<DeviceFlow> {
-    let ws = WeightStore::load(dir().join("weights.safetensors")).unwrap();
-    let cfg = FlowConfig::from_weights(&ws).unwrap();
+    let (ws, cfg) = weights();
     let limits = DeviceLimits {
         max_call_tokens: prompt,
         carry_frames: contract.keeps.carry.bound(),
@@ -46,15 +44,12 @@ fn bits(v: &[Vec<f32>]) -> Vec<u32> {
 
 #[test]
 fn half_point_session_equals_f32_cache_session() {
-    let bytes = std::fs::read(dir().join("io_half.safetensors")).unwrap();
-    let io = SafeTensors::deserialize(&bytes).unwrap();
-    let mut prompt = tokens(&io, "prompt_tokens");
-    prompt.extend_from_within(..3);
-    let (mel, spk, stream) = (
-        floats(&io, "prompt_mel"),
-        floats(&io, "spk"),
-        tokens(&io, "stream_tokens"),
-    );
+    let Inputs {
+        prompt,
+        mel,
+        spk,
+        stream,
+    } = Inputs::load("io_half.safetensors");
     let contract = ContractView::of::<Token2WavTiny>().unwrap();
     let dev = flow(&contract, prompt.len(), GemmPath::Half);
     let half: &ArenaLayout = &ContractView::at_point::<Token2WavTiny>("half")

@@ -11,17 +11,11 @@
 //! no more than the fp32 chunk on [`GemmPath::Invariant`] (whose GEMMs fuse activations as the
 //! half GEMMs do) plus those, and its mel keeps its bits ([`HALF_SHA`]).
 
-use std::sync::Arc;
-
-use dcc_models::nn::WeightStore;
-use dcc_models::token2wav::serve::{Arm, ContractView, Session, Token2WavTiny};
-use dcc_models::token2wav::{DeviceFlow, DeviceLimits, FlowConfig, SolverParams};
-use dcc_runtime::backend::Backend;
+use dcc_models::token2wav::{FlowConfig, SolverParams};
 use dcc_runtime::ops::GemmPath;
-use safetensors::SafeTensors;
 
 mod common;
-use common::{dir, floats, tokens};
+use common::b0_chunks;
 
 /// sha256 of the half B0 mel of chunks 0 and 1 (f32 little-endian): the bits the half path gives
 /// since its SDPA runs on tensor cores (`attention.sdpa_f16`: f16 `mma`s, the probabilities
@@ -43,32 +37,9 @@ fn half_rounds(cfg: &FlowConfig, steps: usize) -> u64 {
     (2 * cfg.dit.depth * steps) as u64
 }
 
-/// `(launches of chunk 1, mel of chunks 0 and 1)` of a B0 session on `path`.
+/// `(launches of chunk 1, mel of chunks 0 and 1, the config)` of a B0 session on `path`.
 fn chunk(path: GemmPath) -> (u64, Vec<f32>, FlowConfig) {
-    let io = std::fs::read(dir().join("io.safetensors")).unwrap();
-    let io = SafeTensors::deserialize(&io).unwrap();
-    let mut prompt = tokens(&io, "prompt_tokens");
-    prompt.extend_from_within(..3);
-    let (mel, spk, stream) = (
-        floats(&io, "prompt_mel"),
-        floats(&io, "spk"),
-        tokens(&io, "stream_tokens"),
-    );
-    let ws = WeightStore::load(dir().join("weights.safetensors")).unwrap();
-    let cfg = FlowConfig::from_weights(&ws).unwrap();
-    let contract = ContractView::of::<Token2WavTiny>().unwrap();
-    let limits = DeviceLimits {
-        max_call_tokens: prompt.len(),
-        carry_frames: contract.keeps.carry.bound(),
-    };
-    let be: Arc<dyn Backend> = dcc_runtime::backend::host();
-    let dev = DeviceFlow::new_on_path(be.clone(), &ws, &cfg, limits, path).unwrap();
-    let mut s = Session::new(Arc::new(dev), contract, Arm::B0, SolverParams::default()).unwrap();
-    s.prime(&prompt, &mel, &spk).unwrap();
-    let mut mels = s.chunk(&stream[..28], &spk, false).unwrap();
-    let before = be.eager_launches();
-    mels.extend(s.chunk(&stream[25..53], &spk, false).unwrap());
-    (be.eager_launches() - before, mels, cfg)
+    b0_chunks(path, |_| {})
 }
 
 #[test]

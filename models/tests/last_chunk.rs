@@ -6,13 +6,11 @@
 //! emitted before it was restructured onto the nn layers (then checked bit-identical to a
 //! separate CPU port).
 
-use dcc_models::nn::WeightStore;
 use dcc_models::token2wav::serve::{ContractView, Token2WavTiny, Token2WavTinyVendor};
-use dcc_models::token2wav::{DeviceFlow, DeviceLimits, FlowConfig, SolverParams};
-use safetensors::SafeTensors;
+use dcc_models::token2wav::{DeviceFlow, DeviceLimits, SolverParams};
 
 mod common;
-use common::{dir, floats, tokens};
+use common::{Inputs, weights};
 
 const PAPER_SHA: &str = "984f927cd5f9325c0624c6617169cd08ed022e503fc9bc9335a3feb9d9cf7969";
 const VENDOR_SHA: &str = "41b824075cb608793168e44bb180477b5fdd49ce49c46848cecda2c8577a2869";
@@ -28,17 +26,13 @@ fn sha(mels: &[Vec<f32>]) -> String {
 
 #[test]
 fn last_chunk_past_the_retention_bound_in_both_stores() {
-    let bytes = std::fs::read(dir().join("io.safetensors")).unwrap();
-    let io = SafeTensors::deserialize(&bytes).unwrap();
-    let mut prompt = tokens(&io, "prompt_tokens");
-    prompt.extend_from_within(..3);
-    let (mel, spk, stream) = (
-        floats(&io, "prompt_mel"),
-        floats(&io, "spk"),
-        tokens(&io, "stream_tokens"),
-    );
-    let ws = WeightStore::load(dir().join("weights.safetensors")).unwrap();
-    let cfg = FlowConfig::from_weights(&ws).unwrap();
+    let Inputs {
+        prompt,
+        mel,
+        spk,
+        stream,
+    } = Inputs::load("io.safetensors");
+    let (ws, cfg) = weights();
     let limits = DeviceLimits {
         max_call_tokens: prompt.len(),
         carry_frames: 402,
