@@ -24,6 +24,9 @@
 #                                        # and our CUDA vocoder against both (the 1e-4 floor)
 #   bash scripts/serve-gpu.sh halfcap    # half-point capacity: CAP_N sessions (default 250,256),
 #                                        # batched calls of up to 32, 12 measured rounds
+#   bash scripts/serve-gpu.sh roofline   # one session's SRc chunk per kernel family at both
+#                                        # points (token2wav --profile), and the fp32 check on
+#                                        # the 3xTF32 path
 #   bash scripts/serve-gpu.sh latency    # one session's chunk at both points (issue 13): the
 #                                        # fp32 and half checks against the vendor (24 chunks,
 #                                        # B0 and SRc), then the same with OLD (other builds'
@@ -228,6 +231,26 @@ latency)
       --arms B0,SRc >"$W/half_$n.txt" 2>&1
     echo "[$b] half check rc=$?"; tail -n 10 "$W/half_$n.txt"
   done
+  ;;
+roofline)
+  # one session's chunk per kernel family at both points (issue 13's roofline): dcc-bench
+  # token2wav --profile of SRc on the vendor's exports, fp32 (cuBLAS) and half, then the fp32
+  # check on the 3xTF32 path (the fastest fp32-accurate GEMMs) beside the default's
+  [[ -f $F/weights.safetensors && -f $F/.chunks24 ]] || {
+    python3 scripts/e2e_peer.py --peer "$D/token2wav_stock.py" --vendor "$D/vendor" --config full \
+      --device cuda --chunks 24 --export "$F" >"$W/peer.json" 2>"$W/peer.err" && touch "$F/.chunks24"
+  } || { echo "fp32 export failed: $(tail -n 3 "$W/peer.err")"; continue; }
+  half_export || continue
+  fw=(--backend cuda --weights $F/weights.safetensors --io $F/io.safetensors --contract token2wav
+      --no-vocoder --chunks 24)
+  hw=(--backend cuda --gemm f16 --weights $H/weights_half.safetensors --io $H/io_half.safetensors
+      --contract token2wav --no-vocoder --chunks 24)
+  "$B" token2wav "${fw[@]}" --gemm backend --arms SRc --profile >"$W/roofline_fp32.txt" 2>&1
+  echo "fp32 SRc --profile rc=$?"; tail -n 32 "$W/roofline_fp32.txt" | tee "$OUT/roofline_fp32.txt"
+  "$B" token2wav "${hw[@]}" --arms SRc --profile >"$W/roofline_half.txt" 2>&1
+  echo "half SRc --profile rc=$?"; tail -n 32 "$W/roofline_half.txt" | tee "$OUT/roofline_half.txt"
+  "$B" check "${fw[@]}" --gemm tf32x3 --tol 1e-4 --arms B0,SRc >"$W/check_tf32x3.txt" 2>&1
+  echo "fp32 check --gemm tf32x3 rc=$?"; tail -n 5 "$W/check_tf32x3.txt"
   ;;
 halfcap)
   # capacity at the half point: CAP_N sessions (default 250 and 256 = 8 calls of 32), 12 measured
