@@ -14,7 +14,7 @@
 #                                        # test, then dcc-bench sessions --batch (BATCH_N,
 #                                        # BATCH_GEMM, BATCH_MAX: the largest batch)
 #   bash scripts/serve-gpu.sh profile    # ncu over one replayed SRc chunk per PROF_GEMM and one
-#                                        # batched round of PROF_N: device µs per kernel
+#                                        # batched round of PROF_N (0: none): device µs per kernel
 #   bash scripts/serve-gpu.sh half       # the half operating point: vendor fp16 export, our half arm
 #                                        # checked against it, timed, profiled, batched (HALF_N)
 #   bash scripts/serve-gpu.sh gemm       # module compile cold/warm (PTX cache), process start per
@@ -184,11 +184,13 @@ profile)
       tee "$OUT/ncu_srec_$g.txt" | head -n 28
   done
   n=${PROF_N:-16}
-  ncu_run "$B" sessions "${fw[@]}" --gemm "${BATCH_GEMM:-tf32x3}" --sessions "$n" --chunks 2 \
-    --warmup 4 --arms SRc --batch --profiler-window >"$W/ncu_batch.csv" 2>"$W/ncu_batch.err"
-  echo "ncu batched round of $n rc=$?"; grep -E 'batched|SRc' "$W/ncu_batch.csv" | grep -v '^"' | tail -4
-  python3 scripts/ncu_table.py "$W/ncu_batch.csv" --title "SRc, a batched round of $n" |
-    tee "$OUT/ncu_batch_$n.txt" | head -n 40
+  if [[ $n != 0 ]]; then  # PROF_N=0: no batched round
+    ncu_run "$B" sessions "${fw[@]}" --gemm "${BATCH_GEMM:-tf32x3}" --sessions "$n" --chunks 2 \
+      --warmup 4 --arms SRc --batch --profiler-window >"$W/ncu_batch.csv" 2>"$W/ncu_batch.err"
+    echo "ncu batched round of $n rc=$?"; grep -E 'batched|SRc' "$W/ncu_batch.csv" | grep -v '^"' | tail -4
+    python3 scripts/ncu_table.py "$W/ncu_batch.csv" --title "SRc, a batched round of $n" |
+      tee "$OUT/ncu_batch_$n.txt" | head -n 40
+  fi
   ;;
 half)
   # the half operating point: the vendor's fp16 mode exported beside its fp32 mode (same seeded
