@@ -92,6 +92,19 @@ half_export() {
   fi
 }
 
+# The fp32 export of 24 chunks in $F (e2e's, when it ran and succeeded on this machine: it marks
+# a whole export with $F/.chunks24). Fails, naming the error, when the export does.
+fp32_export24() {
+  [[ -f $F/weights.safetensors && -f $F/.chunks24 ]] && return 0
+  if python3 scripts/e2e_peer.py --peer "$D/token2wav_stock.py" --vendor "$D/vendor" --config full \
+    --device cuda --chunks 24 --export "$F" >"$W/peer.json" 2>"$W/peer.err"; then
+    touch "$F/.chunks24"
+  else
+    echo "fp32 export failed: $(tail -n 3 "$W/peer.err")"
+    return 1
+  fi
+}
+
 for part in "$@"; do
 W=$(mktemp -d "/tmp/$part.XXXX")
 case $part in
@@ -212,11 +225,7 @@ half)
   echo "half sessions --batch rc=$?"; tail -n 14 "$W/sessions_half.txt"
   ;;
 latency)
-  # the fp32 export of 24 chunks (e2e's, when it ran and succeeded on this machine)
-  [[ -f $F/weights.safetensors && -f $F/.chunks24 ]] || {
-    python3 scripts/e2e_peer.py --peer "$D/token2wav_stock.py" --vendor "$D/vendor" --config full \
-      --device cuda --chunks 24 --export "$F" >"$W/peer.json" 2>"$W/peer.err" && touch "$F/.chunks24"
-  } || { echo "fp32 export failed: $(tail -n 3 "$W/peer.err")"; continue; }
+  fp32_export24 || continue
   half_export || continue
   tol=$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print(min(d['rel_l2']))" "$H.json")
   echo "vendor fp16 vs vendor fp32, rel-L2 per chunk: min $tol"
@@ -238,10 +247,7 @@ roofline)
   # one session's chunk per kernel family at both points (issue 13's roofline): dcc-bench
   # token2wav --profile of SRc on the vendor's exports, fp32 (cuBLAS) and half, then the fp32
   # check on the 3xTF32 path (the fastest fp32-accurate GEMMs) beside the default's
-  [[ -f $F/weights.safetensors && -f $F/.chunks24 ]] || {
-    python3 scripts/e2e_peer.py --peer "$D/token2wav_stock.py" --vendor "$D/vendor" --config full \
-      --device cuda --chunks 24 --export "$F" >"$W/peer.json" 2>"$W/peer.err" && touch "$F/.chunks24"
-  } || { echo "fp32 export failed: $(tail -n 3 "$W/peer.err")"; continue; }
+  fp32_export24 || continue
   half_export || continue
   fw=(--backend cuda --weights $F/weights.safetensors --io $F/io.safetensors --contract token2wav
       --no-vocoder --chunks 24)
