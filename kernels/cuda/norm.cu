@@ -92,42 +92,45 @@ __device__ __forceinline__ float dcc_one_plus(float scale, bool f16) {
     return f16 ? dcc_rn16(1.0f + scale) : 1.0f + scale;
 }
 
+// Affine LayerNorm of one row by one warp (gamma, beta optional): norm_layer_norm's row body,
+// and norm_qk_pack's per head.
+__device__ __forceinline__ void dcc_ln_row(float* yr, const float* xr, i64 dim, const float* gamma,
+                                           const float* beta, float eps, int lane) {
+    float mean, rstd;
+    if (dim <= DCC_ROW_REGS * DCC_WARP) {
+        float v[DCC_ROW_REGS], g[DCC_ROW_REGS], be[DCC_ROW_REGS];
+        dcc_load_row(v, xr, dim, lane);
+        dcc_load_vec(g, gamma, dim, lane);
+        dcc_load_vec(be, beta, dim, lane);
+        dcc_moments_regs(v, dim, eps, lane, &mean, &rstd);
+        const float bias = -mean * rstd;
+#pragma unroll
+        for (int k = 0; k < DCC_ROW_REGS; ++k) {
+            const i64 j = lane + k * DCC_WARP;
+            if (j < dim) {
+                float o = v[k] * rstd + bias;
+                if (gamma) o = o * g[k];
+                if (beta) o = o + be[k];
+                yr[j] = o;
+            }
+        }
+        return;
+    }
+    dcc_moments(xr, dim, eps, lane, &mean, &rstd);
+    const float bias = -mean * rstd;
+    for (i64 j = lane; j < dim; j += DCC_WARP) {
+        float v = xr[j] * rstd + bias;
+        if (gamma) v = v * gamma[j];
+        if (beta) v = v + beta[j];
+        yr[j] = v;
+    }
+}
+
 extern "C" __global__ void norm_layer_norm(float* y, i64 ldy, const float* x, i64 ldx, const float* gamma,
                                            const float* beta, i64 rows, i64 dim, float eps) {
     dcc_require_warps();
     const int lane = threadIdx.x % DCC_WARP;
-    DCC_WARP_ROWS(r, rows) {
-        const float* xr = x + r * ldx;
-        float* yr = y + r * ldy;
-        float mean, rstd;
-        if (dim <= DCC_ROW_REGS * DCC_WARP) {
-            float v[DCC_ROW_REGS], g[DCC_ROW_REGS], be[DCC_ROW_REGS];
-            dcc_load_row(v, xr, dim, lane);
-            dcc_load_vec(g, gamma, dim, lane);
-            dcc_load_vec(be, beta, dim, lane);
-            dcc_moments_regs(v, dim, eps, lane, &mean, &rstd);
-            const float bias = -mean * rstd;
-#pragma unroll
-            for (int k = 0; k < DCC_ROW_REGS; ++k) {
-                const i64 j = lane + k * DCC_WARP;
-                if (j < dim) {
-                    float o = v[k] * rstd + bias;
-                    if (gamma) o = o * g[k];
-                    if (beta) o = o + be[k];
-                    yr[j] = o;
-                }
-            }
-            continue;
-        }
-        dcc_moments(xr, dim, eps, lane, &mean, &rstd);
-        const float bias = -mean * rstd;
-        for (i64 j = lane; j < dim; j += DCC_WARP) {
-            float v = xr[j] * rstd + bias;
-            if (gamma) v = v * gamma[j];
-            if (beta) v = v + beta[j];
-            yr[j] = v;
-        }
-    }
+    DCC_WARP_ROWS(r, rows) dcc_ln_row(y + r * ldy, x + r * ldx, dim, gamma, beta, eps, lane);
 }
 
 // The row body of both modulated LayerNorms: y = LN(x) · (1 + scale) + shift, the factor as
@@ -193,40 +196,6 @@ extern "C" __global__ void norm_l2_normalize(float* y, const float* x, i64 rows,
 }
 
 // ---- fused (one launch for a sequence of the ops above, same arithmetic) --------------------
-
-// LayerNorm of one row by one warp, exactly norm_layer_norm's row body.
-__device__ __forceinline__ void dcc_ln_row(float* yr, const float* xr, i64 dim, const float* gamma,
-                                           const float* beta, float eps, int lane) {
-    float mean, rstd;
-    if (dim <= DCC_ROW_REGS * DCC_WARP) {
-        float v[DCC_ROW_REGS], g[DCC_ROW_REGS], be[DCC_ROW_REGS];
-        dcc_load_row(v, xr, dim, lane);
-        dcc_load_vec(g, gamma, dim, lane);
-        dcc_load_vec(be, beta, dim, lane);
-        dcc_moments_regs(v, dim, eps, lane, &mean, &rstd);
-        const float bias = -mean * rstd;
-#pragma unroll
-        for (int k = 0; k < DCC_ROW_REGS; ++k) {
-            const i64 j = lane + k * DCC_WARP;
-            if (j < dim) {
-                float o = v[k] * rstd + bias;
-                if (gamma) o = o * g[k];
-                if (beta) o = o + be[k];
-                yr[j] = o;
-            }
-        }
-        return;
-    }
-    dcc_moments(xr, dim, eps, lane, &mean, &rstd);
-    const float bias = -mean * rstd;
-    for (i64 j = lane; j < dim; j += DCC_WARP) {
-        float v = xr[j] * rstd + bias;
-        if (gamma) v = v * gamma[j];
-        if (beta) v = v + beta[j];
-        yr[j] = v;
-    }
-}
-
 
 extern "C" __global__ void norm_qk_pack(float* qn, float* cache, i64 cap, i64 t0, const float* qkv, i64 ld,
                                         const float* gq, const float* bq, const float* gk, const float* bk,
