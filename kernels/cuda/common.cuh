@@ -196,6 +196,27 @@ __device__ __forceinline__ void dcc_require_warps() {
     if (blockDim.x % DCC_WARP != 0 || blockDim.y != 1 || blockDim.z != 1) __trap();
 }
 
+// ---- half precision: rounding to f16 values kept in f32 storage -----------------------------
+//
+// dcc_rn16(x): the f16 value nearest x (round to nearest even), as a float: what
+// __half2float(__float2half_rn(x)) gives, overflow (|x| >= 65520) to +-inf, NaN kept, subnormal
+// f16 values (multiples of 2^-24 below 2^-14) included. Integer and float operations only, no
+// cuda_fp16.h: the host twin (kernels/src/elementwise.rs: rn16) is the same lines. Used by the
+// half-precision kernels of elementwise.cu and norm.cu.
+__device__ __forceinline__ float dcc_rn16(float x) {
+    const unsigned bits = __float_as_uint(x);
+    const unsigned sign = bits & 0x80000000u;
+    unsigned a = bits & 0x7fffffffu;
+    if (a >= 0x7f800000u) return x;                               // inf, NaN
+    if (a >= 0x477ff000u) return __uint_as_float(sign | 0x7f800000u); // >= 65520: inf
+    if (a < 0x38800000u) {                                        // below 2^-14: multiples of 2^-24
+        const float m = (0.5f + __uint_as_float(a)) - 0.5f;       // ulp of [0.5, 1) is 2^-24
+        return __uint_as_float(sign | __float_as_uint(m));
+    }
+    a = (a + 0xfffu + ((a >> 13) & 1u)) & ~0x1fffu;               // 23 -> 10 mantissa bits, RNE
+    return __uint_as_float(sign | a);
+}
+
 // ---- activations ---------------------------------------------------------------------------
 
 // One element of act_apply (act.cu; op codes in kernels/src/act.rs), for the fused kernels.

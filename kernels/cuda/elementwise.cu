@@ -24,23 +24,7 @@ extern "C" __global__ void elementwise_cfg_euler(float* x, const float* v, i64 n
 
 // ---- half precision: rounding to f16 values kept in f32 storage -----------------------------
 //
-// dcc_rn16(x): the f16 value nearest x (round to nearest even), as a float: what
-// __half2float(__float2half_rn(x)) gives, overflow (|x| >= 65520) to +-inf, NaN kept, subnormal
-// f16 values (multiples of 2^-24 below 2^-14) included. Integer and float operations only, no
-// cuda_fp16.h: the host twin (kernels/src/elementwise.rs: rn16) is the same lines.
-__device__ __forceinline__ float dcc_rn16(float x) {
-    const unsigned bits = __float_as_uint(x);
-    const unsigned sign = bits & 0x80000000u;
-    unsigned a = bits & 0x7fffffffu;
-    if (a >= 0x7f800000u) return x;                               // inf, NaN
-    if (a >= 0x477ff000u) return __uint_as_float(sign | 0x7f800000u); // >= 65520: inf
-    if (a < 0x38800000u) {                                        // below 2^-14: multiples of 2^-24
-        const float m = (0.5f + __uint_as_float(a)) - 0.5f;       // ulp of [0.5, 1) is 2^-24
-        return __uint_as_float(sign | __float_as_uint(m));
-    }
-    a = (a + 0xfffu + ((a >> 13) & 1u)) & ~0x1fffu;               // 23 -> 10 mantissa bits, RNE
-    return __uint_as_float(sign | a);
-}
+// dcc_rn16 (common.cuh) rounds a float to the nearest f16 value, kept as a float.
 
 // Over `rows` rows of `cols` elements, row r at x + r * ld (a packed tensor is one row).
 extern "C" __global__ void elementwise_round_f16(float* x, i64 rows, i64 cols, i64 ld) {

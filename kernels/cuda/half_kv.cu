@@ -1,23 +1,19 @@
 // The estimator's key/value cache stored as IEEE binary16 (the contract's `half` operating point:
 // `carry` and `solver_workspace` in f16; GemmPath::Half, the vendor's fp16 mode). Host twins:
-// kernels/src/half_kv.rs. Prepended with common.cuh and attention_body.cuh (dcc_kv: a binary16
-// element widened). SDPA over a binary16 cache is attention_f16.cu's (kernels/src/attention/f16.rs).
+// kernels/src/half_kv.rs. Prepended with common.cuh, rows.cuh and attention_body.cuh (dcc_kv: a
+// binary16 element widened). SDPA over a binary16 cache is attention_f16.cu's
+// (kernels/src/attention/f16.rs).
 //
 // In the vendor's fp16 mode the cache holds f16 keys and values: rn16(LN_k(k)) and v, a linear's
 // f16 output. The fp32 path of this port keeps those values in float storage (norm_qk_pack, then
 // elementwise_round_f16 over q and the new frames); these kernels store the same values in half the
 // bytes, so every value read back is the same float:
-//   * half_qk_pack: norm_qk_pack's LayerNorms (the arithmetic of norm.cu's dcc_ln_row, copied
-//     below: each module is its own translation unit), then qn = rn16(LN_q(q)) as float and
-//     LN_k(k) ‖ v as binary16 bits (cvt.rn.f16.f32: round to nearest even, overflow to ±inf) into
-//     frames t0 .. t0 + t of a [batch, heads, cap, 2d] binary16 cache. Launch as norm_qk_pack: one
-//     warp per (row, head) of q, then of k.
+//   * half_qk_pack: norm_qk_pack's LayerNorms (rows.cuh's dcc_ln_row_by, as norm.cu's dcc_ln_row),
+//     then qn = rn16(LN_q(q)) as float and LN_k(k) ‖ v as binary16 bits (cvt.rn.f16.f32: round to
+//     nearest even, overflow to ±inf) into frames t0 .. t0 + t of a [batch, heads, cap, 2d]
+//     binary16 cache. Launch as norm_qk_pack: one warp per (row, head) of q, then of k.
 // The cache's copies are copy.cu's copy_batched_f16 (the history into the solver workspace) and
 // carry.cu's carry_retain (the write-back, in 32-bit words).
-
-#define DCC_WARP_ROWS(r, rows)                                                                       \
-    for (i64 r = (blockIdx.x * (i64)blockDim.x + threadIdx.x) / DCC_WARP; r < (rows);                 \
-         r += ((i64)gridDim.x * blockDim.x) / DCC_WARP)
 
 // The binary16 nearest x (round to nearest even, overflow to ±inf), as its bits.
 __device__ __forceinline__ unsigned short dcc_f16_bits(float x) {
@@ -31,102 +27,21 @@ __device__ __forceinline__ unsigned short dcc_f16_bits(float x) {
 __device__ __forceinline__ void dcc_put16(float* p, float v) { *p = dcc_kv(dcc_f16_bits(v)); }
 __device__ __forceinline__ void dcc_put16(unsigned short* p, float v) { *p = dcc_f16_bits(v); }
 
-// ---- norm.cu's row LayerNorm (dcc_moments, dcc_moments_regs, dcc_load_row, dcc_load_vec,
-// dcc_ln_row), the same operations in the same order; only the store rounds (dcc_put16).
-// A head's row is held in DCC_ROW_REGS registers a lane: 4 here (rows of up to 128, the DiT's
-// heads are 64 wide) where norm.cu holds 16 (its rows are up to 512 wide). The register path and
-// the looped path (wider rows, read from memory) add the same values in the same order (lane l's
-// partial sums over columns l, l + 32, ... ascending, then the warp tree), so the width changes
-// no bit; the unrolled row arrays are what this kernel keeps live across its reductions, and 16
-// of each (3 × 16 floats a lane, mostly predicated off for a 64-wide head) limit how many warps an
-// SM holds.
+// norm.cu's row LayerNorm (rows.cuh: dcc_ln_row_by), the same operations in the same order; only
+// the store rounds (dcc_put16). A head's row is held in DCC_ROW_REGS registers a lane: 4 here
+// (rows of up to 128, the DiT's heads are 64 wide) where norm.cu holds 16 (its rows are up to 512
+// wide); the width changes no bit (rows.cuh), and 16 of each row array (3 × 16 floats a lane,
+// mostly predicated off for a 64-wide head) would limit how many warps an SM holds.
 #define DCC_ROW_REGS 4
 
-__device__ __forceinline__ void dcc_moments(const float* row, i64 n, float eps, int lane, float* mean,
-                                            float* rstd) {
-    float s = 0.0f;
-    for (i64 j = lane; j < n; j += DCC_WARP) s = s + row[j];
-    s = dcc_warp_tree(s);
-    const float m = s / (float)n;
-    float q = 0.0f;
-    for (i64 j = lane; j < n; j += DCC_WARP) {
-        const float d = row[j] - m;
-        q = q + d * d;
-    }
-    q = dcc_warp_tree(q);
-    const float var = q / (float)n;
-    *mean = m;
-    *rstd = 1.0f / sqrtf(var + eps);
-}
-
-__device__ __forceinline__ void dcc_moments_regs(const float (&v)[DCC_ROW_REGS], i64 n, float eps, int lane,
-                                                 float* mean, float* rstd) {
-    float s = 0.0f;
-#pragma unroll
-    for (int k = 0; k < DCC_ROW_REGS; ++k)
-        if (lane + k * DCC_WARP < n) s = s + v[k];
-    s = dcc_warp_tree(s);
-    const float m = s / (float)n;
-    float q = 0.0f;
-#pragma unroll
-    for (int k = 0; k < DCC_ROW_REGS; ++k)
-        if (lane + k * DCC_WARP < n) {
-            const float d = v[k] - m;
-            q = q + d * d;
-        }
-    q = dcc_warp_tree(q);
-    const float var = q / (float)n;
-    *mean = m;
-    *rstd = 1.0f / sqrtf(var + eps);
-}
-
-__device__ __forceinline__ void dcc_load_row(float (&v)[DCC_ROW_REGS], const float* row, i64 n, int lane) {
-#pragma unroll
-    for (int k = 0; k < DCC_ROW_REGS; ++k) {
-        const i64 j = lane + k * DCC_WARP;
-        v[k] = j < n ? row[j] : 0.0f;
-    }
-}
-
-__device__ __forceinline__ void dcc_load_vec(float (&v)[DCC_ROW_REGS], const float* p, i64 n, int lane) {
-#pragma unroll
-    for (int k = 0; k < DCC_ROW_REGS; ++k) {
-        const i64 j = lane + k * DCC_WARP;
-        v[k] = (p && j < n) ? p[j] : 0.0f;
-    }
-}
-
+struct DccPut16 {
+    __device__ __forceinline__ void operator()(float* p, float v) const { dcc_put16(p, v); }
+    __device__ __forceinline__ void operator()(unsigned short* p, float v) const { dcc_put16(p, v); }
+};
 template <typename Out>
 __device__ __forceinline__ void dcc_ln_row16(Out* yr, const float* xr, i64 dim, const float* gamma,
                                              const float* beta, float eps, int lane) {
-    float mean, rstd;
-    if (dim <= DCC_ROW_REGS * DCC_WARP) {
-        float v[DCC_ROW_REGS], g[DCC_ROW_REGS], be[DCC_ROW_REGS];
-        dcc_load_row(v, xr, dim, lane);
-        dcc_load_vec(g, gamma, dim, lane);
-        dcc_load_vec(be, beta, dim, lane);
-        dcc_moments_regs(v, dim, eps, lane, &mean, &rstd);
-        const float bias = -mean * rstd;
-#pragma unroll
-        for (int k = 0; k < DCC_ROW_REGS; ++k) {
-            const i64 j = lane + k * DCC_WARP;
-            if (j < dim) {
-                float o = v[k] * rstd + bias;
-                if (gamma) o = o * g[k];
-                if (beta) o = o + be[k];
-                dcc_put16(yr + j, o);
-            }
-        }
-        return;
-    }
-    dcc_moments(xr, dim, eps, lane, &mean, &rstd);
-    const float bias = -mean * rstd;
-    for (i64 j = lane; j < dim; j += DCC_WARP) {
-        float v = xr[j] * rstd + bias;
-        if (gamma) v = v * gamma[j];
-        if (beta) v = v + beta[j];
-        dcc_put16(yr + j, v);
-    }
+    dcc_ln_row_by<DCC_ROW_REGS>(yr, xr, dim, gamma, beta, eps, lane, DccPut16{});
 }
 
 extern "C" __global__ void half_qk_pack(float* qn, unsigned short* cache, i64 cap, i64 t0, const float* qkv, i64 ld,

@@ -1,90 +1,11 @@
 // Row normalisations (LayerNorm, modulated LayerNorm, L2) and the fused launches built on them; the
 // _f16 entries are the vendor's fp16 mode (the modulate's 1 + scale rounded to f16, the gated
 // residual rounded as elementwise_gated_add_f16 rounds it).
-// Host twins: kernels/src/norm.rs. Prepended with common.cuh. One warp per row, rows grid-strided
-// over warps; the row statistics use the warp reduction of common.cuh.
+// Host twins: kernels/src/norm.rs. Prepended with common.cuh and rows.cuh (the row loop, the row
+// statistics and the row LayerNorm). One warp per row, rows grid-strided over warps.
 
-#define DCC_WARP_ROWS(r, rows)                                                                       \
-    for (i64 r = (blockIdx.x * (i64)blockDim.x + threadIdx.x) / DCC_WARP; r < (rows);                 \
-         r += ((i64)gridDim.x * blockDim.x) / DCC_WARP)
-
-__device__ __forceinline__ void dcc_moments(const float* row, i64 n, float eps, int lane, float* mean,
-                                            float* rstd) {
-    float s = 0.0f;
-    for (i64 j = lane; j < n; j += DCC_WARP) s = s + row[j];
-    s = dcc_warp_tree(s);
-    const float m = s / (float)n;
-    float q = 0.0f;
-    for (i64 j = lane; j < n; j += DCC_WARP) {
-        const float d = row[j] - m;
-        q = q + d * d;
-    }
-    q = dcc_warp_tree(q);
-    const float var = q / (float)n;
-    *mean = m;
-    *rstd = 1.0f / sqrtf(var + eps);
-}
-
-// Rows of at most DCC_ROW_REGS · 32 elements are held in registers (one load batch; the same
-// additions in the same order as dcc_moments).
+// Rows of at most DCC_ROW_REGS · 32 elements (the DiT's 512) are held in registers (rows.cuh).
 #define DCC_ROW_REGS 16
-
-__device__ __forceinline__ void dcc_moments_regs(const float (&v)[DCC_ROW_REGS], i64 n, float eps, int lane,
-                                                 float* mean, float* rstd) {
-    float s = 0.0f;
-#pragma unroll
-    for (int k = 0; k < DCC_ROW_REGS; ++k)
-        if (lane + k * DCC_WARP < n) s = s + v[k];
-    s = dcc_warp_tree(s);
-    const float m = s / (float)n;
-    float q = 0.0f;
-#pragma unroll
-    for (int k = 0; k < DCC_ROW_REGS; ++k)
-        if (lane + k * DCC_WARP < n) {
-            const float d = v[k] - m;
-            q = q + d * d;
-        }
-    q = dcc_warp_tree(q);
-    const float var = q / (float)n;
-    *mean = m;
-    *rstd = 1.0f / sqrtf(var + eps);
-}
-
-__device__ __forceinline__ void dcc_load_row(float (&v)[DCC_ROW_REGS], const float* row, i64 n, int lane) {
-#pragma unroll
-    for (int k = 0; k < DCC_ROW_REGS; ++k) {
-        const i64 j = lane + k * DCC_WARP;
-        v[k] = j < n ? row[j] : 0.0f;
-    }
-}
-
-// Loads the lane's columns of a [dim] parameter vector (0 where absent or past the row). Every
-// kernel below issues all of its loads before its first store: the stores may alias the inputs as
-// far as the compiler knows, so a load after a store would wait for a whole round trip.
-__device__ __forceinline__ void dcc_load_vec(float (&v)[DCC_ROW_REGS], const float* p, i64 n, int lane) {
-#pragma unroll
-    for (int k = 0; k < DCC_ROW_REGS; ++k) {
-        const i64 j = lane + k * DCC_WARP;
-        v[k] = (p && j < n) ? p[j] : 0.0f;
-    }
-}
-
-// elementwise.cu's dcc_rn16, the same lines (each module is its own translation unit): the f16
-// value nearest x (round to nearest even), as a float, overflow (|x| >= 65520) to +-inf, NaN kept,
-// f16 subnormals included. Host twin: kernels/src/elementwise.rs: rn16.
-__device__ __forceinline__ float dcc_rn16(float x) {
-    const unsigned bits = __float_as_uint(x);
-    const unsigned sign = bits & 0x80000000u;
-    unsigned a = bits & 0x7fffffffu;
-    if (a >= 0x7f800000u) return x;                               // inf, NaN
-    if (a >= 0x477ff000u) return __uint_as_float(sign | 0x7f800000u); // >= 65520: inf
-    if (a < 0x38800000u) {                                        // below 2^-14: multiples of 2^-24
-        const float m = (0.5f + __uint_as_float(a)) - 0.5f;       // ulp of [0.5, 1) is 2^-24
-        return __uint_as_float(sign | __float_as_uint(m));
-    }
-    a = (a + 0xfffu + ((a >> 13) & 1u)) & ~0x1fffu;               // 23 -> 10 mantissa bits, RNE
-    return __uint_as_float(sign | a);
-}
 
 // The modulation's factor 1 + scale: in f32, or in the vendor's fp16 mode (f16) the f16 sum
 // rn16(1 + scale), the product and the shift still in f32 (n · rn16(1 + scale) + shift).
@@ -92,38 +13,14 @@ __device__ __forceinline__ float dcc_one_plus(float scale, bool f16) {
     return f16 ? dcc_rn16(1.0f + scale) : 1.0f + scale;
 }
 
-// Affine LayerNorm of one row by one warp (gamma, beta optional): norm_layer_norm's row body,
-// and norm_qk_pack's per head.
+// Affine LayerNorm of one row by one warp (gamma, beta optional), stored as it is:
+// norm_layer_norm's row body, and norm_qk_pack's per head.
+struct DccPutF32 {
+    __device__ __forceinline__ void operator()(float* p, float v) const { *p = v; }
+};
 __device__ __forceinline__ void dcc_ln_row(float* yr, const float* xr, i64 dim, const float* gamma,
                                            const float* beta, float eps, int lane) {
-    float mean, rstd;
-    if (dim <= DCC_ROW_REGS * DCC_WARP) {
-        float v[DCC_ROW_REGS], g[DCC_ROW_REGS], be[DCC_ROW_REGS];
-        dcc_load_row(v, xr, dim, lane);
-        dcc_load_vec(g, gamma, dim, lane);
-        dcc_load_vec(be, beta, dim, lane);
-        dcc_moments_regs(v, dim, eps, lane, &mean, &rstd);
-        const float bias = -mean * rstd;
-#pragma unroll
-        for (int k = 0; k < DCC_ROW_REGS; ++k) {
-            const i64 j = lane + k * DCC_WARP;
-            if (j < dim) {
-                float o = v[k] * rstd + bias;
-                if (gamma) o = o * g[k];
-                if (beta) o = o + be[k];
-                yr[j] = o;
-            }
-        }
-        return;
-    }
-    dcc_moments(xr, dim, eps, lane, &mean, &rstd);
-    const float bias = -mean * rstd;
-    for (i64 j = lane; j < dim; j += DCC_WARP) {
-        float v = xr[j] * rstd + bias;
-        if (gamma) v = v * gamma[j];
-        if (beta) v = v + beta[j];
-        yr[j] = v;
-    }
+    dcc_ln_row_by<DCC_ROW_REGS>(yr, xr, dim, gamma, beta, eps, lane, DccPutF32{});
 }
 
 extern "C" __global__ void norm_layer_norm(float* y, i64 ldy, const float* x, i64 ldx, const float* gamma,

@@ -32,6 +32,7 @@ pub static SOURCE: CudaSource = CudaSource {
     name: "half",
     code: concat!(
         include_str!("../cuda/common.cuh"),
+        include_str!("../cuda/rows.cuh"),
         include_str!("../cuda/attention_body.cuh"),
         include_str!("../cuda/half_kv.cu")
     ),

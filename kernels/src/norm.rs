@@ -23,6 +23,7 @@ pub static SOURCE: CudaSource = CudaSource {
     name: "norm",
     code: concat!(
         include_str!("../cuda/common.cuh"),
+        include_str!("../cuda/rows.cuh"),
         include_str!("../cuda/norm.cu")
     ),
 };
