@@ -21,10 +21,10 @@
 use half::f16;
 
 use crate::CudaSource;
-use crate::abi::{Arg, Args, KernelError, LaunchDims};
+use crate::abi::{Arg, KernelError, LaunchDims};
 use crate::elementwise::rn16;
-use crate::norm::layer_norm;
-use crate::twin::{check_warp_block, invalid, kdef, rd, span, wr, wr16};
+use crate::norm::{layer_norm, qk_pack_args};
+use crate::twin::{kdef, wr16};
 
 use crate::abi::Param::{F32, I64, Ptr};
 
@@ -117,47 +117,10 @@ pub fn qk_pack_f16(
 }
 
 unsafe fn host_qk_pack(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
-    check_warp_block("half.qk_pack", dims)?;
-    let (cap, t0, ld) = (a.usize(2)?, a.usize(3)?, a.usize(5)?);
-    let (batch, heads, t, d, eps) = (
-        a.usize(10)?,
-        a.usize(11)?,
-        a.usize(12)?,
-        a.usize(13)?,
-        a.f32(14)?,
-    );
-    let inner = heads * d;
-    if t0 + t > cap || 3 * inner > ld {
-        return Err(invalid(
-            "half.qk_pack: frames past the cache capacity or q/k/v columns past ld",
-        ));
-    }
-    // SAFETY: HostFn contract (qn, cache and qkv do not overlap).
-    let (qn, cache, qkv, gq, bq, gk, bk) = unsafe {
-        (
-            wr(a.ptr(0)?, batch * t * inner)?,
-            wr16(a.ptr(1)?, batch * heads * cap * 2 * d)?,
-            rd(a.ptr(4)?, span(batch * t, 3 * inner, ld))?,
-            rd(a.ptr(6)?, d)?,
-            rd(a.ptr(7)?, d)?,
-            rd(a.ptr(8)?, d)?,
-            rd(a.ptr(9)?, d)?,
-        )
-    };
+    // SAFETY: HostFn contract; the cache is binary16.
+    let l = unsafe { qk_pack_args("half.qk_pack", dims, a, wr16)? };
     qk_pack_f16(
-        qn,
-        cache,
-        cap,
-        t0,
-        qkv,
-        ld,
-        (gq, bq),
-        (gk, bk),
-        batch,
-        heads,
-        t,
-        d,
-        eps,
+        l.qn, l.cache, l.cap, l.t0, l.qkv, l.ld, l.q, l.k, l.batch, l.heads, l.t, l.d, l.eps,
     );
     Ok(())
 }

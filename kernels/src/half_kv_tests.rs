@@ -132,5 +132,22 @@ fn launch_checks() {
         Arg::F32(1e-5),
     ];
     // SAFETY: the pointers address the arrays above; the twin refuses before touching them.
-    assert!(unsafe { QK_PACK.run_host(&dims, &args) }.is_err());
+    let err = unsafe { QK_PACK.run_host(&dims, &args) }.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("half.qk_pack: frames past the cache capacity"),
+        "{err}"
+    );
+    assert!(cache.iter().all(|c| *c == f16::ZERO) && qn == [0.0; 4]);
+    // the fp32 kernel's twin refuses the same launch under its own name
+    let mut cache32 = [0.0f32; 8];
+    let mut args32 = args;
+    args32[1] = Arg::Ptr(DevPtr(cache32.as_mut_ptr() as u64));
+    // SAFETY: as above.
+    let err = unsafe { crate::norm::QK_PACK.run_host(&dims, &args32) }.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("norm.qk_pack: frames past the cache capacity"),
+        "{err}"
+    );
 }

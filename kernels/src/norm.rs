@@ -444,8 +444,38 @@ unsafe fn host_l2_normalize(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelEr
     Ok(())
 }
 
-unsafe fn host_qk_pack(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
-    check_warp_block("norm.qk_pack", dims)?;
+/// The slices of a `qk_pack` launch, `(qn, cache, cap, t0, qkv, ld, gamma_q, beta_q, gamma_k,
+/// beta_k, batch, heads, t, d, eps)`, with the cache's element `C` (`f32` for `norm.qk_pack`,
+/// binary16 for `half.qk_pack`).
+pub(crate) struct QkPackArgs<'a, C> {
+    pub qn: &'a mut [f32],
+    pub cache: &'a mut [C],
+    pub cap: usize,
+    pub t0: usize,
+    pub qkv: &'a [f32],
+    pub ld: usize,
+    pub q: (&'a [f32], &'a [f32]),
+    pub k: (&'a [f32], &'a [f32]),
+    pub batch: usize,
+    pub heads: usize,
+    pub t: usize,
+    pub d: usize,
+    pub eps: f32,
+}
+
+/// Checks and rebuilds the slices of a `qk_pack` launch named `name`; `cache` rebuilds the
+/// cache's `[batch, heads, cap, 2d]` elements from its address.
+///
+/// # Safety
+/// HostFn contract: the arguments address the extents above, and `cache` is the reconstruction
+/// of the cache's element type (`wr` or `wr16`).
+pub(crate) unsafe fn qk_pack_args<'a, C>(
+    name: &str,
+    dims: &LaunchDims,
+    a: &[Arg],
+    cache: unsafe fn(DevPtr, usize) -> Result<&'a mut [C], KernelError>,
+) -> Result<QkPackArgs<'a, C>, KernelError> {
+    check_warp_block(name, dims)?;
     let (cap, t0, ld) = (a.usize(2)?, a.usize(3)?, a.usize(5)?);
     let (batch, heads, t, d, eps) = (
         a.usize(10)?,
@@ -456,36 +486,35 @@ unsafe fn host_qk_pack(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> 
     );
     let inner = heads * d;
     if t0 + t > cap || 3 * inner > ld {
-        return Err(invalid(
-            "norm.qk_pack: frames past the cache capacity or q/k/v columns past ld",
-        ));
+        return Err(invalid(format!(
+            "{name}: frames past the cache capacity or q/k/v columns past ld"
+        )));
     }
     // SAFETY: HostFn contract (qn, cache and qkv do not overlap).
-    let (qn, cache, qkv, gq, bq, gk, bk) = unsafe {
-        (
-            wr(a.ptr(0)?, batch * t * inner)?,
-            wr(a.ptr(1)?, batch * heads * cap * 2 * d)?,
-            rd(a.ptr(4)?, span(batch * t, 3 * inner, ld))?,
-            rd(a.ptr(6)?, d)?,
-            rd(a.ptr(7)?, d)?,
-            rd(a.ptr(8)?, d)?,
-            rd(a.ptr(9)?, d)?,
-        )
-    };
+    unsafe {
+        Ok(QkPackArgs {
+            qn: wr(a.ptr(0)?, batch * t * inner)?,
+            cache: cache(a.ptr(1)?, batch * heads * cap * 2 * d)?,
+            cap,
+            t0,
+            qkv: rd(a.ptr(4)?, span(batch * t, 3 * inner, ld))?,
+            ld,
+            q: (rd(a.ptr(6)?, d)?, rd(a.ptr(7)?, d)?),
+            k: (rd(a.ptr(8)?, d)?, rd(a.ptr(9)?, d)?),
+            batch,
+            heads,
+            t,
+            d,
+            eps,
+        })
+    }
+}
+
+unsafe fn host_qk_pack(dims: &LaunchDims, a: &[Arg]) -> Result<(), KernelError> {
+    // SAFETY: HostFn contract; the cache is f32.
+    let l = unsafe { qk_pack_args("norm.qk_pack", dims, a, wr)? };
     qk_norm_pack(
-        qn,
-        cache,
-        cap,
-        t0,
-        qkv,
-        ld,
-        (gq, bq),
-        (gk, bk),
-        batch,
-        heads,
-        t,
-        d,
-        eps,
+        l.qn, l.cache, l.cap, l.t0, l.qkv, l.ld, l.q, l.k, l.batch, l.heads, l.t, l.d, l.eps,
     );
     Ok(())
 }
