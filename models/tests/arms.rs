@@ -11,7 +11,7 @@ use dcc_runtime::replay::Fallback;
 use safetensors::SafeTensors;
 
 mod common;
-use common::{Inputs, dir, floats, weights};
+use common::{Inputs, dir, floats, mel_sha, weights};
 
 const CHUNKS: usize = 4;
 /// SHA-256 of B0's four mels (f32 little-endian): what the port emitted before it was
@@ -22,26 +22,16 @@ fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
     dcc_models::token2wav::rel_l2(got, want).unwrap_or_else(|e| panic!("{e}"))
 }
 
-fn sha(mels: &[Vec<f32>]) -> String {
-    let mut v = Vec::new();
-    for m in mels {
-        for x in m {
-            v.extend_from_slice(&x.to_le_bytes());
-        }
-    }
-    dcc_runtime::sha256_hex(&v)
-}
-
 #[test]
 fn every_arm_emits_b0s_mel_and_replays_in_steady_state() {
+    let bytes = std::fs::read(dir().join("io.safetensors")).unwrap();
+    let io = SafeTensors::deserialize(&bytes).unwrap();
     let Inputs {
         prompt,
         mel,
         spk,
         stream,
-    } = Inputs::load("io.safetensors");
-    let bytes = std::fs::read(dir().join("io.safetensors")).unwrap();
-    let io = SafeTensors::deserialize(&bytes).unwrap();
+    } = Inputs::of(&io);
     let (ws, cfg) = weights();
     let contract = ContractView::of::<Token2WavTiny>().unwrap();
     let limits = DeviceLimits {
@@ -73,7 +63,11 @@ fn every_arm_emits_b0s_mel_and_replays_in_steady_state() {
             }
             passes.push(mels);
         }
-        assert_eq!(sha(&passes[0]), sha(&passes[1]), "{arm:?}: passes differ");
+        assert_eq!(
+            mel_sha(&passes[0]),
+            mel_sha(&passes[1]),
+            "{arm:?}: passes differ"
+        );
         for (i, m) in passes[1].iter().enumerate() {
             let e = rel_l2(m, &floats(&io, &format!("feat_{i}")));
             assert!(
@@ -81,7 +75,7 @@ fn every_arm_emits_b0s_mel_and_replays_in_steady_state() {
                 "{arm:?}, chunk {i}: rel-L2 {e:.3e} to the vendor's golden mel"
             );
         }
-        let h = sha(&passes[1]);
+        let h = mel_sha(&passes[1]);
         match &b0 {
             None => {
                 assert_eq!(h, B0_SHA, "B0's mel stream moved");

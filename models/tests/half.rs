@@ -14,19 +14,16 @@
 
 use std::sync::Arc;
 
-use dcc_models::nn::WeightStore;
 use dcc_models::token2wav::serve::{
     Arm, Batcher, ContractView, Request, Session, StreamInputs, Token2WavTiny,
 };
-use dcc_models::token2wav::{
-    BatchSizes, BatchedFlow, DeviceFlow, DeviceLimits, FlowConfig, SolverParams,
-};
+use dcc_models::token2wav::{BatchSizes, BatchedFlow, DeviceFlow, DeviceLimits, SolverParams};
 use dcc_runtime::ops::GemmPath;
 use safetensors::SafeTensors;
 use safetensors::tensor::Dtype;
 
 mod common;
-use common::{dir, floats, tokens};
+use common::{Inputs, dir, floats, mel_sha, weights};
 
 const CHUNKS: usize = 6;
 /// The largest relative L2 of a chunk's mel to the vendor fp16 mel (measured: see the test's
@@ -35,15 +32,6 @@ const TOLERANCE: f64 = 6e-4;
 
 fn rel_l2(got: &[f32], want: &[f32]) -> f64 {
     dcc_models::token2wav::rel_l2(got, want).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn sha(mels: &[Vec<f32>]) -> String {
-    let bytes: Vec<u8> = mels
-        .iter()
-        .flatten()
-        .flat_map(|x| x.to_le_bytes())
-        .collect();
-    dcc_runtime::sha256_hex(&bytes)
 }
 
 struct Golden {
@@ -58,15 +46,19 @@ struct Golden {
 fn golden() -> Golden {
     let bytes = std::fs::read(dir().join("io_half.safetensors")).unwrap();
     let io = SafeTensors::deserialize(&bytes).unwrap();
-    let mut prompt = tokens(&io, "prompt_tokens");
-    prompt.extend_from_within(..3);
+    let Inputs {
+        prompt,
+        mel,
+        spk,
+        stream,
+    } = Inputs::of(&io);
     let drift = io.tensor("rel_l2_fp32").unwrap();
     assert_eq!(drift.dtype(), Dtype::F64);
     Golden {
         prompt,
-        mel: floats(&io, "prompt_mel"),
-        spk: floats(&io, "spk"),
-        stream: tokens(&io, "stream_tokens"),
+        mel,
+        spk,
+        stream,
         feats: (0..CHUNKS)
             .map(|i| floats(&io, &format!("feat_{i}")))
             .collect(),
@@ -79,8 +71,7 @@ fn golden() -> Golden {
 }
 
 fn half_flow(contract: &ContractView, g: &Golden) -> Arc<DeviceFlow> {
-    let ws = WeightStore::load(dir().join("weights.safetensors")).unwrap();
-    let cfg = FlowConfig::from_weights(&ws).unwrap();
+    let (ws, cfg) = weights();
     let limits = DeviceLimits {
         max_call_tokens: g.prompt.len(),
         carry_frames: contract.keeps.carry.bound(),
@@ -145,8 +136,8 @@ fn half_replay_is_bit_identical_to_half_eager() {
             }
             passes.push(mels);
         }
-        let h = sha(&passes[1]);
-        assert_eq!(sha(&passes[0]), h, "{arm:?}: passes differ");
+        let h = mel_sha(&passes[1]);
+        assert_eq!(mel_sha(&passes[0]), h, "{arm:?}: passes differ");
         match &b0 {
             None => b0 = Some(h.clone()),
             Some(b) => assert_eq!(&h, b, "{arm:?} differs from the half B0"),

@@ -15,7 +15,7 @@ use dcc_models::token2wav::{FlowConfig, SolverParams};
 use dcc_runtime::ops::GemmPath;
 
 mod common;
-use common::b0_chunks;
+use common::{b0_chunks, mel_sha};
 
 /// sha256 of the half B0 mel of chunks 0 and 1 (f32 little-endian): the bits the half path gives
 /// since its SDPA runs on tensor cores (`attention.sdpa_f16`: f16 `mma`s, the probabilities
@@ -24,11 +24,6 @@ const HALF_SHA: &str = "910698bac40eeae80fa7327ccd1156b6edcf6cefbe3f9449fefe33e7
 /// The same of the fp32 mel on [`GemmPath::Invariant`] (its encoder and solver launches were
 /// fused too).
 const FP32_SHA: &str = "7fbd9f221435f942b6388aad47055b1f1503dd446e318927a8a33fd8a683bbf9";
-
-fn sha(mel: &[f32]) -> String {
-    let bytes: Vec<u8> = mel.iter().flat_map(|x| x.to_le_bytes()).collect();
-    dcc_runtime::sha256_hex(&bytes)
-}
 
 /// The rounding launches a half chunk still runs that the fp32 chunk does not: per solver step
 /// and DiT block, `nn::SelfAttention`'s two `elementwise.round_f16` (q after its LayerNorm, the
@@ -48,7 +43,7 @@ fn a_half_chunk_launches_at_most_the_fp32_chunk_and_its_rounds() {
     let (fp32, fp32_mel, cfg) = chunk(GemmPath::Invariant);
     let (half, mel, _) = chunk(GemmPath::Half);
     let rounds = half_rounds(&cfg, SolverParams::default().n_steps);
-    let (sha16, sha32) = (sha(&mel), sha(&fp32_mel));
+    let (sha16, sha32) = (mel_sha(&[&mel]), mel_sha(&[&fp32_mel]));
     println!(
         "launches per chunk (tiny, Host): fp32 {fp32} (GemmPath::Backend: {backend}), half \
          {half}; rounding launches left on the half path {rounds}; mel sha256 half {sha16}, \

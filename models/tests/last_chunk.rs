@@ -10,19 +10,10 @@ use dcc_models::token2wav::serve::{ContractView, Token2WavTiny, Token2WavTinyVen
 use dcc_models::token2wav::{DeviceFlow, DeviceLimits, SolverParams};
 
 mod common;
-use common::{Inputs, weights};
+use common::{Inputs, mel_sha, weights};
 
 const PAPER_SHA: &str = "984f927cd5f9325c0624c6617169cd08ed022e503fc9bc9335a3feb9d9cf7969";
 const VENDOR_SHA: &str = "41b824075cb608793168e44bb180477b5fdd49ce49c46848cecda2c8577a2869";
-
-fn sha(mels: &[Vec<f32>]) -> String {
-    let bytes: Vec<u8> = mels
-        .iter()
-        .flatten()
-        .flat_map(|x| x.to_le_bytes())
-        .collect();
-    dcc_runtime::sha256_hex(&bytes)
-}
 
 #[test]
 fn last_chunk_past_the_retention_bound_in_both_stores() {
@@ -33,27 +24,18 @@ fn last_chunk_past_the_retention_bound_in_both_stores() {
         stream,
     } = Inputs::load("io.safetensors");
     let (ws, cfg) = weights();
+    let paper = ContractView::of::<Token2WavTiny>().unwrap();
+    let vendor = ContractView::of::<Token2WavTinyVendor>().unwrap();
     let limits = DeviceLimits {
         max_call_tokens: prompt.len(),
-        carry_frames: 402,
+        carry_frames: paper.keeps.carry.bound().max(vendor.keeps.carry.bound()),
     };
     let dev = DeviceFlow::new(dcc_runtime::backend::host(), &ws, &cfg, limits).unwrap();
     let s = SolverParams {
         n_steps: 3,
         ..SolverParams::default()
     };
-    for (name, c, pin) in [
-        (
-            "paper",
-            ContractView::of::<Token2WavTiny>().unwrap(),
-            PAPER_SHA,
-        ),
-        (
-            "vendor",
-            ContractView::of::<Token2WavTinyVendor>().unwrap(),
-            VENDOR_SHA,
-        ),
-    ] {
+    for (name, c, pin) in [("paper", paper, PAPER_SHA), ("vendor", vendor, VENDOR_SHA)] {
         let mut runs = Vec::new();
         for stock in [false, true] {
             let mut st = if stock {
@@ -77,7 +59,7 @@ fn last_chunk_past_the_retention_bound_in_both_stores() {
             assert!(last.iter().all(|v| v.is_finite()));
             mels.push(last);
             assert_eq!((st.estimator_extent(), st.conformer_tokens()), (402, 201));
-            let h = sha(&mels);
+            let h = mel_sha(&mels);
             println!("{name}, stock store {stock}: mel sha256 {h}");
             runs.push(h);
         }

@@ -57,16 +57,33 @@ pub struct Inputs {
 impl Inputs {
     pub fn load(file: &str) -> Inputs {
         let bytes = std::fs::read(dir().join(file)).unwrap();
-        let io = SafeTensors::deserialize(&bytes).unwrap();
-        let mut prompt = tokens(&io, "prompt_tokens");
+        Inputs::of(&SafeTensors::deserialize(&bytes).unwrap())
+    }
+
+    /// The inputs held by an io file already read (a test that also reads its other tensors).
+    pub fn of(io: &SafeTensors<'_>) -> Inputs {
+        let mut prompt = tokens(io, "prompt_tokens");
         prompt.extend_from_within(..3);
         Inputs {
             prompt,
-            mel: floats(&io, "prompt_mel"),
-            spk: floats(&io, "spk"),
-            stream: tokens(&io, "stream_tokens"),
+            mel: floats(io, "prompt_mel"),
+            spk: floats(io, "spk"),
+            stream: tokens(io, "stream_tokens"),
         }
     }
+}
+
+/// SHA-256 of a mel stream: its chunks' f32 values, little-endian, one after another.
+#[allow(
+    dead_code,
+    reason = "each test crate that includes this module uses part of it"
+)]
+pub fn mel_sha<M: AsRef<[f32]>>(mels: &[M]) -> String {
+    let bytes: Vec<u8> = mels
+        .iter()
+        .flat_map(|m| m.as_ref().iter().flat_map(|x| x.to_le_bytes()))
+        .collect();
+    dcc_runtime::sha256_hex(&bytes)
 }
 
 /// The tiny golden model's weights and the config they describe.
